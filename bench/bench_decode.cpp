@@ -1,0 +1,93 @@
+// BM_DecodeAttention/<fmt>/<ctx>: one decode step of one layer (32 q heads, 8 kv heads,
+// head_dim 128, pages of 64) over a context already in the cache, with all engine threads.
+// Several copies of the context are cycled so that their total exceeds the L3 and KV is not
+// in cache when a call starts. bytes_per_second counts the KV bytes the kernel reads
+// (payloads and the scales it needs).
+// BM_DecodeAttentionReference/<ctx>: the exact reference on the same shape (dense F32).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+
+#include "attention/attention_ref.h"
+#include "bench_common.h"
+
+namespace {
+
+using namespace kvbench::micro;
+
+constexpr std::size_t kColdBytes = 256ull << 20;  // > 4x a large L3
+
+// The contexts of the last benchmark, kept across Google Benchmark's repeated calls.
+struct DecodeSetup {
+  kv::Format format = kv::Format::F32;
+  int ctx = 0;
+  std::unique_ptr<kv::KVCache> cache;
+  std::vector<kv::SeqId> copies;
+  std::size_t kv_bytes_per_copy = 0;
+};
+
+DecodeSetup& setup_for(kv::Format format, int ctx) {
+  static DecodeSetup setup;
+  if (setup.cache && setup.format == format && setup.ctx == ctx) return setup;
+  setup = DecodeSetup{};
+  setup.format = format;
+  setup.ctx = ctx;
+  setup.cache = std::make_unique<kv::KVCache>(decode_shape_config(format, ctx));
+  const kv::PageLayout& layout = setup.cache->layout();
+  const std::size_t pages = static_cast<std::size_t>(ctx / 64) * 8;
+  setup.kv_bytes_per_copy = pages * (layout.k_read_bytes(64) + layout.v_read_bytes(64));
+  const std::size_t copies = std::max<std::size_t>(2, (kColdBytes + pages * layout.bytes - 1) / (pages * layout.bytes));
+  const std::size_t count = static_cast<std::size_t>(ctx) * 8 * 128;
+  const auto k = bench_values(count, 11, true);
+  const auto v = bench_values(count, 12, false);
+  for (std::size_t i = 0; i < copies; ++i) {
+    const kv::SeqId seq = setup.cache->create_sequence();
+    setup.cache->append(seq, 0, k.data(), v.data(), ctx);
+    setup.copies.push_back(seq);
+  }
+  return setup;
+}
+
+void decode(benchmark::State& state, kv::Format format, int ctx) {
+  DecodeSetup& setup = setup_for(format, ctx);
+  const auto q = bench_values(32 * 128, 13, false);
+  std::vector<float> out(q.size());
+  std::size_t next = 0;
+  for (auto _ : state) {
+    setup.cache->attend(setup.copies[next], 0, q.data(), 1, out.data());
+    next = (next + 1) % setup.copies.size();
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(setup.kv_bytes_per_copy));
+  state.counters["copies"] = static_cast<double>(setup.copies.size());
+  state.SetLabel(std::string(kv::isa_name(setup.cache->isa())));
+}
+
+void decode_reference(benchmark::State& state, int ctx) {
+  const std::size_t count = static_cast<std::size_t>(ctx) * 8 * 128;
+  const auto k = bench_values(count, 11, true);
+  const auto v = bench_values(count, 12, false);
+  const auto q = bench_values(32 * 128, 13, false);
+  std::vector<float> out(q.size());
+  const kv::AttentionShape shape{32, 8, 128, 1.0f / std::sqrt(128.0f)};
+  for (auto _ : state) {
+    kv::attention_ref(shape, q.data(), 1, k.data(), v.data(), ctx, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * count * sizeof(float)));
+}
+
+struct Register {
+  Register() {
+    for (int ctx : {4096, 32768}) {
+      for (kv::Format f : kv::kAllFormats) {
+        const std::string name = "BM_DecodeAttention/" + std::string(kv::format_name(f)) + "/" + std::to_string(ctx);
+        benchmark::RegisterBenchmark(name.c_str(), decode, f, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
+      const std::string ref = "BM_DecodeAttentionReference/" + std::to_string(ctx);
+      benchmark::RegisterBenchmark(ref.c_str(), decode_reference, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
+  }
+} registrar;
+
+}  // namespace

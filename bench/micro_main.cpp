@@ -1,0 +1,69 @@
+// kvbench-micro: our flags (--isa, --threads) are taken out of argv, the rest goes to Google
+// Benchmark. The kernel path is recorded in the benchmark context.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_options.h"
+#include "runtime/error.h"
+
+namespace {
+
+bool take_value(std::vector<char*>& args, std::size_t& i, std::string_view flag, std::string& value) {
+  const std::string_view arg = args[i];
+  if (arg == flag && i + 1 < args.size()) {
+    value = args[i + 1];
+    args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
+    return true;
+  }
+  if (arg.size() > flag.size() + 1 && arg.substr(0, flag.size()) == flag && arg[flag.size()] == '=') {
+    value = std::string(arg.substr(flag.size() + 1));
+    args.erase(args.begin() + static_cast<long>(i));
+    return true;
+  }
+  return false;
+}
+
+void parse_options(std::vector<char*>& args) {
+  auto& opts = kvbench::micro::options();
+  for (std::size_t i = 1; i < args.size();) {
+    std::string value;
+    if (take_value(args, i, "--isa", value)) {
+      opts.isa = kv::resolve_isa(kv::parse_isa(value, "kvbench-micro --isa"));
+    } else if (take_value(args, i, "--threads", value)) {
+      char* end = nullptr;
+      const long threads = std::strtol(value.c_str(), &end, 10);
+      if (end == value.c_str() || *end != '\0' || threads < 0) {
+        throw kv::InputError("kvbench-micro", "--threads", "'" + value + "' is not a count >= 0");
+      }
+      opts.threads = static_cast<int>(threads);
+    } else {
+      ++i;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  try {
+    parse_options(args);
+  } catch (const kv::InputError& error) {
+    std::fprintf(stderr, "kvbench-micro: error: %s\n", error.what());
+    return 2;
+  }
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 2;
+  const kv::Isa isa = kv::resolve_isa(kvbench::micro::options().isa);
+  benchmark::AddCustomContext("kvbench_isa", std::string(kv::isa_name(isa)));
+  benchmark::AddCustomContext("kvbench_threads", std::to_string(kvbench::micro::options().threads));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

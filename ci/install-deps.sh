@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages kvbench builds and tests with. Runs as root (no sudo),
+# installs only what is missing, and never pulls recommended packages.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libbenchmark-dev        # Google Benchmark 1.7: kvbench-micro
+  catch2                  # Catch2 2.13 (v2): unit and end-to-end tests
+  nlohmann-json3-dev      # configs, JSON exports
+  libsqlite3-dev sqlite3  # results store (the CLI is used by end-to-end tests)
+  libfmt-dev              # formatting (libstdc++ 12 has no <format>)
+  libcli11-dev            # command line
+  libxxhash-dev           # L2 page checksums
+  gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev  # reports
+  g++-aarch64-linux-gnu   # compile-only check of the Arm (NEON) path
+  clang libclang-rt-14-dev  # libFuzzer targets
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}) and not root; install them as root" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,52 @@
+// Per-page attention kernels and their runtime dispatch table. A kernel folds one page into
+// online-softmax states (softmax_state.h); paged_attention.h splits the work and merges.
+#pragma once
+
+#include "quant/page_layout.h"
+#include "runtime/isa.h"
+
+namespace kv {
+
+// Decode: one query per q head of a GQA group. q: [group][head_dim], already multiplied by
+// the softmax scale. states: [group] states of stride SoftmaxState::stride(head_dim).
+// One pass over the page's K and V serves every q head of the group.
+using DecodePageFn = void (*)(const PageView& page, const float* q, int group, float* states);
+
+// Prefill: n queries at absolute positions first_query_pos + i, causal against the page's
+// tokens at positions first_token_pos + t. q: [n][group][head_dim] (pre-scaled);
+// states: [n][group]. `scratch` holds 2 * page_tokens * head_dim floats.
+struct PrefillPageArgs {
+  PageView page;
+  int first_token_pos = 0;
+  const float* q = nullptr;
+  int n_queries = 0;
+  int group = 0;
+  int first_query_pos = 0;
+  float* states = nullptr;
+  float* scratch = nullptr;
+};
+using PrefillPageFn = void (*)(const PrefillPageArgs& args);
+
+struct PageKernels {
+  Isa isa = Isa::Scalar;
+  DecodePageFn decode_page = nullptr;
+  PrefillPageFn prefill_page = nullptr;
+};
+
+// The kernels of a concrete, supported ISA (resolve Auto with resolve_isa first).
+const PageKernels& page_kernels(Isa isa);
+
+// Reference twin of every decode kernel: dequantize the page with the reference dequantizer,
+// then fold it in double precision with std::exp.
+void decode_page_ref(const PageView& page, const float* q, int group, float* states);
+
+namespace scalar {
+void decode_page(const PageView& page, const float* q, int group, float* states);
+void prefill_page(const PrefillPageArgs& args);
+}  // namespace scalar
+namespace avx2 {
+void decode_page(const PageView& page, const float* q, int group, float* states);
+void prefill_page(const PrefillPageArgs& args);
+}  // namespace avx2
+
+}  // namespace kv

@@ -1,0 +1,292 @@
+// AVX2+FMA+F16C kernels. Compiled with those flags and only called after a CPUID check.
+//
+// The decode kernel is fused: K and V codes are turned into floats in registers, 8 channels
+// at a time, and never written back. Format scales are folded out of the inner loops: K's
+// per-channel scale goes into the query (q' = q * scale, plus a bias q . zero), V's per-token
+// group scale goes into the softmax weight. Heads of a GQA group are processed up to four at
+// a time so that each K/V vector is unpacked once for all of them. The kernel is long because
+// each stage is written out per format through templates; the structure is: fold query ->
+// scores -> online-softmax update -> weighted V sum.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "attention/page_kernels.h"
+#include "attention/prefill_page_impl.h"
+#include "attention/softmax_state.h"
+#include "quant/codes.h"
+
+namespace kv::avx2 {
+
+namespace {
+
+constexpr int kMaxChunkHeads = 4;
+
+// e^x for x <= 0 (Cephes single-precision polynomial, about 2 ulp); inputs are clamped to
+// [-87, 0] so the result is never Inf or NaN.
+inline __m256 exp_ps(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_setzero_ps());
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256 hmax8(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm256_set1_ps(_mm_cvtss_f32(s));
+}
+
+// Eight payload values of channels c..c+7 as floats, before the format's scale (see
+// page_layout.h for packing; fp8 uses the E4M3 -> half identity of fp16.h, scale 2^8 folded).
+template <Format F>
+inline __m256 load_raw8(const std::uint8_t* row, int c) {
+  if constexpr (F == Format::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (F == Format::F16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+  } else if constexpr (F == Format::FP8) {
+    const __m128i bytes = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c)));
+    const __m128i half = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0x80)), 8),
+                                      _mm_slli_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0x7F)), 7));
+    return _mm256_cvtph_ps(half);
+  } else if constexpr (F == Format::Q8) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c))));
+  } else if constexpr (F == Format::Q4) {
+    std::uint32_t bits;
+    std::memcpy(&bits, row + c / 2, sizeof(bits));
+    const __m256i shifted = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(bits)),
+                                              _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(0x0F)));
+  } else {
+    std::uint16_t bits;
+    std::memcpy(&bits, row + c / 4, sizeof(bits));
+    const __m256i shifted = _mm256_srlv_epi32(_mm256_set1_epi32(bits), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(0x03)));
+  }
+}
+
+// Multiplier that turns a raw payload value into the stored value, for page-wide scales.
+template <Format F>
+float page_raw_scale(const PageLayout& layout, const std::byte* page, std::size_t scale_offset) {
+  if constexpr (F == Format::FP8) return *layout.at<float>(page, scale_offset) * 256.0f;
+  return 1.0f;
+}
+
+// Per-thread scratch: folded queries, scores and V weights of one head chunk.
+struct Scratch {
+  std::vector<float> folded;   // [heads][dim]
+  std::vector<float> scores;   // [heads][page_tokens rounded to 8]
+  std::vector<float> weights;  // [heads][page_tokens][v_groups]
+  std::vector<float> v_scales; // [page_tokens][v_groups]
+};
+Scratch& scratch() {
+  static thread_local Scratch s;
+  return s;
+}
+
+template <Format FK, int NG>
+void score_tokens(const PageView& page, const float* q, float* bias, Scratch& s) {
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  const int padded = (page.tokens + 7) & ~7;
+  float* folded = s.folded.data();
+  if constexpr (FK == Format::Q8 || FK == Format::Q4 || FK == Format::Q2) {
+    const float* scale = layout.at<float>(page.data, layout.k_scale);
+    const float* zero = layout.at<float>(page.data, layout.k_zero);
+    for (int g = 0; g < NG; ++g) {
+      __m256 b = _mm256_setzero_ps();
+      for (int c = 0; c < dim; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + g * dim + c);
+        _mm256_storeu_ps(folded + g * dim + c, _mm256_mul_ps(qv, _mm256_loadu_ps(scale + c)));
+        b = _mm256_fmadd_ps(qv, _mm256_loadu_ps(zero + c), b);
+      }
+      bias[g] = hsum(b);
+    }
+  } else {
+    const __m256 scale = _mm256_set1_ps(page_raw_scale<FK>(layout, page.data, layout.k_scale));
+    for (int g = 0; g < NG; ++g) {
+      for (int c = 0; c < dim; c += 8) {
+        _mm256_storeu_ps(folded + g * dim + c, _mm256_mul_ps(_mm256_loadu_ps(q + g * dim + c), scale));
+      }
+      bias[g] = 0.0f;
+    }
+  }
+  for (int t = 0; t < page.tokens; ++t) {
+    const std::uint8_t* row = layout.k_row(page.data, t);
+    __m256 acc[NG];
+    for (int g = 0; g < NG; ++g) acc[g] = _mm256_setzero_ps();
+    for (int c = 0; c < dim; c += 8) {
+      const __m256 k8 = load_raw8<FK>(row, c);
+      for (int g = 0; g < NG; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(folded + g * dim + c), k8, acc[g]);
+    }
+    for (int g = 0; g < NG; ++g) s.scores[static_cast<std::size_t>(g * padded + t)] = hsum(acc[g]) + bias[g];
+  }
+}
+
+// Turns scores into softmax weights against the new running max; returns the per-head
+// rescale factor for the old state and updates max and sum.
+template <int NG>
+void softmax_update(const PageView& page, float* states, int dim, float* rescale, Scratch& s) {
+  const int padded = (page.tokens + 7) & ~7;
+  for (int g = 0; g < NG; ++g) {
+    SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
+    float* scores = s.scores.data() + g * padded;
+    for (int t = page.tokens; t < padded; ++t) scores[t] = -INFINITY;
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    for (int t = 0; t < padded; t += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(scores + t));
+    const float page_max = _mm_cvtss_f32(_mm256_castps256_ps128(hmax8(vmax)));
+    const float new_max = std::fmax(state.max(), page_max);
+    rescale[g] = state.empty() ? 0.0f : std::exp(state.max() - new_max);
+    const __m256 m = _mm256_set1_ps(new_max);
+    __m256 total = _mm256_setzero_ps();
+    for (int t = 0; t < padded; t += 8) {
+      __m256 p = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + t), m));
+      if (t + 8 > page.tokens) {  // zero the padding lanes of a partial page
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(page.tokens - t), lane);
+        p = _mm256_and_ps(p, _mm256_castsi256_ps(valid));
+      }
+      _mm256_storeu_ps(scores + t, p);
+      total = _mm256_add_ps(total, p);
+    }
+    state.sum() = state.sum() * rescale[g] + hsum(total);
+    state.max() = new_max;
+  }
+}
+
+template <Format FV, int NG>
+void accumulate_values(const PageView& page, float* states, const float* rescale, Scratch& s) {
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  const int padded = (page.tokens + 7) & ~7;
+  constexpr bool kInteger = FV == Format::Q8 || FV == Format::Q4 || FV == Format::Q2;
+  const int groups = kInteger ? layout.v_groups() : 1;
+  // weights[g][t][group] = p * the V scale of (t, group).
+  float* weights = s.weights.data();
+  if constexpr (kInteger) {
+    const auto* scale_bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
+    for (int i = 0; i < page.tokens * groups; ++i) {
+      s.v_scales[static_cast<std::size_t>(i)] = _cvtsh_ss(scale_bits[i]);
+    }
+  }
+  const float page_scale = page_raw_scale<FV>(layout, page.data, layout.v_scale);
+  for (int g = 0; g < NG; ++g) {
+    const float* p = s.scores.data() + g * padded;
+    float* w = weights + static_cast<std::size_t>(g) * page.tokens * groups;
+    for (int t = 0; t < page.tokens; ++t) {
+      for (int grp = 0; grp < groups; ++grp) {
+        w[t * groups + grp] = p[t] * (kInteger ? s.v_scales[static_cast<std::size_t>(t * groups + grp)] : page_scale);
+      }
+    }
+  }
+  const __m256 midpoint = _mm256_set1_ps(kInteger ? v_code_midpoint(FV) : 0.0f);
+  const std::size_t head_weights = static_cast<std::size_t>(page.tokens) * groups;
+  for (int c = 0; c < dim; c += 8) {
+    const int grp = kInteger ? c / layout.v_group : 0;
+    __m256 acc[NG];
+    float* outs[NG];
+    for (int g = 0; g < NG; ++g) {
+      outs[g] = states + g * SoftmaxState::stride(dim) + 2 + c;
+      acc[g] = _mm256_mul_ps(_mm256_loadu_ps(outs[g]), _mm256_set1_ps(rescale[g]));
+    }
+    const float* w = weights + grp;
+    for (int t = 0; t < page.tokens; ++t) {
+      __m256 v8 = load_raw8<FV>(layout.v_row(page.data, t), c);
+      if constexpr (kInteger) v8 = _mm256_sub_ps(v8, midpoint);
+      for (int g = 0; g < NG; ++g) {
+        acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + g * head_weights + t * groups), v8, acc[g]);
+      }
+    }
+    for (int g = 0; g < NG; ++g) _mm256_storeu_ps(outs[g], acc[g]);
+  }
+}
+
+template <Format FK, Format FV, int NG>
+void decode_chunk(const PageView& page, const float* q, float* states) {
+  Scratch& s = scratch();
+  const PageLayout& layout = *page.layout;
+  const auto dim = static_cast<std::size_t>(layout.head_dim);
+  const auto tokens = static_cast<std::size_t>(layout.page_tokens);
+  const auto groups = static_cast<std::size_t>(layout.v_groups());
+  s.folded.resize(NG * dim);
+  s.scores.resize(NG * (tokens + 8));
+  s.weights.resize(NG * tokens * groups);
+  s.v_scales.resize(tokens * groups);
+  float bias[NG];
+  float rescale[NG];
+  score_tokens<FK, NG>(page, q, bias, s);
+  softmax_update<NG>(page, states, layout.head_dim, rescale, s);
+  accumulate_values<FV, NG>(page, states, rescale, s);
+}
+
+using ChunkFn = void (*)(const PageView&, const float*, float*);
+
+template <Format FK, int NG>
+ChunkFn pick_v(Format v) {
+  switch (v) {
+    case Format::F32: return &decode_chunk<FK, Format::F32, NG>;
+    case Format::F16: return &decode_chunk<FK, Format::F16, NG>;
+    case Format::FP8: return &decode_chunk<FK, Format::FP8, NG>;
+    case Format::Q8: return &decode_chunk<FK, Format::Q8, NG>;
+    case Format::Q4: return &decode_chunk<FK, Format::Q4, NG>;
+    case Format::Q2: return &decode_chunk<FK, Format::Q2, NG>;
+  }
+  return nullptr;
+}
+
+template <int NG>
+ChunkFn pick(Format k, Format v) {
+  switch (k) {
+    case Format::F32: return pick_v<Format::F32, NG>(v);
+    case Format::F16: return pick_v<Format::F16, NG>(v);
+    case Format::FP8: return pick_v<Format::FP8, NG>(v);
+    case Format::Q8: return pick_v<Format::Q8, NG>(v);
+    case Format::Q4: return pick_v<Format::Q4, NG>(v);
+    case Format::Q2: return pick_v<Format::Q2, NG>(v);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void decode_page(const PageView& page, const float* q, int group, float* states) {
+  if (page.tokens == 0) return;
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  int g = 0;
+  while (g < group) {
+    const int left = group - g;
+    const int heads = left >= kMaxChunkHeads ? kMaxChunkHeads : (left >= 2 ? 2 : 1);
+    ChunkFn fn = heads == 4 ? pick<4>(layout.k_format, layout.v_format)
+                            : heads == 2 ? pick<2>(layout.k_format, layout.v_format)
+                                         : pick<1>(layout.k_format, layout.v_format);
+    fn(page, q + static_cast<std::size_t>(g) * dim, states + g * SoftmaxState::stride(dim));
+    g += heads;
+  }
+}
+
+void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
+
+}  // namespace kv::avx2

@@ -1,0 +1,121 @@
+#include "attention/paged_attention.h"
+
+#include <algorithm>
+
+#include "attention/softmax_state.h"
+#include "runtime/error.h"
+
+namespace kv {
+
+namespace {
+
+int context_tokens(const std::vector<PageView>& pages) {
+  int tokens = 0;
+  for (const PageView& page : pages) tokens += page.tokens;
+  return tokens;
+}
+
+void scale_queries(const PagedAttentionArgs& args, AttentionWorkspace& ws) {
+  const std::size_t count = static_cast<std::size_t>(args.n_queries) * static_cast<std::size_t>(args.shape.q_heads) *
+                            static_cast<std::size_t>(args.shape.head_dim);
+  ws.q_scaled.resize(count);
+  for (std::size_t i = 0; i < count; ++i) ws.q_scaled[i] = args.q[i] * args.shape.scale;
+}
+
+void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args, AttentionWorkspace& ws) {
+  const AttentionShape& shape = args.shape;
+  const int group = shape.group();
+  const int dim = shape.head_dim;
+  const std::size_t stride = SoftmaxState::stride(dim);
+  const auto& pages = *args.pages;
+  const int split = std::max(1, args.split_pages);
+  const int chunks = std::max<int>(1, (static_cast<int>(pages[0].size()) + split - 1) / split);
+  const std::size_t task_floats = static_cast<std::size_t>(group) * stride;
+  ws.states.resize(static_cast<std::size_t>(shape.kv_heads) * chunks * task_floats);
+
+  pool.parallel_for(static_cast<std::size_t>(shape.kv_heads) * chunks, [&](std::size_t task) {
+    const int head = static_cast<int>(task) / chunks;
+    const int chunk = static_cast<int>(task) % chunks;
+    float* states = ws.states.data() + task * task_floats;
+    for (int g = 0; g < group; ++g) SoftmaxState(states + g * stride, dim).reset();
+    const float* q = ws.q_scaled.data() + static_cast<std::size_t>(head) * group * dim;
+    const auto& list = pages[head];
+    const std::size_t end = std::min(list.size(), static_cast<std::size_t>(chunk + 1) * split);
+    for (std::size_t p = static_cast<std::size_t>(chunk) * split; p < end; ++p) {
+      kernels.decode_page(list[p], q, group, states);
+    }
+  });
+
+  for (int head = 0; head < shape.kv_heads; ++head) {
+    float* first = ws.states.data() + static_cast<std::size_t>(head) * chunks * task_floats;
+    for (int chunk = 1; chunk < chunks; ++chunk) {
+      const float* part = first + static_cast<std::size_t>(chunk) * task_floats;
+      for (int g = 0; g < group; ++g) {
+        SoftmaxState(first + g * stride, dim).merge(SoftmaxState(const_cast<float*>(part) + g * stride, dim));
+      }
+    }
+    for (int g = 0; g < group; ++g) {
+      SoftmaxState(first + g * stride, dim).write_output(args.out + (static_cast<std::size_t>(head) * group + g) * dim);
+    }
+  }
+}
+
+void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args, AttentionWorkspace& ws) {
+  const AttentionShape& shape = args.shape;
+  const int group = shape.group();
+  const int dim = shape.head_dim;
+  const std::size_t stride = SoftmaxState::stride(dim);
+  const auto& pages = *args.pages;
+  const int ctx = context_tokens(pages[0]);
+  const int first_query_pos = ctx - args.n_queries;
+  const int blocks = (args.n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
+
+  pool.parallel_for(static_cast<std::size_t>(shape.kv_heads) * blocks, [&](std::size_t task) {
+    const int head = static_cast<int>(task) / blocks;
+    const int block = static_cast<int>(task) % blocks;
+    const int q_begin = block * kPrefillQueryBlock;
+    const int q_count = std::min(kPrefillQueryBlock, args.n_queries - q_begin);
+    // Per-task buffers: [q_count][group] states, the block's queries and a dequantized page.
+    static thread_local std::vector<float> states, queries, scratch;
+    states.resize(static_cast<std::size_t>(q_count) * group * stride);
+    queries.resize(static_cast<std::size_t>(q_count) * group * dim);
+    scratch.resize(2 * static_cast<std::size_t>(kMaxPageTokens) * dim);
+    for (int i = 0; i < q_count * group; ++i) SoftmaxState(states.data() + i * stride, dim).reset();
+    for (int i = 0; i < q_count; ++i) {
+      const float* src = ws.q_scaled.data() + (static_cast<std::size_t>(q_begin + i) * shape.q_heads + head * group) * dim;
+      std::copy(src, src + static_cast<std::size_t>(group) * dim, queries.data() + static_cast<std::size_t>(i) * group * dim);
+    }
+    const int last_query_pos = first_query_pos + q_begin + q_count - 1;
+    int token_pos = 0;
+    for (const PageView& page : pages[head]) {
+      if (token_pos > last_query_pos) break;
+      PrefillPageArgs page_args{page, token_pos, queries.data(), q_count, group, first_query_pos + q_begin,
+                                states.data(), scratch.data()};
+      kernels.prefill_page(page_args);
+      token_pos += page.tokens;
+    }
+    for (int i = 0; i < q_count; ++i) {
+      for (int g = 0; g < group; ++g) {
+        float* dst = args.out + (static_cast<std::size_t>(q_begin + i) * shape.q_heads + head * group + g) * dim;
+        SoftmaxState(states.data() + (static_cast<std::size_t>(i) * group + g) * stride, dim).write_output(dst);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void paged_attention(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args,
+                     AttentionWorkspace& workspace) {
+  KV_ASSERT(args.pages != nullptr && static_cast<int>(args.pages->size()) == args.shape.kv_heads,
+            "one page list per kv head");
+  KV_ASSERT(args.n_queries >= 1, "at least one query");
+  scale_queries(args, workspace);
+  if (args.n_queries == 1) {
+    run_decode(kernels, pool, args, workspace);
+  } else {
+    run_prefill(kernels, pool, args, workspace);
+  }
+}
+
+}  // namespace kv

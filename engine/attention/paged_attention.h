@@ -1,0 +1,38 @@
+// Attention over paged KV: splits the work into tasks, runs the page kernels on the thread
+// pool and merges partial softmax states in logical page order. The split depends only on
+// the shape and `split_pages`, never on the thread count, so results are bit-identical for
+// any number of threads.
+#pragma once
+
+#include <vector>
+
+#include "attention/attention_ref.h"
+#include "attention/page_kernels.h"
+#include "runtime/thread_pool.h"
+
+namespace kv {
+
+inline constexpr int kDefaultSplitPages = 8;
+inline constexpr int kPrefillQueryBlock = 16;
+
+struct PagedAttentionArgs {
+  AttentionShape shape;
+  // pages[h]: kv head h's pages in logical order; every head holds the same token count.
+  const std::vector<std::vector<PageView>>* pages = nullptr;
+  const float* q = nullptr;  // [n_queries][q_heads][head_dim], for the last n_queries positions
+  int n_queries = 1;
+  float* out = nullptr;  // like q
+  int split_pages = kDefaultSplitPages;  // decode: pages per task
+};
+
+// Buffers reused across calls so that the decode path does not allocate.
+struct AttentionWorkspace {
+  std::vector<float> q_scaled;
+  std::vector<float> states;
+};
+
+// n_queries == 1 runs the fused decode kernel; more runs the chunked prefill kernel.
+void paged_attention(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args,
+                     AttentionWorkspace& workspace);
+
+}  // namespace kv

@@ -1,0 +1,384 @@
+#include "kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "quant/quantizer.h"
+#include "runtime/error.h"
+
+namespace kv {
+
+namespace {
+
+constexpr std::size_t kPagesPerSlab = 64;
+constexpr int kAppendBlockPages = 16;  // tokens copied into the residual between sealing passes
+
+PageLayoutSpec layout_spec(const CacheConfig& config, Format k, Format v) {
+  PageLayoutSpec spec;
+  spec.page_tokens = config.page_tokens;
+  spec.head_dim = config.geometry.head_dim;
+  spec.k_format = k;
+  spec.v_format = v;
+  spec.v_group = config.v_group;
+  spec.pad_to_4k = config.pad_pages_to_4k;
+  return spec;
+}
+
+std::size_t page_alignment(const CacheConfig& config) {
+  return config.pad_pages_to_4k ? kDirectIoAlign : kPageAlign;
+}
+
+std::uint64_t page_checksum(const PageLayout& layout, const std::byte* page) {
+  return XXH64(page + sizeof(PageHeader), layout.bytes - sizeof(PageHeader), 0);
+}
+
+// Copies one row, replacing non-finite values by 0; returns how many were replaced.
+std::uint64_t copy_finite(const float* src, float* dst, int count) {
+  std::uint64_t replaced = 0;
+  for (int i = 0; i < count; ++i) {
+    const bool finite = std::isfinite(src[i]);
+    dst[i] = finite ? src[i] : 0.0f;
+    replaced += finite ? 0 : 1;
+  }
+  return replaced;
+}
+
+}  // namespace
+
+void validate_cache_config(const CacheConfig& config) {
+  const std::string where = "cache config";
+  validate_geometry(config.geometry, where);
+  PageLayout::make(layout_spec(config, config.k_format, config.v_format));
+  if (config.residual_tokens < 0) {
+    throw InputError(where, "residual_tokens", std::to_string(config.residual_tokens) + " must be >= 0");
+  }
+  if (config.threads < 0) throw InputError(where, "threads", "must be >= 0 (0 means all cores)");
+  if (config.split_pages < 1) throw InputError(where, "split_pages", "must be >= 1");
+  if (!(config.outlier_factor > 1.0f)) throw InputError(where, "outlier_factor", "must be > 1");
+  if (config.softmax_scale < 0.0f || !std::isfinite(config.softmax_scale)) {
+    throw InputError(where, "softmax_scale", "must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  }
+}
+
+KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
+    : config_((validate_cache_config(config), config)),
+      telemetry_(telemetry),
+      layout_(PageLayout::make(layout_spec(config, config.k_format, config.v_format))),
+      residual_layout_(PageLayout::make(layout_spec(config, Format::F32, Format::F32))),
+      pool_(config.threads),
+      kernels_(&page_kernels(resolve_isa(config.isa))),
+      sealed_pool_(layout_.bytes, page_alignment(config), kPagesPerSlab),
+      residual_pool_(residual_layout_.bytes, page_alignment(config), kPagesPerSlab),
+      calibration_(static_cast<std::size_t>(config.geometry.layers) * config.geometry.kv_heads,
+                   Calibration(config.outlier_factor)) {
+  if (config_.softmax_scale == 0.0f) config_.softmax_scale = 1.0f / std::sqrt(static_cast<float>(config.geometry.head_dim));
+}
+
+KVCache::~KVCache() = default;
+
+KVCache::Sequence& KVCache::sequence(SeqId seq, const char* api) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) throw InputError(api, "seq", "unknown sequence " + std::to_string(seq));
+  return it->second;
+}
+
+const KVCache::Sequence& KVCache::sequence(SeqId seq, const char* api) const {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) throw InputError(api, "seq", "unknown sequence " + std::to_string(seq));
+  return it->second;
+}
+
+void KVCache::check_layer(int layer, const char* api) const {
+  if (layer < 0 || layer >= config_.geometry.layers) {
+    throw InputError(api, "layer",
+                     std::to_string(layer) + " is outside 0.." + std::to_string(config_.geometry.layers - 1));
+  }
+}
+
+SeqId KVCache::create_sequence() {
+  const SeqId id = next_seq_++;
+  Sequence& seq = sequences_[id];
+  seq.layers.resize(static_cast<std::size_t>(config_.geometry.layers));
+  for (LayerState& layer : seq.layers) layer.heads.resize(static_cast<std::size_t>(config_.geometry.kv_heads));
+  return id;
+}
+
+SeqId KVCache::fork(SeqId parent_id) {
+  const Sequence parent = sequence(parent_id, "KVCache::fork");
+  const SeqId child_id = create_sequence();
+  Sequence& child = sequences_[child_id];
+  for (std::size_t l = 0; l < parent.layers.size(); ++l) {
+    const LayerState& from = parent.layers[l];
+    LayerState& to = child.layers[l];
+    to.length = from.length;
+    to.sealed_tokens = from.sealed_tokens;
+    for (std::size_t h = 0; h < from.heads.size(); ++h) {
+      to.heads[h].sealed = from.heads[h].sealed;
+      for (PageId id : to.heads[h].sealed) sealed_pool_.retain(id);
+      for (PageId id : from.heads[h].residual) {
+        const PageId copy = residual_pool_.allocate();
+        std::memcpy(residual_pool_.data(copy), residual_pool_.data(id), residual_layout_.bytes);
+        to.heads[h].residual.push_back(copy);
+      }
+    }
+  }
+  return child_id;
+}
+
+void KVCache::release_layer(LayerState& state) {
+  for (HeadPages& head : state.heads) {
+    for (PageId id : head.sealed) sealed_pool_.release(id);
+    for (PageId id : head.residual) residual_pool_.release(id);
+    head.sealed.clear();
+    head.residual.clear();
+  }
+  state.length = 0;
+  state.sealed_tokens = 0;
+}
+
+void KVCache::release(SeqId seq) {
+  Sequence& s = sequence(seq, "KVCache::release");
+  for (LayerState& layer : s.layers) release_layer(layer);
+  sequences_.erase(seq);
+}
+
+int KVCache::length(SeqId seq, int layer) const {
+  check_layer(layer, "KVCache::length");
+  return sequence(seq, "KVCache::length").layers[static_cast<std::size_t>(layer)].length;
+}
+
+std::uint64_t KVCache::copy_into_residual(LayerState& state, const float* k, const float* v, int n_tokens) {
+  const int tokens_per_page = config_.page_tokens;
+  const int dim = config_.geometry.head_dim;
+  const int heads = config_.geometry.kv_heads;
+  std::uint64_t replaced = 0;
+  for (int i = 0; i < n_tokens; ++i) {
+    const int pos = state.length - state.sealed_tokens;
+    const auto page_index = static_cast<std::size_t>(pos / tokens_per_page);
+    const int slot = pos % tokens_per_page;
+    for (int h = 0; h < heads; ++h) {
+      HeadPages& head = state.heads[static_cast<std::size_t>(h)];
+      if (page_index == head.residual.size()) {
+        const PageId id = residual_pool_.allocate();
+        std::memset(residual_pool_.data(id), 0, sizeof(PageHeader));
+        head.residual.push_back(id);
+      }
+      std::byte* page = residual_pool_.data(head.residual[page_index]);
+      const std::size_t src = (static_cast<std::size_t>(i) * heads + h) * dim;
+      const std::size_t dst = static_cast<std::size_t>(slot) * dim;
+      replaced += copy_finite(k + src, residual_layout_.at<float>(page, residual_layout_.k_data) + dst, dim);
+      replaced += copy_finite(v + src, residual_layout_.at<float>(page, residual_layout_.v_data) + dst, dim);
+      PageLayout::header(page)->tokens = static_cast<std::uint16_t>(slot + 1);
+    }
+    ++state.length;
+  }
+  return replaced;
+}
+
+void KVCache::seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event) {
+  const std::byte* src = residual_pool_.data(residual);
+  std::byte* dst = sealed_pool_.data(sealed);
+  const float* k = residual_layout_.at<float>(src, residual_layout_.k_data);
+  const float* v = residual_layout_.at<float>(src, residual_layout_.v_data);
+  PageStats stats;
+  quantize_page(layout_, k, v, config_.page_tokens, dst, &stats);
+  Calibration& calibration = calibration_[static_cast<std::size_t>(layer) * config_.geometry.kv_heads + head];
+  event.layer = layer;
+  event.kv_head = head;
+  event.logical_page = logical_page;
+  event.phase = phase_;
+  event.health = calibration.observe(stats, k, v, config_.page_tokens, layout_.v_group, phase_ == Phase::Prefill);
+  PageHeader* header = PageLayout::header(dst);
+  header->version = sealed_pool_.page(sealed).version;
+  header->checksum = page_checksum(layout_, dst);
+}
+
+void KVCache::seal_ready_pages(LayerState& state, int layer) {
+  const int tokens_per_page = config_.page_tokens;
+  const int ready = std::max(0, (state.length - state.sealed_tokens - config_.residual_tokens) / tokens_per_page);
+  if (ready == 0) return;
+  const int heads = config_.geometry.kv_heads;
+  // The pool is single-threaded: allocate destinations first, quantize in parallel per head
+  // (each head's calibration sees its pages in order), then report in a fixed order.
+  std::vector<PageId> targets(static_cast<std::size_t>(heads) * ready);
+  for (PageId& id : targets) id = sealed_pool_.allocate();
+  std::vector<PageSealed> events(targets.size());
+  const int first_logical = state.sealed_tokens / tokens_per_page;
+  pool_.parallel_for(static_cast<std::size_t>(heads), [&](std::size_t h) {
+    HeadPages& head = state.heads[h];
+    for (int p = 0; p < ready; ++p) {
+      const std::size_t slot = h * static_cast<std::size_t>(ready) + static_cast<std::size_t>(p);
+      seal_page(layer, static_cast<int>(h), first_logical + p, head.residual[static_cast<std::size_t>(p)], targets[slot],
+                events[slot]);
+    }
+  });
+  for (int h = 0; h < heads; ++h) {
+    HeadPages& head = state.heads[static_cast<std::size_t>(h)];
+    for (int p = 0; p < ready; ++p) {
+      head.sealed.push_back(targets[static_cast<std::size_t>(h) * ready + p]);
+      residual_pool_.release(head.residual[static_cast<std::size_t>(p)]);
+    }
+    head.residual.erase(head.residual.begin(), head.residual.begin() + ready);
+  }
+  state.sealed_tokens += ready * tokens_per_page;
+  if (telemetry_ != nullptr) {
+    for (const PageSealed& event : events) telemetry_->on_page_sealed(event);
+    OpCounts ops;
+    const auto pages = static_cast<std::uint64_t>(targets.size());
+    ops.read(Tier::L1, Format::F32, pages * residual_layout_.k_read_bytes(tokens_per_page) * 2);
+    ops.write(Tier::L1, config_.k_format, pages * layout_.k_read_bytes(tokens_per_page));
+    ops.write(Tier::L1, config_.v_format, pages * layout_.v_read_bytes(tokens_per_page));
+    telemetry_->on_ops(phase_, ops);
+  }
+}
+
+void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n_tokens) {
+  check_layer(layer, "KVCache::append");
+  LayerState& state = sequence(seq, "KVCache::append").layers[static_cast<std::size_t>(layer)];
+  if (n_tokens < 0) throw InputError("KVCache::append", "n_tokens", "must be >= 0");
+  if (n_tokens > config_.geometry.max_seq - state.length) {
+    throw InputError("KVCache::append", "n_tokens",
+                     "appending " + std::to_string(n_tokens) + " tokens to " + std::to_string(state.length) +
+                         " exceeds max_seq " + std::to_string(config_.geometry.max_seq));
+  }
+  const std::size_t row = static_cast<std::size_t>(config_.geometry.kv_heads) * config_.geometry.head_dim;
+  const int block = kAppendBlockPages * config_.page_tokens;
+  std::uint64_t replaced = 0;
+  for (int done = 0; done < n_tokens; done += block) {
+    const int count = std::min(block, n_tokens - done);
+    replaced += copy_into_residual(state, k + done * row, v + done * row, count);
+    seal_ready_pages(state, layer);
+  }
+  nan_inf_replaced_ += replaced;
+  if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
+}
+
+std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) const {
+  check_layer(layer, "KVCache::page_views");
+  const LayerState& state = sequence(seq, "KVCache::page_views").layers[static_cast<std::size_t>(layer)];
+  std::vector<std::vector<PageView>> views(state.heads.size());
+  for (std::size_t h = 0; h < state.heads.size(); ++h) {
+    for (PageId id : state.heads[h].sealed) views[h].push_back({&layout_, sealed_pool_.data(id), config_.page_tokens});
+    for (PageId id : state.heads[h].residual) {
+      const std::byte* data = residual_pool_.data(id);
+      views[h].push_back({&residual_layout_, data, PageLayout::header(data)->tokens});
+    }
+  }
+  return views;
+}
+
+void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out) {
+  check_layer(layer, "KVCache::attend");
+  const int stored = sequence(seq, "KVCache::attend").layers[static_cast<std::size_t>(layer)].length;
+  if (n_queries < 1 || n_queries > stored) {
+    throw InputError("KVCache::attend", "n_queries",
+                     std::to_string(n_queries) + " must be in 1.." + std::to_string(stored) + " (the stored tokens)");
+  }
+  views_ = page_views(seq, layer);
+  const ModelGeometry& g = config_.geometry;
+  PagedAttentionArgs args;
+  args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
+  args.pages = &views_;
+  args.q = q;
+  args.n_queries = n_queries;
+  args.out = out;
+  args.split_pages = config_.split_pages;
+  paged_attention(*kernels_, pool_, args, workspace_);
+
+  if (telemetry_ != nullptr) {
+    telemetry_->on_kernel(n_queries == 1 ? KernelKind::Decode : KernelKind::Prefill, kernels_->isa);
+    OpCounts ops;
+    const std::uint64_t passes = n_queries == 1 ? 1 : (n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
+    for (const auto& head : views_) {
+      for (const PageView& page : head) {
+        ops.read(Tier::L1, page.layout->k_format, passes * page.layout->k_read_bytes(page.tokens));
+        ops.read(Tier::L1, page.layout->v_format, passes * page.layout->v_read_bytes(page.tokens));
+      }
+    }
+    // Multiply-adds: every query position against every visible token, q.k and p.v.
+    const std::uint64_t visible_pairs = static_cast<std::uint64_t>(n_queries) * (2ull * stored - n_queries + 1) / 2;
+    const std::uint64_t macs = visible_pairs * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+    ops.mac(config_.k_format, macs);
+    ops.mac(config_.v_format, macs);
+    ops.softmax_exps = visible_pairs * static_cast<std::uint64_t>(g.q_heads);
+    telemetry_->on_ops(phase_, ops);
+  }
+}
+
+void KVCache::truncate_layer(LayerState& state, int new_length) {
+  const int tokens_per_page = config_.page_tokens;
+  if (new_length >= state.sealed_tokens) {
+    const int kept = new_length - state.sealed_tokens;
+    const auto pages = static_cast<std::size_t>((kept + tokens_per_page - 1) / tokens_per_page);
+    for (HeadPages& head : state.heads) {
+      while (head.residual.size() > pages) {
+        residual_pool_.release(head.residual.back());
+        head.residual.pop_back();
+      }
+      if (pages > 0) {
+        const int last = kept - static_cast<int>(pages - 1) * tokens_per_page;
+        PageLayout::header(residual_pool_.data(head.residual.back()))->tokens = static_cast<std::uint16_t>(last);
+      }
+    }
+    state.length = new_length;
+    return;
+  }
+  // Reaches into sealed pages: the page holding new_length returns its kept tokens, as
+  // stored (dequantized), to a fresh residual page.
+  const int page = new_length / tokens_per_page;
+  const int kept = new_length % tokens_per_page;
+  const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
+  for (HeadPages& head : state.heads) {
+    for (PageId id : head.residual) residual_pool_.release(id);
+    head.residual.clear();
+    if (kept > 0) {
+      const PageId id = residual_pool_.allocate();
+      std::byte* dst = residual_pool_.data(id);
+      std::memset(dst, 0, sizeof(PageHeader));
+      const PageView src{&layout_, sealed_pool_.data(head.sealed[static_cast<std::size_t>(page)]), tokens_per_page};
+      for (int t = 0; t < kept; ++t) {
+        dequantize_k_row_ref(src, t, residual_layout_.at<float>(dst, residual_layout_.k_data) + t * dim);
+        dequantize_v_row_ref(src, t, residual_layout_.at<float>(dst, residual_layout_.v_data) + t * dim);
+      }
+      PageLayout::header(dst)->tokens = static_cast<std::uint16_t>(kept);
+      head.residual.push_back(id);
+    }
+    while (head.sealed.size() > static_cast<std::size_t>(page)) {
+      sealed_pool_.release(head.sealed.back());
+      head.sealed.pop_back();
+    }
+  }
+  state.sealed_tokens = page * tokens_per_page;
+  state.length = new_length;
+}
+
+void KVCache::truncate(SeqId seq, int new_length) {
+  Sequence& s = sequence(seq, "KVCache::truncate");
+  int longest = 0;
+  for (const LayerState& layer : s.layers) longest = std::max(longest, layer.length);
+  if (new_length < 0 || new_length > longest) {
+    throw InputError("KVCache::truncate", "new_length",
+                     std::to_string(new_length) + " must be in 0.." + std::to_string(longest));
+  }
+  for (LayerState& layer : s.layers) {
+    if (layer.length > new_length) truncate_layer(layer, new_length);
+  }
+}
+
+CacheStats KVCache::stats() const {
+  CacheStats stats;
+  stats.sealed_pages = sealed_pool_.live_pages();
+  stats.residual_pages = residual_pool_.live_pages();
+  stats.sealed_bytes = stats.sealed_pages * layout_.bytes;
+  stats.residual_bytes = stats.residual_pages * residual_layout_.bytes;
+  stats.peak_sealed_bytes = sealed_pool_.peak_live_pages() * layout_.bytes;
+  stats.nan_inf_replaced = nan_inf_replaced_;
+  return stats;
+}
+
+}  // namespace kv

@@ -1,0 +1,138 @@
+// The engine's public face: a paged, quantized KV cache with attention over it.
+//
+// Tokens enter a full-precision residual (F32 pages private to the sequence). A residual page
+// is sealed - quantized into the configured K/V formats - when it is full and all its tokens
+// are older than the `residual_tokens` most recent ones; residual_tokens = 0 seals a page as
+// soon as it fills, and the open (partial) page is always full precision.
+//
+// Sealed pages are immutable and reference counted: fork() shares them (copy-on-write in the
+// only form needed, since nothing writes into a sealed page) and copies the small residual,
+// so a fork's writes never show in its parent. truncate() to inside the residual is exact; a
+// truncate that reaches into a sealed page keeps that page's stored (dequantized) values for
+// the kept tokens, which return to the residual.
+//
+// Non-finite K/V values are replaced by 0 when appended and counted (Telemetry::on_nan_inf):
+// they never enter a page.
+//
+// Threading: the API is called from one thread; the cache runs its own work on its pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "attention/page_kernels.h"
+#include "attention/paged_attention.h"
+#include "geometry.h"
+#include "memory/page_pool.h"
+#include "quant/calibration.h"
+#include "quant/page_layout.h"
+#include "runtime/thread_pool.h"
+#include "telemetry.h"
+
+namespace kv {
+
+using SeqId = std::uint32_t;
+
+struct CacheConfig {
+  ModelGeometry geometry;
+  Format k_format = Format::F16;
+  Format v_format = Format::F16;
+  int v_group = 32;  // V scale group (32 or 64 channels), clamped to head_dim
+  int page_tokens = kDefaultPageTokens;
+  int residual_tokens = 0;
+  bool pad_pages_to_4k = false;
+  int threads = 0;  // 0: all cores
+  Isa isa = Isa::Auto;
+  int split_pages = kDefaultSplitPages;  // decode work unit: pages per task
+  float outlier_factor = kDefaultOutlierFactor;
+  float softmax_scale = 0.0f;  // 0: 1/sqrt(head_dim)
+};
+
+// Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.
+void validate_cache_config(const CacheConfig& config);
+
+struct CacheStats {
+  std::size_t sealed_pages = 0;      // live physical pages (shared pages count once)
+  std::size_t residual_pages = 0;
+  std::size_t sealed_bytes = 0;
+  std::size_t residual_bytes = 0;
+  std::size_t peak_sealed_bytes = 0;
+  std::uint64_t nan_inf_replaced = 0;
+};
+
+class KVCache {
+ public:
+  explicit KVCache(const CacheConfig& config, Telemetry* telemetry = nullptr);
+  ~KVCache();
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+
+  SeqId create_sequence();
+  SeqId fork(SeqId parent);
+  void release(SeqId seq);
+
+  // k, v: [n_tokens][kv_heads][head_dim], post-RoPE K stored exactly as given.
+  void append(SeqId seq, int layer, const float* k, const float* v, int n_tokens);
+  // q: [n_queries][q_heads][head_dim] for the last n_queries stored positions (causal);
+  // out like q. One query runs the fused decode kernel, more run the chunked prefill.
+  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out);
+  // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
+  void truncate(SeqId seq, int new_length);
+
+  int length(SeqId seq, int layer) const;
+  void set_phase(Phase phase) { phase_ = phase; }
+  Phase phase() const { return phase_; }
+
+  // kv head h's pages of (seq, layer) in logical order: sealed pages, then the residual.
+  std::vector<std::vector<PageView>> page_views(SeqId seq, int layer) const;
+
+  const CacheConfig& config() const { return config_; }
+  const PageLayout& layout() const { return layout_; }
+  const PageLayout& residual_layout() const { return residual_layout_; }
+  Isa isa() const { return kernels_->isa; }
+  CacheStats stats() const;
+  ThreadPool& pool() { return pool_; }
+
+ private:
+  struct HeadPages {
+    std::vector<PageId> sealed;
+    std::vector<PageId> residual;
+  };
+  struct LayerState {
+    int length = 0;
+    int sealed_tokens = 0;
+    std::vector<HeadPages> heads;
+  };
+  struct Sequence {
+    std::vector<LayerState> layers;
+  };
+
+  Sequence& sequence(SeqId seq, const char* api);
+  const Sequence& sequence(SeqId seq, const char* api) const;
+  void check_layer(int layer, const char* api) const;
+  std::uint64_t copy_into_residual(LayerState& state, const float* k, const float* v, int n_tokens);
+  void seal_ready_pages(LayerState& state, int layer);
+  void seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event);
+  void truncate_layer(LayerState& state, int new_length);
+  void release_layer(LayerState& state);
+
+  CacheConfig config_;
+  Telemetry* telemetry_;
+  PageLayout layout_;
+  PageLayout residual_layout_;
+  ThreadPool pool_;
+  const PageKernels* kernels_;
+  PagePool sealed_pool_;
+  PagePool residual_pool_;
+  std::vector<Calibration> calibration_;  // [layer][kv_head]
+  std::unordered_map<SeqId, Sequence> sequences_;
+  SeqId next_seq_ = 0;
+  Phase phase_ = Phase::Prefill;
+  std::uint64_t nan_inf_replaced_ = 0;
+  AttentionWorkspace workspace_;
+  std::vector<std::vector<PageView>> views_;  // reused by attend()
+};
+
+}  // namespace kv

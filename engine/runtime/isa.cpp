@@ -1,0 +1,75 @@
+#include "runtime/isa.h"
+
+#include "runtime/error.h"
+
+namespace kv {
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Auto: return "auto";
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+    case Isa::Neon: return "neon";
+  }
+  return "unknown";
+}
+
+Isa parse_isa(std::string_view token, std::string_view where) {
+  for (Isa isa : {Isa::Auto, Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+    if (token == isa_name(isa)) return isa;
+  }
+  throw InputError(std::string(where), "isa",
+                   "unknown ISA '" + std::string(token) + "' (expected auto, scalar, avx2, avx512 or neon)");
+}
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::Auto:
+    case Isa::Scalar: return true;
+#if defined(__x86_64__)
+    case Isa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case Isa::Avx512:
+#if !defined(KV_HAVE_AVX512_KERNELS)
+      return false;
+#endif
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case Isa::Neon: return false;
+#elif defined(__aarch64__)
+    case Isa::Avx2:
+    case Isa::Avx512: return false;
+#if defined(KV_HAVE_NEON_KERNELS)
+    case Isa::Neon: return true;
+#else
+    case Isa::Neon: return false;
+#endif
+#else
+    default: return false;
+#endif
+  }
+  return false;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::Avx512}) {
+    if (isa_supported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+Isa best_isa() { return supported_isas().back(); }
+
+Isa resolve_isa(Isa requested) {
+  if (requested == Isa::Auto) return best_isa();
+  if (!isa_supported(requested)) {
+    throw InputError("isa", std::string(isa_name(requested)), "this CPU or build does not support that kernel path");
+  }
+  return requested;
+}
+
+}  // namespace kv

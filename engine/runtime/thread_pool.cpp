@@ -1,0 +1,73 @@
+#include "runtime/thread_pool.h"
+
+#include "runtime/error.h"
+
+namespace kv {
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads < 0) throw InputError("ThreadPool", "threads", "must be >= 0 (0 means all cores)");
+  int total = threads == 0 ? static_cast<int>(std::thread::hardware_concurrency()) : threads;
+  if (total < 1) total = 1;
+  workers_.reserve(static_cast<std::size_t>(total - 1));
+  for (int i = 1; i < total; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (auto& worker : workers_) worker.join();
+}
+
+void ThreadPool::run_items() {
+  // Items are claimed one at a time under the lock: the loops we run have few, coarse items
+  // (pages, heads), so the lock is cheap next to the work.
+  std::unique_lock lock(mutex_);
+  while (next_item_ < job_size_) {
+    std::size_t item = next_item_++;
+    const auto* job = job_;
+    lock.unlock();
+    (*job)(item);
+    lock.lock();
+    if (++items_finished_ == job_size_) work_done_.notify_all();
+  }
+}
+
+void ThreadPool::worker_loop() {
+  std::size_t seen_generation = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
+      if (stopping_) return;
+      seen_generation = generation_;
+    }
+    run_items();
+  }
+}
+
+void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn) {
+  if (n == 0) return;
+  if (workers_.empty() || n == 1) {
+    for (std::size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    job_ = &fn;
+    job_size_ = n;
+    next_item_ = 0;
+    items_finished_ = 0;
+    ++generation_;
+  }
+  work_ready_.notify_all();
+  run_items();
+  std::unique_lock lock(mutex_);
+  work_done_.wait(lock, [&] { return items_finished_ == job_size_; });
+  job_ = nullptr;
+  job_size_ = 0;
+}
+
+}  // namespace kv

@@ -1,0 +1,64 @@
+// kv::Telemetry: how the engine reports what it did. The engine holds a pointer that is null
+// by default and checks it before building any report, so the null sink costs one branch.
+// metrics/ implements this interface; the engine includes nothing from outside engine/.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "memory/tier.h"
+#include "quant/calibration.h"
+#include "quant/format.h"
+#include "runtime/isa.h"
+
+namespace kv {
+
+enum class Phase : std::uint8_t { Prefill, Decode };
+inline constexpr int kPhaseCount = 2;
+inline constexpr int kFormatCount = 6;
+
+inline std::string_view phase_name(Phase phase) { return phase == Phase::Prefill ? "prefill" : "decode"; }
+
+// Operation counts a cost model prices: bytes per tier and format, multiply-adds by the
+// precision of the stored operand. Summed per call and reported once per call.
+struct OpCounts {
+  std::array<std::array<std::uint64_t, kFormatCount>, kTierCount> bytes_read{};
+  std::array<std::array<std::uint64_t, kFormatCount>, kTierCount> bytes_written{};
+  std::array<std::uint64_t, kFormatCount> macs{};
+  std::uint64_t softmax_exps = 0;
+
+  void read(Tier tier, Format format, std::uint64_t bytes) {
+    bytes_read[static_cast<int>(tier)][static_cast<int>(format)] += bytes;
+  }
+  void write(Tier tier, Format format, std::uint64_t bytes) {
+    bytes_written[static_cast<int>(tier)][static_cast<int>(format)] += bytes;
+  }
+  void mac(Format format, std::uint64_t count) { macs[static_cast<int>(format)] += count; }
+  OpCounts& operator+=(const OpCounts& other);
+};
+
+struct PageSealed {
+  int layer = 0;
+  int kv_head = 0;
+  int logical_page = 0;
+  Phase phase = Phase::Prefill;
+  PageHealth health;
+};
+
+enum class KernelKind : std::uint8_t { Decode, Prefill };
+
+class Telemetry {
+ public:
+  virtual ~Telemetry() = default;
+  // One page quantized and sealed, with its quantization health.
+  virtual void on_page_sealed(const PageSealed& event) = 0;
+  // Non-finite inputs replaced by 0 (the documented rule) during an append.
+  virtual void on_nan_inf(int layer, std::uint64_t count) = 0;
+  // The kernel path that ran for one attention call.
+  virtual void on_kernel(KernelKind kind, Isa isa) = 0;
+  // Operation counts of one append or attention call.
+  virtual void on_ops(Phase phase, const OpCounts& counts) = 0;
+};
+
+}  // namespace kv

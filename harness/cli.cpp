@@ -1,0 +1,52 @@
+#include "cli.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+
+#include "build_info.h"
+#include "runtime/error.h"
+#include "runtime/isa.h"
+
+namespace kvbench {
+
+std::string version_text() {
+  std::string supported;
+  for (kv::Isa isa : kv::supported_isas()) {
+    if (!supported.empty()) supported += ' ';
+    supported += kv::isa_name(isa);
+  }
+  return fmt::format("kvbench {} (git {}, {}, {})\nkernels: {} (supported: {})", KVBENCH_VERSION, KVBENCH_GIT_SHA,
+                     KVBENCH_BUILD_TYPE, KVBENCH_COMPILER, kv::isa_name(kv::best_isa()), supported);
+}
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"kvbench: KV-cache benchmark and regression harness for on-device LLM inference"};
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", version_text());
+  auto* version = app.add_subcommand("version", "Print the version, build and kernel paths");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+
+  try {
+    if (version->parsed()) {
+      fmt::print("{}\n", version_text());
+      return kExitOk;
+    }
+    fmt::print("{}", app.help());
+    return kExitOk;
+  } catch (const kv::InputError& error) {
+    fmt::print(stderr, "kvbench: error: {}\n", error.what());
+    return kExitBadInput;
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "kvbench: internal error: {}\n", error.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace kvbench

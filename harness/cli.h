@@ -1,0 +1,19 @@
+// The kvbench command line: parses argv, runs the subcommand, and turns bad input into a
+// clear message on stderr and a non-zero exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvbench {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitInternal = 3;
+
+int run_cli(int argc, char** argv);
+
+// "kvbench 0.1.0 (git abc123, Release, GNU 12.2.0), kernels: avx2 (supported: scalar avx2)"
+std::string version_text();
+
+}  // namespace kvbench

@@ -1,0 +1,130 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "attention/page_kernels.h"
+#include "attention/softmax_state.h"
+#include "quant/quantizer.h"
+#include "test_support.h"
+
+using namespace kv;
+
+namespace {
+
+struct TestPage {
+  PageLayout layout;
+  std::vector<std::byte> bytes;
+  PageView view() const { return {&layout, bytes.data(), tokens}; }
+  int tokens = 0;
+};
+
+TestPage make_page(Format kf, Format vf, int page_tokens, int dim, int tokens, std::uint32_t seed) {
+  TestPage page;
+  page.layout = PageLayout::make({page_tokens, dim, kf, vf, 32, false});
+  page.bytes.resize(page.layout.bytes);
+  page.tokens = tokens;
+  const auto k = kvtest::random_keys(tokens, 1, dim, seed);
+  const auto v = kvtest::random_values(static_cast<std::size_t>(tokens) * dim, seed + 1);
+  quantize_page(page.layout, k.data(), v.data(), tokens, page.bytes.data(), nullptr);
+  return page;
+}
+
+std::vector<float> queries(int count, int dim, std::uint32_t seed) {
+  auto q = kvtest::random_values(static_cast<std::size_t>(count) * dim, seed);
+  for (float& x : q) x /= std::sqrt(static_cast<float>(dim));  // the softmax scale
+  return q;
+}
+
+// Compares two sets of states by log-sum-exp and normalised output.
+void require_states_close(const std::vector<float>& got, const std::vector<float>& want, int count, int dim) {
+  const std::size_t stride = SoftmaxState::stride(dim);
+  for (int i = 0; i < count; ++i) {
+    SoftmaxState g(const_cast<float*>(got.data()) + i * stride, dim);
+    SoftmaxState w(const_cast<float*>(want.data()) + i * stride, dim);
+    REQUIRE(g.empty() == w.empty());
+    if (w.empty()) continue;
+    REQUIRE(g.max() + std::log(g.sum()) == Approx(w.max() + std::log(w.sum())).margin(1e-4));
+    std::vector<float> go(static_cast<std::size_t>(dim)), wo(static_cast<std::size_t>(dim));
+    g.write_output(go.data());
+    w.write_output(wo.data());
+    REQUIRE(kvtest::max_abs_diff(go, wo) <= 1e-4f * std::max(1.0f, kvtest::max_abs_diff(wo, std::vector<float>(wo.size(), 0.0f))));
+  }
+}
+
+std::vector<std::pair<Format, Format>> format_pairs() {
+  std::vector<std::pair<Format, Format>> pairs;
+  for (Format f : kAllFormats) pairs.emplace_back(f, f);
+  pairs.emplace_back(Format::Q8, Format::Q4);
+  pairs.emplace_back(Format::Q4, Format::Q2);
+  pairs.emplace_back(Format::F16, Format::Q4);
+  pairs.emplace_back(Format::FP8, Format::Q8);
+  pairs.emplace_back(Format::Q2, Format::F32);
+  return pairs;
+}
+
+}  // namespace
+
+TEST_CASE("Every decode kernel matches the reference on random shapes", "[attention]") {
+  std::uint32_t seed = 1000;
+  for (Isa isa : supported_isas()) {
+    const PageKernels& kernels = page_kernels(isa);
+    for (auto [kf, vf] : format_pairs()) {
+      for (int dim : {8, 24, 64, 128, 256}) {
+        for (int page_tokens : {16, 64, 256}) {
+          for (int group : {1, 3, 4, 8}) {
+            const int tokens = (seed % 4 == 0) ? page_tokens : 1 + static_cast<int>(seed % static_cast<std::uint32_t>(page_tokens));
+            CAPTURE(isa_name(isa), format_name(kf), format_name(vf), dim, page_tokens, tokens, group);
+            const TestPage first = make_page(kf, vf, page_tokens, dim, page_tokens, seed++);
+            const TestPage second = make_page(kf, vf, page_tokens, dim, tokens, seed++);
+            const auto q = queries(group, dim, seed++);
+            const std::size_t stride = SoftmaxState::stride(dim);
+            std::vector<float> got(group * stride), want(group * stride);
+            for (int g = 0; g < group; ++g) {
+              SoftmaxState(got.data() + g * stride, dim).reset();
+              SoftmaxState(want.data() + g * stride, dim).reset();
+            }
+            // Two pages: the second folds into a non-empty state.
+            kernels.decode_page(first.view(), q.data(), group, got.data());
+            kernels.decode_page(second.view(), q.data(), group, got.data());
+            decode_page_ref(first.view(), q.data(), group, want.data());
+            decode_page_ref(second.view(), q.data(), group, want.data());
+            require_states_close(got, want, group, dim);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Every prefill kernel matches the reference with the causal mask", "[attention]") {
+  std::uint32_t seed = 5000;
+  for (Isa isa : supported_isas()) {
+    const PageKernels& kernels = page_kernels(isa);
+    for (auto [kf, vf] : format_pairs()) {
+      for (int dim : {8, 64, 128}) {
+        const int page_tokens = 16, tokens = 13, group = 2, n = 20;
+        // Page tokens sit at positions 32..44; queries at 30..49: the first two see nothing.
+        const int token_pos = 32, query_pos = 30;
+        CAPTURE(isa_name(isa), format_name(kf), format_name(vf), dim);
+        const TestPage page = make_page(kf, vf, page_tokens, dim, tokens, seed++);
+        const auto q = queries(n * group, dim, seed++);
+        const std::size_t stride = SoftmaxState::stride(dim);
+        std::vector<float> got(n * group * stride), want(n * group * stride);
+        std::vector<float> scratch(2 * kMaxPageTokens * dim);
+        for (int i = 0; i < n * group; ++i) {
+          SoftmaxState(got.data() + i * stride, dim).reset();
+          SoftmaxState(want.data() + i * stride, dim).reset();
+        }
+        kernels.prefill_page({page.view(), token_pos, q.data(), n, group, query_pos, got.data(), scratch.data()});
+        for (int i = 0; i < n; ++i) {
+          const int visible = std::min(tokens, query_pos + i - token_pos + 1);
+          if (visible <= 0) continue;
+          const PageView prefix{&page.layout, page.bytes.data(), visible};
+          decode_page_ref(prefix, q.data() + i * group * dim, group, want.data() + i * group * stride);
+        }
+        require_states_close(got, want, n * group, dim);
+      }
+    }
+  }
+}

@@ -1,0 +1,37 @@
+#include "test_support.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvtest {
+
+std::vector<float> random_values(std::size_t count, std::uint32_t seed, float stddev) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> values(count);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+std::vector<float> random_keys(int tokens, int heads, int dim, std::uint32_t seed) {
+  std::vector<float> keys = random_values(static_cast<std::size_t>(tokens) * heads * dim, seed);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto channel = static_cast<int>(i % static_cast<std::size_t>(dim));
+    if (channel % 4 == 1) keys[i] = 6.0f + 0.5f * keys[i];  // outlier channel away from 0
+  }
+  return keys;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float diff = 0.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(a[i] - b[i]));
+  return diff;
+}
+
+float relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  float scale = 0.0f;
+  for (float x : b) scale = std::max(scale, std::fabs(x));
+  return max_abs_diff(a, b) / std::max(scale, 1e-30f);
+}
+
+}  // namespace kvtest
