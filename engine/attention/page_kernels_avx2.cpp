@@ -98,20 +98,23 @@ float page_raw_scale(const PageLayout& layout, const std::byte* page, std::size_
 struct Scratch {
   std::vector<float> folded;   // [heads][dim]
   std::vector<float> scores;   // [heads][page_tokens rounded to 8]
-  std::vector<float> weights;  // [heads][page_tokens][v_groups]
-  std::vector<float> v_scales; // [page_tokens][v_groups]
+  std::vector<float> weights;  // [page_tokens][v_groups][heads]
 };
 Scratch& scratch() {
   static thread_local Scratch s;
   return s;
 }
 
+// Sums of four accumulators at once: lane g of the result is the horizontal sum of acc[g].
+inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
 template <Format FK, int NG>
-void score_tokens(const PageView& page, const float* q, float* bias, Scratch& s) {
+void fold_query(const PageView& page, const float* q, float* folded, float* bias) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
-  const int padded = (page.tokens + 7) & ~7;
-  float* folded = s.folded.data();
   if constexpr (FK == Format::Q8 || FK == Format::Q4 || FK == Format::Q2) {
     const float* scale = layout.at<float>(page.data, layout.k_scale);
     const float* zero = layout.at<float>(page.data, layout.k_zero);
@@ -133,15 +136,73 @@ void score_tokens(const PageView& page, const float* q, float* bias, Scratch& s)
       bias[g] = 0.0f;
     }
   }
-  for (int t = 0; t < page.tokens; ++t) {
-    const std::uint8_t* row = layout.k_row(page.data, t);
-    __m256 acc[NG];
-    for (int g = 0; g < NG; ++g) acc[g] = _mm256_setzero_ps();
+}
+
+// scores[g][t] = q'[g] . raw(k[t]) + bias[g]. Accumulators are named, not an array, so the
+// compiler keeps them in registers.
+template <Format FK, int NG>
+void score_tokens(const PageView& page, const float* q, Scratch& s) {
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  const int padded = (page.tokens + 7) & ~7;
+  float* folded = s.folded.data();
+  float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  fold_query<FK, NG>(page, q, folded, bias);
+  const float* f0 = folded;
+  const float* f1 = folded + (NG > 1 ? 1 : 0) * dim;
+  const float* f2 = folded + (NG > 2 ? 2 : 0) * dim;
+  const float* f3 = folded + (NG > 3 ? 3 : 0) * dim;
+  const std::uint8_t* row = layout.at<std::uint8_t>(page.data, layout.k_data);
+  const std::size_t row_bytes = layout.k_row_bytes();
+  float* scores = s.scores.data();
+  // Two tokens per iteration: eight independent FMA chains hide the FMA latency, and each
+  // folded-query load serves both tokens.
+  int t = 0;
+  for (; t + 2 <= page.tokens; t += 2, row += 2 * row_bytes) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int c = 0; c < dim; c += 8) {
       const __m256 k8 = load_raw8<FK>(row, c);
-      for (int g = 0; g < NG; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(folded + g * dim + c), k8, acc[g]);
+      const __m256 n8 = load_raw8<FK>(row + row_bytes, c);
+      const __m256 q0 = _mm256_loadu_ps(f0 + c);
+      a0 = _mm256_fmadd_ps(q0, k8, a0);
+      b0 = _mm256_fmadd_ps(q0, n8, b0);
+      if constexpr (NG > 1) {
+        const __m256 q1 = _mm256_loadu_ps(f1 + c);
+        a1 = _mm256_fmadd_ps(q1, k8, a1);
+        b1 = _mm256_fmadd_ps(q1, n8, b1);
+      }
+      if constexpr (NG > 2) {
+        const __m256 q2 = _mm256_loadu_ps(f2 + c);
+        a2 = _mm256_fmadd_ps(q2, k8, a2);
+        b2 = _mm256_fmadd_ps(q2, n8, b2);
+      }
+      if constexpr (NG > 3) {
+        const __m256 q3 = _mm256_loadu_ps(f3 + c);
+        a3 = _mm256_fmadd_ps(q3, k8, a3);
+        b3 = _mm256_fmadd_ps(q3, n8, b3);
+      }
     }
-    for (int g = 0; g < NG; ++g) s.scores[static_cast<std::size_t>(g * padded + t)] = hsum(acc[g]) + bias[g];
+    alignas(16) float sums[8];
+    _mm_store_ps(sums, hsum4(a0, a1, a2, a3));
+    _mm_store_ps(sums + 4, hsum4(b0, b1, b2, b3));
+    for (int g = 0; g < NG; ++g) {
+      scores[g * padded + t] = sums[g] + bias[g];
+      scores[g * padded + t + 1] = sums[4 + g] + bias[g];
+    }
+  }
+  if (t < page.tokens) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int c = 0; c < dim; c += 8) {
+      const __m256 k8 = load_raw8<FK>(row, c);
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(f0 + c), k8, a0);
+      if constexpr (NG > 1) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(f1 + c), k8, a1);
+      if constexpr (NG > 2) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(f2 + c), k8, a2);
+      if constexpr (NG > 3) a3 = _mm256_fmadd_ps(_mm256_loadu_ps(f3 + c), k8, a3);
+    }
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, hsum4(a0, a1, a2, a3));
+    for (int g = 0; g < NG; ++g) scores[g * padded + t] = sums[g] + bias[g];
   }
 }
 
@@ -176,6 +237,10 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
   }
 }
 
+// out[g] = rescale[g] * out[g] + sum_t w[t][g] * v[t], 8 channels at a time with the
+// accumulators in registers. Weights are laid out [t][group][head] so a token's NG weights are
+// adjacent; the V midpoint of integer formats is subtracted once per block through the
+// weight sums instead of once per value.
 template <Format FV, int NG>
 void accumulate_values(const PageView& page, float* states, const float* rescale, Scratch& s) {
   const PageLayout& layout = *page.layout;
@@ -183,43 +248,83 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
   const int padded = (page.tokens + 7) & ~7;
   constexpr bool kInteger = FV == Format::Q8 || FV == Format::Q4 || FV == Format::Q2;
   const int groups = kInteger ? layout.v_groups() : 1;
-  // weights[g][t][group] = p * the V scale of (t, group).
   float* weights = s.weights.data();
+  float weight_sums[16 * 4] = {};  // [group][head]; groups <= 512 / 32
   if constexpr (kInteger) {
     const auto* scale_bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
-    for (int i = 0; i < page.tokens * groups; ++i) {
-      s.v_scales[static_cast<std::size_t>(i)] = _cvtsh_ss(scale_bits[i]);
-    }
-  }
-  const float page_scale = page_raw_scale<FV>(layout, page.data, layout.v_scale);
-  for (int g = 0; g < NG; ++g) {
-    const float* p = s.scores.data() + g * padded;
-    float* w = weights + static_cast<std::size_t>(g) * page.tokens * groups;
     for (int t = 0; t < page.tokens; ++t) {
       for (int grp = 0; grp < groups; ++grp) {
-        w[t * groups + grp] = p[t] * (kInteger ? s.v_scales[static_cast<std::size_t>(t * groups + grp)] : page_scale);
+        const float scale = _cvtsh_ss(scale_bits[t * groups + grp]);
+        for (int g = 0; g < NG; ++g) {
+          const float w = s.scores[static_cast<std::size_t>(g * padded + t)] * scale;
+          weights[(t * groups + grp) * NG + g] = w;
+          weight_sums[grp * NG + g] += w;
+        }
       }
+    }
+  } else {
+    const float page_scale = page_raw_scale<FV>(layout, page.data, layout.v_scale);
+    for (int t = 0; t < page.tokens; ++t) {
+      for (int g = 0; g < NG; ++g) weights[t * NG + g] = s.scores[static_cast<std::size_t>(g * padded + t)] * page_scale;
     }
   }
-  const __m256 midpoint = _mm256_set1_ps(kInteger ? v_code_midpoint(FV) : 0.0f);
-  const std::size_t head_weights = static_cast<std::size_t>(page.tokens) * groups;
-  for (int c = 0; c < dim; c += 8) {
-    const int grp = kInteger ? c / layout.v_group : 0;
-    __m256 acc[NG];
-    float* outs[NG];
-    for (int g = 0; g < NG; ++g) {
-      outs[g] = states + g * SoftmaxState::stride(dim) + 2 + c;
-      acc[g] = _mm256_mul_ps(_mm256_loadu_ps(outs[g]), _mm256_set1_ps(rescale[g]));
-    }
-    const float* w = weights + grp;
-    for (int t = 0; t < page.tokens; ++t) {
-      __m256 v8 = load_raw8<FV>(layout.v_row(page.data, t), c);
-      if constexpr (kInteger) v8 = _mm256_sub_ps(v8, midpoint);
-      for (int g = 0; g < NG; ++g) {
-        acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + g * head_weights + t * groups), v8, acc[g]);
+  const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.v_data);
+  const std::size_t row_bytes = layout.v_row_bytes();
+  const std::size_t stride = SoftmaxState::stride(dim);
+  const std::size_t token_step = static_cast<std::size_t>(groups) * NG;
+  const float midpoint = kInteger ? v_code_midpoint(FV) : 0.0f;
+  auto finish = [&](float* out, __m256 acc, int g, int grp) {
+    const __m256 shift = _mm256_set1_ps(midpoint * weight_sums[grp * NG + g]);
+    const __m256 old = _mm256_mul_ps(_mm256_loadu_ps(out), _mm256_set1_ps(rescale[g]));
+    _mm256_storeu_ps(out, _mm256_add_ps(old, _mm256_sub_ps(acc, shift)));
+  };
+  // 16 channels per pass where head_dim allows (eight independent FMA chains), else 8.
+  const int block = dim % 16 == 0 ? 16 : 8;
+  for (int c = 0; c < dim; c += block) {
+    const int grp = kInteger ? c / layout.v_group : 0;  // v_group >= 16 when block is 16
+    float* o0 = states + 2 + c;
+    const float* w = weights + grp * NG;
+    const std::uint8_t* row = rows;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    if (block == 16) {
+      for (int t = 0; t < page.tokens; ++t, row += row_bytes, w += token_step) {
+        const __m256 v8 = load_raw8<FV>(row, c);
+        const __m256 u8 = load_raw8<FV>(row, c + 8);
+        const __m256 w0 = _mm256_broadcast_ss(w);
+        a0 = _mm256_fmadd_ps(w0, v8, a0);
+        b0 = _mm256_fmadd_ps(w0, u8, b0);
+        if constexpr (NG > 1) {
+          const __m256 w1 = _mm256_broadcast_ss(w + 1);
+          a1 = _mm256_fmadd_ps(w1, v8, a1);
+          b1 = _mm256_fmadd_ps(w1, u8, b1);
+        }
+        if constexpr (NG > 2) {
+          const __m256 w2 = _mm256_broadcast_ss(w + 2);
+          a2 = _mm256_fmadd_ps(w2, v8, a2);
+          b2 = _mm256_fmadd_ps(w2, u8, b2);
+        }
+        if constexpr (NG > 3) {
+          const __m256 w3 = _mm256_broadcast_ss(w + 3);
+          a3 = _mm256_fmadd_ps(w3, v8, a3);
+          b3 = _mm256_fmadd_ps(w3, u8, b3);
+        }
+      }
+    } else {
+      for (int t = 0; t < page.tokens; ++t, row += row_bytes, w += token_step) {
+        const __m256 v8 = load_raw8<FV>(row, c);
+        a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w), v8, a0);
+        if constexpr (NG > 1) a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 1), v8, a1);
+        if constexpr (NG > 2) a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 2), v8, a2);
+        if constexpr (NG > 3) a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 3), v8, a3);
       }
     }
-    for (int g = 0; g < NG; ++g) _mm256_storeu_ps(outs[g], acc[g]);
+    const __m256 acc_a[4] = {a0, a1, a2, a3};
+    const __m256 acc_b[4] = {b0, b1, b2, b3};
+    for (int g = 0; g < NG; ++g) {
+      finish(o0 + g * stride, acc_a[g], g, grp);
+      if (block == 16) finish(o0 + g * stride + 8, acc_b[g], g, grp);
+    }
   }
 }
 
@@ -233,10 +338,8 @@ void decode_chunk(const PageView& page, const float* q, float* states) {
   s.folded.resize(NG * dim);
   s.scores.resize(NG * (tokens + 8));
   s.weights.resize(NG * tokens * groups);
-  s.v_scales.resize(tokens * groups);
-  float bias[NG];
   float rescale[NG];
-  score_tokens<FK, NG>(page, q, bias, s);
+  score_tokens<FK, NG>(page, q, s);
   softmax_update<NG>(page, states, layout.head_dim, rescale, s);
   accumulate_values<FV, NG>(page, states, rescale, s);
 }
