@@ -144,7 +144,6 @@ template <Format FK, int NG>
 void score_tokens(const PageView& page, const float* q, Scratch& s) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
-  const int padded = (page.tokens + 7) & ~7;
   float* folded = s.folded.data();
   float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   fold_query<FK, NG>(page, q, folded, bias);
@@ -187,8 +186,8 @@ void score_tokens(const PageView& page, const float* q, Scratch& s) {
     _mm_store_ps(sums, hsum4(a0, a1, a2, a3));
     _mm_store_ps(sums + 4, hsum4(b0, b1, b2, b3));
     for (int g = 0; g < NG; ++g) {
-      scores[g * padded + t] = sums[g] + bias[g];
-      scores[g * padded + t + 1] = sums[4 + g] + bias[g];
+      scores[t * NG + g] = sums[g] + bias[g];
+      scores[(t + 1) * NG + g] = sums[4 + g] + bias[g];
     }
   }
   if (t < page.tokens) {
@@ -202,38 +201,64 @@ void score_tokens(const PageView& page, const float* q, Scratch& s) {
     }
     alignas(16) float sums[4];
     _mm_store_ps(sums, hsum4(a0, a1, a2, a3));
-    for (int g = 0; g < NG; ++g) scores[g * padded + t] = sums[g] + bias[g];
+    for (int g = 0; g < NG; ++g) scores[t * NG + g] = sums[g] + bias[g];
   }
 }
 
-// Turns scores into softmax weights against the new running max; returns the per-head
-// rescale factor for the old state and updates max and sum.
+// Per-head reduction of a vector of scores laid out [token][head] (NG heads, 8 / NG tokens
+// per vector): lane g of the result holds the reduction for head g.
+template <int NG, typename Op>
+inline __m128 reduce_heads(__m256 v, Op op) {
+  __m128 x = op(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  if constexpr (NG <= 2) x = op(x, _mm_movehl_ps(x, x));
+  if constexpr (NG == 1) x = op(x, _mm_movehdup_ps(x));
+  return x;
+}
+
+// Broadcasts per-head values (lanes 0..NG-1) back to the [token][head] pattern.
+template <int NG>
+inline __m256 spread_heads(__m128 x) {
+  if constexpr (NG == 2) x = _mm_movelh_ps(x, x);
+  if constexpr (NG == 1) x = _mm_broadcastss_ps(x);
+  return _mm256_set_m128(x, x);
+}
+
+// Scores ([token][head]) become softmax weights against the new running max. Writes the
+// per-head rescale factor of the old state and updates each state's max and sum.
 template <int NG>
 void softmax_update(const PageView& page, float* states, int dim, float* rescale, Scratch& s) {
-  const int padded = (page.tokens + 7) & ~7;
+  const int count = page.tokens * NG;
+  const int padded = (count + 7) & ~7;
+  float* scores = s.scores.data();
+  for (int i = count; i < padded; ++i) scores[i] = -INFINITY;
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (int i = 0; i < padded; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(scores + i));
+  alignas(16) float page_max[4];
+  _mm_store_ps(page_max, reduce_heads<NG>(vmax, [](__m128 a, __m128 b) { return _mm_max_ps(a, b); }));
+  alignas(16) float new_max[4] = {};
   for (int g = 0; g < NG; ++g) {
     SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
-    float* scores = s.scores.data() + g * padded;
-    for (int t = page.tokens; t < padded; ++t) scores[t] = -INFINITY;
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    for (int t = 0; t < padded; t += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(scores + t));
-    const float page_max = _mm_cvtss_f32(_mm256_castps256_ps128(hmax8(vmax)));
-    const float new_max = std::fmax(state.max(), page_max);
-    rescale[g] = state.empty() ? 0.0f : std::exp(state.max() - new_max);
-    const __m256 m = _mm256_set1_ps(new_max);
-    __m256 total = _mm256_setzero_ps();
-    for (int t = 0; t < padded; t += 8) {
-      __m256 p = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + t), m));
-      if (t + 8 > page.tokens) {  // zero the padding lanes of a partial page
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(page.tokens - t), lane);
-        p = _mm256_and_ps(p, _mm256_castsi256_ps(valid));
-      }
-      _mm256_storeu_ps(scores + t, p);
-      total = _mm256_add_ps(total, p);
+    new_max[g] = std::fmax(state.max(), page_max[g]);
+    rescale[g] = state.empty() ? 0.0f : std::exp(state.max() - new_max[g]);
+  }
+  const __m256 m = spread_heads<NG>(_mm_load_ps(new_max));
+  __m256 total = _mm256_setzero_ps();
+  for (int i = 0; i < padded; i += 8) {
+    __m256 p = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + i), m));
+    if (i + 8 > count) {  // zero the padding lanes of a partial page
+      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(count - i), lane);
+      p = _mm256_and_ps(p, _mm256_castsi256_ps(valid));
     }
-    state.sum() = state.sum() * rescale[g] + hsum(total);
-    state.max() = new_max;
+    _mm256_storeu_ps(scores + i, p);
+    total = _mm256_add_ps(total, p);
+  }
+  alignas(16) float sums[4];
+  _mm_store_ps(sums, reduce_heads<NG>(total, [](__m128 a, __m128 b) { return _mm_add_ps(a, b); }));
+  for (int g = 0; g < NG; ++g) {
+    SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
+    state.sum() = state.sum() * rescale[g] + sums[g];
+    state.max() = new_max[g];
   }
 }
 
@@ -245,27 +270,29 @@ template <Format FV, int NG>
 void accumulate_values(const PageView& page, float* states, const float* rescale, Scratch& s) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
-  const int padded = (page.tokens + 7) & ~7;
   constexpr bool kInteger = FV == Format::Q8 || FV == Format::Q4 || FV == Format::Q2;
   const int groups = kInteger ? layout.v_groups() : 1;
   float* weights = s.weights.data();
-  float weight_sums[16 * 4] = {};  // [group][head]; groups <= 512 / 32
+  const float* p = s.scores.data();  // softmax weights, [token][head]
+  float weight_sums[16 * 4] = {};    // [group][head]; groups <= 512 / 32
   if constexpr (kInteger) {
     const auto* scale_bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
-    for (int t = 0; t < page.tokens; ++t) {
-      for (int grp = 0; grp < groups; ++grp) {
+    for (int grp = 0; grp < groups; ++grp) {
+      float sum[4] = {};
+      for (int t = 0; t < page.tokens; ++t) {
         const float scale = _cvtsh_ss(scale_bits[t * groups + grp]);
+        float* w = weights + (t * groups + grp) * NG;
         for (int g = 0; g < NG; ++g) {
-          const float w = s.scores[static_cast<std::size_t>(g * padded + t)] * scale;
-          weights[(t * groups + grp) * NG + g] = w;
-          weight_sums[grp * NG + g] += w;
+          w[g] = p[t * NG + g] * scale;
+          sum[g] += w[g];
         }
       }
+      for (int g = 0; g < NG; ++g) weight_sums[grp * NG + g] = sum[g];
     }
   } else {
-    const float page_scale = page_raw_scale<FV>(layout, page.data, layout.v_scale);
-    for (int t = 0; t < page.tokens; ++t) {
-      for (int g = 0; g < NG; ++g) weights[t * NG + g] = s.scores[static_cast<std::size_t>(g * padded + t)] * page_scale;
+    const __m256 page_scale = _mm256_set1_ps(page_raw_scale<FV>(layout, page.data, layout.v_scale));
+    for (int i = 0; i < page.tokens * NG; i += 8) {
+      _mm256_storeu_ps(weights + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), page_scale));
     }
   }
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.v_data);
@@ -336,8 +363,8 @@ void decode_chunk(const PageView& page, const float* q, float* states) {
   const auto tokens = static_cast<std::size_t>(layout.page_tokens);
   const auto groups = static_cast<std::size_t>(layout.v_groups());
   s.folded.resize(NG * dim);
-  s.scores.resize(NG * (tokens + 8));
-  s.weights.resize(NG * tokens * groups);
+  s.scores.resize(NG * tokens + 8);
+  s.weights.resize(NG * tokens * groups + 8);
   float rescale[NG];
   score_tokens<FK, NG>(page, q, s);
   softmax_update<NG>(page, states, layout.head_dim, rescale, s);
