@@ -46,14 +46,15 @@ void Calibration::join_reference(const PageStats& stats) {
 
 float Calibration::clip_ratio(const float* k, const float* v, int tokens, int v_group) const {
   const std::size_t dim = ref_k_min_.size();
+  std::vector<float> v_limit(dim);  // the reference absmax of each channel's group
+  for (std::size_t c = 0; c < dim; ++c) v_limit[c] = ref_v_absmax_[c / static_cast<std::size_t>(v_group)];
   std::size_t clipped = 0;
   for (int t = 0; t < tokens; ++t) {
+    const float* key = k + static_cast<std::size_t>(t) * dim;
+    const float* value = v + static_cast<std::size_t>(t) * dim;
     for (std::size_t c = 0; c < dim; ++c) {
-      const float key = k[static_cast<std::size_t>(t) * dim + c];
-      if (key < ref_k_min_[c] || key > ref_k_max_[c]) ++clipped;
-      if (std::fabs(v[static_cast<std::size_t>(t) * dim + c]) > ref_v_absmax_[c / static_cast<std::size_t>(v_group)]) {
-        ++clipped;
-      }
+      clipped += (key[c] < ref_k_min_[c]) | (key[c] > ref_k_max_[c]);
+      clipped += std::fabs(value[c]) > v_limit[c];
     }
   }
   return static_cast<float>(clipped) / static_cast<float>(2 * dim * static_cast<std::size_t>(tokens));

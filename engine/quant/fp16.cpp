@@ -1,6 +1,5 @@
 #include "quant/fp16.h"
 
-#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -64,35 +63,21 @@ std::uint16_t f32_to_f16_up(float value) {
   return bits;
 }
 
-namespace {
-// The 127 finite non-negative E4M3 values in code order (which is also value order).
-struct Fp8Table {
-  float value[0x7F];
-  Fp8Table() {
-    for (int code = 0; code < 0x7F; ++code) value[code] = fp8_e4m3_to_f32(static_cast<std::uint8_t>(code));
-  }
-};
-const Fp8Table& fp8_table() {
-  static const Fp8Table table;
-  return table;
-}
-}  // namespace
-
 std::uint8_t f32_to_fp8_e4m3(float value) {
-  // Nearest representable value by search, ties to the even code: exact, with no double
-  // rounding through half.
+  // Direct rounding to nearest, ties to even, saturating at 448 (no double rounding).
   const std::uint8_t sign = std::signbit(value) ? 0x80u : 0x00u;
   const float magnitude = std::fabs(value);
-  if (magnitude >= kFp8E4M3Max) return static_cast<std::uint8_t>(sign | 0x7Eu);
-  const float* values = fp8_table().value;
-  const float* upper = std::lower_bound(values, values + 0x7F, magnitude);
-  auto code = static_cast<int>(upper - values);  // values[code] >= magnitude, code <= 0x7E
-  if (code > 0) {
-    const float above = values[code] - magnitude;
-    const float below = magnitude - values[code - 1];
-    if (below < above || (below == above && (code & 1) != 0)) --code;
+  if (!(magnitude < kFp8E4M3Max)) return static_cast<std::uint8_t>(sign | 0x7Eu);
+  constexpr float kMinNormal = 0.015625f;  // 2^-6
+  if (magnitude < kMinNormal) {
+    // Subnormal: multiples of 2^-9; 8 * 2^-9 rounds up into the smallest normal, code 0x08.
+    const auto steps = static_cast<std::uint32_t>(std::nearbyint(magnitude * 512.0f));
+    return static_cast<std::uint8_t>(sign | steps);
   }
-  return static_cast<std::uint8_t>(sign | code);
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(magnitude);
+  const std::uint32_t rounded = bits + 0x7FFFFu + ((bits >> 20) & 1u);  // keep 3 mantissa bits
+  const std::uint32_t code = (rounded >> 20) - ((127u - 7u) << 3);       // rebias the exponent
+  return static_cast<std::uint8_t>(sign | (code > 0x7Eu ? 0x7Eu : code));
 }
 
 float fp8_e4m3_to_f32(std::uint8_t bits) {

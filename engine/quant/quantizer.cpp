@@ -19,30 +19,45 @@ int round_clamp(float value, int max_code) {
   return std::clamp(code, 0, max_code);
 }
 
+constexpr int kMaxDim = 512;
+
+// Packs one row of codes (one per channel) into the format's bit layout (page_layout.h).
+void pack_row(const std::uint8_t* codes, int dim, Format format, std::uint8_t* row) {
+  switch (format) {
+    case Format::Q8: std::memcpy(row, codes, static_cast<std::size_t>(dim)); break;
+    case Format::Q4:
+      for (int i = 0; i < dim / 2; ++i) row[i] = static_cast<std::uint8_t>(codes[2 * i] | (codes[2 * i + 1] << 4));
+      break;
+    case Format::Q2:
+      for (int i = 0; i < dim / 4; ++i) {
+        row[i] = static_cast<std::uint8_t>(codes[4 * i] | (codes[4 * i + 1] << 2) | (codes[4 * i + 2] << 4) |
+                                           (codes[4 * i + 3] << 6));
+      }
+      break;
+    default: break;
+  }
+}
+
 // K, integer formats: per channel, asymmetric. The offset is a float (the channel minimum),
 // so it can sit outside the code range: post-RoPE key ranges often do not contain 0.
-void quantize_k_integer(const PageLayout& layout, const float* k, int tokens, std::byte* page) {
+void quantize_k_integer(const PageLayout& layout, const float* k, int tokens, const float* lo, const float* hi,
+                        std::byte* page) {
   const int dim = layout.head_dim;
   const int max_code = format_max_code(layout.k_format);
   float* scale = layout.at<float>(page, layout.k_scale);
   float* zero = layout.at<float>(page, layout.k_zero);
+  float inv[kMaxDim];
   for (int c = 0; c < dim; ++c) {
-    float lo = std::numeric_limits<float>::infinity();
-    float hi = -std::numeric_limits<float>::infinity();
-    for (int t = 0; t < tokens; ++t) {
-      lo = std::min(lo, k[t * dim + c]);
-      hi = std::max(hi, k[t * dim + c]);
-    }
-    zero[c] = lo;
-    scale[c] = (hi - lo) / static_cast<float>(max_code);
+    zero[c] = lo[c];
+    scale[c] = (hi[c] - lo[c]) / static_cast<float>(max_code);
+    inv[c] = scale[c] > 0.0f ? 1.0f / scale[c] : 0.0f;
   }
   auto* rows = layout.at<std::uint8_t>(page, layout.k_data);
+  std::uint8_t codes[kMaxDim];
   for (int t = 0; t < tokens; ++t) {
-    std::uint8_t* row = rows + static_cast<std::size_t>(t) * layout.k_row_bytes();
-    for (int c = 0; c < dim; ++c) {
-      const float inv = scale[c] > 0.0f ? 1.0f / scale[c] : 0.0f;
-      store_code(row, c, round_clamp((k[t * dim + c] - zero[c]) * inv, max_code), layout.k_format);
-    }
+    const float* x = k + static_cast<std::size_t>(t) * dim;
+    for (int c = 0; c < dim; ++c) codes[c] = static_cast<std::uint8_t>(round_clamp((x[c] - zero[c]) * inv[c], max_code));
+    pack_row(codes, dim, layout.k_format, rows + static_cast<std::size_t>(t) * layout.k_row_bytes());
   }
 }
 
@@ -55,21 +70,20 @@ void quantize_v_integer(const PageLayout& layout, const float* v, int tokens, st
   const float midpoint = v_code_midpoint(layout.v_format);
   auto* scales = layout.at<std::uint16_t>(page, layout.v_scale);
   auto* rows = layout.at<std::uint8_t>(page, layout.v_data);
+  std::uint8_t codes[kMaxDim];
   for (int t = 0; t < tokens; ++t) {
-    std::uint8_t* row = rows + static_cast<std::size_t>(t) * layout.v_row_bytes();
     for (int g = 0; g < groups; ++g) {
-      const float* x = v + t * dim + g * layout.v_group;
+      const float* x = v + static_cast<std::size_t>(t) * dim + g * layout.v_group;
       float absmax = 0.0f;
       for (int c = 0; c < layout.v_group; ++c) absmax = std::max(absmax, std::fabs(x[c]));
-      const float wanted = std::min(absmax / midpoint, kMaxHalf);
-      const std::uint16_t scale_bits = f32_to_f16_up(wanted);
+      const std::uint16_t scale_bits = f32_to_f16_up(std::min(absmax / midpoint, kMaxHalf));
       scales[t * groups + g] = scale_bits;
       const float scale = f16_to_f32(scale_bits);
       const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-      for (int c = 0; c < layout.v_group; ++c) {
-        store_code(row, g * layout.v_group + c, round_clamp(x[c] * inv + midpoint, max_code), layout.v_format);
-      }
+      std::uint8_t* out = codes + g * layout.v_group;
+      for (int c = 0; c < layout.v_group; ++c) out[c] = static_cast<std::uint8_t>(round_clamp(x[c] * inv + midpoint, max_code));
     }
+    pack_row(codes, dim, layout.v_format, rows + static_cast<std::size_t>(t) * layout.v_row_bytes());
   }
 }
 
@@ -100,18 +114,28 @@ void quantize_float(Format format, const float* x, int tokens, int dim, std::uin
   }
 }
 
+// Raw K channel ranges (also the integer formats' statistics) and V group absmax.
 void collect_stats(const PageLayout& layout, const float* k, const float* v, int tokens, PageStats* stats) {
   const int dim = layout.head_dim;
   stats->k_min.assign(static_cast<std::size_t>(dim), std::numeric_limits<float>::infinity());
   stats->k_max.assign(static_cast<std::size_t>(dim), -std::numeric_limits<float>::infinity());
   stats->v_group_absmax.assign(static_cast<std::size_t>(layout.v_groups()), 0.0f);
+  float* lo = stats->k_min.data();
+  float* hi = stats->k_max.data();
   for (int t = 0; t < tokens; ++t) {
+    const float* x = k + static_cast<std::size_t>(t) * dim;
     for (int c = 0; c < dim; ++c) {
-      stats->k_min[c] = std::min(stats->k_min[c], k[t * dim + c]);
-      stats->k_max[c] = std::max(stats->k_max[c], k[t * dim + c]);
-      float& group_max = stats->v_group_absmax[c / layout.v_group];
-      group_max = std::max(group_max, std::fabs(v[t * dim + c]));
+      lo[c] = std::min(lo[c], x[c]);
+      hi[c] = std::max(hi[c], x[c]);
     }
+  }
+  for (int g = 0; g < layout.v_groups(); ++g) {
+    float absmax = 0.0f;
+    for (int t = 0; t < tokens; ++t) {
+      const float* x = v + static_cast<std::size_t>(t) * dim + g * layout.v_group;
+      for (int c = 0; c < layout.v_group; ++c) absmax = std::max(absmax, std::fabs(x[c]));
+    }
+    stats->v_group_absmax[static_cast<std::size_t>(g)] = absmax;
   }
 }
 
@@ -147,9 +171,12 @@ void quantize_page(const PageLayout& layout, const float* k, const float* v, int
   header->tokens = static_cast<std::uint16_t>(tokens);
   header->k_format = static_cast<std::uint8_t>(layout.k_format);
   header->v_format = static_cast<std::uint8_t>(layout.v_format);
+  PageStats local;
+  PageStats& page_stats = stats != nullptr ? *stats : local;
+  collect_stats(layout, k, v, tokens, &page_stats);
 
   if (is_integer_format(layout.k_format)) {
-    quantize_k_integer(layout, k, tokens, page);
+    quantize_k_integer(layout, k, tokens, page_stats.k_min.data(), page_stats.k_max.data(), page);
   } else {
     float* fp8_scale = layout.k_format == Format::FP8 ? layout.at<float>(page, layout.k_scale) : nullptr;
     quantize_float(layout.k_format, k, tokens, layout.head_dim, layout.at<std::uint8_t>(page, layout.k_data), fp8_scale);
@@ -161,7 +188,6 @@ void quantize_page(const PageLayout& layout, const float* k, const float* v, int
     quantize_float(layout.v_format, v, tokens, layout.head_dim, layout.at<std::uint8_t>(page, layout.v_data), fp8_scale);
   }
   write_key_bounds(layout, tokens, page);
-  if (stats != nullptr) collect_stats(layout, k, v, tokens, stats);
 }
 
 void dequantize_k_row_ref(const PageView& view, int token, float* out) {

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Median of repeated kvbench-micro runs as a Markdown table.
+
+Usage: median_table.py run1.json run2.json run3.json
+Each file is `kvbench-micro --benchmark_out=FILE --benchmark_out_format=json`. Prints, per
+benchmark, the median real time and bytes_per_second, then the two issue-2 ratios when the
+runs contain them (q4 vs f32 decode at 32K, q4 KV bandwidth vs BM_StreamRead).
+"""
+import json
+import statistics
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    rows = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration":
+            continue
+        rows[b["name"]] = b
+    return data["context"], rows
+
+
+def main(paths):
+    runs = [load(p) for p in paths]
+    context = runs[0][0]
+    names = list(runs[0][1].keys())
+    med = {}
+    print(f"host: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} cpus, "
+          f"isa {context.get('kvbench_isa', '?')}, runs: {len(runs)} (median)")
+    print()
+    print("| benchmark | real time | bytes/s |")
+    print("|---|---:|---:|")
+    for name in names:
+        times = [r[1][name]["real_time"] for r in runs if name in r[1]]
+        unit = runs[0][1][name]["time_unit"]
+        bps = [r[1][name].get("bytes_per_second", 0.0) for r in runs if name in r[1]]
+        med[name] = (statistics.median(times), unit, statistics.median(bps))
+        gbps = statistics.median(bps) / 1e9
+        print(f"| {name} | {statistics.median(times):.3f} {unit} | {gbps:.2f} GB/s |")
+
+    def find(prefix):
+        for name, value in med.items():
+            if name.startswith(prefix):
+                return value
+        return None
+
+    f32 = find("BM_DecodeAttention/f32/32768")
+    q4 = find("BM_DecodeAttention/q4/32768")
+    stream = find("BM_StreamRead/")
+    print()
+    if f32 and q4:
+        print(f"q4 vs f32 decode at 32K: {f32[0] / q4[0]:.2f}x faster (target >= 3x)")
+    if q4 and stream:
+        print(f"q4 KV read bandwidth / BM_StreamRead: {100.0 * q4[2] / stream[2]:.0f}% (target >= 50%)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
