@@ -13,11 +13,13 @@ const PageKernels& page_kernels(Isa isa) {
   static const PageKernels scalar_kernels{Isa::Scalar, &scalar::decode_page, &scalar::prefill_page};
 #if defined(__x86_64__)
   static const PageKernels avx2_kernels{Isa::Avx2, &avx2::decode_page, &avx2::prefill_page};
+  static const PageKernels avx512_kernels{Isa::Avx512, &avx512::decode_page, &avx512::prefill_page};
 #endif
   KV_ASSERT(isa != Isa::Auto && isa_supported(isa), "page_kernels needs a resolved, supported ISA");
   switch (isa) {
 #if defined(__x86_64__)
     case Isa::Avx2: return avx2_kernels;
+    case Isa::Avx512: return avx512_kernels;
 #endif
     default: return scalar_kernels;
   }

@@ -48,5 +48,9 @@ namespace avx2 {
 void decode_page(const PageView& page, const float* q, int group, float* states);
 void prefill_page(const PrefillPageArgs& args);
 }  // namespace avx2
+namespace avx512 {
+void decode_page(const PageView& page, const float* q, int group, float* states);
+void prefill_page(const PrefillPageArgs& args);
+}  // namespace avx512
 
 }  // namespace kv

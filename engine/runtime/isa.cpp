@@ -36,7 +36,7 @@ bool isa_supported(Isa isa) {
 #endif
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("f16c");
     case Isa::Neon: return false;
 #elif defined(__aarch64__)

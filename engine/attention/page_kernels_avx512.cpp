@@ -1,0 +1,22 @@
+// AVX-512 kernels: the decode kernel body at 16 lanes. Compiled with AVX-512 flags and only
+// called after a CPUID check. Head dims that are not a multiple of 16 run the 8-lane body,
+// which every AVX-512 CPU also supports.
+#include "attention/page_kernels.h"
+#include "attention/simd_avx2.h"
+#include "attention/simd_avx512.h"
+#include "attention/decode_simd_impl.h"
+#include "attention/prefill_page_impl.h"
+
+namespace kv::avx512 {
+
+void decode_page(const PageView& page, const float* q, int group, float* states) {
+  if (page.layout->head_dim % V16::kWidth == 0) {
+    decode_page_simd<V16>(page, q, group, states);
+  } else {
+    decode_page_simd<V8>(page, q, group, states);
+  }
+}
+
+void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
+
+}  // namespace kv::avx512
