@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
 
 namespace kvtest {
 
@@ -32,6 +35,20 @@ float relative_error(const std::vector<float>& a, const std::vector<float>& b) {
   float scale = 0.0f;
   for (float x : b) scale = std::max(scale, std::fabs(x));
   return max_abs_diff(a, b) / std::max(scale, 1e-30f);
+}
+
+std::string model_file(const std::string& name) {
+  const std::string path = std::string(KVBENCH_MODELS_DIR) + "/" + name;
+  if (!std::filesystem::exists(path)) {
+    throw std::runtime_error("test model missing: " + path + " (configure with -DKVBENCH_MODELS_DIR=...)");
+  }
+  return path;
+}
+
+std::string temp_path(const std::string& stem) {
+  static int counter = 0;
+  return (std::filesystem::temp_directory_path() /
+          (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++))).string();
 }
 
 }  // namespace kvtest

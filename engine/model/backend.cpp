@@ -1,0 +1,25 @@
+#include "model/backend.h"
+
+#include "runtime/error.h"
+
+namespace kv {
+
+void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens, int n_tokens, int pos,
+              StepBuffers& buffers) {
+  const ModelGeometry& g = model.geometry();
+  KV_ASSERT(n_tokens > 0, "a step has at least one token");
+  const auto n = static_cast<std::size_t>(n_tokens);
+  buffers.q.resize(n * g.q_heads * g.head_dim);
+  buffers.k.resize(n * g.kv_heads * g.head_dim);
+  buffers.v.resize(buffers.k.size());
+  buffers.attn.resize(buffers.q.size());
+  model.begin_step(tokens, n_tokens, pos);
+  for (int layer = 0; layer < g.layers; ++layer) {
+    model.layer_qkv(layer, buffers.q.data(), buffers.k.data(), buffers.v.data());
+    cache.append(seq, layer, buffers.k.data(), buffers.v.data(), n_tokens);
+    cache.attend(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
+    model.layer_output(layer, buffers.attn.data());
+  }
+}
+
+}  // namespace kv

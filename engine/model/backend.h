@@ -1,0 +1,34 @@
+// A model backend produces Q, K (after RoPE) and V for each layer of a step and consumes the
+// attention output; the KV cache sits in between. run_step() is the one loop that drives it:
+// for each layer, qkv -> append -> attend -> output.
+#pragma once
+
+#include <vector>
+
+#include "geometry.h"
+#include "kv_cache.h"
+
+namespace kv {
+
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  virtual const ModelGeometry& geometry() const = 0;
+  // Starts a step of n_tokens tokens at positions pos .. pos + n_tokens - 1.
+  virtual void begin_step(const int* tokens, int n_tokens, int pos) = 0;
+  // q: [n][q_heads][head_dim]; k, v: [n][kv_heads][head_dim].
+  virtual void layer_qkv(int layer, float* q, float* k, float* v) = 0;
+  // attn: [n][q_heads][head_dim], the attention output of `layer`.
+  virtual void layer_output(int layer, const float* attn) = 0;
+};
+
+// Buffers of one step, reused across steps.
+struct StepBuffers {
+  std::vector<float> q, k, v, attn;
+};
+
+// Runs one step of n_tokens through the backend and the cache (appending their K/V).
+void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens, int n_tokens, int pos,
+              StepBuffers& buffers);
+
+}  // namespace kv

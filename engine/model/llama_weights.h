@@ -1,0 +1,48 @@
+// Weights of a llama-architecture transformer, in llama2.c's layout: matrices row-major
+// [out][in] (y[i] = sum_j W[i][j] x[j]), per-layer arrays stacked over layers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kv {
+
+struct LlamaConfig {
+  int dim = 0;         // model width
+  int hidden_dim = 0;  // FFN width
+  int layers = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int vocab_size = 0;
+  int seq_len = 0;     // trained context
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+
+  int head_dim() const { return heads > 0 ? dim / heads : 0; }
+  int kv_dim() const { return heads > 0 ? dim / heads * kv_heads : 0; }
+};
+
+// Throws InputError naming `where` for an impossible or absurd configuration.
+void validate_llama_config(const LlamaConfig& config, const std::string& where);
+
+struct LlamaWeights {
+  LlamaConfig config;
+  std::vector<float> token_embedding;  // [vocab][dim]
+  std::vector<float> rms_att;          // [layers][dim]
+  std::vector<float> wq;               // [layers][dim][dim]
+  std::vector<float> wk;               // [layers][kv_dim][dim]
+  std::vector<float> wv;               // [layers][kv_dim][dim]
+  std::vector<float> wo;               // [layers][dim][dim]
+  std::vector<float> rms_ffn;          // [layers][dim]
+  std::vector<float> w1;               // [layers][hidden][dim]
+  std::vector<float> w2;               // [layers][dim][hidden]
+  std::vector<float> w3;               // [layers][hidden][dim]
+  std::vector<float> rms_final;        // [dim]
+  std::vector<float> wcls;             // [vocab][dim]; a copy of the embedding when shared
+};
+
+// llama2.c checkpoint (legacy version 0: 7 int32 header, then fp32 arrays; a negative
+// vocab_size means the classifier is stored separately). Throws InputError naming the file.
+LlamaWeights load_llama2c(const std::string& path);
+
+}  // namespace kv

@@ -1,0 +1,140 @@
+#include "model/tokenizer.h"
+
+#include <cstdint>
+#include <cstdio>
+
+#include "model/byte_reader.h"
+#include "runtime/error.h"
+
+namespace kv {
+
+Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores, int bos, int eos, std::string source)
+    : pieces_(std::move(pieces)), scores_(std::move(scores)), bos_(bos), eos_(eos), source_(std::move(source)) {
+  if (pieces_.empty() || pieces_.size() != scores_.size()) {
+    throw InputError(source_, "vocabulary", "empty, or pieces and scores differ in count");
+  }
+  if (bos_ < 0 || bos_ >= vocab_size()) throw InputError(source_, "bos", "token id outside the vocabulary");
+  if (eos_ < 0 || eos_ >= vocab_size()) throw InputError(source_, "eos", "token id outside the vocabulary");
+  ids_.reserve(pieces_.size());
+  for (int i = 0; i < vocab_size(); ++i) ids_.emplace(pieces_[static_cast<std::size_t>(i)], i);  // first id wins
+  auto it = ids_.find("<0x00>");
+  if (it != ids_.end()) {
+    byte_base_ = it->second;
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      if (byte_base_ + b >= vocab_size() || pieces_[static_cast<std::size_t>(byte_base_ + b)] != name) {
+        byte_base_ = -1;  // not a contiguous byte-fallback block
+        break;
+      }
+    }
+  }
+}
+
+int Tokenizer::lookup(const std::string& piece) const {
+  auto it = ids_.find(piece);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+std::vector<int> Tokenizer::encode(const std::string& text, bool add_bos, bool add_eos) const {
+  std::vector<int> tokens;
+  if (add_bos) tokens.push_back(bos_);
+  if (!text.empty()) {
+    const int space = lookup(" ");
+    if (space >= 0) tokens.push_back(space);
+  }
+  // Codepoints: a lead byte and its continuation bytes (at most 4 bytes).
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t end = i + 1;
+    while (end < text.size() && end - i < 4 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+    const std::string codepoint = text.substr(i, end - i);
+    const int id = lookup(codepoint);
+    if (id >= 0) {
+      tokens.push_back(id);
+    } else {
+      for (char c : codepoint) {
+        // Byte fallback; without byte pieces, run.c's rule maps byte b to id b + 3.
+        const int base = byte_base_ >= 0 ? byte_base_ : 3;
+        tokens.push_back(base + static_cast<unsigned char>(c));
+      }
+    }
+    i = end;
+  }
+  // Greedy merges by score (over every position, BOS included, as run.c does).
+  const std::size_t first = 0;
+  for (;;) {
+    float best_score = -1e10f;
+    int best_id = -1;
+    std::size_t best_at = 0;
+    for (std::size_t i = first; i + 1 < tokens.size(); ++i) {
+      const int id = lookup(piece(tokens[i]) + piece(tokens[i + 1]));
+      if (id >= 0 && scores_[static_cast<std::size_t>(id)] > best_score) {
+        best_score = scores_[static_cast<std::size_t>(id)];
+        best_id = id;
+        best_at = i;
+      }
+    }
+    if (best_id < 0) break;
+    tokens[best_at] = best_id;
+    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+  }
+  if (add_eos) tokens.push_back(eos_);
+  return tokens;
+}
+
+std::string Tokenizer::decode(int previous, int token) const {
+  if (token < 0 || token >= vocab_size()) return {};
+  std::string text = piece(token);
+  if (previous == bos_ && !text.empty() && text[0] == ' ') text.erase(0, 1);
+  unsigned int byte = 0;
+  char tail = 0;
+  if (text.size() == 6 && std::sscanf(text.c_str(), "<0x%02X>%c", &byte, &tail) == 1) {
+    return std::string(1, static_cast<char>(byte));
+  }
+  return text;
+}
+
+std::string Tokenizer::decode_all(int previous, const std::vector<int>& tokens) const {
+  std::string text;
+  for (int token : tokens) {
+    text += decode(previous, token);
+    previous = token;
+  }
+  return text;
+}
+
+void Tokenizer::check_matches(int model_vocab, const std::string& model_path) const {
+  if (model_vocab != vocab_size()) {
+    throw InputError(source_, "vocab_size",
+                     "tokenizer has " + std::to_string(vocab_size()) + " pieces but model " + model_path + " has " +
+                         std::to_string(model_vocab) + " tokens");
+  }
+}
+
+Tokenizer load_llama2c_tokenizer(const std::string& path, int vocab_size) {
+  if (vocab_size <= 0) throw InputError(path, "vocab_size", "must be > 0");
+  const std::vector<std::byte> bytes = read_file(path);
+  ByteReader in(bytes, path);
+  const auto max_length = in.read<std::int32_t>("max_token_length");
+  if (max_length <= 0 || max_length > 1024) in.fail("max_token_length " + std::to_string(max_length) + " is outside 1..1024");
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  pieces.reserve(static_cast<std::size_t>(vocab_size));
+  for (int i = 0; i < vocab_size; ++i) {
+    const float score = in.read<float>("piece score");
+    const auto length = in.read<std::int32_t>("piece length");
+    if (length < 0 || length > max_length) {
+      in.fail("piece " + std::to_string(i) + " has length " + std::to_string(length) + " (max_token_length " +
+              std::to_string(max_length) + ")");
+    }
+    pieces.push_back(in.read_string(static_cast<std::size_t>(length), "piece bytes"));
+    scores.push_back(score);
+  }
+  if (in.remaining() != 0) {
+    in.fail(std::to_string(in.remaining()) + " bytes after " + std::to_string(vocab_size) +
+            " pieces: the tokenizer does not match the model's vocabulary");
+  }
+  return Tokenizer(std::move(pieces), std::move(scores), 1, 2, path);
+}
+
+}  // namespace kv
