@@ -18,6 +18,9 @@ cmake --build build -j"$jobs"
 step "release tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
+step "slow tests hidden with [.] (Release)"
+build/bin/kvbench-tests "[perplexity]"
+
 step "asan+ubsan build"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DKVBENCH_SANITIZE=address,undefined -DKVBENCH_BUILD_BENCH=OFF >/dev/null

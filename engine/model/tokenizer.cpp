@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <queue>
 
 #include "model/byte_reader.h"
 #include "runtime/error.h"
@@ -60,26 +61,53 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool add_bos, bool a
     }
     i = end;
   }
-  // Greedy merges by score (over every position, BOS included, as run.c does).
-  const std::size_t first = 0;
-  for (;;) {
-    float best_score = -1e10f;
-    int best_id = -1;
-    std::size_t best_at = 0;
-    for (std::size_t i = first; i + 1 < tokens.size(); ++i) {
-      const int id = lookup(piece(tokens[i]) + piece(tokens[i + 1]));
-      if (id >= 0 && scores_[static_cast<std::size_t>(id)] > best_score) {
-        best_score = scores_[static_cast<std::size_t>(id)];
-        best_id = id;
-        best_at = i;
-      }
-    }
-    if (best_id < 0) break;
-    tokens[best_at] = best_id;
-    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
-  }
+  merge_pairs(tokens);
   if (add_eos) tokens.push_back(eos_);
   return tokens;
+}
+
+// run.c's rule - merge the adjacent pair with the highest score, the leftmost on ties, until no
+// pair merges - done with a heap of candidate pairs over a linked list instead of rescanning
+// the whole text after every merge (quadratic on long texts). A candidate is stale once either
+// side has changed; the left side's original index orders ties exactly as run.c's scan does.
+void Tokenizer::merge_pairs(std::vector<int>& tokens) const {
+  struct Node {
+    int id, prev, next, version;
+  };
+  struct Candidate {
+    float score;
+    int left, right, left_version, right_version, merged;
+    bool operator<(const Candidate& o) const { return score != o.score ? score < o.score : left > o.left; }
+  };
+  const int n = static_cast<int>(tokens.size());
+  std::vector<Node> nodes(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) nodes[static_cast<std::size_t>(i)] = {tokens[static_cast<std::size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, 0};
+  std::priority_queue<Candidate> heap;
+  auto consider = [&](int left) {
+    if (left < 0) return;
+    const Node& l = nodes[static_cast<std::size_t>(left)];
+    if (l.next < 0) return;
+    const Node& r = nodes[static_cast<std::size_t>(l.next)];
+    const int merged = lookup(piece(l.id) + piece(r.id));
+    if (merged >= 0) heap.push({scores_[static_cast<std::size_t>(merged)], left, l.next, l.version, r.version, merged});
+  };
+  for (int i = 0; i < n; ++i) consider(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    Node& l = nodes[static_cast<std::size_t>(c.left)];
+    Node& r = nodes[static_cast<std::size_t>(c.right)];
+    if (l.version != c.left_version || r.version != c.right_version || l.next != c.right) continue;
+    l.id = c.merged;
+    ++l.version;
+    r.version = -1;  // removed
+    l.next = r.next;
+    if (r.next >= 0) nodes[static_cast<std::size_t>(r.next)].prev = c.left;
+    consider(l.prev);
+    consider(c.left);
+  }
+  tokens.clear();
+  for (int i = n > 0 ? 0 : -1; i >= 0; i = nodes[static_cast<std::size_t>(i)].next) tokens.push_back(nodes[static_cast<std::size_t>(i)].id);
 }
 
 std::string Tokenizer::decode(int previous, int token) const {

@@ -34,6 +34,7 @@ class Tokenizer {
 
  private:
   int lookup(const std::string& piece) const;
+  void merge_pairs(std::vector<int>& tokens) const;
 
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
