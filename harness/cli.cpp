@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "build_info.h"
+#include "score_command.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
 
@@ -26,6 +27,8 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", version_text());
   auto* version = app.add_subcommand("version", "Print the version, build and kernel paths");
+  ScoreOptions score;
+  add_score_command(app, score);
 
   try {
     app.parse(argc, argv);
@@ -38,6 +41,7 @@ int run_cli(int argc, char** argv) {
       fmt::print("{}\n", version_text());
       return kExitOk;
     }
+    if (app.got_subcommand("score")) return run_score(score);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

@@ -1,0 +1,27 @@
+// `kvbench score`: teacher-forced accuracy of a real model with one KV configuration against
+// the same model with an f32 cache and full attention (the metrics of metrics/accuracy.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvbench {
+
+struct ScoreOptions {
+  std::string model;      // llama2.c .bin or .gguf
+  std::string tokenizer;  // llama2.c tokenizer (not needed for .gguf)
+  std::string text;
+  std::string k = "f32";
+  std::string v = "f32";
+  int residual_tokens = 0;
+  int page_tokens = 16;
+  int window = 512;
+  int chunk = 1;
+  int max_windows = 0;
+  int threads = 1;
+  bool json = false;
+};
+
+void add_score_command(CLI::App& app, ScoreOptions& options);
+int run_score(const ScoreOptions& options);
+
+}  // namespace kvbench
