@@ -3,6 +3,7 @@
 #   1. Release build (build/): unit tests and end-to-end tests through CTest.
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
 #   3. Compile-only check of engine/ for aarch64 (build-aarch64/) with Debian's cross g++.
+#   4. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -34,5 +35,23 @@ step "aarch64 cross-compile of engine/"
 cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
   -DKVBENCH_ENGINE_ONLY=ON >/dev/null
 cmake --build build-aarch64 -j"$jobs"
+
+step "fuzz build (clang 14, libFuzzer + ASan + UBSan)"
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVBENCH_ENGINE_ONLY=ON \
+  -DKVBENCH_FUZZ=ON -DKVBENCH_SANITIZE=address,undefined >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_llama2c
+
+step "fuzz runs (${KVBENCH_FUZZ_SECONDS:-30} s each)"
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+mkdir -p "$corpus/gguf" "$corpus/llama2c"
+models=../shared/models
+cp "$models/stories260K.gguf" "$corpus/gguf/"
+cp "$models/tok512.bin" "$corpus/llama2c/"
+head -c 4096 "$models/stories260K.bin" >"$corpus/llama2c/checkpoint-head.bin"
+for target in gguf llama2c; do
+  build-fuzz/bin/fuzz_$target -max_total_time="${KVBENCH_FUZZ_SECONDS:-30}" -rss_limit_mb=4096 -max_len=1300000 \
+    -print_final_stats=1 "$corpus/$target" 2>&1 | tail -n 3
+done
 
 step "all test steps passed"

@@ -130,10 +130,12 @@ const GgufTensorInfo* GgufFile::tensor(const std::string& name) const {
   return nullptr;
 }
 
-GgufFile read_gguf(const std::string& path) {
+GgufFile read_gguf(const std::string& path) { return parse_gguf(read_file(path), path); }
+
+GgufFile parse_gguf(std::vector<std::byte> bytes, const std::string& path) {
   GgufFile file;
   file.path = path;
-  file.bytes = read_file(path);
+  file.bytes = std::move(bytes);
   ByteReader in(file.bytes, path);
   if (in.read<std::uint32_t>("magic") != kMagic) throw InputError(path, "offset 0", "not a GGUF file (bad magic)");
   file.version = in.read<std::uint32_t>("version");
@@ -277,8 +279,10 @@ Tokenizer gguf_tokenizer(const GgufFile& f) {
 
 }  // namespace
 
-GgufModel load_gguf_llama(const std::string& path) {
-  const GgufFile f = read_gguf(path);
+GgufModel load_gguf_llama(const std::string& path) { return llama_from_gguf(read_gguf(path)); }
+
+GgufModel llama_from_gguf(const GgufFile& f) {
+  const std::string& path = f.path;
   const GgufValue* arch = f.find("general.architecture");
   if (arch == nullptr || arch->text != "llama") {
     throw InputError(path, "general.architecture", "'" + (arch ? arch->text : std::string()) + "' is not supported (llama)");

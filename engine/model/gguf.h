@@ -57,6 +57,7 @@ struct GgufFile {
 };
 
 GgufFile read_gguf(const std::string& path);
+GgufFile parse_gguf(std::vector<std::byte> bytes, const std::string& name);
 
 struct GgufModel {
   LlamaWeights weights;
@@ -66,5 +67,6 @@ struct GgufModel {
 
 // A llama-architecture GGUF as weights and tokenizer.
 GgufModel load_gguf_llama(const std::string& path);
+GgufModel llama_from_gguf(const GgufFile& file);
 
 }  // namespace kv

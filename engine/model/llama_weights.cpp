@@ -44,8 +44,9 @@ void validate_llama_config(const LlamaConfig& c, const std::string& where) {
   if (!(c.norm_eps > 0.0f) || !std::isfinite(c.norm_eps)) throw InputError(where, "norm_eps", "must be finite and > 0");
 }
 
-LlamaWeights load_llama2c(const std::string& path) {
-  const std::vector<std::byte> bytes = read_file(path);
+LlamaWeights load_llama2c(const std::string& path) { return parse_llama2c(read_file(path), path); }
+
+LlamaWeights parse_llama2c(const std::vector<std::byte>& bytes, const std::string& path) {
   ByteReader in(bytes, path);
   LlamaWeights w;
   LlamaConfig& c = w.config;

@@ -2,6 +2,7 @@
 // [out][in] (y[i] = sum_j W[i][j] x[j]), per-layer arrays stacked over layers.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,7 @@ struct LlamaWeights {
 // llama2.c checkpoint (legacy version 0: 7 int32 header, then fp32 arrays; a negative
 // vocab_size means the classifier is stored separately). Throws InputError naming the file.
 LlamaWeights load_llama2c(const std::string& path);
+// The same from bytes in memory; `name` is used in error messages (fuzzing, tests).
+LlamaWeights parse_llama2c(const std::vector<std::byte>& bytes, const std::string& name);
 
 }  // namespace kv

@@ -140,8 +140,11 @@ void Tokenizer::check_matches(int model_vocab, const std::string& model_path) co
 }
 
 Tokenizer load_llama2c_tokenizer(const std::string& path, int vocab_size) {
+  return parse_llama2c_tokenizer(read_file(path), path, vocab_size);
+}
+
+Tokenizer parse_llama2c_tokenizer(const std::vector<std::byte>& bytes, const std::string& path, int vocab_size) {
   if (vocab_size <= 0) throw InputError(path, "vocab_size", "must be > 0");
-  const std::vector<std::byte> bytes = read_file(path);
   ByteReader in(bytes, path);
   const auto max_length = in.read<std::int32_t>("max_token_length");
   if (max_length <= 0 || max_length > 1024) in.fail("max_token_length " + std::to_string(max_length) + " is outside 1..1024");

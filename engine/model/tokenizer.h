@@ -4,6 +4,7 @@
 // first pair on ties). Decoding strips the space after BOS and maps <0xXX> to raw bytes.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,5 +49,6 @@ class Tokenizer {
 // llama2.c's tokenizer.bin: int32 max_token_length, then vocab_size records of
 // (float32 score, int32 length, bytes). The vocabulary size comes from the model.
 Tokenizer load_llama2c_tokenizer(const std::string& path, int vocab_size);
+Tokenizer parse_llama2c_tokenizer(const std::vector<std::byte>& bytes, const std::string& name, int vocab_size);
 
 }  // namespace kv

@@ -53,7 +53,7 @@ float Calibration::clip_ratio(const float* k, const float* v, int tokens, int v_
     const float* key = k + static_cast<std::size_t>(t) * dim;
     const float* value = v + static_cast<std::size_t>(t) * dim;
     for (std::size_t c = 0; c < dim; ++c) {
-      clipped += (key[c] < ref_k_min_[c]) | (key[c] > ref_k_max_[c]);
+      clipped += static_cast<std::size_t>(key[c] < ref_k_min_[c]) + static_cast<std::size_t>(key[c] > ref_k_max_[c]);
       clipped += std::fabs(value[c]) > v_limit[c];
     }
   }

@@ -2,7 +2,21 @@
 
 #include "runtime/error.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace kv {
+
+namespace {
+#if defined(__x86_64__)
+// F16C is CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+#endif
+}  // namespace
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
@@ -29,15 +43,14 @@ bool isa_supported(Isa isa) {
     case Isa::Scalar: return true;
 #if defined(__x86_64__)
     case Isa::Avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case Isa::Avx512:
 #if !defined(KV_HAVE_AVX512_KERNELS)
       return false;
 #endif
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+             __builtin_cpu_supports("fma") && has_f16c();
     case Isa::Neon: return false;
 #elif defined(__aarch64__)
     case Isa::Avx2:
