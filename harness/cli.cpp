@@ -7,6 +7,7 @@
 
 #include "build_info.h"
 #include "score_command.h"
+#include "synth_stats_command.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
 
@@ -29,6 +30,8 @@ int run_cli(int argc, char** argv) {
   auto* version = app.add_subcommand("version", "Print the version, build and kernel paths");
   ScoreOptions score;
   add_score_command(app, score);
+  SynthStatsOptions synth_stats;
+  add_synth_stats_command(app, synth_stats);
 
   try {
     app.parse(argc, argv);
@@ -42,6 +45,7 @@ int run_cli(int argc, char** argv) {
       return kExitOk;
     }
     if (app.got_subcommand("score")) return run_score(score);
+    if (app.got_subcommand("synth-stats")) return run_synth_stats(synth_stats);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {
