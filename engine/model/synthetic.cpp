@@ -319,7 +319,8 @@ void SyntheticModel::key(int model_layer, int kv_head, int pos, float* out) cons
   add_rotated(p.mu, 1.0f, cos_pos, sin_pos, out);
   for (std::size_t k = 0; k < config_.needles.size(); ++k) {
     if (config_.needles[k] == pos) {
-      const float lambda = config_.needle_strength / kNeedleQuery;
+      const float lambda =
+          (config_.needle_strength + std::log(static_cast<float>(config_.calibration_ctx))) / kNeedleQuery;
       for (int i = 0; i < dim; ++i) out[i] += s_scale_ * lambda * p.needle_dirs[k][static_cast<std::size_t>(i)];
     }
   }
@@ -351,8 +352,11 @@ void SyntheticModel::query(int model_layer, int q_head, int pos, float* out) con
     along_u += static_cast<double>(out[i]) * p.u[static_cast<std::size_t>(i)];
   }
   for (int i = 0; i < dim; ++i) out[i] += (amplitude - static_cast<float>(along_u)) * p.u[static_cast<std::size_t>(i)];
-  add_rotated(p.m, amplitude, c.data(), s.data(), out);
-  if (asked_needle_ >= 0 && asked_needle_ < static_cast<int>(p.needle_dirs.size())) {
+  const bool question = asked_needle_ >= 0 && asked_needle_ < static_cast<int>(p.needle_dirs.size());
+  // A question looks for content, not for the recent past: it drops the locality term, so a
+  // needle far back is not penalised by where the RoPE kernel happens to be negative.
+  if (!question) add_rotated(p.m, amplitude, c.data(), s.data(), out);
+  if (question) {
     const auto& d = p.needle_dirs[static_cast<std::size_t>(asked_needle_)];
     for (int i = 0; i < dim; ++i) out[i] += amplitude * kNeedleQuery * d[static_cast<std::size_t>(i)];
   }

@@ -13,7 +13,8 @@
 //   - outliers: `outlier_channels` fixed slow channels per head offset by 10-20x the typical
 //     |k|, stable across tokens (they add the same amount to every score of a query);
 //   - needles: planted positions whose keys carry an extra direction that a question's queries
-//     (ask_needle) match strongly.
+//     (ask_needle) match strongly: a question drops the locality term and gives its needle a
+//     logit of ln(calibration_ctx) + needle_strength.
 // The boosts and the kernel gain are solved per head so that, at `calibration_ctx`, the exact
 // decode softmax puts about sink_mass on the sinks, window_mass on the last `window` tokens and
 // heavy_mass on the heavy hitters (per-head targets jittered by head_variation); consecutive
@@ -45,7 +46,7 @@ struct SyntheticConfig {
   float query_similarity = 0.9f;
   float head_variation = 0.10f;  // relative jitter of the mass targets per (layer, head)
   std::vector<int> needles;      // planted positions
-  float needle_strength = 14.0f; // logit a question query gives its needle
+  float needle_strength = 4.0f;  // a question's logit on its needle, over ln(calibration_ctx)
 };
 
 // Throws InputError ("synthetic config: <field>: <reason>") for impossible values.
