@@ -5,7 +5,10 @@
 namespace kv {
 
 void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens, int n_tokens, int pos,
-              StepBuffers& buffers) {
+              StepBuffers& buffers, StepAttention attention) {
+  if (attention == StepAttention::AppendOnly && model.attention_feeds_next_layer()) {
+    throw InputError("run_step", "attention", "append-only steps need a backend whose layers ignore attention output");
+  }
   const ModelGeometry& g = model.geometry();
   KV_ASSERT(n_tokens > 0, "a step has at least one token");
   const auto n = static_cast<std::size_t>(n_tokens);
@@ -17,6 +20,7 @@ void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens,
   for (int layer = 0; layer < g.layers; ++layer) {
     model.layer_qkv(layer, buffers.q.data(), buffers.k.data(), buffers.v.data());
     cache.append(seq, layer, buffers.k.data(), buffers.v.data(), n_tokens);
+    if (attention == StepAttention::AppendOnly) continue;
     cache.attend(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
     model.layer_output(layer, buffers.attn.data());
   }

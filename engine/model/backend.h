@@ -3,6 +3,7 @@
 // for each layer, qkv -> append -> attend -> output.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "geometry.h"
@@ -20,6 +21,15 @@ class ModelBackend {
   virtual void layer_qkv(int layer, float* q, float* k, float* v) = 0;
   // attn: [n][q_heads][head_dim], the attention output of `layer`.
   virtual void layer_output(int layer, const float* attn) = 0;
+  // False when a layer's Q/K/V do not depend on the previous layers' attention (synthetic):
+  // then a step may write K/V without computing attention.
+  virtual bool attention_feeds_next_layer() const = 0;
+};
+
+enum class StepAttention : std::uint8_t {
+  Full,        // every layer attends over the cache
+  AppendOnly,  // K/V are written, no attention runs (sampled prefill: the workload attends for a
+               // sample of chunks and extrapolates the rest); needs !attention_feeds_next_layer()
 };
 
 // Buffers of one step, reused across steps.
@@ -29,6 +39,6 @@ struct StepBuffers {
 
 // Runs one step of n_tokens through the backend and the cache (appending their K/V).
 void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens, int n_tokens, int pos,
-              StepBuffers& buffers);
+              StepBuffers& buffers, StepAttention attention = StepAttention::Full);
 
 }  // namespace kv

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention/attention_ref.h"
 #include "runtime/error.h"
 
 namespace kv {
@@ -162,6 +163,79 @@ std::vector<int> generate_greedy(LlamaModel& model, KVCache& cache, const std::v
   }
   cache.release(seq);
   return out;
+}
+
+}  // namespace kv
+
+namespace kv {
+
+std::vector<float> reference_forward(const LlamaWeights& w, const std::vector<int>& tokens) {
+  const LlamaConfig& c = w.config;
+  const auto dim = static_cast<std::size_t>(c.dim), kv_dim = static_cast<std::size_t>(c.kv_dim());
+  const auto hidden = static_cast<std::size_t>(c.hidden_dim), head = static_cast<std::size_t>(c.head_dim());
+  const std::size_t n = tokens.size();
+  auto matvec = [](const float* m, const float* x, std::size_t rows, std::size_t cols, float* y) {
+    for (std::size_t i = 0; i < rows; ++i) {
+      double sum = 0.0;
+      for (std::size_t j = 0; j < cols; ++j) sum += static_cast<double>(m[i * cols + j]) * x[j];
+      y[i] = static_cast<float>(sum);
+    }
+  };
+  auto norm = [&](const float* x, const float* weight, float* out) {
+    double ss = 0.0;
+    for (std::size_t i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(dim) + c.norm_eps);
+    for (std::size_t i = 0; i < dim; ++i) out[i] = static_cast<float>(weight[i] * (scale * x[i]));
+  };
+  auto rotate = [&](float* v, std::size_t heads, std::size_t pos) {
+    for (std::size_t h = 0; h < heads; ++h) {
+      for (std::size_t i = 0; i < head / 2; ++i) {
+        const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(head));
+        const double angle = static_cast<double>(pos) * freq;
+        float* p = v + h * head + 2 * i;
+        const double a = p[0], b = p[1];
+        p[0] = static_cast<float>(a * std::cos(angle) - b * std::sin(angle));
+        p[1] = static_cast<float>(a * std::sin(angle) + b * std::cos(angle));
+      }
+    }
+  };
+  std::vector<float> x(n * dim), xb(dim), q(n * dim), attn(n * dim), h1(hidden), h3(hidden), tmp(dim);
+  std::vector<float> k(n * kv_dim), v(n * kv_dim);
+  for (std::size_t t = 0; t < n; ++t) {
+    std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(tokens[t]) * dim, dim, x.data() + t * dim);
+  }
+  const AttentionShape shape{c.heads, c.kv_heads, c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))};
+  for (std::size_t l = 0; l < static_cast<std::size_t>(c.layers); ++l) {
+    for (std::size_t t = 0; t < n; ++t) {
+      norm(x.data() + t * dim, w.rms_att.data() + l * dim, xb.data());
+      matvec(w.wq.data() + l * dim * dim, xb.data(), dim, dim, q.data() + t * dim);
+      matvec(w.wk.data() + l * kv_dim * dim, xb.data(), kv_dim, dim, k.data() + t * kv_dim);
+      matvec(w.wv.data() + l * kv_dim * dim, xb.data(), kv_dim, dim, v.data() + t * kv_dim);
+      rotate(q.data() + t * dim, static_cast<std::size_t>(c.heads), t);
+      rotate(k.data() + t * kv_dim, static_cast<std::size_t>(c.kv_heads), t);
+    }
+    attention_ref(shape, q.data(), static_cast<int>(n), k.data(), v.data(), static_cast<int>(n), attn.data());
+    for (std::size_t t = 0; t < n; ++t) {
+      matvec(w.wo.data() + l * dim * dim, attn.data() + t * dim, dim, dim, tmp.data());
+      for (std::size_t i = 0; i < dim; ++i) x[t * dim + i] += tmp[i];
+      norm(x.data() + t * dim, w.rms_ffn.data() + l * dim, xb.data());
+      matvec(w.w1.data() + l * hidden * dim, xb.data(), hidden, dim, h1.data());
+      matvec(w.w3.data() + l * hidden * dim, xb.data(), hidden, dim, h3.data());
+      for (std::size_t i = 0; i < hidden; ++i) {
+        const double gate = h1[i];
+        h1[i] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * h3[i]);
+      }
+      matvec(w.w2.data() + l * dim * hidden, h1.data(), dim, hidden, tmp.data());
+      for (std::size_t i = 0; i < dim; ++i) x[t * dim + i] += tmp[i];
+    }
+  }
+  const auto vocab = static_cast<std::size_t>(c.vocab_size);
+  std::vector<float> logits(n * vocab);
+  for (std::size_t t = 0; t < n; ++t) {
+    norm(x.data() + t * dim, w.rms_final.data(), xb.data());
+    matvec(w.wcls.data(), xb.data(), vocab, dim, logits.data() + t * vocab);
+  }
+  return logits;
 }
 
 }  // namespace kv

@@ -21,6 +21,7 @@ class LlamaModel : public ModelBackend {
   void begin_step(const int* tokens, int n_tokens, int pos) override;
   void layer_qkv(int layer, float* q, float* k, float* v) override;
   void layer_output(int layer, const float* attn) override;
+  bool attention_feeds_next_layer() const override { return true; }
 
   // After run_step: logits [n_tokens][vocab] of the step's tokens (final norm + classifier).
   const std::vector<float>& logits();
@@ -39,6 +40,11 @@ class LlamaModel : public ModelBackend {
   int pos_ = 0;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, logits_;
 };
+
+// The plain dense reference forward pass, independent of the KV cache and the engine's kernels:
+// every position's K and V kept in F32 arrays, attention by attention_ref. Returns logits
+// [tokens][vocab]. Tests compare the paged F32 path against it.
+std::vector<float> reference_forward(const LlamaWeights& weights, const std::vector<int>& tokens);
 
 // Greedy decoding from a prompt of token ids (the prompt's first token is usually BOS).
 // run.c semantics: `steps` forward passes from position 0; returns the token chosen after

@@ -68,6 +68,7 @@ class SyntheticModel : public ModelBackend {
   void begin_step(const int* tokens, int n_tokens, int pos) override;
   void layer_qkv(int layer, float* q, float* k, float* v) override;
   void layer_output(int layer, const float* attn) override;
+  bool attention_feeds_next_layer() const override { return false; }
 
   // Queries of later steps ask for needle `index` (config.needles order); -1 stops asking.
   void ask_needle(int index) { asked_needle_ = index; }

@@ -108,3 +108,38 @@ TEST_CASE("Test vector 3: logits at positions 0-4", "[model]") {
     }
   }
 }
+
+TEST_CASE("The paged f32 path agrees with a plain dense forward pass to 1e-5", "[model]") {
+  Stories& s = stories();
+  const std::vector<int> tokens = s.tokenizer.encode(
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+      "friends and her dog Max, who liked to chase the ball.",
+      true, false);
+  REQUIRE(tokens.size() > 33);  // more than two pages of 16
+  const std::vector<float> dense = reference_forward(*s.weights, tokens);
+  for (int chunk : {1, 7}) {
+    LlamaModel model(s.weights, 512, s.pool);
+    KVCache cache(f32_cache());
+    const SeqId seq = cache.create_sequence();
+    StepBuffers buffers;
+    std::vector<float> paged;
+    for (int pos = 0; pos < static_cast<int>(tokens.size()); pos += chunk) {
+      const int n = std::min(chunk, static_cast<int>(tokens.size()) - pos);
+      run_step(model, cache, seq, tokens.data() + pos, n, pos, buffers);
+      paged.insert(paged.end(), model.logits().begin(), model.logits().end());
+    }
+    CAPTURE(chunk);
+    CHECK(kvtest::relative_error(paged, dense) < 1e-5f);
+  }
+}
+
+TEST_CASE("A llama step cannot skip attention", "[model]") {
+  Stories& s = stories();
+  LlamaModel model(s.weights, 512, s.pool);
+  KVCache cache(f32_cache());
+  const SeqId seq = cache.create_sequence();
+  StepBuffers buffers;
+  const int token = 1;
+  CHECK_THROWS_WITH(run_step(model, cache, seq, &token, 1, 0, buffers, StepAttention::AppendOnly),
+                    Catch::Contains("append-only"));
+}

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/synthetic.h"
+#include "attention/attention_ref.h"
 #include "model/synthetic_stats.h"
 #include "runtime/error.h"
 
@@ -130,4 +131,27 @@ TEST_CASE("The synthetic backend drives the KV cache through run_step", "[model]
   for (int pos = 512; pos < 520; ++pos) run_step(model, cache, seq, nullptr, 1, pos, buffers);
   CHECK(cache.length(seq, 0) == 520);
   for (float x : buffers.attn) REQUIRE(std::isfinite(x));
+}
+
+TEST_CASE("Append-only steps write the same K/V without attention", "[model]") {
+  ThreadPool pool(2);
+  const SyntheticPreset& preset = find_synthetic_preset("qwen-0.5b-gqa", "test");
+  SyntheticModel model(preset, config_at(1024), {1, 5}, 1024, pool);
+  CacheConfig c;
+  c.geometry = model.geometry();
+  c.k_format = Format::Q8;
+  c.v_format = Format::Q8;
+  c.threads = 2;
+  KVCache full(c), sampled(c);
+  const SeqId a = full.create_sequence(), b = sampled.create_sequence();
+  StepBuffers buffers;
+  run_step(model, full, a, nullptr, 300, 0, buffers);
+  run_step(model, sampled, b, nullptr, 300, 0, buffers, StepAttention::AppendOnly);
+  const AttentionShape shape{preset.q_heads, preset.kv_heads, preset.head_dim, 1.0f};
+  for (int layer = 0; layer < 2; ++layer) {
+    const DenseKV x = gather_pages_ref(shape, full.page_views(a, layer));
+    const DenseKV y = gather_pages_ref(shape, sampled.page_views(b, layer));
+    CHECK(x.k == y.k);
+    CHECK(x.v == y.v);
+  }
 }
