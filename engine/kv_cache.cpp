@@ -8,6 +8,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "quant/fp16.h"
 #include "quant/quantizer.h"
 #include "runtime/error.h"
 
@@ -163,21 +164,40 @@ std::uint64_t KVCache::copy_into_residual(LayerState& state, const float* k, con
     const int slot = pos % tokens_per_page;
     for (int h = 0; h < heads; ++h) {
       HeadPages& head = state.heads[static_cast<std::size_t>(h)];
-      if (page_index == head.residual.size()) {
-        const PageId id = residual_pool_.allocate();
-        std::memset(residual_pool_.data(id), 0, sizeof(PageHeader));
-        head.residual.push_back(id);
-      }
+      if (page_index == head.residual.size()) head.residual.push_back(new_residual_page());
       std::byte* page = residual_pool_.data(head.residual[page_index]);
       const std::size_t src = (static_cast<std::size_t>(i) * heads + h) * dim;
       const std::size_t dst = static_cast<std::size_t>(slot) * dim;
-      replaced += copy_finite(k + src, residual_layout_.at<float>(page, residual_layout_.k_data) + dst, dim);
+      float* key = residual_layout_.at<float>(page, residual_layout_.k_data) + dst;
+      replaced += copy_finite(k + src, key, dim);
       replaced += copy_finite(v + src, residual_layout_.at<float>(page, residual_layout_.v_data) + dst, dim);
+      widen_key_bounds(page, key);
       PageLayout::header(page)->tokens = static_cast<std::uint16_t>(slot + 1);
     }
     ++state.length;
   }
   return replaced;
+}
+
+PageId KVCache::new_residual_page() {
+  const PageId id = residual_pool_.allocate();
+  std::byte* page = residual_pool_.data(id);
+  std::memset(page, 0, sizeof(PageHeader));
+  // Empty bounds: +inf minima and -inf maxima, widened as tokens arrive.
+  auto* lo = residual_layout_.at<std::uint16_t>(page, residual_layout_.key_min);
+  auto* hi = residual_layout_.at<std::uint16_t>(page, residual_layout_.key_max);
+  std::fill(lo, lo + config_.geometry.head_dim, std::uint16_t{0x7C00});
+  std::fill(hi, hi + config_.geometry.head_dim, std::uint16_t{0xFC00});
+  return id;
+}
+
+void KVCache::widen_key_bounds(std::byte* page, const float* key) {
+  auto* lo = residual_layout_.at<std::uint16_t>(page, residual_layout_.key_min);
+  auto* hi = residual_layout_.at<std::uint16_t>(page, residual_layout_.key_max);
+  for (int c = 0; c < config_.geometry.head_dim; ++c) {
+    if (key[c] < f16_to_f32(lo[c])) lo[c] = f32_to_f16_down(key[c]);
+    if (key[c] > f16_to_f32(hi[c])) hi[c] = f32_to_f16_up(key[c]);
+  }
 }
 
 void KVCache::seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event) {
@@ -272,7 +292,7 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   return views;
 }
 
-void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out) {
+void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan) {
   check_layer(layer, "KVCache::attend");
   const int stored = sequence(seq, "KVCache::attend").layers[static_cast<std::size_t>(layer)].length;
   if (n_queries < 1 || n_queries > stored) {
@@ -280,6 +300,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
                      std::to_string(n_queries) + " must be in 1.." + std::to_string(stored) + " (the stored tokens)");
   }
   views_ = page_views(seq, layer);
+  if (plan != nullptr) apply_plan(*plan, n_queries);
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -310,6 +331,21 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   }
 }
 
+void KVCache::apply_plan(const SelectionPlan& plan, int n_queries) {
+  if (n_queries != 1) throw InputError("KVCache::attend", "plan", "a selection plan applies to decode steps (one query)");
+  if (plan.heads.size() != views_.size() || static_cast<std::size_t>(plan.total_pages) != views_[0].size()) {
+    throw InputError("KVCache::attend", "plan",
+                     "planned for " + std::to_string(plan.total_pages) + " pages, the sequence has " +
+                         std::to_string(views_[0].size()));
+  }
+  for (std::size_t h = 0; h < views_.size(); ++h) {
+    std::vector<PageView> kept;
+    kept.reserve(plan.heads[h].pages.size());
+    for (int p : plan.heads[h].pages) kept.push_back(views_[h][static_cast<std::size_t>(p)]);
+    views_[h] = std::move(kept);
+  }
+}
+
 void KVCache::truncate_layer(LayerState& state, int new_length) {
   const int tokens_per_page = config_.page_tokens;
   if (new_length >= state.sealed_tokens) {
@@ -337,13 +373,14 @@ void KVCache::truncate_layer(LayerState& state, int new_length) {
     for (PageId id : head.residual) residual_pool_.release(id);
     head.residual.clear();
     if (kept > 0) {
-      const PageId id = residual_pool_.allocate();
+      const PageId id = new_residual_page();
       std::byte* dst = residual_pool_.data(id);
-      std::memset(dst, 0, sizeof(PageHeader));
       const PageView src{&layout_, sealed_pool_.data(head.sealed[static_cast<std::size_t>(page)]), tokens_per_page};
       for (int t = 0; t < kept; ++t) {
-        dequantize_k_row_ref(src, t, residual_layout_.at<float>(dst, residual_layout_.k_data) + t * dim);
+        float* key = residual_layout_.at<float>(dst, residual_layout_.k_data) + t * dim;
+        dequantize_k_row_ref(src, t, key);
         dequantize_v_row_ref(src, t, residual_layout_.at<float>(dst, residual_layout_.v_data) + t * dim);
+        widen_key_bounds(dst, key);
       }
       PageLayout::header(dst)->tokens = static_cast<std::uint16_t>(kept);
       head.residual.push_back(id);

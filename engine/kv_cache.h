@@ -29,6 +29,7 @@
 #include "quant/calibration.h"
 #include "quant/page_layout.h"
 #include "runtime/thread_pool.h"
+#include "sparse/selection.h"
 #include "telemetry.h"
 
 namespace kv {
@@ -76,8 +77,9 @@ class KVCache {
   // k, v: [n_tokens][kv_heads][head_dim], post-RoPE K stored exactly as given.
   void append(SeqId seq, int layer, const float* k, const float* v, int n_tokens);
   // q: [n_queries][q_heads][head_dim] for the last n_queries stored positions (causal);
-  // out like q. One query runs the fused decode kernel, more run the chunked prefill.
-  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out);
+  // out like q. One query runs the fused decode kernel, more run the chunked prefill. A plan
+  // (decode only) restricts each kv head to its selected pages (sparse/selection.h).
+  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan = nullptr);
   // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
   void truncate(SeqId seq, int new_length);
 
@@ -116,6 +118,9 @@ class KVCache {
   void seal_ready_pages(LayerState& state, int layer);
   void seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event);
   void truncate_layer(LayerState& state, int new_length);
+  PageId new_residual_page();
+  void widen_key_bounds(std::byte* page, const float* key);
+  void apply_plan(const SelectionPlan& plan, int n_queries);
   void release_layer(LayerState& state);
 
   CacheConfig config_;

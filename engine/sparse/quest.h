@@ -1,0 +1,19 @@
+// Quest's query-aware page score: an upper bound of q.k over a page's keys from per-channel
+// key minima and maxima, sum_c max(q_c * min_c, q_c * max_c). The page stores min/max of the
+// keys attention actually reads (dequantized), rounded outward to f16, so the bound is true
+// for the F32 query; residual pages keep theirs up to date as tokens arrive.
+#pragma once
+
+#include <vector>
+
+#include "quant/page_layout.h"
+
+namespace kv {
+
+float quest_bound(const PageView& page, const float* q);
+
+// bounds[h][p]: for kv head h's pages, the max of the bound over the group's q heads (the
+// group shares one selection). q: [q_heads][head_dim], one decode query per q head.
+std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageView>>& pages, const float* q, int q_heads);
+
+}  // namespace kv

@@ -1,0 +1,123 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "attention/attention_ref.h"
+#include "kv_cache.h"
+#include "model/synthetic.h"
+#include "sparse/quest.h"
+#include "test_support.h"
+
+using namespace kv;
+
+namespace {
+
+CacheConfig q4_cache(const ModelGeometry& g) {
+  CacheConfig c;
+  c.geometry = g;
+  c.k_format = Format::Q4;
+  c.v_format = Format::Q4;
+  c.page_tokens = 16;
+  c.residual_tokens = 8;
+  c.threads = 2;
+  return c;
+}
+
+SparsePolicy with_budget(Selector s, float budget) {
+  SparsePolicy p;
+  p.selector = s;
+  p.budget = budget;
+  p.sinks = 4;
+  p.window = 64;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("A plan that covers the context reproduces full attention", "[sparse]") {
+  KVCache cache(q4_cache({1, 8, 2, 64, 4096}));
+  const SeqId seq = cache.create_sequence();
+  const auto k = kvtest::random_keys(1000, 2, 64, 1);
+  const auto v = kvtest::random_values(1000 * 2 * 64, 2);
+  cache.append(seq, 0, k.data(), v.data(), 1000);
+  const auto q = kvtest::random_values(8 * 64, 3);
+  std::vector<float> dense(q.size()), sparse(q.size());
+  cache.attend(seq, 0, q.data(), 1, dense.data());
+  const auto views = cache.page_views(seq, 0);
+  const auto bounds = quest_bounds(views, q.data(), 8);
+  const std::vector<std::vector<float>> acc(2, std::vector<float>(views[0].size(), 0.0f));
+  for (Selector s : {Selector::Quest, Selector::H2O, Selector::Recency, Selector::Hybrid}) {
+    const SelectionPlan plan = plan_selection(with_budget(s, 1.0f), {1000, 16, 2, &bounds, &acc});
+    cache.attend(seq, 0, q.data(), 1, sparse.data(), &plan);
+    CAPTURE(selector_name(s));
+    CHECK(std::memcmp(dense.data(), sparse.data(), dense.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("Attention over a plan equals the reference over the selected pages", "[sparse]") {
+  KVCache cache(q4_cache({1, 8, 2, 64, 4096}));
+  const SeqId seq = cache.create_sequence();
+  const auto k = kvtest::random_keys(1000, 2, 64, 11);
+  const auto v = kvtest::random_values(1000 * 2 * 64, 12);
+  cache.append(seq, 0, k.data(), v.data(), 1000);
+  const auto q = kvtest::random_values(8 * 64, 13);
+  const auto views = cache.page_views(seq, 0);
+  const auto bounds = quest_bounds(views, q.data(), 8);
+  const SelectionPlan plan = plan_selection(with_budget(Selector::Quest, 0.2f), {1000, 16, 2, &bounds, nullptr});
+  std::vector<float> out(q.size());
+  cache.attend(seq, 0, q.data(), 1, out.data(), &plan);
+  // Reference: dense attention over exactly the kept pages of each head.
+  const AttentionShape one_head{4, 1, 64, cache.config().softmax_scale};
+  for (int h = 0; h < 2; ++h) {
+    std::vector<std::vector<PageView>> kept(1);
+    for (int p : plan.heads[static_cast<std::size_t>(h)].pages) kept[0].push_back(views[static_cast<std::size_t>(h)][static_cast<std::size_t>(p)]);
+    const DenseKV dense = gather_pages_ref(one_head, kept);
+    std::vector<float> want(4 * 64);
+    attention_ref(one_head, q.data() + h * 4 * 64, 1, dense.k.data(), dense.v.data(), dense.ctx, want.data());
+    const std::vector<float> got(out.begin() + h * 4 * 64, out.begin() + (h + 1) * 4 * 64);
+    CAPTURE(h);
+    CHECK(kvtest::relative_error(got, want) < 2e-5f);
+  }
+  SelectionPlan wrong = plan;
+  wrong.total_pages += 1;
+  CHECK_THROWS_WITH(cache.attend(seq, 0, q.data(), 1, out.data(), &wrong), Catch::Contains("planned for"));
+}
+
+TEST_CASE("Quest and hybrid keep planted needles at a 10% budget; window does not", "[sparse]") {
+  ThreadPool pool(2);
+  const SyntheticPreset& preset = find_synthetic_preset("qwen-0.5b-gqa", "test");
+  const int ctx = 4096;
+  SyntheticConfig config;
+  config.calibration_ctx = ctx;
+  config.needles = {700, 2100, 3300};
+  SyntheticModel model(preset, config, {6}, ctx + 1, pool);
+  CacheConfig c = q4_cache(model.geometry());
+  c.page_tokens = 64;
+  KVCache cache(c);
+  const SeqId seq = cache.create_sequence();
+  StepBuffers buffers;
+  run_step(model, cache, seq, nullptr, ctx, 0, buffers, StepAttention::AppendOnly);
+  const auto views = cache.page_views(seq, 0);
+  const std::vector<std::vector<float>> acc(static_cast<std::size_t>(preset.kv_heads), std::vector<float>(views[0].size(), 0.0f));
+  std::vector<float> q(static_cast<std::size_t>(preset.q_heads) * preset.head_dim);
+  for (std::size_t n = 0; n < config.needles.size(); ++n) {
+    model.ask_needle(static_cast<int>(n));
+    for (int h = 0; h < preset.q_heads; ++h) model.query(6, h, ctx - 1, q.data() + static_cast<std::size_t>(h) * preset.head_dim);
+    const auto bounds = quest_bounds(views, q.data(), preset.q_heads);
+    const int needle_page = config.needles[n] / 64;
+    auto kept = [&](const SparsePolicy& p) {
+      const SelectionPlan plan = plan_selection(p, {ctx, 64, preset.kv_heads, &bounds, &acc});
+      bool all = true;
+      for (const auto& head : plan.heads) all = all && std::count(head.pages.begin(), head.pages.end(), needle_page) == 1;
+      return all;
+    };
+    SparsePolicy window;
+    window.selector = Selector::Window;
+    window.window = 256;
+    CAPTURE(n);
+    CHECK(kept(with_budget(Selector::Quest, 0.10f)));
+    CHECK(kept(with_budget(Selector::Hybrid, 0.10f)));
+    CHECK_FALSE(kept(window));
+  }
+}
