@@ -292,7 +292,8 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   return views;
 }
 
-void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan) {
+void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan,
+                     std::vector<std::vector<float>>* page_mass) {
   check_layer(layer, "KVCache::attend");
   const int stored = sequence(seq, "KVCache::attend").layers[static_cast<std::size_t>(layer)].length;
   if (n_queries < 1 || n_queries > stored) {
@@ -309,7 +310,31 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   args.n_queries = n_queries;
   args.out = out;
   args.split_pages = config_.split_pages;
+  const int group = g.group();
+  if (page_mass != nullptr) {
+    if (n_queries != 1) throw InputError("KVCache::attend", "page_mass", "page masses are reported for decode steps");
+    std::size_t total = 0;
+    for (const auto& head : views_) total += head.size();
+    page_lse_.assign(total * static_cast<std::size_t>(group), 0.0f);
+    query_lse_.assign(static_cast<std::size_t>(g.q_heads), 0.0f);
+    args.page_lse = page_lse_.data();
+    args.query_lse = query_lse_.data();
+  }
   paged_attention(*kernels_, pool_, args, workspace_);
+  if (page_mass != nullptr) {
+    page_mass->assign(views_.size(), {});
+    std::size_t offset = 0;
+    for (std::size_t h = 0; h < views_.size(); ++h) {
+      auto& masses = (*page_mass)[h];
+      masses.assign(views_[h].size(), 0.0f);
+      for (std::size_t p = 0; p < views_[h].size(); ++p, offset += static_cast<std::size_t>(group)) {
+        for (int q_in_group = 0; q_in_group < group; ++q_in_group) {
+          masses[p] += std::exp(page_lse_[offset + static_cast<std::size_t>(q_in_group)] -
+                                query_lse_[h * static_cast<std::size_t>(group) + static_cast<std::size_t>(q_in_group)]);
+        }
+      }
+    }
+  }
 
   if (telemetry_ != nullptr) {
     telemetry_->on_kernel(n_queries == 1 ? KernelKind::Decode : KernelKind::Prefill, kernels_->isa);

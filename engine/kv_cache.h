@@ -79,7 +79,11 @@ class KVCache {
   // q: [n_queries][q_heads][head_dim] for the last n_queries stored positions (causal);
   // out like q. One query runs the fused decode kernel, more run the chunked prefill. A plan
   // (decode only) restricts each kv head to its selected pages (sparse/selection.h).
-  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan = nullptr);
+  // page_mass (decode only), when not null, receives per kv head the attention mass of each
+  // attended page (the plan's pages, or all), summed over the group's q heads: the heavy-hitter
+  // signal of H2O-style selection.
+  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan = nullptr,
+              std::vector<std::vector<float>>* page_mass = nullptr);
   // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
   void truncate(SeqId seq, int new_length);
 
@@ -137,6 +141,7 @@ class KVCache {
   Phase phase_ = Phase::Prefill;
   std::uint64_t nan_inf_replaced_ = 0;
   AttentionWorkspace workspace_;
+  std::vector<float> page_lse_, query_lse_;
   std::vector<std::vector<PageView>> views_;  // reused by attend()
 };
 

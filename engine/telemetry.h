@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "memory/tier.h"
 #include "quant/calibration.h"
@@ -48,6 +49,21 @@ struct PageSealed {
 
 enum class KernelKind : std::uint8_t { Decode, Prefill };
 
+// One sparse decode step of one layer: what was kept.
+struct SelectionEvent {
+  int step = 0;
+  int layer = 0;
+  int context_tokens = 0;
+  int budget_pages = 0;
+  std::vector<int> kept_tokens;  // per kv head
+};
+
+struct BudgetChange {
+  int step = 0;
+  float budget = 0.0f;   // fraction, or 0 when given in pages
+  int budget_pages = 0;  // pages, or 0 when given as a fraction
+};
+
 class Telemetry {
  public:
   virtual ~Telemetry() = default;
@@ -59,6 +75,9 @@ class Telemetry {
   virtual void on_kernel(KernelKind kind, Isa isa) = 0;
   // Operation counts of one append or attention call.
   virtual void on_ops(Phase phase, const OpCounts& counts) = 0;
+  // Sparse attention: a step's selection, and every run-time budget change.
+  virtual void on_selection(const SelectionEvent& /*event*/) {}
+  virtual void on_budget_change(const BudgetChange& /*change*/) {}
 };
 
 }  // namespace kv

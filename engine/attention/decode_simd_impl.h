@@ -137,7 +137,7 @@ void score_tokens(const PageView& page, const float* q, Scratch& s) {
 // Scores ([token][head]) become softmax weights against the new running max. Writes the
 // per-head rescale factor of the old state and updates each state's max and sum.
 template <int NG>
-void softmax_update(const PageView& page, float* states, int dim, float* rescale, Scratch& s) {
+void softmax_update(const PageView& page, float* states, int dim, float* rescale, float* page_lse, Scratch& s) {
   const int count = page.tokens * NG;
   const int padded = (count + 7) & ~7;
   float* scores = s.scores.data();
@@ -170,6 +170,7 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
     SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
     state.sum() = state.sum() * rescale[g] + sums[g];
     state.max() = new_max[g];
+    if (page_lse != nullptr) page_lse[g] = new_max[g] + std::log(sums[g]);
   }
 }
 
@@ -267,7 +268,7 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
 }
 
 template <typename V, Format FK, Format FV, int NG>
-void decode_chunk(const PageView& page, const float* q, float* states) {
+void decode_chunk(const PageView& page, const float* q, float* states, float* page_lse) {
   Scratch& s = scratch();
   const PageLayout& layout = *page.layout;
   const auto dim = static_cast<std::size_t>(layout.head_dim);
@@ -278,11 +279,11 @@ void decode_chunk(const PageView& page, const float* q, float* states) {
   s.weights.resize(NG * tokens * groups + 16);
   float rescale[NG];
   score_tokens<V, FK, NG>(page, q, s);
-  softmax_update<NG>(page, states, layout.head_dim, rescale, s);
+  softmax_update<NG>(page, states, layout.head_dim, rescale, page_lse, s);
   accumulate_values<V, FV, NG>(page, states, rescale, s);
 }
 
-using ChunkFn = void (*)(const PageView&, const float*, float*);
+using ChunkFn = void (*)(const PageView&, const float*, float*, float*);
 
 template <typename V, Format FK, int NG>
 ChunkFn pick_v(Format v) {
@@ -313,8 +314,11 @@ ChunkFn pick(Format k, Format v) {
 
 // Folds one page into the states of `group` q heads, head chunks of 4, 2 and 1.
 template <typename V>
-void decode_page_simd(const PageView& page, const float* q, int group, float* states) {
-  if (page.tokens == 0) return;
+void decode_page_simd(const PageView& page, const float* q, int group, float* states, float* page_lse) {
+  if (page.tokens == 0) {
+    if (page_lse != nullptr) std::fill(page_lse, page_lse + group, -INFINITY);
+    return;
+  }
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
   int g = 0;
@@ -324,7 +328,8 @@ void decode_page_simd(const PageView& page, const float* q, int group, float* st
     ChunkFn fn = heads == 4 ? pick<V, 4>(layout.k_format, layout.v_format)
                             : heads == 2 ? pick<V, 2>(layout.k_format, layout.v_format)
                                          : pick<V, 1>(layout.k_format, layout.v_format);
-    fn(page, q + static_cast<std::size_t>(g) * dim, states + g * SoftmaxState::stride(dim));
+    fn(page, q + static_cast<std::size_t>(g) * dim, states + g * SoftmaxState::stride(dim),
+       page_lse != nullptr ? page_lse + g : nullptr);
     g += heads;
   }
 }

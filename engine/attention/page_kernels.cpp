@@ -25,7 +25,7 @@ const PageKernels& page_kernels(Isa isa) {
   }
 }
 
-void decode_page_ref(const PageView& page, const float* q, int group, float* states) {
+void decode_page_ref(const PageView& page, const float* q, int group, float* states, float* page_lse) {
   const int dim = page.layout->head_dim;
   const auto row = static_cast<std::size_t>(dim);
   std::vector<float> k(static_cast<std::size_t>(page.tokens) * row);
@@ -42,7 +42,10 @@ void decode_page_ref(const PageView& page, const float* q, int group, float* sta
       scores[t] = dot;
       page_max = std::max(page_max, dot);
     }
-    if (page.tokens == 0) continue;
+    if (page.tokens == 0) {
+      if (page_lse != nullptr) page_lse[g] = -INFINITY;
+      continue;
+    }
     // Fold as a one-page state merged into the running one.
     std::vector<float> partial(SoftmaxState::stride(dim));
     SoftmaxState page_state(partial.data(), dim);
@@ -55,6 +58,7 @@ void decode_page_ref(const PageView& page, const float* q, int group, float* sta
     }
     page_state.max() = static_cast<float>(page_max);
     page_state.sum() = static_cast<float>(total);
+    if (page_lse != nullptr) page_lse[g] = static_cast<float>(page_max + std::log(total));
     for (int c = 0; c < dim; ++c) page_state.out()[c] = static_cast<float>(acc[c]);
     state.merge(page_state);
   }

@@ -9,8 +9,10 @@ namespace kv {
 
 // Decode: one query per q head of a GQA group. q: [group][head_dim], already multiplied by
 // the softmax scale. states: [group] states of stride SoftmaxState::stride(head_dim).
-// One pass over the page's K and V serves every q head of the group.
-using DecodePageFn = void (*)(const PageView& page, const float* q, int group, float* states);
+// One pass over the page's K and V serves every q head of the group. page_lse, when not null,
+// receives [group] log-sum-exp of the page's (scaled) scores: the page's attention mass is
+// exp(page_lse - final lse of the query).
+using DecodePageFn = void (*)(const PageView& page, const float* q, int group, float* states, float* page_lse);
 
 // Prefill: n queries at absolute positions first_query_pos + i, causal against the page's
 // tokens at positions first_token_pos + t. q: [n][group][head_dim] (pre-scaled);
@@ -38,18 +40,18 @@ const PageKernels& page_kernels(Isa isa);
 
 // Reference twin of every decode kernel: dequantize the page with the reference dequantizer,
 // then fold it in double precision with std::exp.
-void decode_page_ref(const PageView& page, const float* q, int group, float* states);
+void decode_page_ref(const PageView& page, const float* q, int group, float* states, float* page_lse = nullptr);
 
 namespace scalar {
-void decode_page(const PageView& page, const float* q, int group, float* states);
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
 }  // namespace scalar
 namespace avx2 {
-void decode_page(const PageView& page, const float* q, int group, float* states);
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
 }  // namespace avx2
 namespace avx512 {
-void decode_page(const PageView& page, const float* q, int group, float* states);
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
 }  // namespace avx512
 

@@ -6,8 +6,8 @@
 
 namespace kv::avx2 {
 
-void decode_page(const PageView& page, const float* q, int group, float* states) {
-  decode_page_simd<V8>(page, q, group, states);
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse) {
+  decode_page_simd<V8>(page, q, group, states, page_lse);
 }
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }

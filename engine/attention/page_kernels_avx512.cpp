@@ -9,11 +9,11 @@
 
 namespace kv::avx512 {
 
-void decode_page(const PageView& page, const float* q, int group, float* states) {
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse) {
   if (page.layout->head_dim % V16::kWidth == 0) {
-    decode_page_simd<V16>(page, q, group, states);
+    decode_page_simd<V16>(page, q, group, states, page_lse);
   } else {
-    decode_page_simd<V8>(page, q, group, states);
+    decode_page_simd<V8>(page, q, group, states, page_lse);
   }
 }
 

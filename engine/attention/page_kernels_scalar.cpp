@@ -58,13 +58,16 @@ float v_scale(const PageLayout& layout, const std::byte* page, int token, int gr
 
 }  // namespace
 
-void decode_page(const PageView& page, const float* q, int group, float* states) {
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
   const float v_midpoint = is_integer_format(layout.v_format) ? v_code_midpoint(layout.v_format) : 0.0f;
   float folded[512];
   float scores[kMaxPageTokens];
-  if (page.tokens == 0) return;
+  if (page.tokens == 0) {
+    for (int g = 0; page_lse != nullptr && g < group; ++g) page_lse[g] = -INFINITY;
+    return;
+  }
   for (int g = 0; g < group; ++g) {
     SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
     const float bias = fold_query(layout, page.data, q + g * dim, folded);
@@ -80,18 +83,19 @@ void decode_page(const PageView& page, const float* q, int group, float* states)
     const float rescale = state.empty() ? 0.0f : std::exp(state.max() - new_max);
     float* out = state.out();
     for (int c = 0; c < dim; ++c) out[c] *= rescale;
-    float total = state.sum() * rescale;
+    float page_total = 0.0f;
     for (int t = 0; t < page.tokens; ++t) {
       const float p = std::exp(scores[t] - new_max);
-      total += p;
+      page_total += p;
       const std::uint8_t* row = layout.v_row(page.data, t);
       for (int c = 0; c < dim; ++c) {
         const float weight = p * v_scale(layout, page.data, t, c / layout.v_group);
         out[c] += weight * (raw_value(row, c, layout.v_format) - v_midpoint);
       }
     }
-    state.sum() = total;
+    state.sum() = state.sum() * rescale + page_total;
     state.max() = new_max;
+    if (page_lse != nullptr) page_lse[g] = new_max + std::log(page_total);
   }
 }
 

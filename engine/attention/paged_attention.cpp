@@ -1,6 +1,7 @@
 #include "attention/paged_attention.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "attention/softmax_state.h"
 #include "runtime/error.h"
@@ -29,7 +30,16 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   const std::size_t stride = SoftmaxState::stride(dim);
   const auto& pages = *args.pages;
   const int split = std::max(1, args.split_pages);
-  const int chunks = std::max<int>(1, (static_cast<int>(pages[0].size()) + split - 1) / split);
+  // Heads may attend to different numbers of pages (a selection plan): chunk by the longest,
+  // and lay out page_lse head after head.
+  std::size_t longest = 0;
+  std::vector<std::size_t> lse_offset(pages.size());
+  for (std::size_t h = 0, offset = 0; h < pages.size(); ++h) {
+    longest = std::max(longest, pages[h].size());
+    lse_offset[h] = offset;
+    offset += pages[h].size() * static_cast<std::size_t>(group);
+  }
+  const int chunks = std::max<int>(1, (static_cast<int>(longest) + split - 1) / split);
   const std::size_t task_floats = static_cast<std::size_t>(group) * stride;
   ws.states.resize(static_cast<std::size_t>(shape.kv_heads) * chunks * task_floats);
 
@@ -42,7 +52,8 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     const auto& list = pages[head];
     const std::size_t end = std::min(list.size(), static_cast<std::size_t>(chunk + 1) * split);
     for (std::size_t p = static_cast<std::size_t>(chunk) * split; p < end; ++p) {
-      kernels.decode_page(list[p], q, group, states);
+      float* lse = args.page_lse == nullptr ? nullptr : args.page_lse + lse_offset[static_cast<std::size_t>(head)] + p * group;
+      kernels.decode_page(list[p], q, group, states, lse);
     }
   });
 
@@ -55,7 +66,11 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
       }
     }
     for (int g = 0; g < group; ++g) {
-      SoftmaxState(first + g * stride, dim).write_output(args.out + (static_cast<std::size_t>(head) * group + g) * dim);
+      const SoftmaxState state(first + g * stride, dim);
+      state.write_output(args.out + (static_cast<std::size_t>(head) * group + g) * dim);
+      if (args.query_lse != nullptr) {
+        args.query_lse[head * group + g] = state.empty() ? -INFINITY : state.max() + std::log(state.sum());
+      }
     }
   }
 }

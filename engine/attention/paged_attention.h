@@ -23,6 +23,10 @@ struct PagedAttentionArgs {
   int n_queries = 1;
   float* out = nullptr;  // like q
   int split_pages = kDefaultSplitPages;  // decode: pages per task
+  // Decode only, optional: per-page log-sum-exp, head after head ([pages of head h][group]), and
+  // [q_heads] the query's final log-sum-exp; a page's attention mass is exp(page - final).
+  float* page_lse = nullptr;
+  float* query_lse = nullptr;
 };
 
 // Buffers reused across calls so that the decode path does not allocate.

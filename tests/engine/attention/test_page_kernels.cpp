@@ -84,12 +84,14 @@ TEST_CASE("Every decode kernel matches the reference on random shapes", "[attent
               SoftmaxState(got.data() + g * stride, dim).reset();
               SoftmaxState(want.data() + g * stride, dim).reset();
             }
-            // Two pages: the second folds into a non-empty state.
-            kernels.decode_page(first.view(), q.data(), group, got.data());
-            kernels.decode_page(second.view(), q.data(), group, got.data());
-            decode_page_ref(first.view(), q.data(), group, want.data());
-            decode_page_ref(second.view(), q.data(), group, want.data());
+            // Two pages: the second folds into a non-empty state. Each page's log-sum-exp too.
+            std::vector<float> got_lse(2 * group), want_lse(2 * group);
+            kernels.decode_page(first.view(), q.data(), group, got.data(), got_lse.data());
+            kernels.decode_page(second.view(), q.data(), group, got.data(), got_lse.data() + group);
+            decode_page_ref(first.view(), q.data(), group, want.data(), want_lse.data());
+            decode_page_ref(second.view(), q.data(), group, want.data(), want_lse.data() + group);
             require_states_close(got, want, group, dim);
+            for (int i = 0; i < 2 * group; ++i) REQUIRE(got_lse[i] == Approx(want_lse[i]).margin(1e-4));
           }
         }
       }

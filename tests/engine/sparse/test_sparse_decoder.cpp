@@ -1,0 +1,142 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "model/synthetic.h"
+#include "sparse/sparse_decoder.h"
+#include "test_support.h"
+
+using namespace kv;
+
+namespace {
+
+struct Recorder : Telemetry {
+  std::vector<SelectionEvent> selections;
+  std::vector<BudgetChange> budgets;
+  void on_page_sealed(const PageSealed&) override {}
+  void on_nan_inf(int, std::uint64_t) override {}
+  void on_kernel(KernelKind, Isa) override {}
+  void on_ops(Phase, const OpCounts&) override {}
+  void on_selection(const SelectionEvent& e) override { selections.push_back(e); }
+  void on_budget_change(const BudgetChange& c) override { budgets.push_back(c); }
+};
+
+// A synthetic qwen-0.5b layer holding `ctx` tokens in a q8 cache with 64-token pages.
+struct Setup {
+  ThreadPool pool{2};
+  const SyntheticPreset& preset = find_synthetic_preset("qwen-0.5b-gqa", "test");
+  SyntheticModel model;
+  KVCache cache;
+  SeqId seq;
+  explicit Setup(int ctx)
+      : model(preset, config(ctx), {4}, ctx + 64, pool), cache(cache_config(model.geometry())), seq(cache.create_sequence()) {
+    StepBuffers buffers;
+    run_step(model, cache, seq, nullptr, ctx, 0, buffers, StepAttention::AppendOnly);
+  }
+  static SyntheticConfig config(int ctx) {
+    SyntheticConfig c;
+    c.calibration_ctx = ctx;
+    return c;
+  }
+  static CacheConfig cache_config(const ModelGeometry& g) {
+    CacheConfig c;
+    c.geometry = g;
+    c.k_format = Format::Q8;
+    c.v_format = Format::Q8;
+    c.page_tokens = 64;
+    c.threads = 2;
+    return c;
+  }
+  // Appends the next token and returns its queries.
+  std::vector<float> next_query() {
+    const int pos = cache.length(seq, 0);
+    std::vector<float> k(static_cast<std::size_t>(preset.kv_heads) * preset.head_dim), v(k.size());
+    for (int h = 0; h < preset.kv_heads; ++h) {
+      model.key(4, h, pos, k.data() + static_cast<std::size_t>(h) * preset.head_dim);
+      model.value(4, h, pos, v.data() + static_cast<std::size_t>(h) * preset.head_dim);
+    }
+    cache.append(seq, 0, k.data(), v.data(), 1);
+    std::vector<float> q(static_cast<std::size_t>(preset.q_heads) * preset.head_dim);
+    for (int h = 0; h < preset.q_heads; ++h) model.query(4, h, pos, q.data() + static_cast<std::size_t>(h) * preset.head_dim);
+    return q;
+  }
+};
+
+SparsePolicy policy(Selector s, float budget) {
+  SparsePolicy p;
+  p.selector = s;
+  p.budget = budget;
+  p.sinks = 4;
+  p.window = 128;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("Page masses of a full attention add up to the group size", "[sparse]") {
+  Setup s(1024);
+  const auto q = s.next_query();
+  std::vector<float> out(q.size());
+  std::vector<std::vector<float>> mass;
+  s.cache.attend(s.seq, 0, q.data(), 1, out.data(), nullptr, &mass);
+  const int group = s.preset.q_heads / s.preset.kv_heads;
+  for (const auto& head : mass) CHECK(std::accumulate(head.begin(), head.end(), 0.0) == Approx(group).epsilon(1e-4));
+}
+
+TEST_CASE("A full-budget sparse decoder equals plain attention", "[sparse]") {
+  Setup s(1000);
+  SparseDecoder decoder(s.cache, policy(Selector::Hybrid, 1.0f));
+  const auto q = s.next_query();
+  std::vector<float> dense(q.size()), sparse(q.size());
+  s.cache.attend(s.seq, 0, q.data(), 1, dense.data());
+  decoder.attend(s.seq, 0, q.data(), sparse.data());
+  CHECK(std::memcmp(dense.data(), sparse.data(), dense.size() * sizeof(float)) == 0);
+  CHECK(decoder.token_drop_ratio() == 0.0);
+}
+
+TEST_CASE("H2O keeps what attention used; tightening is reported", "[sparse]") {
+  auto recall_after_tightening = [](Selector selector, Recorder& recorder) {
+    Setup s(4096);
+    SparseDecoder decoder(s.cache, policy(selector, 1.0f), &recorder);
+    std::vector<float> out(static_cast<std::size_t>(s.preset.q_heads) * s.preset.head_dim);
+    for (int step = 0; step < 4; ++step) {  // warm-up at full budget: accumulate attention
+      const auto q = s.next_query();
+      decoder.attend(s.seq, 0, q.data(), out.data());
+      decoder.end_step();
+    }
+    decoder.set_budget(0.125f, 0);
+    const auto q = s.next_query();
+    decoder.attend(s.seq, 0, q.data(), out.data());
+    // Exact attention mass that the kept pages hold (reference: full attention's page masses).
+    std::vector<std::vector<float>> full;
+    s.cache.attend(s.seq, 0, q.data(), 1, out.data(), nullptr, &full);
+    double kept = 0.0, total = 0.0;
+    for (std::size_t h = 0; h < full.size(); ++h) {
+      for (float m : full[h]) total += m;
+      for (int p : decoder.last_plan().heads[h].pages) kept += full[h][static_cast<std::size_t>(p)];
+    }
+    return std::pair{kept / total, decoder.token_drop_ratio()};
+  };
+  Recorder h2o_events, recency_events;
+  const auto [h2o_recall, h2o_drop] = recall_after_tightening(Selector::H2O, h2o_events);
+  const auto [recency_recall, recency_drop] = recall_after_tightening(Selector::Recency, recency_events);
+  CAPTURE(h2o_recall, recency_recall);
+  // Heavy hitters are hashed over the context, so the middle pages hold little mass each;
+  // what H2O keeps must still beat the most recent pages.
+  CHECK(h2o_recall > recency_recall + 0.01);
+  CHECK(h2o_drop > 0.1);
+  REQUIRE(h2o_events.budgets.size() == 1);
+  CHECK(h2o_events.budgets[0].budget == 0.125f);
+  CHECK(h2o_events.budgets[0].step == 4);
+  REQUIRE(h2o_events.selections.size() == 5);
+  const SelectionEvent& last = h2o_events.selections.back();
+  CHECK(last.step == 4);
+  CHECK(last.budget_pages == 9);  // ceil(0.125 * 65 pages)
+  for (int kept : last.kept_tokens) CHECK(kept < last.context_tokens);
+  KVCache small(Setup::cache_config({1, 2, 1, 64, 128}));
+  SparseDecoder decoder(small, policy(Selector::H2O, 0.5f));
+  CHECK_THROWS_WITH(decoder.set_budget(0.5f, 3), Catch::Contains("exactly one"));
+}
