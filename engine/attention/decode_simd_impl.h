@@ -334,5 +334,25 @@ void decode_page_simd(const PageView& page, const float* q, int group, float* st
   }
 }
 
+// Quest's page bound, max over the group's q heads (page_kernels.h).
+template <typename V>
+float page_bound_simd(const PageView& page, const float* q, int group) {
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  const auto* lo = layout.at<std::uint16_t>(page.data, layout.key_min);
+  const auto* hi = layout.at<std::uint16_t>(page.data, layout.key_max);
+  float best = -INFINITY;
+  for (int g = 0; g < group; ++g) {
+    const float* qg = q + static_cast<std::size_t>(g) * dim;
+    typename V::F acc = V::zero();
+    for (int c = 0; c < dim; c += V::kWidth) {
+      const typename V::F qv = V::load(qg + c);
+      acc = V::add(acc, V::max(V::mul(qv, V::load_half(lo + c)), V::mul(qv, V::load_half(hi + c))));
+    }
+    best = std::fmax(best, hsum(V::fold(acc)));
+  }
+  return best;
+}
+
 }  // namespace
 }  // namespace kv

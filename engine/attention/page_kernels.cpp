@@ -4,16 +4,17 @@
 #include <vector>
 
 #include "attention/softmax_state.h"
+#include "quant/fp16.h"
 #include "quant/quantizer.h"
 #include "runtime/error.h"
 
 namespace kv {
 
 const PageKernels& page_kernels(Isa isa) {
-  static const PageKernels scalar_kernels{Isa::Scalar, &scalar::decode_page, &scalar::prefill_page};
+  static const PageKernels scalar_kernels{Isa::Scalar, &scalar::decode_page, &scalar::prefill_page, &scalar::page_bound};
 #if defined(__x86_64__)
-  static const PageKernels avx2_kernels{Isa::Avx2, &avx2::decode_page, &avx2::prefill_page};
-  static const PageKernels avx512_kernels{Isa::Avx512, &avx512::decode_page, &avx512::prefill_page};
+  static const PageKernels avx2_kernels{Isa::Avx2, &avx2::decode_page, &avx2::prefill_page, &avx2::page_bound};
+  static const PageKernels avx512_kernels{Isa::Avx512, &avx512::decode_page, &avx512::prefill_page, &avx512::page_bound};
 #endif
   KV_ASSERT(isa != Isa::Auto && isa_supported(isa), "page_kernels needs a resolved, supported ISA");
   switch (isa) {
@@ -23,6 +24,22 @@ const PageKernels& page_kernels(Isa isa) {
 #endif
     default: return scalar_kernels;
   }
+}
+
+float page_bound_ref(const PageView& page, const float* q, int group) {
+  const PageLayout& layout = *page.layout;
+  const auto* lo = layout.at<std::uint16_t>(page.data, layout.key_min);
+  const auto* hi = layout.at<std::uint16_t>(page.data, layout.key_max);
+  double best = -INFINITY;
+  for (int g = 0; g < group; ++g) {
+    const float* qg = q + static_cast<std::size_t>(g) * layout.head_dim;
+    double bound = 0.0;
+    for (int c = 0; c < layout.head_dim; ++c) {
+      bound += std::max(static_cast<double>(qg[c]) * f16_to_f32(lo[c]), static_cast<double>(qg[c]) * f16_to_f32(hi[c]));
+    }
+    best = std::max(best, bound);
+  }
+  return static_cast<float>(best);
 }
 
 void decode_page_ref(const PageView& page, const float* q, int group, float* states, float* page_lse) {

@@ -29,11 +29,19 @@ struct PrefillPageArgs {
 };
 using PrefillPageFn = void (*)(const PrefillPageArgs& args);
 
+// Quest's page score for the q heads of a group: out = max over g of
+// sum_c max(q[g][c] * key_min[c], q[g][c] * key_max[c]) (sparse/quest.h).
+using PageBoundFn = float (*)(const PageView& page, const float* q, int group);
+
 struct PageKernels {
   Isa isa = Isa::Scalar;
   DecodePageFn decode_page = nullptr;
   PrefillPageFn prefill_page = nullptr;
+  PageBoundFn page_bound = nullptr;
 };
+
+// Reference twin of every page_bound kernel.
+float page_bound_ref(const PageView& page, const float* q, int group);
 
 // The kernels of a concrete, supported ISA (resolve Auto with resolve_isa first).
 const PageKernels& page_kernels(Isa isa);
@@ -45,14 +53,17 @@ void decode_page_ref(const PageView& page, const float* q, int group, float* sta
 namespace scalar {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
+float page_bound(const PageView& page, const float* q, int group);
 }  // namespace scalar
 namespace avx2 {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
+float page_bound(const PageView& page, const float* q, int group);
 }  // namespace avx2
 namespace avx512 {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
+float page_bound(const PageView& page, const float* q, int group);
 }  // namespace avx512
 
 }  // namespace kv

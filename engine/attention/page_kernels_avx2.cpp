@@ -12,4 +12,6 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
+float page_bound(const PageView& page, const float* q, int group) { return page_bound_simd<V8>(page, q, group); }
+
 }  // namespace kv::avx2

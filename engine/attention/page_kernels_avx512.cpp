@@ -19,4 +19,8 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
+float page_bound(const PageView& page, const float* q, int group) {
+  return page.layout->head_dim % V16::kWidth == 0 ? page_bound_simd<V16>(page, q, group) : page_bound_simd<V8>(page, q, group);
+}
+
 }  // namespace kv::avx512

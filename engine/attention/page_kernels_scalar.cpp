@@ -101,4 +101,24 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
+float page_bound(const PageView& page, const float* q, int group) {
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  const auto* lo_bits = layout.at<std::uint16_t>(page.data, layout.key_min);
+  const auto* hi_bits = layout.at<std::uint16_t>(page.data, layout.key_max);
+  float lo[512], hi[512];
+  for (int c = 0; c < dim; ++c) {
+    lo[c] = f16_to_f32(lo_bits[c]);
+    hi[c] = f16_to_f32(hi_bits[c]);
+  }
+  float best = -INFINITY;
+  for (int g = 0; g < group; ++g) {
+    const float* qg = q + static_cast<std::size_t>(g) * dim;
+    float bound = 0.0f;
+    for (int c = 0; c < dim; ++c) bound += std::fmax(qg[c] * lo[c], qg[c] * hi[c]);
+    best = std::fmax(best, bound);
+  }
+  return best;
+}
+
 }  // namespace kv::scalar

@@ -113,6 +113,8 @@ struct V8 {
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static __m256 fold(F v) { return v; }  // to eight lanes for the horizontal helpers
+  static F load_half(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
   template <Format Fmt>
   static F load_raw(const std::uint8_t* row, int c) { return load_raw8<Fmt>(row, c); }
 };

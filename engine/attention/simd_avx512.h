@@ -58,6 +58,8 @@ struct V16 {
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static __m256 fold(F v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+  static F load_half(const std::uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
   template <Format Fmt>
   static F load_raw(const std::uint8_t* row, int c) { return load_raw16<Fmt>(row, c); }
 };

@@ -18,19 +18,17 @@ float quest_bound(const PageView& page, const float* q) {
   return bound;
 }
 
-std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageView>>& pages, const float* q, int q_heads) {
+std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageView>>& pages, const float* q, int q_heads,
+                                             const PageKernels& kernels) {
   const auto kv_heads = static_cast<int>(pages.size());
   const int group = q_heads / kv_heads;
   std::vector<std::vector<float>> bounds(pages.size());
   for (int h = 0; h < kv_heads; ++h) {
     const auto& list = pages[static_cast<std::size_t>(h)];
-    bounds[static_cast<std::size_t>(h)].assign(list.size(), -INFINITY);
+    auto& out = bounds[static_cast<std::size_t>(h)];
+    out.resize(list.size());
     for (std::size_t p = 0; p < list.size(); ++p) {
-      const int dim = list[p].layout->head_dim;
-      for (int g = 0; g < group; ++g) {
-        const float b = quest_bound(list[p], q + static_cast<std::size_t>(h * group + g) * dim);
-        bounds[static_cast<std::size_t>(h)][p] = std::max(bounds[static_cast<std::size_t>(h)][p], b);
-      }
+      out[p] = kernels.page_bound(list[p], q + static_cast<std::size_t>(h * group) * list[p].layout->head_dim, group);
     }
   }
   return bounds;

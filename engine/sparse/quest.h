@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "attention/page_kernels.h"
 #include "quant/page_layout.h"
 
 namespace kv {
@@ -14,6 +15,8 @@ float quest_bound(const PageView& page, const float* q);
 
 // bounds[h][p]: for kv head h's pages, the max of the bound over the group's q heads (the
 // group shares one selection). q: [q_heads][head_dim], one decode query per q head.
-std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageView>>& pages, const float* q, int q_heads);
+// The kernels' page_bound runs it on the fastest path.
+std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageView>>& pages, const float* q, int q_heads,
+                                             const PageKernels& kernels = page_kernels(Isa::Scalar));
 
 }  // namespace kv

@@ -130,3 +130,20 @@ TEST_CASE("Every prefill kernel matches the reference with the causal mask", "[a
     }
   }
 }
+
+TEST_CASE("Every page_bound kernel matches the reference", "[attention]") {
+  std::uint32_t seed = 9000;
+  for (Isa isa : supported_isas()) {
+    for (Format f : kAllFormats) {
+      for (int dim : {8, 24, 64, 128, 256}) {
+        for (int group : {1, 4, 8}) {
+          const TestPage page = make_page(f, f, 64, dim, 50, seed++);
+          const auto q = queries(group, dim, seed++);
+          CAPTURE(isa_name(isa), format_name(f), dim, group);
+          REQUIRE(page_kernels(isa).page_bound(page.view(), q.data(), group) ==
+                  Approx(page_bound_ref(page.view(), q.data(), group)).margin(1e-4));
+        }
+      }
+    }
+  }
+}
