@@ -10,6 +10,7 @@
 
 #include "attention/attention_ref.h"
 #include "bench_common.h"
+#include "sparse/sparse_decoder.h"
 
 namespace {
 
@@ -63,6 +64,29 @@ void decode(benchmark::State& state, kv::Format format, int ctx) {
   state.SetLabel(std::string(kv::isa_name(setup.cache->isa())));
 }
 
+// BM_SparseDecode/<selector>/<budget_pct>/<ctx>: the same q4 shape through the sparse decoder
+// (selection plan, Quest bounds, H2O bookkeeping and attention over the kept pages).
+void sparse_decode(benchmark::State& state, kv::Selector selector, int budget_pct, int ctx) {
+  DecodeSetup& setup = setup_for(kv::Format::Q4, ctx);
+  kv::SparsePolicy policy;
+  policy.selector = selector;
+  policy.budget = selector == kv::Selector::Window ? 0.0f : static_cast<float>(budget_pct) / 100.0f;
+  policy.sinks = 4;
+  policy.window = 256;
+  kv::SparseDecoder decoder(*setup.cache, policy);
+  const auto q = bench_values(32 * 128, 13, false);
+  std::vector<float> out(q.size());
+  std::size_t next = 0;
+  for (auto _ : state) {
+    decoder.attend(setup.copies[next], 0, q.data(), out.data());
+    decoder.end_step();
+    next = (next + 1) % setup.copies.size();
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["token_drop_ratio"] = decoder.token_drop_ratio();
+  state.SetLabel(std::string(kv::isa_name(setup.cache->isa())));
+}
+
 void decode_reference(benchmark::State& state, int ctx) {
   const std::size_t count = static_cast<std::size_t>(ctx) * 8 * 128;
   const auto k = bench_values(count, 11, true);
@@ -86,6 +110,12 @@ struct Register {
       }
       const std::string ref = "BM_DecodeAttentionReference/" + std::to_string(ctx);
       benchmark::RegisterBenchmark(ref.c_str(), decode_reference, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      for (kv::Selector s : {kv::Selector::Hybrid, kv::Selector::Quest, kv::Selector::H2O, kv::Selector::Window}) {
+        const int pct = 10;
+        const std::string name = "BM_SparseDecode/" + std::string(kv::selector_name(s)) + "/" + std::to_string(pct) + "/" +
+                                 std::to_string(ctx);
+        benchmark::RegisterBenchmark(name.c_str(), sparse_decode, s, pct, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
     }
   }
 } registrar;

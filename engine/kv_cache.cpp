@@ -120,6 +120,7 @@ SeqId KVCache::fork(SeqId parent_id) {
     to.sealed_tokens = from.sealed_tokens;
     for (std::size_t h = 0; h < from.heads.size(); ++h) {
       to.heads[h].sealed = from.heads[h].sealed;
+      to.heads[h].sealed_bounds = from.heads[h].sealed_bounds;
       for (PageId id : to.heads[h].sealed) sealed_pool_.retain(id);
       for (PageId id : from.heads[h].residual) {
         const PageId copy = residual_pool_.allocate();
@@ -136,6 +137,7 @@ void KVCache::release_layer(LayerState& state) {
     for (PageId id : head.sealed) sealed_pool_.release(id);
     for (PageId id : head.residual) residual_pool_.release(id);
     head.sealed.clear();
+    head.sealed_bounds.clear();
     head.residual.clear();
   }
   state.length = 0;
@@ -177,6 +179,14 @@ std::uint64_t KVCache::copy_into_residual(LayerState& state, const float* k, con
     ++state.length;
   }
   return replaced;
+}
+
+void KVCache::append_bounds(HeadPages& head, const std::byte* page) const {
+  const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
+  const auto* lo = layout_.at<std::uint16_t>(page, layout_.key_min);
+  const auto* hi = layout_.at<std::uint16_t>(page, layout_.key_max);
+  head.sealed_bounds.insert(head.sealed_bounds.end(), lo, lo + dim);
+  head.sealed_bounds.insert(head.sealed_bounds.end(), hi, hi + dim);
 }
 
 PageId KVCache::new_residual_page() {
@@ -241,6 +251,7 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
     HeadPages& head = state.heads[static_cast<std::size_t>(h)];
     for (int p = 0; p < ready; ++p) {
       head.sealed.push_back(targets[static_cast<std::size_t>(h) * ready + p]);
+      append_bounds(head, sealed_pool_.data(head.sealed.back()));
       residual_pool_.release(head.residual[static_cast<std::size_t>(p)]);
     }
     head.residual.erase(head.residual.begin(), head.residual.begin() + ready);
@@ -283,7 +294,11 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   const LayerState& state = sequence(seq, "KVCache::page_views").layers[static_cast<std::size_t>(layer)];
   std::vector<std::vector<PageView>> views(state.heads.size());
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
-    for (PageId id : state.heads[h].sealed) views[h].push_back({&layout_, sealed_pool_.data(id), config_.page_tokens});
+    const std::size_t bounds_stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
+    for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
+      views[h].push_back({&layout_, sealed_pool_.data(state.heads[h].sealed[p]), config_.page_tokens,
+                          state.heads[h].sealed_bounds.data() + p * bounds_stride});
+    }
     for (PageId id : state.heads[h].residual) {
       const std::byte* data = residual_pool_.data(id);
       views[h].push_back({&residual_layout_, data, PageLayout::header(data)->tokens});
@@ -414,6 +429,7 @@ void KVCache::truncate_layer(LayerState& state, int new_length) {
       sealed_pool_.release(head.sealed.back());
       head.sealed.pop_back();
     }
+    head.sealed_bounds.resize(head.sealed.size() * 2 * static_cast<std::size_t>(config_.geometry.head_dim));
   }
   state.sealed_tokens = page * tokens_per_page;
   state.length = new_length;

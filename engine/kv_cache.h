@@ -105,6 +105,7 @@ class KVCache {
   struct HeadPages {
     std::vector<PageId> sealed;
     std::vector<PageId> residual;
+    std::vector<std::uint16_t> sealed_bounds;  // [sealed page][key_min, key_max][head_dim], f16
   };
   struct LayerState {
     int length = 0;
@@ -123,6 +124,7 @@ class KVCache {
   void seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event);
   void truncate_layer(LayerState& state, int new_length);
   PageId new_residual_page();
+  void append_bounds(HeadPages& head, const std::byte* page) const;
   void widen_key_bounds(std::byte* page, const float* key);
   void apply_plan(const SelectionPlan& plan, int n_queries);
   void release_layer(LayerState& state);

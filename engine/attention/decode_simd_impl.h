@@ -334,22 +334,25 @@ void decode_page_simd(const PageView& page, const float* q, int group, float* st
   }
 }
 
-// Quest's page bound, max over the group's q heads (page_kernels.h).
+// Quest's page bound, max over the group's q heads (page_kernels.h). The bounds are converted
+// once per channel block and serve up to four q heads.
 template <typename V>
 float page_bound_simd(const PageView& page, const float* q, int group) {
-  const PageLayout& layout = *page.layout;
-  const int dim = layout.head_dim;
-  const auto* lo = layout.at<std::uint16_t>(page.data, layout.key_min);
-  const auto* hi = layout.at<std::uint16_t>(page.data, layout.key_max);
+  const int dim = page.layout->head_dim;
+  const std::uint16_t* lo = page.key_min();
+  const std::uint16_t* hi = page.key_max();
   float best = -INFINITY;
-  for (int g = 0; g < group; ++g) {
-    const float* qg = q + static_cast<std::size_t>(g) * dim;
-    typename V::F acc = V::zero();
+  for (int g0 = 0; g0 < group; g0 += 4) {
+    const int heads = std::min(4, group - g0);
+    typename V::F acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
     for (int c = 0; c < dim; c += V::kWidth) {
-      const typename V::F qv = V::load(qg + c);
-      acc = V::add(acc, V::max(V::mul(qv, V::load_half(lo + c)), V::mul(qv, V::load_half(hi + c))));
+      const typename V::F l = V::load_half(lo + c), h = V::load_half(hi + c);
+      for (int g = 0; g < heads; ++g) {
+        const typename V::F qv = V::load(q + static_cast<std::size_t>(g0 + g) * dim + c);
+        acc[g] = V::add(acc[g], V::max(V::mul(qv, l), V::mul(qv, h)));
+      }
     }
-    best = std::fmax(best, hsum(V::fold(acc)));
+    for (int g = 0; g < heads; ++g) best = std::fmax(best, hsum(V::fold(acc[g])));
   }
   return best;
 }

@@ -28,8 +28,8 @@ const PageKernels& page_kernels(Isa isa) {
 
 float page_bound_ref(const PageView& page, const float* q, int group) {
   const PageLayout& layout = *page.layout;
-  const auto* lo = layout.at<std::uint16_t>(page.data, layout.key_min);
-  const auto* hi = layout.at<std::uint16_t>(page.data, layout.key_max);
+  const std::uint16_t* lo = page.key_min();
+  const std::uint16_t* hi = page.key_max();
   double best = -INFINITY;
   for (int g = 0; g < group; ++g) {
     const float* qg = q + static_cast<std::size_t>(g) * layout.head_dim;

@@ -104,8 +104,8 @@ void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 float page_bound(const PageView& page, const float* q, int group) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
-  const auto* lo_bits = layout.at<std::uint16_t>(page.data, layout.key_min);
-  const auto* hi_bits = layout.at<std::uint16_t>(page.data, layout.key_max);
+  const std::uint16_t* lo_bits = page.key_min();
+  const std::uint16_t* hi_bits = page.key_max();
   float lo[512], hi[512];
   for (int c = 0; c < dim; ++c) {
     lo[c] = f16_to_f32(lo_bits[c]);

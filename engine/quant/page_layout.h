@@ -103,6 +103,16 @@ struct PageView {
   const PageLayout* layout = nullptr;
   const std::byte* data = nullptr;
   int tokens = 0;
+  // Optional contiguous copy of the page's key_min then key_max (f16[2][head_dim]): selection
+  // reads it instead of the page's own metadata, which sits in cold memory page by page.
+  const std::uint16_t* key_bounds = nullptr;
+
+  const std::uint16_t* key_min() const {
+    return key_bounds != nullptr ? key_bounds : layout->at<std::uint16_t>(data, layout->key_min);
+  }
+  const std::uint16_t* key_max() const {
+    return key_bounds != nullptr ? key_bounds + layout->head_dim : layout->at<std::uint16_t>(data, layout->key_max);
+  }
 };
 
 }  // namespace kv

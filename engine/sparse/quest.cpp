@@ -9,8 +9,8 @@ namespace kv {
 
 float quest_bound(const PageView& page, const float* q) {
   const PageLayout& layout = *page.layout;
-  const auto* lo = layout.at<std::uint16_t>(page.data, layout.key_min);
-  const auto* hi = layout.at<std::uint16_t>(page.data, layout.key_max);
+  const std::uint16_t* lo = page.key_min();
+  const std::uint16_t* hi = page.key_max();
   float bound = 0.0f;
   for (int c = 0; c < layout.head_dim; ++c) {
     bound += std::max(q[c] * f16_to_f32(lo[c]), q[c] * f16_to_f32(hi[c]));
@@ -19,17 +19,27 @@ float quest_bound(const PageView& page, const float* q) {
 }
 
 std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageView>>& pages, const float* q, int q_heads,
-                                             const PageKernels& kernels) {
+                                             const PageKernels& kernels, ThreadPool* pool) {
   const auto kv_heads = static_cast<int>(pages.size());
   const int group = q_heads / kv_heads;
   std::vector<std::vector<float>> bounds(pages.size());
-  for (int h = 0; h < kv_heads; ++h) {
-    const auto& list = pages[static_cast<std::size_t>(h)];
-    auto& out = bounds[static_cast<std::size_t>(h)];
-    out.resize(list.size());
-    for (std::size_t p = 0; p < list.size(); ++p) {
-      out[p] = kernels.page_bound(list[p], q + static_cast<std::size_t>(h * group) * list[p].layout->head_dim, group);
+  for (std::size_t h = 0; h < pages.size(); ++h) bounds[h].resize(pages[h].size());
+  constexpr std::size_t kChunk = 64;  // pages per task
+  std::vector<std::pair<std::size_t, std::size_t>> tasks;  // (head, first page)
+  for (std::size_t h = 0; h < pages.size(); ++h) {
+    for (std::size_t p = 0; p < pages[h].size(); p += kChunk) tasks.emplace_back(h, p);
+  }
+  auto run = [&](std::size_t task) {
+    const auto [h, first] = tasks[task];
+    const auto& list = pages[h];
+    for (std::size_t p = first; p < std::min(first + kChunk, list.size()); ++p) {
+      bounds[h][p] = kernels.page_bound(list[p], q + (h * static_cast<std::size_t>(group)) * list[p].layout->head_dim, group);
     }
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(tasks.size(), run);
+  } else {
+    for (std::size_t t = 0; t < tasks.size(); ++t) run(t);
   }
   return bounds;
 }

@@ -56,7 +56,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     }
   }
   std::vector<std::vector<float>> bounds;
-  if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) bounds = quest_bounds(views, q, g.q_heads, page_kernels(cache_.isa()));
+  if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) bounds = quest_bounds(views, q, g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
   const SelectionInput input{context, cache_.config().page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input);
   std::vector<std::vector<float>> mass;
