@@ -8,6 +8,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "attention/softmax_state.h"
 #include "quant/fp16.h"
 #include "quant/quantizer.h"
 #include "runtime/error.h"
@@ -120,7 +121,7 @@ SeqId KVCache::fork(SeqId parent_id) {
     to.sealed_tokens = from.sealed_tokens;
     for (std::size_t h = 0; h < from.heads.size(); ++h) {
       to.heads[h].sealed = from.heads[h].sealed;
-      to.heads[h].sealed_bounds = from.heads[h].sealed_bounds;
+      to.heads[h].sealed_summary = from.heads[h].sealed_summary;
       for (PageId id : to.heads[h].sealed) sealed_pool_.retain(id);
       for (PageId id : from.heads[h].residual) {
         const PageId copy = residual_pool_.allocate();
@@ -137,7 +138,7 @@ void KVCache::release_layer(LayerState& state) {
     for (PageId id : head.sealed) sealed_pool_.release(id);
     for (PageId id : head.residual) residual_pool_.release(id);
     head.sealed.clear();
-    head.sealed_bounds.clear();
+    head.sealed_summary.clear();
     head.residual.clear();
   }
   state.length = 0;
@@ -181,12 +182,13 @@ std::uint64_t KVCache::copy_into_residual(LayerState& state, const float* k, con
   return replaced;
 }
 
-void KVCache::append_bounds(HeadPages& head, const std::byte* page) const {
+void KVCache::append_summary(HeadPages& head, const std::byte* page, const std::uint16_t* means) const {
   const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
   const auto* lo = layout_.at<std::uint16_t>(page, layout_.key_min);
   const auto* hi = layout_.at<std::uint16_t>(page, layout_.key_max);
-  head.sealed_bounds.insert(head.sealed_bounds.end(), lo, lo + dim);
-  head.sealed_bounds.insert(head.sealed_bounds.end(), hi, hi + dim);
+  head.sealed_summary.insert(head.sealed_summary.end(), lo, lo + dim);
+  head.sealed_summary.insert(head.sealed_summary.end(), hi, hi + dim);
+  head.sealed_summary.insert(head.sealed_summary.end(), means, means + 2 * dim);
 }
 
 PageId KVCache::new_residual_page() {
@@ -210,11 +212,22 @@ void KVCache::widen_key_bounds(std::byte* page, const float* key) {
   }
 }
 
-void KVCache::seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event) {
+void KVCache::seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event,
+                        std::uint16_t* means) {
   const std::byte* src = residual_pool_.data(residual);
   std::byte* dst = sealed_pool_.data(sealed);
   const float* k = residual_layout_.at<float>(src, residual_layout_.k_data);
   const float* v = residual_layout_.at<float>(src, residual_layout_.v_data);
+  const int dim = config_.geometry.head_dim;
+  for (int c = 0; c < dim; ++c) {  // mean key and value of the page (compensation)
+    float k_sum = 0.0f, v_sum = 0.0f;
+    for (int t = 0; t < config_.page_tokens; ++t) {
+      k_sum += k[t * dim + c];
+      v_sum += v[t * dim + c];
+    }
+    means[c] = f32_to_f16(k_sum / static_cast<float>(config_.page_tokens));
+    means[dim + c] = f32_to_f16(v_sum / static_cast<float>(config_.page_tokens));
+  }
   PageStats stats;
   quantize_page(layout_, k, v, config_.page_tokens, dst, &stats);
   Calibration& calibration = calibration_[static_cast<std::size_t>(layer) * config_.geometry.kv_heads + head];
@@ -238,20 +251,23 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
   std::vector<PageId> targets(static_cast<std::size_t>(heads) * ready);
   for (PageId& id : targets) id = sealed_pool_.allocate();
   std::vector<PageSealed> events(targets.size());
+  const auto summary = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
+  std::vector<std::uint16_t> means(targets.size() * summary);
   const int first_logical = state.sealed_tokens / tokens_per_page;
   pool_.parallel_for(static_cast<std::size_t>(heads), [&](std::size_t h) {
     HeadPages& head = state.heads[h];
     for (int p = 0; p < ready; ++p) {
       const std::size_t slot = h * static_cast<std::size_t>(ready) + static_cast<std::size_t>(p);
       seal_page(layer, static_cast<int>(h), first_logical + p, head.residual[static_cast<std::size_t>(p)], targets[slot],
-                events[slot]);
+                events[slot], means.data() + slot * summary);
     }
   });
   for (int h = 0; h < heads; ++h) {
     HeadPages& head = state.heads[static_cast<std::size_t>(h)];
     for (int p = 0; p < ready; ++p) {
       head.sealed.push_back(targets[static_cast<std::size_t>(h) * ready + p]);
-      append_bounds(head, sealed_pool_.data(head.sealed.back()));
+      append_summary(head, sealed_pool_.data(head.sealed.back()),
+                     means.data() + (static_cast<std::size_t>(h) * ready + p) * summary);
       residual_pool_.release(head.residual[static_cast<std::size_t>(p)]);
     }
     head.residual.erase(head.residual.begin(), head.residual.begin() + ready);
@@ -294,10 +310,10 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   const LayerState& state = sequence(seq, "KVCache::page_views").layers[static_cast<std::size_t>(layer)];
   std::vector<std::vector<PageView>> views(state.heads.size());
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
-    const std::size_t bounds_stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
+    const std::size_t summary_stride = 4 * static_cast<std::size_t>(config_.geometry.head_dim);
     for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
       views[h].push_back({&layout_, sealed_pool_.data(state.heads[h].sealed[p]), config_.page_tokens,
-                          state.heads[h].sealed_bounds.data() + p * bounds_stride});
+                          state.heads[h].sealed_summary.data() + p * summary_stride});
     }
     for (PageId id : state.heads[h].residual) {
       const std::byte* data = residual_pool_.data(id);
@@ -307,8 +323,9 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   return views;
 }
 
-void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan,
-                     std::vector<std::vector<float>>* page_mass) {
+void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options) {
+  const SelectionPlan* plan = options.plan;
+  std::vector<std::vector<float>>* page_mass = options.page_mass;
   check_layer(layer, "KVCache::attend");
   const int stored = sequence(seq, "KVCache::attend").layers[static_cast<std::size_t>(layer)].length;
   if (n_queries < 1 || n_queries > stored) {
@@ -316,6 +333,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
                      std::to_string(n_queries) + " must be in 1.." + std::to_string(stored) + " (the stored tokens)");
   }
   views_ = page_views(seq, layer);
+  extra_states_.clear();
+  if (plan != nullptr && options.compensate) compensation_states(*plan, q);
   if (plan != nullptr) apply_plan(*plan, n_queries);
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
@@ -325,6 +344,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   args.n_queries = n_queries;
   args.out = out;
   args.split_pages = config_.split_pages;
+  args.extra_states = extra_states_.empty() ? nullptr : extra_states_.data();
   const int group = g.group();
   if (page_mass != nullptr) {
     if (n_queries != 1) throw InputError("KVCache::attend", "page_mass", "page masses are reported for decode steps");
@@ -386,6 +406,72 @@ void KVCache::apply_plan(const SelectionPlan& plan, int n_queries) {
   }
 }
 
+void KVCache::compensation_states(const SelectionPlan& plan, const float* q) {
+  // One pseudo-token per dropped page: logit scale * q . mean_k + ln(tokens), value mean_v,
+  // folded into a per-q-head softmax state that paged_attention merges with the real pages.
+  const ModelGeometry& g = config_.geometry;
+  const int dim = g.head_dim, group = g.group();
+  const auto udim = static_cast<std::size_t>(dim);
+  const std::size_t stride = SoftmaxState::stride(dim);
+  extra_states_.assign(static_cast<std::size_t>(g.q_heads) * stride, 0.0f);
+  std::vector<float> k_means, v_means, log_tokens, logits;
+  for (int h = 0; h < g.kv_heads; ++h) {
+    const auto& kept = plan.heads[static_cast<std::size_t>(h)].pages;
+    const auto& list = views_[static_cast<std::size_t>(h)];
+    k_means.clear();
+    v_means.clear();
+    log_tokens.clear();
+    for (std::size_t p = 0, next = 0; p < list.size(); ++p) {
+      if (next < kept.size() && static_cast<std::size_t>(kept[next]) == p) {
+        ++next;
+        continue;
+      }
+      if (list[p].tokens == 0) continue;
+      const std::size_t at = k_means.size();
+      k_means.resize(at + udim, 0.0f);
+      v_means.resize(at + udim, 0.0f);
+      if (list[p].key_bounds != nullptr) {  // sealed page: the summary's means
+        const std::uint16_t* means = list[p].key_bounds + 2 * udim;
+        for (std::size_t c = 0; c < udim; ++c) {
+          k_means[at + c] = f16_to_f32(means[c]);
+          v_means[at + c] = f16_to_f32(means[udim + c]);
+        }
+      } else {  // residual page: average its F32 rows
+        const float* k = residual_layout_.at<float>(list[p].data, residual_layout_.k_data);
+        const float* v = residual_layout_.at<float>(list[p].data, residual_layout_.v_data);
+        for (int t = 0; t < list[p].tokens; ++t) {
+          for (std::size_t c = 0; c < udim; ++c) {
+            k_means[at + c] += k[static_cast<std::size_t>(t) * udim + c] / static_cast<float>(list[p].tokens);
+            v_means[at + c] += v[static_cast<std::size_t>(t) * udim + c] / static_cast<float>(list[p].tokens);
+          }
+        }
+      }
+      log_tokens.push_back(std::log(static_cast<float>(list[p].tokens)));
+    }
+    const std::size_t dropped = log_tokens.size();
+    for (int qh = 0; qh < group; ++qh) {
+      SoftmaxState state(extra_states_.data() + static_cast<std::size_t>(h * group + qh) * stride, dim);
+      state.reset();
+      if (dropped == 0) continue;
+      const float* qv = q + static_cast<std::size_t>(h * group + qh) * udim;
+      logits.assign(dropped, 0.0f);
+      float best = -INFINITY;
+      for (std::size_t d = 0; d < dropped; ++d) {
+        float dot = 0.0f;
+        for (std::size_t c = 0; c < udim; ++c) dot += qv[c] * k_means[d * udim + c];
+        logits[d] = dot * config_.softmax_scale + log_tokens[d];
+        best = std::max(best, logits[d]);
+      }
+      state.max() = best;
+      for (std::size_t d = 0; d < dropped; ++d) {
+        const float w = std::exp(logits[d] - best);
+        state.sum() += w;
+        for (std::size_t c = 0; c < udim; ++c) state.out()[c] += w * v_means[d * udim + c];
+      }
+    }
+  }
+}
+
 void KVCache::truncate_layer(LayerState& state, int new_length) {
   const int tokens_per_page = config_.page_tokens;
   if (new_length >= state.sealed_tokens) {
@@ -429,7 +515,7 @@ void KVCache::truncate_layer(LayerState& state, int new_length) {
       sealed_pool_.release(head.sealed.back());
       head.sealed.pop_back();
     }
-    head.sealed_bounds.resize(head.sealed.size() * 2 * static_cast<std::size_t>(config_.geometry.head_dim));
+    head.sealed_summary.resize(head.sealed.size() * 4 * static_cast<std::size_t>(config_.geometry.head_dim));
   }
   state.sealed_tokens = page * tokens_per_page;
   state.length = new_length;

@@ -54,6 +54,18 @@ struct CacheConfig {
 // Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.
 void validate_cache_config(const CacheConfig& config);
 
+// Options of one attention call.
+struct AttendOptions {
+  const SelectionPlan* plan = nullptr;  // decode only: attend to each kv head's planned pages
+  // Decode only, out: per kv head, the attention mass of each attended page (the plan's pages,
+  // or all), summed over the group's q heads - the heavy-hitter signal of H2O-style selection.
+  std::vector<std::vector<float>>* page_mass = nullptr;
+  // With a plan: every dropped page joins the softmax as one pseudo-token - the page's mean key
+  // (logit + ln tokens) carrying its mean value - so the dropped mass is estimated instead of
+  // lost (compensation mean_v).
+  bool compensate = false;
+};
+
 struct CacheStats {
   std::size_t sealed_pages = 0;      // live physical pages (shared pages count once)
   std::size_t residual_pages = 0;
@@ -77,13 +89,8 @@ class KVCache {
   // k, v: [n_tokens][kv_heads][head_dim], post-RoPE K stored exactly as given.
   void append(SeqId seq, int layer, const float* k, const float* v, int n_tokens);
   // q: [n_queries][q_heads][head_dim] for the last n_queries stored positions (causal);
-  // out like q. One query runs the fused decode kernel, more run the chunked prefill. A plan
-  // (decode only) restricts each kv head to its selected pages (sparse/selection.h).
-  // page_mass (decode only), when not null, receives per kv head the attention mass of each
-  // attended page (the plan's pages, or all), summed over the group's q heads: the heavy-hitter
-  // signal of H2O-style selection.
-  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const SelectionPlan* plan = nullptr,
-              std::vector<std::vector<float>>* page_mass = nullptr);
+  // out like q. One query runs the fused decode kernel, more run the chunked prefill.
+  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options = {});
   // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
   void truncate(SeqId seq, int new_length);
 
@@ -105,7 +112,9 @@ class KVCache {
   struct HeadPages {
     std::vector<PageId> sealed;
     std::vector<PageId> residual;
-    std::vector<std::uint16_t> sealed_bounds;  // [sealed page][key_min, key_max][head_dim], f16
+    // [sealed page][key_min, key_max, key_mean, value_mean][head_dim], f16: the page summaries
+    // that selection and compensation read without touching the pages.
+    std::vector<std::uint16_t> sealed_summary;
   };
   struct LayerState {
     int length = 0;
@@ -121,12 +130,14 @@ class KVCache {
   void check_layer(int layer, const char* api) const;
   std::uint64_t copy_into_residual(LayerState& state, const float* k, const float* v, int n_tokens);
   void seal_ready_pages(LayerState& state, int layer);
-  void seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event);
+  void seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event,
+                 std::uint16_t* means);
   void truncate_layer(LayerState& state, int new_length);
   PageId new_residual_page();
-  void append_bounds(HeadPages& head, const std::byte* page) const;
+  void append_summary(HeadPages& head, const std::byte* page, const std::uint16_t* means) const;
   void widen_key_bounds(std::byte* page, const float* key);
   void apply_plan(const SelectionPlan& plan, int n_queries);
+  void compensation_states(const SelectionPlan& plan, const float* q);
   void release_layer(LayerState& state);
 
   CacheConfig config_;
@@ -143,7 +154,7 @@ class KVCache {
   Phase phase_ = Phase::Prefill;
   std::uint64_t nan_inf_replaced_ = 0;
   AttentionWorkspace workspace_;
-  std::vector<float> page_lse_, query_lse_;
+  std::vector<float> page_lse_, query_lse_, extra_states_;
   std::vector<std::vector<PageView>> views_;  // reused by attend()
 };
 

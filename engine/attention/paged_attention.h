@@ -27,6 +27,9 @@ struct PagedAttentionArgs {
   // [q_heads] the query's final log-sum-exp; a page's attention mass is exp(page - final).
   float* page_lse = nullptr;
   float* query_lse = nullptr;
+  // Decode only, optional: [q_heads] extra partial softmax states (stride SoftmaxState::stride)
+  // merged after the pages, e.g. the compensation for dropped pages.
+  const float* extra_states = nullptr;
 };
 
 // Buffers reused across calls so that the decode path does not allocate.

@@ -60,7 +60,11 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   const SelectionInput input{context, cache_.config().page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input);
   std::vector<std::vector<float>> mass;
-  cache_.attend(seq, layer, q, 1, out, &last_plan_, &mass);
+  AttendOptions options;
+  options.plan = &last_plan_;
+  options.page_mass = &mass;
+  options.compensate = policy_.compensation == Compensation::MeanV;
+  cache_.attend(seq, layer, q, 1, out, options);
 
   SelectionEvent event;
   event.step = step_;

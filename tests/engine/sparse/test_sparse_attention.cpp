@@ -49,7 +49,7 @@ TEST_CASE("A plan that covers the context reproduces full attention", "[sparse]"
   const std::vector<std::vector<float>> acc(2, std::vector<float>(views[0].size(), 0.0f));
   for (Selector s : {Selector::Quest, Selector::H2O, Selector::Recency, Selector::Hybrid}) {
     const SelectionPlan plan = plan_selection(with_budget(s, 1.0f), {1000, 16, 2, &bounds, &acc});
-    cache.attend(seq, 0, q.data(), 1, sparse.data(), &plan);
+    cache.attend(seq, 0, q.data(), 1, sparse.data(), {&plan});
     CAPTURE(selector_name(s));
     CHECK(std::memcmp(dense.data(), sparse.data(), dense.size() * sizeof(float)) == 0);
   }
@@ -66,7 +66,7 @@ TEST_CASE("Attention over a plan equals the reference over the selected pages", 
   const auto bounds = quest_bounds(views, q.data(), 8);
   const SelectionPlan plan = plan_selection(with_budget(Selector::Quest, 0.2f), {1000, 16, 2, &bounds, nullptr});
   std::vector<float> out(q.size());
-  cache.attend(seq, 0, q.data(), 1, out.data(), &plan);
+  cache.attend(seq, 0, q.data(), 1, out.data(), {&plan});
   // Reference: dense attention over exactly the kept pages of each head.
   const AttentionShape one_head{4, 1, 64, cache.config().softmax_scale};
   for (int h = 0; h < 2; ++h) {
@@ -81,7 +81,7 @@ TEST_CASE("Attention over a plan equals the reference over the selected pages", 
   }
   SelectionPlan wrong = plan;
   wrong.total_pages += 1;
-  CHECK_THROWS_WITH(cache.attend(seq, 0, q.data(), 1, out.data(), &wrong), Catch::Contains("planned for"));
+  CHECK_THROWS_WITH(cache.attend(seq, 0, q.data(), 1, out.data(), {&wrong}), Catch::Contains("planned for"));
 }
 
 TEST_CASE("Quest and hybrid keep planted needles at a 10% budget; window does not", "[sparse]") {
@@ -120,4 +120,30 @@ TEST_CASE("Quest and hybrid keep planted needles at a 10% budget; window does no
     CHECK(kept(with_budget(Selector::Hybrid, 0.10f)));
     CHECK_FALSE(kept(window));
   }
+}
+
+TEST_CASE("Compensation lowers the error when much attention mass is dropped", "[sparse]") {
+  // Flat attention (small keys): a window of 64 out of 2000 tokens drops ~97% of the mass.
+  KVCache cache(q4_cache({1, 8, 2, 64, 4096}));
+  const SeqId seq = cache.create_sequence();
+  auto k = kvtest::random_values(2000 * 2 * 64, 21, 0.3f);
+  auto v = kvtest::random_values(2000 * 2 * 64, 22);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] += (i % 64 < 8) ? 2.0f : 0.0f;  // a shared offset to recover
+  cache.append(seq, 0, k.data(), v.data(), 2000);
+  const auto q = kvtest::random_values(8 * 64, 23);
+  std::vector<float> full(q.size()), plain(q.size()), compensated(q.size());
+  cache.attend(seq, 0, q.data(), 1, full.data());
+  SparsePolicy window;
+  window.selector = Selector::Window;
+  window.window = 64;
+  const SelectionPlan plan = plan_selection(window, {2000, 16, 2, nullptr, nullptr});
+  cache.attend(seq, 0, q.data(), 1, plain.data(), {&plan});
+  AttendOptions options;
+  options.plan = &plan;
+  options.compensate = true;
+  cache.attend(seq, 0, q.data(), 1, compensated.data(), options);
+  const float error_plain = kvtest::relative_error(plain, full);
+  const float error_compensated = kvtest::relative_error(compensated, full);
+  CAPTURE(error_plain, error_compensated);
+  CHECK(error_compensated < 0.5f * error_plain);
 }

@@ -81,7 +81,7 @@ TEST_CASE("Page masses of a full attention add up to the group size", "[sparse]"
   const auto q = s.next_query();
   std::vector<float> out(q.size());
   std::vector<std::vector<float>> mass;
-  s.cache.attend(s.seq, 0, q.data(), 1, out.data(), nullptr, &mass);
+  s.cache.attend(s.seq, 0, q.data(), 1, out.data(), {nullptr, &mass});
   const int group = s.preset.q_heads / s.preset.kv_heads;
   for (const auto& head : mass) CHECK(std::accumulate(head.begin(), head.end(), 0.0) == Approx(group).epsilon(1e-4));
 }
@@ -112,7 +112,7 @@ TEST_CASE("H2O keeps what attention used; tightening is reported", "[sparse]") {
     decoder.attend(s.seq, 0, q.data(), out.data());
     // Exact attention mass that the kept pages hold (reference: full attention's page masses).
     std::vector<std::vector<float>> full;
-    s.cache.attend(s.seq, 0, q.data(), 1, out.data(), nullptr, &full);
+    s.cache.attend(s.seq, 0, q.data(), 1, out.data(), {nullptr, &full});
     double kept = 0.0, total = 0.0;
     for (std::size_t h = 0; h < full.size(); ++h) {
       for (float m : full[h]) total += m;
