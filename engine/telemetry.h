@@ -58,6 +58,25 @@ struct SelectionEvent {
   std::vector<int> kept_tokens;  // per kv head
 };
 
+// A sampled step's quality against exact attention (sparse/sparse_decoder.h), per layer.
+struct SelectionQuality {
+  int step = 0;
+  int layer = 0;
+  double attn_mass_recall = 0.0;    // exact attention mass held by the kept tokens, mean over q heads
+  double critical_miss_rate = 0.0;  // share of the exact top-m tokens that were dropped
+  int needles = 0;                  // planted needles in the context
+  int needles_kept = 0;             // of them, kept by every kv head
+};
+
+// A critical token (exact top-m) that selection dropped: enough to trace a wrong answer back.
+struct TokenDropped {
+  int step = 0;
+  int layer = 0;
+  int q_head = 0;
+  int position = 0;
+  float weight = 0.0f;  // its exact attention weight
+};
+
 struct BudgetChange {
   int step = 0;
   float budget = 0.0f;   // fraction, or 0 when given in pages
@@ -78,6 +97,8 @@ class Telemetry {
   // Sparse attention: a step's selection, and every run-time budget change.
   virtual void on_selection(const SelectionEvent& /*event*/) {}
   virtual void on_budget_change(const BudgetChange& /*change*/) {}
+  virtual void on_selection_quality(const SelectionQuality& /*quality*/) {}
+  virtual void on_token_dropped(const TokenDropped& /*drop*/) {}
 };
 
 }  // namespace kv

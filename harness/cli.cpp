@@ -7,6 +7,7 @@
 
 #include "build_info.h"
 #include "score_command.h"
+#include "sparse_eval_command.h"
 #include "synth_stats_command.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
@@ -32,6 +33,8 @@ int run_cli(int argc, char** argv) {
   add_score_command(app, score);
   SynthStatsOptions synth_stats;
   add_synth_stats_command(app, synth_stats);
+  SparseEvalOptions sparse_eval;
+  add_sparse_eval_command(app, sparse_eval);
 
   try {
     app.parse(argc, argv);
@@ -46,6 +49,7 @@ int run_cli(int argc, char** argv) {
     }
     if (app.got_subcommand("score")) return run_score(score);
     if (app.got_subcommand("synth-stats")) return run_synth_stats(synth_stats);
+    if (app.got_subcommand("sparse-eval")) return run_sparse_eval(sparse_eval);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

@@ -27,6 +27,7 @@
 
 #include "model/backend.h"
 #include "model/synthetic_presets.h"
+#include "sparse/exact_kv.h"
 #include "runtime/thread_pool.h"
 
 namespace kv {
@@ -57,7 +58,7 @@ struct NonAttentionCost {
   std::uint64_t weight_bytes = 0;  // per token at 2 bytes per weight (f16/bf16 weights)
 };
 
-class SyntheticModel : public ModelBackend {
+class SyntheticModel : public ModelBackend, public ExactKV {
  public:
   // sampled_layers: model layer indices to run for real (empty: all). The cache sees only those.
   SyntheticModel(const SyntheticPreset& preset, const SyntheticConfig& config, std::vector<int> sampled_layers,
@@ -78,6 +79,18 @@ class SyntheticModel : public ModelBackend {
   void value(int model_layer, int kv_head, int pos, float* out) const;
   void query(int model_layer, int q_head, int pos, float* out) const;
   bool is_heavy(int model_layer, int kv_head, int pos) const;
+
+  // ExactKV, by the cache's (sampled) layer index: the generator's exact F32 K/V.
+  void exact_key(int layer, int kv_head, int pos, float* out) const override {
+    key(sampled_[static_cast<std::size_t>(layer)], kv_head, pos, out);
+  }
+  void exact_value(int layer, int kv_head, int pos, float* out) const override {
+    value(sampled_[static_cast<std::size_t>(layer)], kv_head, pos, out);
+  }
+  std::vector<int> needle_positions() const override {
+    if (asked_needle_ < 0 || asked_needle_ >= static_cast<int>(config_.needles.size())) return {};
+    return {config_.needles[static_cast<std::size_t>(asked_needle_)]};
+  }
 
   int model_layers() const { return preset_.layers; }
   const std::vector<int>& sampled_layers() const { return sampled_; }

@@ -1,14 +1,15 @@
 #include "sparse/sparse_decoder.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/error.h"
 #include "sparse/quest.h"
 
 namespace kv {
 
-SparseDecoder::SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry)
-    : cache_(cache), policy_(policy), telemetry_(telemetry) {
+SparseDecoder::SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry, const ExactKV* exact)
+    : cache_(cache), policy_(policy), telemetry_(telemetry), exact_(exact) {
   validate_sparse_policy(policy_, "sparse policy");
 }
 
@@ -84,6 +85,85 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     ++selections_;
   }
   if (telemetry_ != nullptr) telemetry_->on_selection(event);
+  if (exact_ != nullptr && step_ % policy_.sample_every == 0) {
+    const SelectionQuality quality = check_quality(layer, q, context);
+    recall_sum_ += quality.attn_mass_recall;
+    miss_sum_ += quality.critical_miss_rate;
+    ++quality_checks_;
+    needles_seen_ += quality.needles;
+    needles_kept_ += quality.needles_kept;
+    if (telemetry_ != nullptr) telemetry_->on_selection_quality(quality);
+  }
+}
+
+SelectionQuality SparseDecoder::check_quality(int layer, const float* q, int context) {
+  const ModelGeometry& g = cache_.config().geometry;
+  const int dim = g.head_dim, group = g.group(), page_tokens = cache_.config().page_tokens;
+  SelectionQuality quality;
+  quality.step = step_;
+  quality.layer = layer;
+  std::vector<float> key(static_cast<std::size_t>(dim));
+  std::vector<double> weights(static_cast<std::size_t>(context));
+  std::vector<std::vector<float>> keys(static_cast<std::size_t>(context));
+  const std::vector<int> needles = exact_->needle_positions();
+  std::vector<bool> needle_kept(needles.size(), true);
+  double recall = 0.0, missed = 0.0;
+  int criticals = 0;
+  for (int h = 0; h < g.kv_heads; ++h) {
+    const auto& kept_pages = last_plan_.heads[static_cast<std::size_t>(h)].pages;
+    std::vector<bool> kept(static_cast<std::size_t>(context), false);
+    for (int p : kept_pages) {
+      for (int t = p * page_tokens; t < std::min(context, (p + 1) * page_tokens); ++t) kept[static_cast<std::size_t>(t)] = true;
+    }
+    for (std::size_t n = 0; n < needles.size(); ++n) {
+      if (needles[n] < context && !kept[static_cast<std::size_t>(needles[n])]) needle_kept[n] = false;
+    }
+    for (int t = 0; t < context; ++t) {
+      keys[static_cast<std::size_t>(t)].resize(static_cast<std::size_t>(dim));
+      exact_->exact_key(layer, h, t, keys[static_cast<std::size_t>(t)].data());
+    }
+    for (int qh = 0; qh < group; ++qh) {
+      const float* qv = q + static_cast<std::size_t>(h * group + qh) * dim;
+      double best = -INFINITY;
+      for (int t = 0; t < context; ++t) {
+        double dot = 0.0;
+        for (int c = 0; c < dim; ++c) dot += static_cast<double>(qv[c]) * keys[static_cast<std::size_t>(t)][static_cast<std::size_t>(c)];
+        weights[static_cast<std::size_t>(t)] = dot * cache_.config().softmax_scale;
+        best = std::max(best, weights[static_cast<std::size_t>(t)]);
+      }
+      double total = 0.0, held = 0.0;
+      for (int t = 0; t < context; ++t) total += (weights[static_cast<std::size_t>(t)] = std::exp(weights[static_cast<std::size_t>(t)] - best));
+      for (int t = 0; t < context; ++t) {
+        weights[static_cast<std::size_t>(t)] /= total;
+        if (kept[static_cast<std::size_t>(t)]) held += weights[static_cast<std::size_t>(t)];
+      }
+      recall += held;
+      // The exact top-m tokens; every dropped one is a miss and a drop-log event.
+      std::vector<int> order(static_cast<std::size_t>(context));
+      for (int t = 0; t < context; ++t) order[static_cast<std::size_t>(t)] = t;
+      const int m = std::min(policy_.top_m, context);
+      std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](int a, int b) {
+        return weights[static_cast<std::size_t>(a)] > weights[static_cast<std::size_t>(b)];
+      });
+      for (int i = 0; i < m; ++i) {
+        const int t = order[static_cast<std::size_t>(i)];
+        ++criticals;
+        if (kept[static_cast<std::size_t>(t)]) continue;
+        missed += 1.0;
+        if (telemetry_ != nullptr) {
+          telemetry_->on_token_dropped({step_, layer, h * group + qh, t, static_cast<float>(weights[static_cast<std::size_t>(t)])});
+        }
+      }
+    }
+  }
+  quality.attn_mass_recall = recall / g.q_heads;
+  quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;
+  for (std::size_t n = 0; n < needles.size(); ++n) {
+    if (needles[n] >= context) continue;
+    ++quality.needles;
+    quality.needles_kept += needle_kept[n] ? 1 : 0;
+  }
+  return quality;
 }
 
 }  // namespace kv

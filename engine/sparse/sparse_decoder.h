@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv_cache.h"
+#include "sparse/exact_kv.h"
 #include "sparse/policy.h"
 #include "sparse/selection.h"
 #include "telemetry.h"
@@ -18,8 +19,11 @@ namespace kv {
 
 class SparseDecoder {
  public:
-  // Throws InputError for an invalid policy.
-  SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr);
+  // Throws InputError for an invalid policy. With `exact`, every `sample_every`-th step is
+  // checked against exact attention over exact K/V (attn_mass_recall, critical_miss_rate over
+  // the top `top_m` tokens, needles kept, and a drop-log event per critical token dropped).
+  SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr,
+                const ExactKV* exact = nullptr);
 
   // One decode step of (seq, layer): q [q_heads][head_dim] is the query of the newest token,
   // whose K/V are already appended; out like q.
@@ -38,11 +42,22 @@ class SparseDecoder {
   const std::vector<std::vector<float>>& accumulated(SeqId seq, int layer) const;
   void forget(SeqId seq);
 
+  // Means over the sampled (step, layer) checks so far.
+  double attn_mass_recall() const { return quality_checks_ > 0 ? recall_sum_ / quality_checks_ : 0.0; }
+  double critical_miss_rate() const { return quality_checks_ > 0 ? miss_sum_ / quality_checks_ : 0.0; }
+  // Needles kept / needles present, over sampled checks (1 when no needle was present).
+  double needle_recall() const { return needles_seen_ > 0 ? static_cast<double>(needles_kept_) / needles_seen_ : 1.0; }
+
  private:
+  SelectionQuality check_quality(int layer, const float* q, int context);
+
   KVCache& cache_;
   SparsePolicy policy_;
   Telemetry* telemetry_;
+  const ExactKV* exact_;
   int step_ = 0;
+  double recall_sum_ = 0.0, miss_sum_ = 0.0;
+  long quality_checks_ = 0, needles_seen_ = 0, needles_kept_ = 0;
   std::map<std::pair<SeqId, int>, std::vector<std::vector<float>>> accumulated_;
   std::map<std::pair<SeqId, int>, int> last_decay_step_;
   SelectionPlan last_plan_;

@@ -1,0 +1,21 @@
+// The exact F32 K and V a backend can give back for any position (regenerated or kept for the
+// purpose - never the dequantized pages): the reference that sparse-attention quality is
+// measured against on sampled steps.
+#pragma once
+
+#include <vector>
+
+namespace kv {
+
+class ExactKV {
+ public:
+  virtual ~ExactKV() = default;
+  // layer: the cache's layer index.
+  virtual void exact_key(int layer, int kv_head, int pos, float* out) const = 0;
+  virtual void exact_value(int layer, int kv_head, int pos, float* out) const = 0;
+  // Positions of the planted needles the current queries ask for (for needle_recall); empty
+  // when no question is being asked.
+  virtual std::vector<int> needle_positions() const { return {}; }
+};
+
+}  // namespace kv

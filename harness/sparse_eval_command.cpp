@@ -1,0 +1,79 @@
+#include "sparse_eval_command.h"
+
+#include <fmt/format.h>
+
+#include "model/synthetic.h"
+#include "quant/format.h"
+#include "runtime/error.h"
+#include "sparse/sparse_decoder.h"
+
+namespace kvbench {
+
+void add_sparse_eval_command(CLI::App& app, SparseEvalOptions& o) {
+  auto* cmd = app.add_subcommand("sparse-eval", "Measure a sparse policy on a synthetic layer against exact attention");
+  cmd->add_option("--preset", o.preset, "synthetic preset");
+  cmd->add_option("--ctx", o.ctx, "context tokens");
+  cmd->add_option("--selector", o.selector, "full, window, quest, h2o, recency or hybrid");
+  cmd->add_option("--budget", o.budget, "fraction of pages (selecting kinds)");
+  cmd->add_option("--format", o.format, "K and V format");
+  cmd->add_option("--steps", o.steps, "decode steps before the questions");
+  cmd->add_flag("--compensate", o.compensate, "compensation mean_v");
+  cmd->add_option("--threads", o.threads, "threads (0 = all cores)");
+}
+
+int run_sparse_eval(const SparseEvalOptions& o) {
+  const kv::SyntheticPreset& preset = kv::find_synthetic_preset(o.preset, "kvbench sparse-eval --preset");
+  kv::SyntheticConfig config;
+  config.calibration_ctx = o.ctx;
+  for (double at : {0.1, 0.5, 0.9}) config.needles.push_back(static_cast<int>(at * o.ctx));
+  kv::ThreadPool pool(o.threads);
+  kv::SyntheticModel model(preset, config, {preset.layers / 2}, o.ctx + o.steps + 8, pool);
+  kv::CacheConfig cache_config;
+  cache_config.geometry = model.geometry();
+  cache_config.k_format = kv::parse_format(o.format, "kvbench sparse-eval", "--format");
+  cache_config.v_format = cache_config.k_format;
+  cache_config.page_tokens = 64;
+  cache_config.threads = o.threads;
+  kv::KVCache cache(cache_config);
+  const kv::SeqId seq = cache.create_sequence();
+  kv::StepBuffers buffers;
+  kv::run_step(model, cache, seq, nullptr, o.ctx, 0, buffers, kv::StepAttention::AppendOnly);
+
+  kv::SparsePolicy policy;
+  policy.selector = kv::parse_selector(o.selector, "kvbench sparse-eval");
+  if (policy.needs_budget()) policy.budget = o.budget;
+  policy.sample_every = 1;
+  policy.compensation = o.compensate ? kv::Compensation::MeanV : kv::Compensation::None;
+  const int dim = preset.head_dim;
+  std::vector<float> q(static_cast<std::size_t>(preset.q_heads) * dim), out(q.size());
+  std::vector<float> k(static_cast<std::size_t>(preset.kv_heads) * dim), v(k.size());
+  auto step = [&](kv::SparseDecoder& decoder, int pos) {
+    for (int h = 0; h < preset.kv_heads; ++h) {
+      model.exact_key(0, h, pos, k.data() + static_cast<std::size_t>(h) * dim);
+      model.exact_value(0, h, pos, v.data() + static_cast<std::size_t>(h) * dim);
+    }
+    cache.append(seq, 0, k.data(), v.data(), 1);
+    for (int h = 0; h < preset.q_heads; ++h) model.query(preset.layers / 2, h, pos, q.data() + static_cast<std::size_t>(h) * dim);
+    decoder.attend(seq, 0, q.data(), out.data());
+    decoder.end_step();
+  };
+  kv::SparseDecoder decode(cache, policy, nullptr, &model);
+  int pos = o.ctx;
+  for (int s = 0; s < o.steps; ++s) step(decode, pos++);
+  kv::SparseDecoder questions(cache, policy, nullptr, &model);
+  for (std::size_t n = 0; n < config.needles.size(); ++n) {
+    model.ask_needle(static_cast<int>(n));
+    step(questions, pos++);
+  }
+  model.ask_needle(-1);
+  fmt::print("sparse-eval {} @{} tokens, {} {} budget {}{}, {} decode steps + {} questions [clock: exact]\n", o.preset,
+             o.ctx, o.format, o.selector, policy.needs_budget() ? fmt::format("{:.0f}%", 100.0 * o.budget) : "-",
+             o.compensate ? " +mean_v" : "", o.steps, config.needles.size());
+  fmt::print("  decode:    attn_mass_recall {:.4f}  critical_miss_rate {:.4f}  token_drop_ratio {:.4f}\n",
+             decode.attn_mass_recall(), decode.critical_miss_rate(), decode.token_drop_ratio());
+  fmt::print("  questions: needle_recall {:.3f}  attn_mass_recall {:.4f}\n", questions.needle_recall(),
+             questions.attn_mass_recall());
+  return 0;
+}
+
+}  // namespace kvbench
