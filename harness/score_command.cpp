@@ -28,6 +28,11 @@ void add_score_command(CLI::App& app, ScoreOptions& o) {
   cmd->add_option("--max-windows", o.max_windows, "score only this many windows (0 = all)");
   cmd->add_option("--threads", o.threads, "engine threads");
   cmd->add_flag("--json", o.json, "print the report as JSON");
+  cmd->add_option("--selector", o.selector, "sparse decode: full, window, quest, h2o, recency or hybrid");
+  cmd->add_option("--budget", o.budget, "sparse budget, a fraction of the context's pages");
+  cmd->add_option("--sinks", o.sinks, "sparse: sink tokens");
+  cmd->add_option("--sparse-window", o.sparse_window, "sparse: local window tokens");
+  cmd->add_flag("--compensate", o.compensate, "sparse: compensation mean_v");
 }
 
 namespace {
@@ -73,15 +78,22 @@ int run_score(const ScoreOptions& o) {
   tested.k_format = kv::parse_format(o.k, "kvbench score", "--k");
   tested.v_format = kv::parse_format(o.v, "kvbench score", "--v");
   tested.residual_tokens = o.residual_tokens;
-  ScoringConfig scoring{o.window, o.chunk, o.max_windows};
+  ScoringConfig scoring{o.window, o.chunk, o.max_windows, {}};
+  scoring.sparse.selector = kv::parse_selector(o.selector, "kvbench score --selector");
+  scoring.sparse.budget = scoring.sparse.needs_budget() ? o.budget : 0.0f;
+  scoring.sparse.sinks = o.sinks;
+  scoring.sparse.window = o.sparse_window;
+  scoring.sparse.compensation = o.compensate ? kv::Compensation::MeanV : kv::Compensation::None;
+  kv::validate_sparse_policy(scoring.sparse, "kvbench score");
   kv::ThreadPool pool(o.threads);
   const AccuracyReport r = score_tokens(weights, reference, tested, tokens, scoring, pool);
   if (o.json) {
     fmt::print(
-        "{{\"k\": \"{}\", \"v\": \"{}\", \"residual_tokens\": {}, \"page_tokens\": {}, \"predictions\": {}, "
+        "{{\"k\": \"{}\", \"v\": \"{}\", \"selector\": \"{}\", \"budget\": {}, \"residual_tokens\": {}, "
+        "\"page_tokens\": {}, \"predictions\": {}, "
         "\"ppl\": {:.6f}, \"reference_ppl\": {:.6f}, \"ppl_delta_pct\": {:.6f}, \"kl_mean\": {:.8f}, "
         "\"kl_p99\": {:.8f}, \"kl_max\": {:.8f}, \"top1_agree\": {:.6f}, \"dp_rms\": {:.8f}, \"clock\": \"exact\"}}\n",
-        o.k, o.v, o.residual_tokens, o.page_tokens, r.predictions, r.ppl, r.reference_ppl, r.ppl_delta_pct, r.kl_mean,
+        o.k, o.v, o.selector, o.budget, o.residual_tokens, o.page_tokens, r.predictions, r.ppl, r.reference_ppl, r.ppl_delta_pct, r.kl_mean,
         r.kl_p99, r.kl_max, r.top1_agree, r.dp_rms);
   } else {
     fmt::print("predictions {}  ppl {:.4f} (f32 KV {:.4f}, {:+.3f}%)  kl_mean {:.6f}  kl_p99 {:.6f}  kl_max {:.6f}  "

@@ -19,6 +19,11 @@ struct ScoreOptions {
   int max_windows = 0;
   int threads = 1;
   bool json = false;
+  std::string selector = "full";
+  float budget = 0.0f;
+  int sinks = 4;
+  int sparse_window = 64;
+  bool compensate = false;
 };
 
 void add_score_command(CLI::App& app, ScoreOptions& options);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/llama_model.h"
+#include "sparse/sparse_decoder.h"
 #include "runtime/error.h"
 
 namespace kvbench {
@@ -71,6 +72,7 @@ AccuracyReport score_tokens(std::shared_ptr<const kv::LlamaWeights> weights, con
   kv::KVCache ref_cache(reference);
   kv::KVCache test_cache(tested);
   AccuracyAccumulator accumulator(vocab);
+  const bool sparse = scoring.sparse.selector != kv::Selector::Full;
   kv::StepBuffers buffers;
   const auto total = static_cast<int>(tokens.size());
   int windows = 0;
@@ -79,11 +81,13 @@ AccuracyReport score_tokens(std::shared_ptr<const kv::LlamaWeights> weights, con
     const int length = std::min(scoring.window, total - start);
     const kv::SeqId ref_seq = ref_cache.create_sequence();
     const kv::SeqId test_seq = test_cache.create_sequence();
+    std::unique_ptr<kv::SparseDecoder> decoder;
+    if (sparse) decoder = std::make_unique<kv::SparseDecoder>(test_cache, scoring.sparse);
     for (int pos = 0; pos < length; pos += scoring.chunk) {
       const int n = std::min(scoring.chunk, length - pos);
       const int* step = tokens.data() + start + pos;
       kv::run_step(ref_model, ref_cache, ref_seq, step, n, pos, buffers);
-      kv::run_step(test_model, test_cache, test_seq, step, n, pos, buffers);
+      kv::run_step(test_model, test_cache, test_seq, step, n, pos, buffers, kv::StepAttention::Full, decoder.get());
       const std::vector<float>& ref_logits = ref_model.logits();
       const std::vector<float>& test_logits = test_model.logits();
       for (int i = 0; i < n && pos + i + 1 < length; ++i) {

@@ -15,6 +15,7 @@
 #include "kv_cache.h"
 #include "model/llama_weights.h"
 #include "runtime/thread_pool.h"
+#include "sparse/policy.h"
 
 namespace kvbench {
 
@@ -50,6 +51,8 @@ struct ScoringConfig {
   int window = 512;     // tokens per window; each window starts from an empty cache at position 0
   int chunk = 1;        // tokens fed per step: 1 = as decoding does; more = prefill chunks
   int max_windows = 0;  // 0: every window
+  // The tested model's decode steps attend through this policy (full = dense).
+  kv::SparsePolicy sparse;
 };
 
 // Teacher-forced scoring of a token stream (the protocol of ../shared/models test vector 4):

@@ -5,7 +5,7 @@
 namespace kv {
 
 void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens, int n_tokens, int pos,
-              StepBuffers& buffers, StepAttention attention) {
+              StepBuffers& buffers, StepAttention attention, SparseDecoder* sparse) {
   if (attention == StepAttention::AppendOnly && model.attention_feeds_next_layer()) {
     throw InputError("run_step", "attention", "append-only steps need a backend whose layers ignore attention output");
   }
@@ -21,9 +21,14 @@ void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens,
     model.layer_qkv(layer, buffers.q.data(), buffers.k.data(), buffers.v.data());
     cache.append(seq, layer, buffers.k.data(), buffers.v.data(), n_tokens);
     if (attention == StepAttention::AppendOnly) continue;
-    cache.attend(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
+    if (sparse != nullptr && n_tokens == 1) {
+      sparse->attend(seq, layer, buffers.q.data(), buffers.attn.data());
+    } else {
+      cache.attend(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
+    }
     model.layer_output(layer, buffers.attn.data());
   }
+  if (sparse != nullptr && n_tokens == 1) sparse->end_step();
 }
 
 }  // namespace kv

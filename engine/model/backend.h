@@ -8,6 +8,7 @@
 
 #include "geometry.h"
 #include "kv_cache.h"
+#include "sparse/sparse_decoder.h"
 
 namespace kv {
 
@@ -38,7 +39,9 @@ struct StepBuffers {
 };
 
 // Runs one step of n_tokens through the backend and the cache (appending their K/V).
+// `sparse`, when not null, attends decode steps (one token) through a sparse decoder; multi-token
+// steps (prefill chunks) stay dense.
 void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens, int n_tokens, int pos,
-              StepBuffers& buffers, StepAttention attention = StepAttention::Full);
+              StepBuffers& buffers, StepAttention attention = StepAttention::Full, SparseDecoder* sparse = nullptr);
 
 }  // namespace kv
