@@ -119,3 +119,23 @@ TEST_CASE("Test vector 4: perplexity of the whole sample", "[.perplexity]") {
   CHECK(r.reference_mean_nll == Approx(1.393313).margin(1e-4));
   CHECK(r.reference_ppl == Approx(4.0282).margin(1e-3));
 }
+
+TEST_CASE("Sparse scoring: a covering budget changes nothing; a tight one costs accuracy", "[metrics][sparse]") {
+  ThreadPool pool(1);
+  ScoringConfig dense;
+  dense.max_windows = 1;
+  const AccuracyReport q4 = score_tokens(sample().weights, cache(Format::F32, Format::F32), cache(Format::Q4, Format::Q4),
+                                         sample().tokens, dense, pool);
+  ScoringConfig covering = dense;
+  covering.sparse.selector = Selector::Hybrid;
+  covering.sparse.budget = 1.0f;
+  covering.sparse.window = 64;
+  const AccuracyReport all = score_tokens(sample().weights, cache(Format::F32, Format::F32), cache(Format::Q4, Format::Q4),
+                                          sample().tokens, covering, pool);
+  CHECK(all.mean_nll == q4.mean_nll);
+  ScoringConfig tight = covering;
+  tight.sparse.budget = 0.25f;
+  const AccuracyReport quarter = score_tokens(sample().weights, cache(Format::F32, Format::F32),
+                                              cache(Format::Q4, Format::Q4), sample().tokens, tight, pool);
+  CHECK(quarter.kl_mean > q4.kl_mean);
+}
