@@ -313,11 +313,13 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
     const std::size_t summary_stride = 4 * static_cast<std::size_t>(config_.geometry.head_dim);
     for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
       views[h].push_back({&layout_, sealed_pool_.data(state.heads[h].sealed[p]), config_.page_tokens,
-                          state.heads[h].sealed_summary.data() + p * summary_stride});
+                          state.heads[h].sealed_summary.data() + p * summary_stride,
+                          static_cast<int>(p) * config_.page_tokens});
     }
     for (PageId id : state.heads[h].residual) {
       const std::byte* data = residual_pool_.data(id);
-      views[h].push_back({&residual_layout_, data, PageLayout::header(data)->tokens});
+      const int first = state.sealed_tokens + static_cast<int>(views[h].size() - state.heads[h].sealed.size()) * config_.page_tokens;
+      views[h].push_back({&residual_layout_, data, PageLayout::header(data)->tokens, nullptr, first});
     }
   }
   return views;
@@ -334,8 +336,11 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   }
   views_ = page_views(seq, layer);
   extra_states_.clear();
-  if (plan != nullptr && options.compensate) compensation_states(*plan, q);
-  if (plan != nullptr) apply_plan(*plan, n_queries);
+  if (plan != nullptr && options.compensate) {
+    if (n_queries != 1) throw InputError("KVCache::attend", "compensate", "compensation applies to decode steps");
+    compensation_states(*plan, q);
+  }
+  if (plan != nullptr) apply_plan(*plan);
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -344,6 +349,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   args.n_queries = n_queries;
   args.out = out;
   args.split_pages = config_.split_pages;
+  args.context_tokens = stored;
   args.extra_states = extra_states_.empty() ? nullptr : extra_states_.data();
   const int group = g.group();
   if (page_mass != nullptr) {
@@ -391,8 +397,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   }
 }
 
-void KVCache::apply_plan(const SelectionPlan& plan, int n_queries) {
-  if (n_queries != 1) throw InputError("KVCache::attend", "plan", "a selection plan applies to decode steps (one query)");
+void KVCache::apply_plan(const SelectionPlan& plan) {
   if (plan.heads.size() != views_.size() || static_cast<std::size_t>(plan.total_pages) != views_[0].size()) {
     throw InputError("KVCache::attend", "plan",
                      "planned for " + std::to_string(plan.total_pages) + " pages, the sequence has " +

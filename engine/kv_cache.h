@@ -56,7 +56,7 @@ void validate_cache_config(const CacheConfig& config);
 
 // Options of one attention call.
 struct AttendOptions {
-  const SelectionPlan* plan = nullptr;  // decode only: attend to each kv head's planned pages
+  const SelectionPlan* plan = nullptr;  // attend to each kv head's planned pages (decode or prefill)
   // Decode only, out: per kv head, the attention mass of each attended page (the plan's pages,
   // or all), summed over the group's q heads - the heavy-hitter signal of H2O-style selection.
   std::vector<std::vector<float>>* page_mass = nullptr;
@@ -136,7 +136,7 @@ class KVCache {
   PageId new_residual_page();
   void append_summary(HeadPages& head, const std::byte* page, const std::uint16_t* means) const;
   void widen_key_bounds(std::byte* page, const float* key);
-  void apply_plan(const SelectionPlan& plan, int n_queries);
+  void apply_plan(const SelectionPlan& plan);
   void compensation_states(const SelectionPlan& plan, const float* q);
   void release_layer(LayerState& state);
 

@@ -87,7 +87,7 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
   const int dim = shape.head_dim;
   const std::size_t stride = SoftmaxState::stride(dim);
   const auto& pages = *args.pages;
-  const int ctx = context_tokens(pages[0]);
+  const int ctx = args.context_tokens > 0 ? args.context_tokens : context_tokens(pages[0]);
   const int first_query_pos = ctx - args.n_queries;
   const int blocks = (args.n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
 
@@ -109,6 +109,7 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
     const int last_query_pos = first_query_pos + q_begin + q_count - 1;
     int token_pos = 0;
     for (const PageView& page : pages[head]) {
+      if (page.first_token >= 0) token_pos = page.first_token;  // a page subset (sparse prefill)
       if (token_pos > last_query_pos) break;
       PrefillPageArgs page_args{page, token_pos, queries.data(), q_count, group, first_query_pos + q_begin,
                                 states.data(), scratch.data()};

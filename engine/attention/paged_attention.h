@@ -23,6 +23,7 @@ struct PagedAttentionArgs {
   int n_queries = 1;
   float* out = nullptr;  // like q
   int split_pages = kDefaultSplitPages;  // decode: pages per task
+  int context_tokens = 0;  // tokens stored (0: the sum over head 0's pages, when no page is skipped)
   // Decode only, optional: per-page log-sum-exp, head after head ([pages of head h][group]), and
   // [q_heads] the query's final log-sum-exp; a page's attention mass is exp(page - final).
   float* page_lse = nullptr;

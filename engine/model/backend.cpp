@@ -23,6 +23,8 @@ void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens,
     if (attention == StepAttention::AppendOnly) continue;
     if (sparse != nullptr && n_tokens == 1) {
       sparse->attend(seq, layer, buffers.q.data(), buffers.attn.data());
+    } else if (sparse != nullptr && sparse->policy().sparse_prefill) {
+      sparse->prefill(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
     } else {
       cache.attend(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
     }

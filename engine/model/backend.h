@@ -39,8 +39,8 @@ struct StepBuffers {
 };
 
 // Runs one step of n_tokens through the backend and the cache (appending their K/V).
-// `sparse`, when not null, attends decode steps (one token) through a sparse decoder; multi-token
-// steps (prefill chunks) stay dense.
+// `sparse`, when not null, attends decode steps (one token) through a sparse decoder, and
+// prefill chunks too when its policy has sparse_prefill (else they stay dense).
 void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens, int n_tokens, int pos,
               StepBuffers& buffers, StepAttention attention = StepAttention::Full, SparseDecoder* sparse = nullptr);
 

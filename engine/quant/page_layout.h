@@ -106,6 +106,9 @@ struct PageView {
   // Optional contiguous copy of the page's key_min then key_max (f16[2][head_dim]): selection
   // reads it instead of the page's own metadata, which sits in cold memory page by page.
   const std::uint16_t* key_bounds = nullptr;
+  // Absolute position of the page's first token; -1: follows from the pages before it (a list
+  // that is not a subset).
+  int first_token = -1;
 
   const std::uint16_t* key_min() const {
     return key_bounds != nullptr ? key_bounds : layout->at<std::uint16_t>(data, layout->key_min);

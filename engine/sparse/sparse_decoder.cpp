@@ -96,6 +96,30 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   }
 }
 
+void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {
+  const ModelGeometry& g = cache_.config().geometry;
+  const std::vector<std::vector<PageView>> views = cache_.page_views(seq, layer);
+  int context = 0;
+  for (const PageView& v : views[0]) context += v.tokens;
+  // The chunk's mean query per q head scores the pages.
+  const auto row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
+  std::vector<float> mean(row, 0.0f);
+  for (int i = 0; i < n_queries; ++i) {
+    for (std::size_t j = 0; j < row; ++j) mean[j] += q[static_cast<std::size_t>(i) * row + j] / static_cast<float>(n_queries);
+  }
+  std::vector<std::vector<float>> bounds;
+  if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) {
+    bounds = quest_bounds(views, mean.data(), g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
+  }
+  const std::vector<std::vector<float>> no_history(static_cast<std::size_t>(g.kv_heads), std::vector<float>(views[0].size(), 0.0f));
+  SparsePolicy chunk_policy = policy_;
+  chunk_policy.window = policy_.window + n_queries;  // the chunk's own pages are always attended
+  last_plan_ = plan_selection(chunk_policy, {context, cache_.config().page_tokens, g.kv_heads, &bounds, &no_history});
+  AttendOptions options;
+  options.plan = &last_plan_;
+  cache_.attend(seq, layer, q, n_queries, out, options);
+}
+
 SelectionQuality SparseDecoder::check_quality(int layer, const float* q, int context) {
   const ModelGeometry& g = cache_.config().geometry;
   const int dim = g.head_dim, group = g.group(), page_tokens = cache_.config().page_tokens;

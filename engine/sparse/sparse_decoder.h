@@ -28,6 +28,10 @@ class SparseDecoder {
   // One decode step of (seq, layer): q [q_heads][head_dim] is the query of the newest token,
   // whose K/V are already appended; out like q.
   void attend(SeqId seq, int layer, const float* q, float* out);
+  // Sparse prefill: a chunk of n queries (their K/V already appended) attends to the sinks, the
+  // window before and across the chunk, and the top pages by the same scores, computed for the
+  // chunk's mean query. No accumulation (prefill has no decode history yet).
+  void prefill(SeqId seq, int layer, const float* q, int n_queries, float* out);
   // Marks the end of a decode step (steps count selections and decay accumulated attention).
   void end_step() { ++step_; }
 

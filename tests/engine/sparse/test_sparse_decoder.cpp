@@ -179,3 +179,42 @@ TEST_CASE("Sampled steps measure recall against exact attention and log dropped 
   CHECK(exact_full.attn_mass_recall() == Approx(1.0));
   CHECK(exact_full.critical_miss_rate() == 0.0);
 }
+
+TEST_CASE("Sparse prefill: a covering budget equals dense prefill; a tight one keeps the chunk causal", "[sparse]") {
+  Setup s(1024);
+  const int n = 40, dim = s.preset.head_dim;
+  const int start = s.cache.length(s.seq, 0);
+  std::vector<float> k(static_cast<std::size_t>(n) * s.preset.kv_heads * dim), v(k.size());
+  std::vector<float> q(static_cast<std::size_t>(n) * s.preset.q_heads * dim);
+  for (int t = 0; t < n; ++t) {
+    for (int h = 0; h < s.preset.kv_heads; ++h) {
+      s.model.key(4, h, start + t, k.data() + (static_cast<std::size_t>(t) * s.preset.kv_heads + h) * dim);
+      s.model.value(4, h, start + t, v.data() + (static_cast<std::size_t>(t) * s.preset.kv_heads + h) * dim);
+    }
+    for (int h = 0; h < s.preset.q_heads; ++h) {
+      s.model.query(4, h, start + t, q.data() + (static_cast<std::size_t>(t) * s.preset.q_heads + h) * dim);
+    }
+  }
+  s.cache.append(s.seq, 0, k.data(), v.data(), n);
+  std::vector<float> dense(q.size()), covering(q.size()), tight(q.size());
+  s.cache.attend(s.seq, 0, q.data(), n, dense.data());
+  SparsePolicy all = policy(Selector::Quest, 1.0f);
+  all.sparse_prefill = true;
+  SparseDecoder full_budget(s.cache, all);
+  full_budget.prefill(s.seq, 0, q.data(), n, covering.data());
+  CHECK(std::memcmp(dense.data(), covering.data(), dense.size() * sizeof(float)) == 0);
+  SparsePolicy some = policy(Selector::Quest, 0.25f);
+  some.sparse_prefill = true;
+  SparseDecoder quarter(s.cache, some);
+  quarter.prefill(s.seq, 0, q.data(), n, tight.data());
+  const auto& pages = quarter.last_plan().heads[0].pages;
+  CHECK(pages.size() < 17u);  // 1064 tokens = 17 pages; a quarter of them plus the forced ones
+  CHECK(pages.back() == 16);  // the chunk's own page is attended
+  for (float x : tight) REQUIRE(std::isfinite(x));
+  // The last query through the prefill path equals a decode over the same pages.
+  const std::size_t last = static_cast<std::size_t>(n - 1) * s.preset.q_heads * dim;
+  std::vector<float> decode(static_cast<std::size_t>(s.preset.q_heads) * dim);
+  s.cache.attend(s.seq, 0, q.data() + last, 1, decode.data(), {&quarter.last_plan()});
+  const std::vector<float> tight_last(tight.begin() + static_cast<long>(last), tight.end());
+  CHECK(kvtest::relative_error(tight_last, decode) < 1e-4f);
+}
