@@ -121,7 +121,8 @@ SeqId KVCache::fork(SeqId parent_id) {
     to.sealed_tokens = from.sealed_tokens;
     for (std::size_t h = 0; h < from.heads.size(); ++h) {
       to.heads[h].sealed = from.heads[h].sealed;
-      to.heads[h].sealed_summary = from.heads[h].sealed_summary;
+      to.heads[h].sealed_bounds = from.heads[h].sealed_bounds;
+      to.heads[h].sealed_means = from.heads[h].sealed_means;
       for (PageId id : to.heads[h].sealed) sealed_pool_.retain(id);
       for (PageId id : from.heads[h].residual) {
         const PageId copy = residual_pool_.allocate();
@@ -138,7 +139,8 @@ void KVCache::release_layer(LayerState& state) {
     for (PageId id : head.sealed) sealed_pool_.release(id);
     for (PageId id : head.residual) residual_pool_.release(id);
     head.sealed.clear();
-    head.sealed_summary.clear();
+    head.sealed_bounds.clear();
+    head.sealed_means.clear();
     head.residual.clear();
   }
   state.length = 0;
@@ -186,9 +188,9 @@ void KVCache::append_summary(HeadPages& head, const std::byte* page, const std::
   const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
   const auto* lo = layout_.at<std::uint16_t>(page, layout_.key_min);
   const auto* hi = layout_.at<std::uint16_t>(page, layout_.key_max);
-  head.sealed_summary.insert(head.sealed_summary.end(), lo, lo + dim);
-  head.sealed_summary.insert(head.sealed_summary.end(), hi, hi + dim);
-  head.sealed_summary.insert(head.sealed_summary.end(), means, means + 2 * dim);
+  head.sealed_bounds.insert(head.sealed_bounds.end(), lo, lo + dim);
+  head.sealed_bounds.insert(head.sealed_bounds.end(), hi, hi + dim);
+  head.sealed_means.insert(head.sealed_means.end(), means, means + 2 * dim);
 }
 
 PageId KVCache::new_residual_page() {
@@ -310,11 +312,11 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   const LayerState& state = sequence(seq, "KVCache::page_views").layers[static_cast<std::size_t>(layer)];
   std::vector<std::vector<PageView>> views(state.heads.size());
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
-    const std::size_t summary_stride = 4 * static_cast<std::size_t>(config_.geometry.head_dim);
+    const std::size_t stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
     for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
       views[h].push_back({&layout_, sealed_pool_.data(state.heads[h].sealed[p]), config_.page_tokens,
-                          state.heads[h].sealed_summary.data() + p * summary_stride,
-                          static_cast<int>(p) * config_.page_tokens});
+                          state.heads[h].sealed_bounds.data() + p * stride, static_cast<int>(p) * config_.page_tokens,
+                          state.heads[h].sealed_means.data() + p * stride});
     }
     for (PageId id : state.heads[h].residual) {
       const std::byte* data = residual_pool_.data(id);
@@ -435,8 +437,8 @@ void KVCache::compensation_states(const SelectionPlan& plan, const float* q) {
       const std::size_t at = k_means.size();
       k_means.resize(at + udim, 0.0f);
       v_means.resize(at + udim, 0.0f);
-      if (list[p].key_bounds != nullptr) {  // sealed page: the summary's means
-        const std::uint16_t* means = list[p].key_bounds + 2 * udim;
+      if (list[p].means != nullptr) {  // sealed page: the summary's means
+        const std::uint16_t* means = list[p].means;
         for (std::size_t c = 0; c < udim; ++c) {
           k_means[at + c] = f16_to_f32(means[c]);
           v_means[at + c] = f16_to_f32(means[udim + c]);
@@ -520,7 +522,8 @@ void KVCache::truncate_layer(LayerState& state, int new_length) {
       sealed_pool_.release(head.sealed.back());
       head.sealed.pop_back();
     }
-    head.sealed_summary.resize(head.sealed.size() * 4 * static_cast<std::size_t>(config_.geometry.head_dim));
+    head.sealed_bounds.resize(head.sealed.size() * 2 * static_cast<std::size_t>(config_.geometry.head_dim));
+    head.sealed_means.resize(head.sealed_bounds.size());
   }
   state.sealed_tokens = page * tokens_per_page;
   state.length = new_length;

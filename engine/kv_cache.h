@@ -112,9 +112,10 @@ class KVCache {
   struct HeadPages {
     std::vector<PageId> sealed;
     std::vector<PageId> residual;
-    // [sealed page][key_min, key_max, key_mean, value_mean][head_dim], f16: the page summaries
-    // that selection and compensation read without touching the pages.
-    std::vector<std::uint16_t> sealed_summary;
+    // Page summaries that selection and compensation read without touching the pages, f16:
+    // [sealed page][key_min, key_max][head_dim] and [sealed page][key_mean, value_mean][head_dim].
+    std::vector<std::uint16_t> sealed_bounds;
+    std::vector<std::uint16_t> sealed_means;
   };
   struct LayerState {
     int length = 0;

@@ -109,6 +109,8 @@ struct PageView {
   // Absolute position of the page's first token; -1: follows from the pages before it (a list
   // that is not a subset).
   int first_token = -1;
+  // Optional f16[2][head_dim]: the page's mean key then mean value (compensation).
+  const std::uint16_t* means = nullptr;
 
   const std::uint16_t* key_min() const {
     return key_bounds != nullptr ? key_bounds : layout->at<std::uint16_t>(data, layout->key_min);
