@@ -56,6 +56,10 @@ struct SelectionEvent {
   int context_tokens = 0;
   int budget_pages = 0;
   std::vector<int> kept_tokens;  // per kv head
+  // Importance-score histogram of the middle pages: each head's scores min-max normalised to
+  // [0, 1], pooled over heads, kScoreBins equal bins.
+  static constexpr int kScoreBins = 16;
+  std::vector<int> score_histogram;
 };
 
 // A sampled step's quality against exact attention (sparse/sparse_decoder.h), per layer.

@@ -97,6 +97,7 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
     std::vector<bool> keep = is_forced;
     for (int i = 0; i < extra && i < static_cast<int>(ranked.size()); ++i) keep[static_cast<std::size_t>(ranked[static_cast<std::size_t>(i)])] = true;
     HeadSelection& sel = plan.heads[static_cast<std::size_t>(h)];
+    for (int p : middle) sel.middle_scores.push_back(score[static_cast<std::size_t>(p)]);
     for (int p = 0; p < pages; ++p) {
       if (!keep[static_cast<std::size_t>(p)]) continue;
       sel.pages.push_back(p);

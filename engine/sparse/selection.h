@@ -23,6 +23,7 @@ enum class KeepReason : std::uint8_t { Sink, Window, Score };
 struct HeadSelection {
   std::vector<int> pages;            // kept logical pages, ascending
   std::vector<KeepReason> reasons;   // one per kept page
+  std::vector<float> middle_scores;  // the score of every middle (non-forced) page, page order
 };
 
 struct SelectionPlan {

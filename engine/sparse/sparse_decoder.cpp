@@ -84,7 +84,19 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     dropped_share_sum_ += context > 0 ? 1.0 - static_cast<double>(kept_tokens) / context : 0.0;
     ++selections_;
   }
-  if (telemetry_ != nullptr) telemetry_->on_selection(event);
+  if (telemetry_ != nullptr) {
+    event.score_histogram.assign(SelectionEvent::kScoreBins, 0);
+    for (const HeadSelection& head : last_plan_.heads) {
+      if (head.middle_scores.empty()) continue;
+      const auto [lo, hi] = std::minmax_element(head.middle_scores.begin(), head.middle_scores.end());
+      for (float score : head.middle_scores) {
+        const float unit = *hi > *lo ? (score - *lo) / (*hi - *lo) : 0.0f;
+        const int bin = std::min(SelectionEvent::kScoreBins - 1, static_cast<int>(unit * SelectionEvent::kScoreBins));
+        ++event.score_histogram[static_cast<std::size_t>(bin)];
+      }
+    }
+    telemetry_->on_selection(event);
+  }
   if (exact_ != nullptr && step_ % policy_.sample_every == 0) {
     const SelectionQuality quality = check_quality(layer, q, context);
     recall_sum_ += quality.attn_mass_recall;

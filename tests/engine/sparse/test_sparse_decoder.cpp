@@ -136,6 +136,11 @@ TEST_CASE("H2O keeps what attention used; tightening is reported", "[sparse]") {
   CHECK(last.step == 4);
   CHECK(last.budget_pages == 9);  // ceil(0.125 * 65 pages)
   for (int kept : last.kept_tokens) CHECK(kept < last.context_tokens);
+  // The histogram counts every middle page of every kv head once.
+  int binned = 0;
+  for (int count : last.score_histogram) binned += count;
+  CHECK(last.score_histogram.size() == 16u);
+  CHECK(binned == static_cast<int>(last.kept_tokens.size()) * (65 - 4));  // 65 pages; forced: the sink page and 3 window pages
   KVCache small(Setup::cache_config({1, 2, 1, 64, 128}));
   SparseDecoder decoder(small, policy(Selector::H2O, 0.5f));
   CHECK_THROWS_WITH(decoder.set_budget(0.5f, 3), Catch::Contains("exactly one"));
