@@ -336,13 +336,22 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     throw InputError("KVCache::attend", "n_queries",
                      std::to_string(n_queries) + " must be in 1.." + std::to_string(stored) + " (the stored tokens)");
   }
-  views_ = page_views(seq, layer);
+  // All of the sequence's pages (the caller's, or built here), then the attended subset.
+  const std::vector<std::vector<PageView>>* all = options.views;
+  if (all == nullptr) {
+    all_views_ = page_views(seq, layer);
+    all = &all_views_;
+  }
   extra_states_.clear();
   if (plan != nullptr && options.compensate) {
     if (n_queries != 1) throw InputError("KVCache::attend", "compensate", "compensation applies to decode steps");
-    compensation_states(*plan, q);
+    compensation_states(*plan, q, *all);
   }
-  if (plan != nullptr) apply_plan(*plan);
+  if (plan != nullptr) {
+    apply_plan(*plan, *all);
+  } else {
+    views_ = *all;
+  }
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -389,31 +398,39 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
         ops.read(Tier::L1, page.layout->v_format, passes * page.layout->v_read_bytes(page.tokens));
       }
     }
-    // Multiply-adds: every query position against every visible token, q.k and p.v.
-    const std::uint64_t visible_pairs = static_cast<std::uint64_t>(n_queries) * (2ull * stored - n_queries + 1) / 2;
-    const std::uint64_t macs = visible_pairs * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+    // Multiply-adds, q.k and p.v: every query position against every visible token, or with a
+    // plan against the attended tokens (an upper bound for a causal prefill chunk).
+    std::uint64_t macs = static_cast<std::uint64_t>(n_queries) * (2ull * stored - n_queries + 1) / 2 *
+                         static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+    if (plan != nullptr) {
+      std::uint64_t attended = 0;
+      for (const auto& head : views_) {
+        for (const PageView& page : head) attended += static_cast<std::uint64_t>(page.tokens);
+      }
+      macs = static_cast<std::uint64_t>(n_queries) * attended * static_cast<std::uint64_t>(g.group()) * g.head_dim;
+    }
     ops.mac(config_.k_format, macs);
     ops.mac(config_.v_format, macs);
-    ops.softmax_exps = visible_pairs * static_cast<std::uint64_t>(g.q_heads);
+    ops.softmax_exps = macs / static_cast<std::uint64_t>(g.head_dim);
     telemetry_->on_ops(phase_, ops);
   }
 }
 
-void KVCache::apply_plan(const SelectionPlan& plan) {
-  if (plan.heads.size() != views_.size() || static_cast<std::size_t>(plan.total_pages) != views_[0].size()) {
+void KVCache::apply_plan(const SelectionPlan& plan, const std::vector<std::vector<PageView>>& all) {
+  if (plan.heads.size() != all.size() || static_cast<std::size_t>(plan.total_pages) != all[0].size()) {
     throw InputError("KVCache::attend", "plan",
                      "planned for " + std::to_string(plan.total_pages) + " pages, the sequence has " +
-                         std::to_string(views_[0].size()));
+                         std::to_string(all[0].size()));
   }
-  for (std::size_t h = 0; h < views_.size(); ++h) {
-    std::vector<PageView> kept;
-    kept.reserve(plan.heads[h].pages.size());
-    for (int p : plan.heads[h].pages) kept.push_back(views_[h][static_cast<std::size_t>(p)]);
-    views_[h] = std::move(kept);
+  views_.resize(all.size());
+  for (std::size_t h = 0; h < all.size(); ++h) {
+    views_[h].clear();
+    for (int p : plan.heads[h].pages) views_[h].push_back(all[h][static_cast<std::size_t>(p)]);
   }
 }
 
-void KVCache::compensation_states(const SelectionPlan& plan, const float* q) {
+void KVCache::compensation_states(const SelectionPlan& plan, const float* q,
+                                  const std::vector<std::vector<PageView>>& all) {
   // One pseudo-token per dropped page: logit scale * q . mean_k + ln(tokens), value mean_v,
   // folded into a per-q-head softmax state that paged_attention merges with the real pages.
   const ModelGeometry& g = config_.geometry;
@@ -424,7 +441,7 @@ void KVCache::compensation_states(const SelectionPlan& plan, const float* q) {
   std::vector<float> k_means, v_means, log_tokens, logits;
   for (int h = 0; h < g.kv_heads; ++h) {
     const auto& kept = plan.heads[static_cast<std::size_t>(h)].pages;
-    const auto& list = views_[static_cast<std::size_t>(h)];
+    const auto& list = all[static_cast<std::size_t>(h)];
     k_means.clear();
     v_means.clear();
     log_tokens.clear();

@@ -64,6 +64,8 @@ struct AttendOptions {
   // (logit + ln tokens) carrying its mean value - so the dropped mass is estimated instead of
   // lost (compensation mean_v).
   bool compensate = false;
+  // The sequence's page_views(seq, layer), when the caller already built them this step.
+  const std::vector<std::vector<PageView>>* views = nullptr;
 };
 
 struct CacheStats {
@@ -137,8 +139,8 @@ class KVCache {
   PageId new_residual_page();
   void append_summary(HeadPages& head, const std::byte* page, const std::uint16_t* means) const;
   void widen_key_bounds(std::byte* page, const float* key);
-  void apply_plan(const SelectionPlan& plan);
-  void compensation_states(const SelectionPlan& plan, const float* q);
+  void apply_plan(const SelectionPlan& plan, const std::vector<std::vector<PageView>>& all);
+  void compensation_states(const SelectionPlan& plan, const float* q, const std::vector<std::vector<PageView>>& all);
   void release_layer(LayerState& state);
 
   CacheConfig config_;
@@ -156,7 +158,8 @@ class KVCache {
   std::uint64_t nan_inf_replaced_ = 0;
   AttentionWorkspace workspace_;
   std::vector<float> page_lse_, query_lse_, extra_states_;
-  std::vector<std::vector<PageView>> views_;  // reused by attend()
+  std::vector<std::vector<PageView>> views_;      // the pages one attend() call reads
+  std::vector<std::vector<PageView>> all_views_;  // all pages, when attend() built them
 };
 
 }  // namespace kv

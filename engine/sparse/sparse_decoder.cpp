@@ -65,6 +65,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   options.plan = &last_plan_;
   options.page_mass = &mass;
   options.compensate = policy_.compensation == Compensation::MeanV;
+  options.views = &views;
   cache_.attend(seq, layer, q, 1, out, options);
 
   SelectionEvent event;
@@ -129,6 +130,7 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   last_plan_ = plan_selection(chunk_policy, {context, cache_.config().page_tokens, g.kv_heads, &bounds, &no_history});
   AttendOptions options;
   options.plan = &last_plan_;
+  options.views = &views;
   cache_.attend(seq, layer, q, n_queries, out, options);
 }
 
