@@ -294,16 +294,16 @@ void rope_row(const std::vector<double>& frequency, int pos, float* cos_out, flo
 void SyntheticModel::key(int model_layer, int kv_head, int pos, float* out) const {
   const HeadParams& p = head(model_layer, kv_head);
   const int dim = preset_.head_dim;
-  std::vector<float> c(frequencies_.size()), s(frequencies_.size());
+  float c[256], s[256];  // head_dim <= 512: at most 256 RoPE pairs
   const float* cos_pos = nullptr;
   const float* sin_pos = nullptr;
   if (pos >= pos_ && pos < pos_ + n_) {
     cos_pos = cos_.data() + static_cast<std::size_t>(pos - pos_) * frequencies_.size();
     sin_pos = sin_.data() + static_cast<std::size_t>(pos - pos_) * frequencies_.size();
   } else {
-    rope_row(frequencies_, pos, c.data(), s.data());
-    cos_pos = c.data();
-    sin_pos = s.data();
+    rope_row(frequencies_, pos, c, s);
+    cos_pos = c;
+    sin_pos = s;
   }
   NormalStream noise(hash_of(config_.seed, static_cast<std::uint64_t>(model_layer), static_cast<std::uint64_t>(kv_head),
                              static_cast<std::uint64_t>(pos), kTagKey));
@@ -338,8 +338,8 @@ void SyntheticModel::query(int model_layer, int q_head, int pos, float* out) con
   const int kv_head = q_head / (preset_.q_heads / preset_.kv_heads);
   const HeadParams& p = head(model_layer, kv_head);
   const int dim = preset_.head_dim;
-  std::vector<float> c(frequencies_.size()), s(frequencies_.size());
-  rope_row(frequencies_, pos, c.data(), s.data());
+  float c[256], s[256];  // head_dim <= 512: at most 256 RoPE pairs
+  rope_row(frequencies_, pos, c, s);
   NormalStream noise(hash_of(config_.seed, static_cast<std::uint64_t>(model_layer), static_cast<std::uint64_t>(q_head),
                              static_cast<std::uint64_t>(pos), kTagQuery));
   const float amplitude = std::sqrt(static_cast<float>(dim)) / s_scale_;
@@ -355,7 +355,7 @@ void SyntheticModel::query(int model_layer, int q_head, int pos, float* out) con
   const bool question = asked_needle_ >= 0 && asked_needle_ < static_cast<int>(p.needle_dirs.size());
   // A question looks for content, not for the recent past: it drops the locality term, so a
   // needle far back is not penalised by where the RoPE kernel happens to be negative.
-  if (!question) add_rotated(p.m, amplitude, c.data(), s.data(), out);
+  if (!question) add_rotated(p.m, amplitude, c, s, out);
   if (question) {
     const auto& d = p.needle_dirs[static_cast<std::size_t>(asked_needle_)];
     for (int i = 0; i < dim; ++i) out[i] += amplitude * kNeedleQuery * d[static_cast<std::size_t>(i)];

@@ -1,22 +1,10 @@
 #include "sparse/quest.h"
 
 #include <algorithm>
-#include <cmath>
-
-#include "quant/fp16.h"
 
 namespace kv {
 
-float quest_bound(const PageView& page, const float* q) {
-  const PageLayout& layout = *page.layout;
-  const std::uint16_t* lo = page.key_min();
-  const std::uint16_t* hi = page.key_max();
-  float bound = 0.0f;
-  for (int c = 0; c < layout.head_dim; ++c) {
-    bound += std::max(q[c] * f16_to_f32(lo[c]), q[c] * f16_to_f32(hi[c]));
-  }
-  return bound;
-}
+float quest_bound(const PageView& page, const float* q) { return page_bound_ref(page, q, 1); }
 
 std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageView>>& pages, const float* q, int q_heads,
                                              const PageKernels& kernels, ThreadPool* pool) {
