@@ -1,0 +1,90 @@
+// Compute ceilings, on one core with hot caches:
+// BM_FmaPeak: ten independent 256-bit FMA chains (what the machine can multiply-add at best);
+// BM_DecodePage/<fmt>: the decode kernel on one page (64 tokens x 4 q heads x 128 channels, 8192
+// multiply-adds each for q.k and p.v), so kernel efficiency reads as a share of BM_FmaPeak.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/page_kernels.h"
+#include "attention/softmax_state.h"
+#include "bench_common.h"
+#include "quant/quantizer.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+using namespace kvbench::micro;
+
+#if defined(__x86_64__)
+// Named variables, not an array: an array of chains ends up in memory.
+__attribute__((target("avx2,fma"))) float fma_chains(long iterations) {
+  __m256 a0 = _mm256_set1_ps(1.000f), a1 = _mm256_set1_ps(1.001f), a2 = _mm256_set1_ps(1.002f);
+  __m256 a3 = _mm256_set1_ps(1.003f), a4 = _mm256_set1_ps(1.004f), a5 = _mm256_set1_ps(1.005f);
+  __m256 a6 = _mm256_set1_ps(1.006f), a7 = _mm256_set1_ps(1.007f), a8 = _mm256_set1_ps(1.008f);
+  __m256 a9 = _mm256_set1_ps(1.009f);
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (long it = 0; it < iterations; ++it) {
+    a0 = _mm256_fmadd_ps(a0, m, c), a1 = _mm256_fmadd_ps(a1, m, c), a2 = _mm256_fmadd_ps(a2, m, c);
+    a3 = _mm256_fmadd_ps(a3, m, c), a4 = _mm256_fmadd_ps(a4, m, c), a5 = _mm256_fmadd_ps(a5, m, c);
+    a6 = _mm256_fmadd_ps(a6, m, c), a7 = _mm256_fmadd_ps(a7, m, c), a8 = _mm256_fmadd_ps(a8, m, c);
+    a9 = _mm256_fmadd_ps(a9, m, c);
+    // Keep the loop alive: its result is otherwise foldable.
+    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8),
+                     "+x"(a9));
+  }
+  const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                   _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)),
+                                                 _mm256_add_ps(a8, a9)));
+  return _mm256_cvtss_f32(sum);
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  if (!kv::isa_supported(kv::Isa::Avx2)) {
+    state.SkipWithError("needs AVX2 and FMA");
+    return;
+  }
+  constexpr long kIterations = 1 << 20;
+  for (auto _ : state) benchmark::DoNotOptimize(fma_chains(kIterations));
+  // 10 chains x 8 lanes per iteration.
+  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * kIterations * 80,
+                                                   benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FmaPeak);
+#endif
+
+void decode_page(benchmark::State& state, kv::Format format) {
+  const kv::PageLayout layout = kv::PageLayout::make({64, 128, format, format, 32, false});
+  std::vector<std::byte> page(layout.bytes);
+  const auto k = bench_values(64 * 128, 21, true);
+  const auto v = bench_values(64 * 128, 22, false);
+  kv::quantize_page(layout, k.data(), v.data(), 64, page.data(), nullptr);
+  auto q = bench_values(4 * 128, 23, false);
+  for (float& x : q) x *= 0.088f;  // the softmax scale 1/sqrt(128)
+  std::vector<float> states(4 * kv::SoftmaxState::stride(128));
+  for (int g = 0; g < 4; ++g) kv::SoftmaxState(states.data() + g * kv::SoftmaxState::stride(128), 128).reset();
+  const kv::PageKernels& kernels = kv::page_kernels(kv::resolve_isa(options().isa));
+  for (auto _ : state) {
+    kernels.decode_page({&layout, page.data(), 64}, q.data(), 4, states.data(), nullptr);
+    benchmark::ClobberMemory();
+  }
+  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * 2 * 64 * 4 * 128,
+                                                   benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(kv::isa_name(kernels.isa)));
+}
+
+struct Register {
+  Register() {
+    for (kv::Format f : kv::kAllFormats) {
+      const std::string name = "BM_DecodePage/" + std::string(kv::format_name(f));
+      benchmark::RegisterBenchmark(name.c_str(), decode_page, f);
+    }
+  }
+} registrar;
+
+}  // namespace
