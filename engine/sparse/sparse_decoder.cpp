@@ -24,16 +24,13 @@ void SparseDecoder::set_budget(float fraction, int pages) {
 
 const std::vector<std::vector<float>>& SparseDecoder::accumulated(SeqId seq, int layer) const {
   static const std::vector<std::vector<float>> empty;
-  auto it = accumulated_.find({seq, layer});
-  return it == accumulated_.end() ? empty : it->second;
+  auto it = history_.find({seq, layer});
+  return it == history_.end() ? empty : it->second.accumulated;
 }
 
 void SparseDecoder::forget(SeqId seq) {
-  for (auto it = accumulated_.begin(); it != accumulated_.end();) {
-    it = it->first.first == seq ? accumulated_.erase(it) : std::next(it);
-  }
-  for (auto it = last_decay_step_.begin(); it != last_decay_step_.end();) {
-    it = it->first.first == seq ? last_decay_step_.erase(it) : std::next(it);
+  for (auto it = history_.begin(); it != history_.end();) {
+    it = it->first.first == seq ? history_.erase(it) : std::next(it);
   }
 }
 
@@ -45,11 +42,11 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   for (const PageView& v : views[0]) context += v.tokens;
 
   // Accumulated attention: one slot per page, decayed once per step.
-  auto& acc = accumulated_[{seq, layer}];
+  History& history = history_[{seq, layer}];
+  auto& acc = history.accumulated;
   acc.resize(static_cast<std::size_t>(g.kv_heads));
-  int& last = last_decay_step_[{seq, layer}];
-  const bool decay_now = last != step_;
-  last = step_;
+  const bool decay_now = history.decayed_at != step_;
+  history.decayed_at = step_;
   for (auto& head : acc) {
     head.resize(pages, 0.0f);
     if (decay_now) {

@@ -62,8 +62,12 @@ class SparseDecoder {
   int step_ = 0;
   double recall_sum_ = 0.0, miss_sum_ = 0.0;
   long quality_checks_ = 0, needles_seen_ = 0, needles_kept_ = 0;
-  std::map<std::pair<SeqId, int>, std::vector<std::vector<float>>> accumulated_;
-  std::map<std::pair<SeqId, int>, int> last_decay_step_;
+  // Per (seq, layer): accumulated attention [kv head][page] and the step it was last decayed.
+  struct History {
+    std::vector<std::vector<float>> accumulated;
+    int decayed_at = -1;
+  };
+  std::map<std::pair<SeqId, int>, History> history_;
   SelectionPlan last_plan_;
   double dropped_share_sum_ = 0.0;
   long selections_ = 0;
