@@ -65,6 +65,15 @@ void validate_cache_config(const CacheConfig& config) {
   if (config.softmax_scale < 0.0f || !std::isfinite(config.softmax_scale)) {
     throw InputError(where, "softmax_scale", "must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   }
+  validate_memory_config(config.memory);
+  if (!config.memory.l2.dir.empty()) {
+    const PageLayout layout = PageLayout::make(layout_spec(config, config.k_format, config.v_format));
+    if (layout.bytes > config.memory.l2.batch_bytes) {
+      throw InputError("memory config", "l2_batch_bytes",
+                       std::to_string(config.memory.l2.batch_bytes) + " is smaller than one page (" +
+                           std::to_string(layout.bytes) + " bytes)");
+    }
+  }
 }
 
 KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
@@ -74,7 +83,7 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
       residual_layout_(PageLayout::make(layout_spec(config, Format::F32, Format::F32))),
       pool_(config.threads),
       kernels_(&page_kernels(resolve_isa(config.isa))),
-      sealed_pool_(layout_.bytes, page_alignment(config), kPagesPerSlab),
+      sealed_pool_(layout_.bytes, page_alignment(config), config.memory),
       residual_pool_(residual_layout_.bytes, page_alignment(config), kPagesPerSlab),
       calibration_(static_cast<std::size_t>(config.geometry.layers) * config.geometry.kv_heads,
                    Calibration(config.outlier_factor)) {
@@ -124,21 +133,28 @@ SeqId KVCache::fork(SeqId parent_id) {
       to.heads[h].sealed_bounds = from.heads[h].sealed_bounds;
       to.heads[h].sealed_means = from.heads[h].sealed_means;
       for (PageId id : to.heads[h].sealed) sealed_pool_.retain(id);
+      to.heads[h].pinned.assign(to.heads[h].sealed.size(), false);
       for (PageId id : from.heads[h].residual) {
         const PageId copy = residual_pool_.allocate();
         std::memcpy(residual_pool_.data(copy), residual_pool_.data(id), residual_layout_.bytes);
         to.heads[h].residual.push_back(copy);
       }
     }
+    update_pins(to);
   }
+  sync_memory();
   return child_id;
 }
 
 void KVCache::release_layer(LayerState& state) {
   for (HeadPages& head : state.heads) {
-    for (PageId id : head.sealed) sealed_pool_.release(id);
+    for (std::size_t p = 0; p < head.sealed.size(); ++p) {
+      if (head.pinned[p]) sealed_pool_.unpin(head.sealed[p]);
+      sealed_pool_.release(head.sealed[p]);
+    }
     for (PageId id : head.residual) residual_pool_.release(id);
     head.sealed.clear();
+    head.pinned.clear();
     head.sealed_bounds.clear();
     head.sealed_means.clear();
     head.residual.clear();
@@ -151,6 +167,7 @@ void KVCache::release(SeqId seq) {
   Sequence& s = sequence(seq, "KVCache::release");
   for (LayerState& layer : s.layers) release_layer(layer);
   sequences_.erase(seq);
+  sync_memory();
 }
 
 int KVCache::length(SeqId seq, int layer) const {
@@ -217,7 +234,7 @@ void KVCache::widen_key_bounds(std::byte* page, const float* key) {
 void KVCache::seal_page(int layer, int head, int logical_page, PageId residual, PageId sealed, PageSealed& event,
                         std::uint16_t* means) {
   const std::byte* src = residual_pool_.data(residual);
-  std::byte* dst = sealed_pool_.data(sealed);
+  std::byte* dst = sealed_pool_.frame(sealed);
   const float* k = residual_layout_.at<float>(src, residual_layout_.k_data);
   const float* v = residual_layout_.at<float>(src, residual_layout_.v_data);
   const int dim = config_.geometry.head_dim;
@@ -239,7 +256,7 @@ void KVCache::seal_page(int layer, int head, int logical_page, PageId residual, 
   event.phase = phase_;
   event.health = calibration.observe(stats, k, v, config_.page_tokens, layout_.v_group, phase_ == Phase::Prefill);
   PageHeader* header = PageLayout::header(dst);
-  header->version = sealed_pool_.page(sealed).version;
+  header->version = sealed_pool_.version(sealed);
   header->checksum = page_checksum(layout_, dst);
 }
 
@@ -268,13 +285,16 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
     HeadPages& head = state.heads[static_cast<std::size_t>(h)];
     for (int p = 0; p < ready; ++p) {
       head.sealed.push_back(targets[static_cast<std::size_t>(h) * ready + p]);
-      append_summary(head, sealed_pool_.data(head.sealed.back()),
+      head.pinned.push_back(false);
+      append_summary(head, sealed_pool_.frame(head.sealed.back()),
                      means.data() + (static_cast<std::size_t>(h) * ready + p) * summary);
       residual_pool_.release(head.residual[static_cast<std::size_t>(p)]);
     }
     head.residual.erase(head.residual.begin(), head.residual.begin() + ready);
   }
   state.sealed_tokens += ready * tokens_per_page;
+  update_pins(state);
+  sync_memory();
   if (telemetry_ != nullptr) {
     for (const PageSealed& event : events) telemetry_->on_page_sealed(event);
     OpCounts ops;
@@ -314,7 +334,7 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
     const std::size_t stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
     for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
-      views[h].push_back({&layout_, sealed_pool_.data(state.heads[h].sealed[p]), config_.page_tokens,
+      views[h].push_back({&layout_, sealed_pool_.frame(state.heads[h].sealed[p]), config_.page_tokens,
                           state.heads[h].sealed_bounds.data() + p * stride, static_cast<int>(p) * config_.page_tokens,
                           state.heads[h].sealed_means.data() + p * stride});
     }
@@ -331,7 +351,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   const SelectionPlan* plan = options.plan;
   std::vector<std::vector<float>>* page_mass = options.page_mass;
   check_layer(layer, "KVCache::attend");
-  const int stored = sequence(seq, "KVCache::attend").layers[static_cast<std::size_t>(layer)].length;
+  LayerState& state = sequence(seq, "KVCache::attend").layers[static_cast<std::size_t>(layer)];
+  const int stored = state.length;
   if (n_queries < 1 || n_queries > stored) {
     throw InputError("KVCache::attend", "n_queries",
                      std::to_string(n_queries) + " must be in 1.." + std::to_string(stored) + " (the stored tokens)");
@@ -352,6 +373,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   } else {
     views_ = *all;
   }
+  acquire_pages(state);
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -363,8 +385,15 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   args.context_tokens = stored;
   args.extra_states = extra_states_.empty() ? nullptr : extra_states_.data();
   const int group = g.group();
+  if (page_mass != nullptr && n_queries != 1) {
+    sealed_pool_.release_acquired();
+    throw InputError("KVCache::attend", "page_mass", "page masses are reported for decode steps");
+  }
+  // The memory pool ranks pages by attention mass when no importance is given.
+  if (page_mass == nullptr && n_queries == 1 && options.importance == nullptr && config_.memory.l1_bytes > 0) {
+    page_mass = &own_mass_;
+  }
   if (page_mass != nullptr) {
-    if (n_queries != 1) throw InputError("KVCache::attend", "page_mass", "page masses are reported for decode steps");
     std::size_t total = 0;
     for (const auto& head : views_) total += head.size();
     page_lse_.assign(total * static_cast<std::size_t>(group), 0.0f);
@@ -372,6 +401,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     args.page_lse = page_lse_.data();
     args.query_lse = query_lse_.data();
   }
+  const MemoryStats memory_before = telemetry_ != nullptr ? sealed_pool_.stats() : MemoryStats{};
   paged_attention(*kernels_, pool_, args, workspace_);
   if (page_mass != nullptr) {
     page_mass->assign(views_.size(), {});
@@ -412,8 +442,133 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.mac(config_.k_format, macs);
     ops.mac(config_.v_format, macs);
     ops.softmax_exps = macs / static_cast<std::uint64_t>(g.head_dim);
+    ops.write(Tier::L0, config_.k_format, step_read_bytes_);
+    const MemoryStats memory_after = sealed_pool_.stats();
+    ops.read(Tier::L2, config_.k_format, memory_after.swap_in_bytes - memory_before.swap_in_bytes);
+    ops.write(Tier::L2, config_.k_format, memory_after.swap_out_bytes - memory_before.swap_out_bytes);
     telemetry_->on_ops(phase_, ops);
   }
+  finish_memory_step(state, n_queries == 1 ? plan : nullptr, n_queries == 1 ? page_mass : nullptr, options);
+}
+
+void KVCache::acquire_pages(const LayerState& state) {
+  // The sealed pages the kernels will read, made resident and held for the step.
+  step_pages_.clear();
+  step_read_bytes_ = 0;
+  for (std::size_t h = 0; h < views_.size(); ++h) {
+    for (const PageView& view : views_[h]) {
+      step_read_bytes_ += view.layout->k_read_bytes(view.tokens) + view.layout->v_read_bytes(view.tokens);
+      if (view.layout != &layout_) continue;
+      step_pages_.push_back(state.heads[h].sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)]);
+    }
+  }
+  sealed_pool_.acquire(step_pages_, step_frames_);
+  std::size_t next = 0;
+  for (auto& head : views_) {
+    for (PageView& view : head) {
+      if (view.layout == &layout_) view.data = step_frames_[next++];
+    }
+  }
+  sealed_pool_.stage_l0(step_read_bytes_);
+}
+
+void KVCache::finish_memory_step(LayerState& state, const SelectionPlan* plan,
+                                 const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
+  std::vector<PageId> predicted;
+  if (mass != nullptr || options.importance != nullptr) {
+    const float decay = config_.memory.importance_decay;
+    for (std::size_t h = 0; h < state.heads.size(); ++h) {
+      const auto& sealed = state.heads[h].sealed;
+      if (options.importance != nullptr) {
+        const auto& given = (*options.importance)[h];
+        for (std::size_t p = 0; p < sealed.size() && p < given.size(); ++p) sealed_pool_.set_importance(sealed[p], given[p]);
+        continue;
+      }
+      for (std::size_t i = 0; i < views_[h].size(); ++i) {
+        const PageView& view = views_[h][i];
+        if (view.layout != &layout_) continue;
+        const PageId id = sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)];
+        sealed_pool_.set_importance(id, sealed_pool_.importance(id) * decay + (*mass)[h][i]);
+      }
+    }
+  }
+  const int lookahead = config_.memory.prefetch_lookahead;
+  if (sealed_pool_.l2_enabled() && lookahead > 0 && mass != nullptr) {
+    // Selection history: what each kv head read this step, and the runners-up of the plan.
+    const auto heads = state.heads.size();
+    std::vector<SelectionRecord> records(heads);
+    const int pages = static_cast<int>(views_[0].size());
+    for (std::size_t h = 0; h < heads; ++h) {
+      SelectionRecord& record = records[h];
+      if (plan == nullptr) {
+        for (int p = 0; p < pages; ++p) record.kept.push_back(p);
+        continue;
+      }
+      const HeadSelection& selection = plan->heads[h];
+      record.kept = selection.pages;
+      std::vector<bool> forced(static_cast<std::size_t>(plan->total_pages), false);
+      for (std::size_t i = 0; i < selection.pages.size(); ++i) {
+        if (selection.reasons[i] != KeepReason::Score) forced[static_cast<std::size_t>(selection.pages[i])] = true;
+      }
+      for (int p = 0; p < plan->total_pages; ++p) {
+        if (!forced[static_cast<std::size_t>(p)]) record.middle_pages.push_back(p);
+      }
+      record.middle_scores = selection.middle_scores;
+    }
+    state.history.push_back(std::move(records));
+    while (state.history.size() > static_cast<std::size_t>(lookahead) + 1) state.history.pop_front();
+    // Per head, the predicted logical pages; interleaved by rank so every head gets its best first.
+    std::vector<std::vector<int>> per_head(heads);
+    std::size_t longest = 0;
+    for (std::size_t h = 0; h < heads; ++h) {
+      std::vector<SelectionRecord> history;
+      for (const auto& step : state.history) history.push_back(step[h]);
+      per_head[h] = plan_prefetch(history, lookahead);
+      longest = std::max(longest, per_head[h].size());
+    }
+    for (std::size_t rank = 0; rank < longest; ++rank) {
+      for (std::size_t h = 0; h < heads; ++h) {
+        if (rank >= per_head[h].size()) continue;
+        const auto page = static_cast<std::size_t>(per_head[h][rank]);
+        if (page < state.heads[h].sealed.size()) predicted.push_back(state.heads[h].sealed[page]);
+      }
+    }
+  }
+  sealed_pool_.end_step(predicted);
+  forward_memory_reports();
+}
+
+void KVCache::update_pins(LayerState& state) {
+  if (config_.memory.l1_bytes == 0) return;  // nothing is ever demoted
+  const int tokens_per_page = config_.page_tokens;
+  const int window_start = state.length - config_.memory.pin_window_tokens;
+  for (HeadPages& head : state.heads) {
+    for (std::size_t p = 0; p < head.sealed.size(); ++p) {
+      const int first = static_cast<int>(p) * tokens_per_page;
+      const bool want = first < config_.memory.pin_sink_tokens || first + tokens_per_page > window_start;
+      if (want == head.pinned[p]) continue;
+      head.pinned[p] = want;
+      if (want) {
+        sealed_pool_.pin(head.sealed[p]);
+      } else {
+        sealed_pool_.unpin(head.sealed[p]);
+      }
+    }
+  }
+}
+
+void KVCache::sync_memory() {
+  sealed_pool_.set_external_bytes(residual_pool_.live_pages() * residual_layout_.bytes);
+  sealed_pool_.relieve_pressure();
+  forward_memory_reports();
+}
+
+void KVCache::forward_memory_reports() {
+  std::vector<MemoryEvent> events = sealed_pool_.take_events();
+  std::vector<MemorySample> samples = sealed_pool_.take_samples();
+  if (telemetry_ == nullptr) return;
+  for (const MemoryEvent& e : events) telemetry_->on_memory_event(e);
+  for (const MemorySample& sample : samples) telemetry_->on_memory_sample(sample);
 }
 
 void KVCache::apply_plan(const SelectionPlan& plan, const std::vector<std::vector<PageView>>& all) {
@@ -525,19 +680,24 @@ void KVCache::truncate_layer(LayerState& state, int new_length) {
     if (kept > 0) {
       const PageId id = new_residual_page();
       std::byte* dst = residual_pool_.data(id);
-      const PageView src{&layout_, sealed_pool_.data(head.sealed[static_cast<std::size_t>(page)]), tokens_per_page};
+      std::vector<const std::byte*> frame;
+      sealed_pool_.acquire({head.sealed[static_cast<std::size_t>(page)]}, frame);
+      const PageView src{&layout_, frame[0], tokens_per_page};
       for (int t = 0; t < kept; ++t) {
         float* key = residual_layout_.at<float>(dst, residual_layout_.k_data) + t * dim;
         dequantize_k_row_ref(src, t, key);
         dequantize_v_row_ref(src, t, residual_layout_.at<float>(dst, residual_layout_.v_data) + t * dim);
         widen_key_bounds(dst, key);
       }
+      sealed_pool_.release_acquired();
       PageLayout::header(dst)->tokens = static_cast<std::uint16_t>(kept);
       head.residual.push_back(id);
     }
     while (head.sealed.size() > static_cast<std::size_t>(page)) {
+      if (head.pinned.back()) sealed_pool_.unpin(head.sealed.back());
       sealed_pool_.release(head.sealed.back());
       head.sealed.pop_back();
+      head.pinned.pop_back();
     }
     head.sealed_bounds.resize(head.sealed.size() * 2 * static_cast<std::size_t>(config_.geometry.head_dim));
     head.sealed_means.resize(head.sealed_bounds.size());
@@ -555,8 +715,13 @@ void KVCache::truncate(SeqId seq, int new_length) {
                      std::to_string(new_length) + " must be in 0.." + std::to_string(longest));
   }
   for (LayerState& layer : s.layers) {
-    if (layer.length > new_length) truncate_layer(layer, new_length);
+    if (layer.length > new_length) {
+      truncate_layer(layer, new_length);
+      layer.history.clear();
+      update_pins(layer);
+    }
   }
+  sync_memory();
 }
 
 CacheStats KVCache::stats() const {
@@ -567,6 +732,7 @@ CacheStats KVCache::stats() const {
   stats.residual_bytes = stats.residual_pages * residual_layout_.bytes;
   stats.peak_sealed_bytes = sealed_pool_.peak_live_pages() * layout_.bytes;
   stats.nan_inf_replaced = nan_inf_replaced_;
+  stats.memory = sealed_pool_.stats();
   return stats;
 }
 

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +28,8 @@
 #include "attention/paged_attention.h"
 #include "geometry.h"
 #include "memory/page_pool.h"
+#include "memory/placement.h"
+#include "memory/tiered_pool.h"
 #include "quant/calibration.h"
 #include "quant/page_layout.h"
 #include "runtime/thread_pool.h"
@@ -49,6 +53,9 @@ struct CacheConfig {
   int split_pages = kDefaultSplitPages;  // decode work unit: pages per task
   float outlier_factor = kDefaultOutlierFactor;
   float softmax_scale = 0.0f;  // 0: 1/sqrt(head_dim)
+  // Tiers of the sealed pages: L1 cap, L2 directory, prefetch, watermarks, pins. The default
+  // (no cap, no L2) keeps every page in L1.
+  MemoryConfig memory;
 };
 
 // Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.
@@ -66,6 +73,10 @@ struct AttendOptions {
   bool compensate = false;
   // The sequence's page_views(seq, layer), when the caller already built them this step.
   const std::vector<std::vector<PageView>>* views = nullptr;
+  // Decode only, optional: [kv head][logical page] importance of every page (the sparse
+  // selector's accumulated attention); the memory pool demotes the least important first.
+  // Without it the cache accumulates the pages' attention mass itself (memory.importance_decay).
+  const std::vector<std::vector<float>>* importance = nullptr;
 };
 
 struct CacheStats {
@@ -75,6 +86,7 @@ struct CacheStats {
   std::size_t residual_bytes = 0;
   std::size_t peak_sealed_bytes = 0;
   std::uint64_t nan_inf_replaced = 0;
+  MemoryStats memory;  // tiers: occupancy, swap traffic, prefetch and cache hit rates
 };
 
 class KVCache {
@@ -100,8 +112,14 @@ class KVCache {
   void set_phase(Phase phase) { phase_ = phase; }
   Phase phase() const { return phase_; }
 
-  // kv head h's pages of (seq, layer) in logical order: sealed pages, then the residual.
+  // kv head h's pages of (seq, layer) in logical order: sealed pages, then the residual. A
+  // sealed page that lives in L2 only has data == nullptr (its summaries are always there);
+  // attend() makes the pages it reads resident.
   std::vector<std::vector<PageView>> page_views(SeqId seq, int layer) const;
+  // Danger under memory pressure asks for a smaller sparse budget through this (true: done).
+  void set_budget_tightener(std::function<bool()> tighten) { sealed_pool_.set_tighten_budget(std::move(tighten)); }
+  // Waits until pages demoted so far are on the L2 device (benchmarks, tests).
+  void drain_memory() { sealed_pool_.drain(); }
 
   const CacheConfig& config() const { return config_; }
   const PageLayout& layout() const { return layout_; }
@@ -118,11 +136,14 @@ class KVCache {
     // [sealed page][key_min, key_max][head_dim] and [sealed page][key_mean, value_mean][head_dim].
     std::vector<std::uint16_t> sealed_bounds;
     std::vector<std::uint16_t> sealed_means;
+    std::vector<bool> pinned;  // per sealed page: this sequence holds a pin (sink or window)
   };
   struct LayerState {
     int length = 0;
     int sealed_tokens = 0;
     std::vector<HeadPages> heads;
+    // The last selections (oldest first) per kv head, for prefetch prediction.
+    std::deque<std::vector<SelectionRecord>> history;
   };
   struct Sequence {
     std::vector<LayerState> layers;
@@ -142,6 +163,12 @@ class KVCache {
   void apply_plan(const SelectionPlan& plan, const std::vector<std::vector<PageView>>& all);
   void compensation_states(const SelectionPlan& plan, const float* q, const std::vector<std::vector<PageView>>& all);
   void release_layer(LayerState& state);
+  void update_pins(LayerState& state);
+  void sync_memory();
+  void acquire_pages(const LayerState& state);
+  void finish_memory_step(LayerState& state, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
+                          const AttendOptions& options);
+  void forward_memory_reports();
 
   CacheConfig config_;
   Telemetry* telemetry_;
@@ -149,7 +176,7 @@ class KVCache {
   PageLayout residual_layout_;
   ThreadPool pool_;
   const PageKernels* kernels_;
-  PagePool sealed_pool_;
+  TieredPool sealed_pool_;
   PagePool residual_pool_;
   std::vector<Calibration> calibration_;  // [layer][kv_head]
   std::unordered_map<SeqId, Sequence> sequences_;
@@ -160,6 +187,10 @@ class KVCache {
   std::vector<float> page_lse_, query_lse_, extra_states_;
   std::vector<std::vector<PageView>> views_;      // the pages one attend() call reads
   std::vector<std::vector<PageView>> all_views_;  // all pages, when attend() built them
+  std::vector<PageId> step_pages_;                // the sealed pages of views_, head after head
+  std::vector<const std::byte*> step_frames_;
+  std::uint64_t step_read_bytes_ = 0;
+  std::vector<std::vector<float>> own_mass_;  // page masses the cache asks for itself
 };
 
 }  // namespace kv

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memory/memory_events.h"
 #include "memory/tier.h"
 #include "quant/calibration.h"
 #include "quant/format.h"
@@ -103,6 +104,9 @@ class Telemetry {
   virtual void on_budget_change(const BudgetChange& /*change*/) {}
   virtual void on_selection_quality(const SelectionQuality& /*quality*/) {}
   virtual void on_token_dropped(const TokenDropped& /*drop*/) {}
+  // Memory tiers: pressure transitions and faults, and one sample per attention call.
+  virtual void on_memory_event(const MemoryEvent& /*event*/) {}
+  virtual void on_memory_sample(const MemorySample& /*sample*/) {}
 };
 
 }  // namespace kv

@@ -1,0 +1,153 @@
+// The L2 tier: real files standing for UFS/NVMe flash.
+//
+// Pages are appended to a DRAM write buffer and written in batches (each batch starts at a
+// 4 KiB-aligned offset) to log-structured segment files of at least 4 MiB, and read back with
+// positional reads. I/O bypasses the page cache: O_DIRECT with 4 KiB-aligned buffers, offsets
+// and lengths where the filesystem accepts it, otherwise plain writes followed by fdatasync and
+// posix_fadvise(DONTNEED) per batch, so the bandwidth measured is the device's. Every page
+// carries an xxHash (XXH3-64 over its bytes, kept in the slot table) verified on every read; a
+// mismatch or a short read is an InputError naming the segment file and the page.
+//
+// A slot is a page's handle; its location can move (compaction relocates the live pages of
+// segments that are mostly dead) without the owner noticing. A segment whose pages are all dead
+// is deleted. The store lives in its own directory `<l2_dir>/kvbench-l2-<pid>-<n>` holding a
+// flock'ed lock file; it is removed when the store closes, and directories whose lock is free
+// (left by a killed process) are removed when a store opens.
+//
+// Threading: append/release run on the owner's thread; write_pending, compact and read run on
+// the migrator thread (read may run on any thread). One mutex guards the tables; I/O runs
+// outside it.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "memory/file_io.h"
+
+namespace kv {
+
+inline constexpr std::size_t kMinSegmentBytes = 4u << 20;
+inline constexpr std::size_t kL2Align = 4096;
+
+struct L2Config {
+  std::string dir;                        // an existing, writable directory
+  std::size_t segment_bytes = 16u << 20;  // >= 4 MiB, a multiple of 4 KiB
+  std::size_t batch_bytes = 2u << 20;     // one write buffer, a multiple of 4 KiB
+  int write_buffers = 3;                  // batches filling or waiting for the device
+  std::size_t max_bytes = 0;              // segment bytes the store may hold on disk; 0: no cap
+  double compact_dead_ratio = 0.5;        // a full segment with this share of dead bytes is compacted
+  bool direct_io = true;                  // try O_DIRECT; false: always the buffered+sync mode
+  FileIo* io = nullptr;                   // nullptr: the real POSIX calls
+};
+
+// Throws InputError("l2 config", field, reason).
+void validate_l2_config(const L2Config& config);
+
+enum class L2Mode : std::uint8_t { Direct, BufferedSync };
+const char* l2_mode_name(L2Mode mode);
+
+struct L2Stats {
+  std::uint64_t page_bytes_appended = 0;  // page bytes handed to the store (relocations excluded)
+  std::uint64_t page_bytes_relocated = 0; // page bytes rewritten by compaction
+  std::uint64_t device_bytes_written = 0; // bytes written to files, batch padding included
+  std::uint64_t device_bytes_read = 0;    // bytes read from files, alignment included
+  std::uint64_t page_bytes_read = 0;      // page bytes returned by read()
+  std::uint64_t pages_read = 0;
+  std::uint64_t reads_from_buffer = 0;    // reads served by a batch not yet on the device
+  std::uint64_t batches_written = 0;
+  std::uint64_t write_ns = 0;             // time inside pwrite/fdatasync
+  std::uint64_t read_ns = 0;              // time inside pread
+  std::uint64_t append_wait_ns = 0;       // appends blocked on a full set of write buffers
+  std::uint64_t segments_created = 0;
+  std::uint64_t segments_deleted = 0;
+  std::uint64_t compactions = 0;
+  std::uint64_t live_pages = 0;
+  std::uint64_t live_bytes = 0;
+  std::uint64_t disk_bytes = 0;           // segment bytes on disk now
+  std::uint64_t peak_disk_bytes = 0;
+};
+
+using L2Slot = std::uint32_t;
+inline constexpr L2Slot kNoSlot = 0xFFFFFFFFu;
+
+class L2Store {
+ public:
+  // Throws InputError naming the directory when it is missing, not a directory or not writable.
+  explicit L2Store(const L2Config& config);
+  ~L2Store();
+  L2Store(const L2Store&) = delete;
+  L2Store& operator=(const L2Store&) = delete;
+
+  // Copies a page into the write buffer. Returns kNoSlot when the store cannot take it: full
+  // (max_bytes), failed (an earlier I/O error), or all write buffers busy and wait == false.
+  L2Slot append(const std::byte* page, std::size_t bytes, bool wait = true);
+  // The page is dead; its bytes are reclaimed when its segment is deleted or compacted.
+  void release(L2Slot slot);
+  // Copies the page into dst (slot's bytes), verifying its checksum. Throws InputError naming
+  // the segment file and the page on a checksum mismatch, a short read or an I/O error.
+  void read(L2Slot slot, std::byte* dst);
+  std::size_t slot_bytes(L2Slot slot) const;
+
+  // Writes the batches that are full (all == true: also the one filling, padded to 4 KiB).
+  // Returns false when a write failed: the store is failed from then on (failure() says why),
+  // and the pages of unwritten batches stay readable from memory.
+  bool write_pending(bool all = false);
+  bool has_pending_writes() const;
+  // Relocates the live pages of the full segment with the most dead bytes when that share is at
+  // least compact_dead_ratio. Returns whether it compacted one.
+  bool compact();
+
+  bool failed() const;
+  std::string failure() const;
+  bool full() const;  // max_bytes reached
+  L2Mode mode() const { return mode_; }
+  const std::string& fs_type() const { return fs_type_; }
+  bool on_ram() const { return on_ram_; }  // tmpfs/ramfs: "flash" here is RAM
+  const std::string& path() const { return path_; }
+  L2Stats stats() const;
+  // Called (under no lock of the store) when a batch is ready for the device, so the owner's
+  // writer thread can run write_pending().
+  void set_writer_wakeup(std::function<void()> wakeup);
+
+ private:
+  struct Slot;
+  struct Segment;
+  struct Batch;
+
+  Batch* writable_batch(std::size_t bytes, std::unique_lock<std::mutex>& lock, bool wait);
+  bool open_segment(std::unique_lock<std::mutex>& lock);
+  void retire_segment_if_dead(std::uint32_t segment);
+  bool write_batch(Batch& batch);
+  [[noreturn]] void read_error(const Slot& slot, L2Slot id, const std::string& reason) const;
+
+  L2Config config_;
+  FileIo* io_;
+  std::string path_;
+  int lock_fd_ = -1;
+  L2Mode mode_ = L2Mode::BufferedSync;
+  std::string fs_type_;
+  bool on_ram_ = false;
+
+  mutable std::mutex mutex_;
+  std::condition_variable buffer_free_;
+  std::vector<Slot> slots_;
+  std::vector<L2Slot> free_slots_;
+  std::vector<std::unique_ptr<Segment>> segments_;  // index = segment id; null once deleted
+  std::vector<std::unique_ptr<Batch>> batches_;
+  std::deque<Batch*> full_;  // batches waiting for the device, oldest first
+  Batch* filling_ = nullptr;
+  std::uint32_t current_segment_ = 0xFFFFFFFFu;
+  bool failed_ = false;
+  std::string failure_;
+  L2Stats stats_;
+  std::function<void()> writer_wakeup_;
+};
+
+}  // namespace kv

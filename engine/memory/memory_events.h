@@ -1,0 +1,70 @@
+// What the memory pool reports: pressure transitions, faults and one sample per decode step
+// (the time series of tier occupancy and swap traffic).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kv {
+
+// Watermarks on L1 occupancy: safe while free > warning_free; warning (demote cold pages)
+// below; danger when demotion cannot keep up (L2 full or failing, or pinned pages alone near
+// the cap): the sparse budget is tightened and long-tail pages are requantized to INT2.
+enum class PressureLevel : std::uint8_t { Safe, Warning, Danger };
+
+inline std::string_view pressure_name(PressureLevel level) {
+  switch (level) {
+    case PressureLevel::Safe: return "safe";
+    case PressureLevel::Warning: return "warning";
+    case PressureLevel::Danger: return "danger";
+  }
+  return "unknown";
+}
+
+struct MemoryEvent {
+  enum class Kind : std::uint8_t {
+    Pressure,         // a watermark transition (from -> to)
+    L2Failed,         // an L2 write failed: demotion stops (reason says which file and error)
+    L2Full,           // the L2 cap is reached: demotion stops
+    BudgetTightened,  // danger asked the sparse policy for a smaller budget
+    Requantized,      // danger requantized long-tail pages to INT2 (pages in `pages`)
+    Overflow,         // L1 holds more than its cap: nothing could be demoted
+  };
+  Kind kind = Kind::Pressure;
+  std::uint64_t step = 0;
+  PressureLevel from = PressureLevel::Safe;
+  PressureLevel to = PressureLevel::Safe;
+  std::uint64_t l1_used_bytes = 0;
+  std::uint64_t l1_capacity_bytes = 0;
+  std::uint64_t pinned_bytes = 0;
+  std::uint64_t l2_live_bytes = 0;
+  std::uint64_t pages = 0;
+  std::string reason;
+};
+
+inline std::string_view memory_event_name(MemoryEvent::Kind kind) {
+  switch (kind) {
+    case MemoryEvent::Kind::Pressure: return "pressure";
+    case MemoryEvent::Kind::L2Failed: return "l2_failed";
+    case MemoryEvent::Kind::L2Full: return "l2_full";
+    case MemoryEvent::Kind::BudgetTightened: return "budget_tightened";
+    case MemoryEvent::Kind::Requantized: return "requantized";
+    case MemoryEvent::Kind::Overflow: return "l1_overflow";
+  }
+  return "unknown";
+}
+
+// One decode step (one attention call) of the memory pool.
+struct MemorySample {
+  std::uint64_t step = 0;
+  std::uint64_t l0_bytes = 0;         // bytes staged through L0 this step
+  std::uint64_t l1_used_bytes = 0;    // after the step
+  std::uint64_t l2_live_bytes = 0;    // page bytes held in L2
+  std::uint64_t swap_in_bytes = 0;    // page bytes loaded from L2 for or during this step
+  std::uint64_t swap_out_bytes = 0;   // page bytes demoted to L2 during this step
+  std::uint64_t dma_wait_ns = 0;      // the step's wait for pages not resident
+  PressureLevel level = PressureLevel::Safe;
+};
+
+}  // namespace kv

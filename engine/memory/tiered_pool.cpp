@@ -1,0 +1,514 @@
+#include "memory/tiered_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+#include "memory/placement.h"
+#include "runtime/error.h"
+
+namespace kv {
+
+namespace {
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+constexpr std::size_t kSlabBytes = 1u << 20;
+
+}  // namespace
+
+struct TieredPool::Page {
+  enum class Load : std::uint8_t { None, Queued, Running, Done, Failed };
+  std::byte* frame = nullptr;  // L1 copy
+  L2Slot slot = kNoSlot;       // L2 copy
+  std::atomic<std::uint32_t> version{0};
+  std::uint32_t refcount = 0;
+  std::uint32_t pins = 0;
+  std::uint32_t in_use = 0;
+  float importance = 0.0f;
+  std::uint64_t last_used = 0;
+  bool prefetched = false;  // the L1 copy came from a prefetch and no step has read it yet
+  // Shared with the migrator, under mutex_.
+  Load load = Load::None;
+  std::string error;
+};
+
+void TieredPool::SlabFree::operator()(std::byte* p) const { std::free(p); }
+
+void validate_memory_config(const MemoryConfig& config) {
+  const std::string where = "memory config";
+  if (config.l0_bytes < 2 * 4096) throw InputError(where, "l0_bytes", "must be at least 8 KiB (two staging halves)");
+  if (!config.l2.dir.empty() && config.l1_bytes == 0) {
+    throw InputError(where, "l1_bytes", "must be set (> 0) when an L2 directory is given: L2 holds what L1 cannot");
+  }
+  if (config.prefetch_lookahead < 0) throw InputError(where, "prefetch_lookahead", "must be >= 0");
+  if (!(config.warning_free > 0.0 && config.warning_free < 1.0)) throw InputError(where, "warning_free", "must be in (0, 1)");
+  if (!(config.target_free > config.warning_free && config.target_free < 1.0)) {
+    throw InputError(where, "target_free", "must be in (warning_free, 1)");
+  }
+  if (!(config.danger_pinned > 0.0 && config.danger_pinned <= 1.0)) throw InputError(where, "danger_pinned", "must be in (0, 1]");
+  if (config.demote_batch_pages < 1) throw InputError(where, "demote_batch_pages", "must be >= 1");
+  if (config.pin_sink_tokens < 0) throw InputError(where, "pin_sink_tokens", "must be >= 0");
+  if (config.pin_window_tokens < 0) throw InputError(where, "pin_window_tokens", "must be >= 0");
+  if (!(config.importance_decay > 0.0f && config.importance_decay <= 1.0f)) {
+    throw InputError(where, "importance_decay", "must be in (0, 1]");
+  }
+  if (!config.l2.dir.empty()) validate_l2_config(config.l2);
+}
+
+double MemoryStats::prefetch_hit_rate() const {
+  const std::uint64_t needed = prefetch_hits + demand_loads;
+  return needed > 0 ? static_cast<double>(prefetch_hits) / static_cast<double>(needed) : 1.0;
+}
+double MemoryStats::l1_cache_hit_rate() const {
+  return cold_reads > 0 ? static_cast<double>(cold_hits) / static_cast<double>(cold_reads) : 1.0;
+}
+double MemoryStats::write_amplification() const {
+  return swap_out_bytes > 0 ? static_cast<double>(l2_bytes_written) / static_cast<double>(swap_out_bytes) : 0.0;
+}
+double MemoryStats::swap_in_gb_per_s() const {
+  return l2_read_ns > 0 ? static_cast<double>(swap_in_bytes) / static_cast<double>(l2_read_ns) : 0.0;
+}
+double MemoryStats::swap_out_gb_per_s() const {
+  return l2_write_ns > 0 ? static_cast<double>(l2_bytes_written) / static_cast<double>(l2_write_ns) : 0.0;
+}
+
+TieredPool::TieredPool(std::size_t page_bytes, std::size_t alignment, const MemoryConfig& config)
+    : page_bytes_(page_bytes), alignment_(alignment), config_((validate_memory_config(config), config)) {
+  KV_ASSERT(page_bytes > 0 && page_bytes % alignment == 0, "page size must be a multiple of the alignment");
+  if (!config_.l2.dir.empty()) {
+    store_ = std::make_unique<L2Store>(config_.l2);
+    store_->set_writer_wakeup([this] {
+      std::lock_guard lock(mutex_);
+      writes_ready_ = true;
+      work_.notify_one();
+    });
+    migrator_ = std::thread([this] { migrator_loop(); });
+  }
+  stats_.l1_capacity_bytes = config_.l1_bytes;
+}
+
+TieredPool::~TieredPool() {
+  if (migrator_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+      demand_.clear();
+      prefetch_.clear();
+    }
+    work_.notify_all();
+    migrator_.join();
+  }
+}
+
+TieredPool::Page& TieredPool::at(PageId id) {
+  KV_ASSERT(id < pages_.size(), "unknown page id");
+  return pages_[id];
+}
+const TieredPool::Page& TieredPool::at(PageId id) const {
+  KV_ASSERT(id < pages_.size(), "unknown page id");
+  return pages_[id];
+}
+
+std::uint64_t TieredPool::l1_used() const { return frames_used_ * page_bytes_ + external_bytes_; }
+
+std::byte* TieredPool::take_frame() {
+  if (free_frames_.empty()) {
+    const std::size_t count = std::max<std::size_t>(1, kSlabBytes / page_bytes_);
+    void* memory = std::aligned_alloc(alignment_, count * page_bytes_);
+    if (memory == nullptr) throw std::bad_alloc();
+    auto* base = static_cast<std::byte*>(memory);
+    slabs_.emplace_back(base);
+    for (std::size_t i = count; i-- > 0;) free_frames_.push_back(base + i * page_bytes_);
+  }
+  std::byte* frame = free_frames_.back();
+  free_frames_.pop_back();
+  ++frames_used_;
+  stats_.peak_l1_bytes = std::max(stats_.peak_l1_bytes, l1_used());
+  return frame;
+}
+
+void TieredPool::give_frame(std::byte* frame) {
+  free_frames_.push_back(frame);
+  --frames_used_;
+}
+
+PageId TieredPool::allocate() {
+  PageId id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<PageId>(pages_.size());
+    pages_.emplace_back();
+  }
+  Page& page = pages_[id];
+  page.frame = take_frame();
+  page.refcount = 1;
+  page.last_used = step_;
+  ++live_;
+  peak_live_ = std::max(peak_live_, live_);
+  return id;
+}
+
+void TieredPool::retain(PageId id) {
+  KV_ASSERT(at(id).refcount > 0, "retain of a free page");
+  ++at(id).refcount;
+}
+
+void TieredPool::release(PageId id) {
+  Page& page = at(id);
+  KV_ASSERT(page.refcount > 0, "release of a free page");
+  if (--page.refcount > 0) return;
+  KV_ASSERT(page.in_use == 0, "release of a page the current step holds");
+  if (store_ != nullptr) {
+    std::unique_lock lock(mutex_);
+    // A queued prefetch is cancelled; a running load must finish before its frame is reused.
+    for (auto it = prefetch_.begin(); it != prefetch_.end(); ++it) {
+      if (it->page == &page) {
+        prefetch_.erase(it);
+        page.load = Page::Load::None;
+        break;
+      }
+    }
+    done_.wait(lock, [&] { return page.load != Page::Load::Queued && page.load != Page::Load::Running; });
+    page.load = Page::Load::None;
+    page.error.clear();
+  }
+  if (page.prefetched) ++stats_.prefetch_unused;
+  if (page.frame != nullptr) give_frame(page.frame);
+  if (page.slot != kNoSlot) store_->release(page.slot);
+  pinned_pages_ -= page.pins > 0 ? 1 : 0;
+  page.frame = nullptr;
+  page.slot = kNoSlot;
+  page.pins = 0;
+  page.importance = 0.0f;
+  page.prefetched = false;
+  page.version.fetch_add(2);  // a reused id never matches a reader's old version
+  free_ids_.push_back(id);
+  --live_;
+}
+
+std::byte* TieredPool::frame(PageId id) { return at(id).frame; }
+const std::byte* TieredPool::frame(PageId id) const { return at(id).frame; }
+
+void TieredPool::pin(PageId id) {
+  if (at(id).pins++ == 0) ++pinned_pages_;
+}
+void TieredPool::unpin(PageId id) {
+  KV_ASSERT(at(id).pins > 0, "unpin of an unpinned page");
+  if (--at(id).pins == 0) --pinned_pages_;
+}
+bool TieredPool::pinned(PageId id) const { return at(id).pins > 0; }
+void TieredPool::set_importance(PageId id, float importance) { at(id).importance = importance; }
+float TieredPool::importance(PageId id) const { return at(id).importance; }
+std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(); }
+bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
+
+void TieredPool::start_load(PageId id, bool demand) {
+  Page& page = at(id);
+  if (demand && config_.l1_bytes > 0 && l1_used() + page_bytes_ > config_.l1_bytes) {
+    demote_bytes(page_bytes_ * config_.demote_batch_pages);
+  }
+  page.frame = take_frame();
+  const std::uint64_t bytes = store_->slot_bytes(page.slot);
+  stats_.swap_in_bytes += bytes;
+  sample_.swap_in_bytes += bytes;
+  std::lock_guard lock(mutex_);
+  page.load = Page::Load::Queued;
+  page.error.clear();
+  (demand ? demand_ : prefetch_).push_back({&page, page.slot, page.frame});
+  work_.notify_one();
+}
+
+void TieredPool::wait_load(Page& page, bool count_wait) {
+  std::unique_lock lock(mutex_);
+  if (page.load == Page::Load::Queued) {  // still queued as a prefetch: move it to the front
+    for (auto it = prefetch_.begin(); it != prefetch_.end(); ++it) {
+      if (it->page == &page) {
+        demand_.push_front(*it);
+        prefetch_.erase(it);
+        work_.notify_one();
+        break;
+      }
+    }
+  }
+  if (page.load == Page::Load::Queued || page.load == Page::Load::Running) {
+    const std::uint64_t start = now_ns();
+    done_.wait(lock, [&] { return page.load != Page::Load::Queued && page.load != Page::Load::Running; });
+    if (count_wait) {
+      const std::uint64_t waited = now_ns() - start;
+      ++stats_.pages_waited;
+      stats_.dma_wait_ns += waited;
+      sample_.dma_wait_ns += waited;
+    }
+  }
+}
+
+void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::byte*>& out) {
+  KV_ASSERT(acquired_.empty(), "acquire twice in one step");
+  for (PageId id : ids) {
+    ++at(id).in_use;
+    acquired_.push_back(id);
+  }
+  stats_.pages_read += ids.size();
+  std::vector<PageId> waiting;
+  for (PageId id : ids) {
+    Page& page = at(id);
+    page.last_used = step_;
+    if (page.slot != kNoSlot) ++stats_.cold_reads;
+    if (page.frame != nullptr) {
+      if (page.slot != kNoSlot) ++stats_.cold_hits;
+      if (page.prefetched) ++stats_.prefetch_hits;
+      page.prefetched = false;
+      if (store_ != nullptr) waiting.push_back(id);  // a prefetch may still be writing the frame
+      continue;
+    }
+    ++stats_.demand_loads;
+    start_load(id, true);
+    waiting.push_back(id);
+  }
+  out.resize(ids.size());
+  for (PageId id : waiting) {
+    Page& page = at(id);
+    {
+      std::lock_guard lock(mutex_);
+      if (page.load == Page::Load::None) continue;
+    }
+    wait_load(page, true);
+    std::lock_guard lock(mutex_);
+    if (page.load == Page::Load::Failed) {
+      // The page has no intact copy: give back its frame so a retry reloads it, then report.
+      const std::string error = page.error;
+      page.load = Page::Load::None;
+      page.error.clear();
+      give_frame(page.frame);
+      page.frame = nullptr;
+      for (PageId held : acquired_) --at(held).in_use;
+      acquired_.clear();
+      throw InputError(store_->path(), "l2 read", error);
+    }
+    page.load = Page::Load::None;
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const Page& page = at(ids[i]);
+    KV_ASSERT((page.version.load(std::memory_order_acquire) & 1u) == 0, "a page under rewrite was acquired");
+    out[i] = page.frame;
+  }
+}
+
+void TieredPool::stage_l0(std::uint64_t bytes) {
+  const std::uint64_t half = config_.l0_bytes / 2;
+  stats_.l0_staged_bytes += bytes;
+  stats_.l0_batches += (bytes + half - 1) / half;
+  stats_.peak_l0_bytes = std::max<std::uint64_t>(stats_.peak_l0_bytes, std::min<std::uint64_t>(bytes, config_.l0_bytes));
+  sample_.l0_bytes += bytes;
+}
+
+void TieredPool::release_acquired() {
+  for (PageId id : acquired_) --at(id).in_use;
+  acquired_.clear();
+}
+
+void TieredPool::end_step(const std::vector<PageId>& predicted) {
+  release_acquired();
+  if (store_ != nullptr && config_.prefetch_lookahead > 0 && config_.l1_bytes > 0) {
+    const auto ceiling = static_cast<std::uint64_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
+    for (PageId id : predicted) {
+      Page& page = at(id);
+      if (page.frame != nullptr || page.slot == kNoSlot) continue;
+      if (l1_used() + page_bytes_ > ceiling) break;
+      page.last_used = step_;
+      page.prefetched = true;
+      ++stats_.prefetch_loads;
+      start_load(id, false);
+    }
+  }
+  relieve_pressure();
+  sample_.step = step_;
+  sample_.l1_used_bytes = l1_used();
+  sample_.l2_live_bytes = store_ != nullptr ? store_->stats().live_bytes : 0;
+  sample_.level = level_;
+  samples_.push_back(sample_);
+  sample_ = MemorySample{};
+  ++step_;
+}
+
+void TieredPool::event(MemoryEvent::Kind kind, const std::string& reason, std::uint64_t pages) {
+  MemoryEvent e;
+  e.kind = kind;
+  e.step = step_;
+  e.from = e.to = level_;
+  e.l1_used_bytes = l1_used();
+  e.l1_capacity_bytes = config_.l1_bytes;
+  e.pinned_bytes = pinned_pages_ * page_bytes_ + external_bytes_;
+  e.l2_live_bytes = store_ != nullptr ? store_->stats().live_bytes : 0;
+  e.pages = pages;
+  e.reason = reason;
+  events_.push_back(std::move(e));
+}
+
+void TieredPool::set_level(PressureLevel level, const std::string& reason) {
+  if (level == level_) return;
+  const PressureLevel from = level_;
+  event(MemoryEvent::Kind::Pressure, reason);
+  events_.back().from = from;
+  events_.back().to = level;
+  level_ = level;
+}
+
+void TieredPool::demote(const std::vector<PageId>& plan) {
+  for (PageId id : plan) {
+    Page& page = at(id);
+    if (page.slot == kNoSlot) {
+      if (l2_stopped_) continue;
+      const L2Slot slot = store_->append(page.frame, page_bytes_);
+      if (slot == kNoSlot) {
+        l2_stopped_ = true;
+        if (store_->failed()) {
+          event(MemoryEvent::Kind::L2Failed, store_->failure());
+        } else {
+          event(MemoryEvent::Kind::L2Full, "the L2 store reached l2_max_bytes");
+        }
+        continue;
+      }
+      page.slot = slot;
+      ++stats_.demotions;
+      stats_.swap_out_bytes += page_bytes_;
+      sample_.swap_out_bytes += page_bytes_;
+    } else {
+      ++stats_.drops;
+    }
+    if (page.prefetched) ++stats_.prefetch_unused;
+    page.prefetched = false;
+    give_frame(page.frame);
+    page.frame = nullptr;
+  }
+}
+
+std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
+  if (store_ == nullptr) return 0;
+  if (!l2_stopped_ && store_->failed()) {
+    l2_stopped_ = true;
+    event(MemoryEvent::Kind::L2Failed, store_->failure());
+  }
+  std::vector<DemotionCandidate> candidates;
+  {
+    std::lock_guard lock(mutex_);
+    for (PageId id = 0; id < pages_.size(); ++id) {
+      const Page& page = pages_[id];
+      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || page.in_use > 0 || page.load != Page::Load::None) continue;
+      if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
+      candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, page_bytes_});
+    }
+  }
+  const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
+  const std::uint64_t before = l1_used();
+  for (std::size_t i = 0; i < plan.size(); i += config_.demote_batch_pages) {
+    const auto end = std::min(plan.size(), i + config_.demote_batch_pages);
+    demote(std::vector<PageId>(plan.begin() + static_cast<std::ptrdiff_t>(i), plan.begin() + static_cast<std::ptrdiff_t>(end)));
+  }
+  return before - l1_used();
+}
+
+void TieredPool::relieve_pressure() {
+  if (config_.l1_bytes == 0) return;
+  const auto cap = static_cast<double>(config_.l1_bytes);
+  const auto free_share = [&] { return 1.0 - static_cast<double>(l1_used()) / cap; };
+  if (free_share() > config_.warning_free) {
+    set_level(PressureLevel::Safe, "L1 free above the warning watermark");
+    return;
+  }
+  if (level_ == PressureLevel::Safe) set_level(PressureLevel::Warning, "L1 free at or below the warning watermark");
+  const auto target = static_cast<std::uint64_t>(cap * (1.0 - config_.target_free));
+  if (l1_used() > target) demote_bytes(l1_used() - target);
+  if (free_share() > config_.warning_free) {
+    set_level(PressureLevel::Safe, "demotion brought L1 free above the warning watermark");
+    return;
+  }
+  // Demotion cannot keep up: L2 missing, full or failing, or pinned pages fill L1.
+  const std::uint64_t pinned = pinned_pages_ * page_bytes_ + external_bytes_;
+  std::string reason = store_ == nullptr ? "no L2 tier" : l2_stopped_ ? "L2 full or failing" : "pinned and in-use pages fill L1";
+  if (static_cast<double>(pinned) >= config_.danger_pinned * cap) reason = "pinned pages alone near the L1 cap";
+  if (level_ != PressureLevel::Danger) {
+    set_level(PressureLevel::Danger, reason);
+    if (tighten_ && tighten_()) event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened");
+  }
+  if (l1_used() > config_.l1_bytes) event(MemoryEvent::Kind::Overflow, "L1 holds more than l1_bytes: " + reason);
+}
+
+void TieredPool::drain() {
+  if (store_ != nullptr) store_->write_pending(true);
+}
+
+std::vector<MemoryEvent> TieredPool::take_events() { return std::exchange(events_, {}); }
+std::vector<MemorySample> TieredPool::take_samples() { return std::exchange(samples_, {}); }
+
+MemoryStats TieredPool::stats() const {
+  MemoryStats s = stats_;
+  s.l1_used_bytes = l1_used();
+  s.pinned_bytes = pinned_pages_ * page_bytes_ + external_bytes_;
+  s.frame_bytes = slabs_.size() * std::max<std::size_t>(1, kSlabBytes / page_bytes_) * page_bytes_;
+  s.level = level_;
+  s.l2_enabled = store_ != nullptr;
+  if (store_ != nullptr) {
+    const L2Stats l2 = store_->stats();
+    s.l2_bytes_written = l2.device_bytes_written;
+    s.l2_live_bytes = l2.live_bytes;
+    s.peak_l2_bytes = l2.peak_disk_bytes;
+    s.l2_read_ns = l2.read_ns;
+    s.l2_write_ns = l2.write_ns;
+    s.l2_failed = store_->failed();
+    s.l2_mode = l2_mode_name(store_->mode());
+    s.l2_fs_type = store_->fs_type();
+    s.l2_on_ram = store_->on_ram();
+  }
+  return s;
+}
+
+void TieredPool::migrator_loop() {
+  for (;;) {
+    Job job;
+    bool write = false;
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait(lock, [&] { return stop_ || !demand_.empty() || !prefetch_.empty() || writes_ready_; });
+      if (stop_) return;
+      if (!demand_.empty()) {
+        job = demand_.front();
+        demand_.pop_front();
+      } else if (!prefetch_.empty()) {
+        job = prefetch_.front();
+        prefetch_.pop_front();
+      } else {
+        writes_ready_ = false;
+        write = true;
+      }
+      if (job.page != nullptr) job.page->load = Page::Load::Running;
+    }
+    if (write) {
+      if (store_->write_pending(false)) store_->compact();
+      continue;
+    }
+    job.page->version.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
+    std::string error;
+    try {
+      store_->read(job.slot, job.frame);
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+    job.page->version.fetch_add(1, std::memory_order_acq_rel);  // even: stable
+    std::lock_guard lock(mutex_);
+    job.page->load = error.empty() ? Page::Load::Done : Page::Load::Failed;
+    job.page->error = std::move(error);
+    done_.notify_all();
+  }
+}
+
+}  // namespace kv

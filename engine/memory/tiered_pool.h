@@ -1,0 +1,210 @@
+// The heterogeneous memory pool behind the page table: physical pages that live in L1 (a DRAM
+// arena with a hard capacity) and/or L2 (l2_store.h), staged through L0 each step, moved by a
+// migrator thread, and kept within capacity by a pressure controller.
+//
+// A page's bytes never change once sealed; a page may have an L1 copy (its frame), an L2 copy
+// (its slot), or both (the L1 copy is then a clean read-cache entry that demotion just drops).
+// The decode path acquires the pages of a step: resident pages are used in place, pages being
+// prefetched are waited for, other L2 pages are loaded on demand; the wait is dma_wait. While
+// acquired, pages are neither demoted nor overwritten. A frame being written by the migrator has
+// an odd version; readers check that a page's version is even and unchanged across its use.
+//
+// Decisions (what to demote, what to prefetch, pressure levels) are made on the owner's thread
+// from the step count and the selection history (placement.h), so byte counts and hit rates
+// repeat exactly; the migrator only performs them. The owner calls everything but the
+// constructor's thread from one thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memory/l2_store.h"
+#include "memory/memory_events.h"
+#include "memory/page_pool.h"
+
+namespace kv {
+
+struct MemoryConfig {
+  std::size_t l0_bytes = 8u << 20;  // on-chip SRAM stand-in; steps stage pages in halves of it
+  bool l0_copy = false;             // stage with a real copy (default: accounted only)
+  std::size_t l1_bytes = 0;         // L1 capacity; 0: no cap (and no demotion)
+  L2Config l2;                      // l2.dir empty: no L2 tier
+  int prefetch_lookahead = 2;       // steps of selection history and lookahead; 0: no prefetch
+  double warning_free = 0.15;       // warning when the free share of L1 is at or below this
+  double target_free = 0.25;        // demotion in warning frees L1 up to this share
+  double danger_pinned = 0.95;      // danger when pinned bytes reach this share of L1
+  std::size_t demote_batch_pages = 64;  // pages per demotion batch
+  int pin_sink_tokens = 4;          // pages holding the first tokens stay in L1
+  int pin_window_tokens = 256;      // pages overlapping the most recent tokens stay in L1
+  float importance_decay = 0.9f;    // per step, when the cache accumulates importance itself
+};
+
+// Throws InputError("memory config", field, reason).
+void validate_memory_config(const MemoryConfig& config);
+
+struct MemoryStats {
+  std::uint64_t l1_capacity_bytes = 0;
+  std::uint64_t l1_used_bytes = 0;  // frames in use plus external (residual) bytes
+  std::uint64_t peak_l1_bytes = 0;
+  std::uint64_t pinned_bytes = 0;
+  std::uint64_t frame_bytes = 0;    // L1 frames reserved (the arena's size)
+  std::uint64_t l0_staged_bytes = 0;
+  std::uint64_t l0_batches = 0;
+  std::uint64_t peak_l0_bytes = 0;
+  std::uint64_t swap_in_bytes = 0;   // page bytes loaded from L2 (demand and prefetch)
+  std::uint64_t swap_out_bytes = 0;  // page bytes demoted to L2
+  std::uint64_t l2_bytes_written = 0;  // device bytes (padding and compaction included)
+  std::uint64_t l2_live_bytes = 0;
+  std::uint64_t peak_l2_bytes = 0;     // segment bytes on disk
+  std::uint64_t pages_read = 0;        // pages acquired by steps
+  std::uint64_t cold_reads = 0;        // of them, pages with an L2 copy
+  std::uint64_t cold_hits = 0;         // of those, served by an L1 copy (read cache, prefetch)
+  std::uint64_t demand_loads = 0;      // pages the decode path had to load itself
+  std::uint64_t prefetch_loads = 0;
+  std::uint64_t prefetch_hits = 0;     // steps' pages that a prefetch had brought (or was bringing)
+  std::uint64_t prefetch_unused = 0;   // prefetched pages dropped or freed before any use
+  std::uint64_t pages_waited = 0;      // pages the decode path waited for (timing-dependent)
+  std::uint64_t demotions = 0;         // pages written to L2
+  std::uint64_t drops = 0;             // clean L1 copies dropped
+  std::uint64_t dma_wait_ns = 0;
+  std::uint64_t l2_read_ns = 0, l2_write_ns = 0;
+  PressureLevel level = PressureLevel::Safe;
+  bool l2_enabled = false;
+  bool l2_failed = false;
+  std::string l2_mode, l2_fs_type;
+  bool l2_on_ram = false;
+
+  double prefetch_hit_rate() const;   // prefetch_hits / (prefetch_hits + demand_loads)
+  double l1_cache_hit_rate() const;   // cold_hits / cold_reads
+  double write_amplification() const; // l2_bytes_written / swap_out_bytes
+  double swap_in_gb_per_s() const;    // swap_in_bytes / L2 read time (decimal GB/s)
+  double swap_out_gb_per_s() const;   // device bytes written / L2 write time
+};
+
+class TieredPool {
+ public:
+  // page_bytes: a multiple of alignment. Throws InputError for a bad config or L2 directory.
+  TieredPool(std::size_t page_bytes, std::size_t alignment, const MemoryConfig& config);
+  ~TieredPool();
+  TieredPool(const TieredPool&) = delete;
+  TieredPool& operator=(const TieredPool&) = delete;
+
+  // A new page with an L1 frame (refcount 1). May demote others first; never fails for lack
+  // of L1 (the overflow is an event).
+  PageId allocate();
+  void retain(PageId id);
+  void release(PageId id);
+  // The L1 frame of a resident page (a new page's, to fill it), or nullptr when in L2 only.
+  std::byte* frame(PageId id);
+  const std::byte* frame(PageId id) const;
+  std::size_t live_pages() const { return live_; }
+  std::size_t peak_live_pages() const { return peak_live_; }
+  std::size_t page_bytes() const { return page_bytes_; }
+
+  void pin(PageId id);
+  void unpin(PageId id);
+  void set_importance(PageId id, float importance);
+  float importance(PageId id) const;
+  // Bytes of L1 used outside the pool (the cache's full-precision residual), counted in L1.
+  void set_external_bytes(std::size_t bytes) { external_bytes_ = bytes; }
+
+  // One step: make every page resident, held until end_step(); out[i] is ids[i]'s frame.
+  // Throws InputError (naming the segment and page) when an L2 page cannot be read intact.
+  void acquire(const std::vector<PageId>& ids, std::vector<const std::byte*>& out);
+  // Releases what acquire() holds without ending the step (a one-off read).
+  void release_acquired();
+  // Accounts the step's L0 staging of `bytes` (or copies, with l0_copy; see stage_copy).
+  void stage_l0(std::uint64_t bytes);
+  // Releases the step's pages, then predicted pages are prefetched (most likely first) into
+  // the L1 room above the warning watermark, and pressure is relieved.
+  void end_step(const std::vector<PageId>& predicted);
+  std::uint64_t step() const { return step_; }
+
+  // Runs the pressure controller now (the cache calls it after sealing pages).
+  void relieve_pressure();
+  // Waits until the migrator has written every full batch (tests, benchmarks).
+  void drain();
+
+  MemoryStats stats() const;
+  bool l2_enabled() const { return store_ != nullptr; }
+  const MemoryConfig& config() const { return config_; }
+  // Events and the per-step samples since the last call.
+  std::vector<MemoryEvent> take_events();
+  std::vector<MemorySample> take_samples();
+  // Danger's first remedy: the owner's sparse policy takes a smaller budget. Returns whether it did.
+  void set_tighten_budget(std::function<bool()> tighten) { tighten_ = std::move(tighten); }
+
+  // For tests: the version of a page's frame (odd while the migrator writes it).
+  std::uint32_t version(PageId id) const;
+  bool resident(PageId id) const;
+  bool pinned(PageId id) const;
+
+ private:
+  struct Page;
+  struct Job {
+    Page* page = nullptr;
+    L2Slot slot = kNoSlot;
+    std::byte* frame = nullptr;
+  };
+
+  Page& at(PageId id);
+  const Page& at(PageId id) const;
+  std::byte* take_frame();
+  void give_frame(std::byte* frame);
+  std::uint64_t l1_used() const;
+  void start_load(PageId id, bool demand);
+  void wait_load(Page& page, bool count_wait);
+  void demote(const std::vector<PageId>& plan);
+  std::size_t demote_bytes(std::size_t bytes_to_free);
+  void set_level(PressureLevel level, const std::string& reason);
+  void event(MemoryEvent::Kind kind, const std::string& reason, std::uint64_t pages = 0);
+  void migrator_loop();
+
+  std::size_t page_bytes_;
+  std::size_t alignment_;
+  MemoryConfig config_;
+  std::unique_ptr<L2Store> store_;
+
+  // L1 frames, carved from slabs as needed (the arena never exceeds its peak).
+  struct SlabFree {
+    void operator()(std::byte* p) const;
+  };
+  std::vector<std::unique_ptr<std::byte, SlabFree>> slabs_;
+  std::vector<std::byte*> free_frames_;
+  std::size_t frames_used_ = 0;
+  std::size_t external_bytes_ = 0;
+
+  std::deque<Page> pages_;  // stable addresses: the migrator holds pointers
+  std::vector<PageId> free_ids_;
+  std::size_t live_ = 0, peak_live_ = 0;
+  std::size_t pinned_pages_ = 0;
+  std::uint64_t step_ = 0;
+  std::vector<PageId> acquired_;
+  PressureLevel level_ = PressureLevel::Safe;
+  bool l2_stopped_ = false;  // failed or full: no more demotion of dirty pages
+  MemoryStats stats_;
+  MemorySample sample_;
+  std::vector<MemoryEvent> events_;
+  std::vector<MemorySample> samples_;
+  std::function<bool()> tighten_;
+  std::vector<std::byte> l0_arena_;
+
+  // Migrator: loads (demand first), then the store's writes, then compaction.
+  std::mutex mutex_;
+  std::condition_variable work_, done_;
+  std::deque<Job> demand_, prefetch_;
+  bool writes_ready_ = false;
+  bool stop_ = false;
+  std::uint64_t load_ns_ = 0;
+  std::thread migrator_;
+};
+
+}  // namespace kv
