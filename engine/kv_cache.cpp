@@ -448,7 +448,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.write(Tier::L2, config_.k_format, memory_after.swap_out_bytes - memory_before.swap_out_bytes);
     telemetry_->on_ops(phase_, ops);
   }
-  finish_memory_step(state, n_queries == 1 ? plan : nullptr, n_queries == 1 ? page_mass : nullptr, options);
+  finish_memory_step(state, n_queries == 1, plan, n_queries == 1 ? page_mass : nullptr, options);
 }
 
 void KVCache::acquire_pages(const LayerState& state) {
@@ -472,10 +472,10 @@ void KVCache::acquire_pages(const LayerState& state) {
   sealed_pool_.stage_l0(step_read_bytes_);
 }
 
-void KVCache::finish_memory_step(LayerState& state, const SelectionPlan* plan,
+void KVCache::finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan,
                                  const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
   std::vector<PageId> predicted;
-  if (mass != nullptr || options.importance != nullptr) {
+  if (decode && (mass != nullptr || options.importance != nullptr)) {
     const float decay = config_.memory.importance_decay;
     for (std::size_t h = 0; h < state.heads.size(); ++h) {
       const auto& sealed = state.heads[h].sealed;
@@ -493,7 +493,7 @@ void KVCache::finish_memory_step(LayerState& state, const SelectionPlan* plan,
     }
   }
   const int lookahead = config_.memory.prefetch_lookahead;
-  if (sealed_pool_.l2_enabled() && lookahead > 0 && mass != nullptr) {
+  if (sealed_pool_.l2_enabled() && lookahead > 0 && decode) {
     // Selection history: what each kv head read this step, and the runners-up of the plan.
     const auto heads = state.heads.size();
     std::vector<SelectionRecord> records(heads);

@@ -166,7 +166,7 @@ class KVCache {
   void update_pins(LayerState& state);
   void sync_memory();
   void acquire_pages(const LayerState& state);
-  void finish_memory_step(LayerState& state, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
+  void finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);
   void forward_memory_reports();
 

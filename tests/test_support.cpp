@@ -51,4 +51,11 @@ std::string temp_path(const std::string& stem) {
           (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++))).string();
 }
 
+TempDir::TempDir(const std::string& stem) : path(temp_path(stem)) { std::filesystem::create_directories(path); }
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
 }  // namespace kvtest

@@ -23,4 +23,13 @@ std::string model_file(const std::string& name);
 // A fresh temporary file path for the test to write (removed by the caller).
 std::string temp_path(const std::string& stem);
 
+// A fresh temporary directory, removed with everything in it when the object dies.
+struct TempDir {
+  explicit TempDir(const std::string& stem);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string path;
+};
+
 }  // namespace kvtest

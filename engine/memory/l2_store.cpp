@@ -267,6 +267,13 @@ L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std:
     }
     if (!wait || failed_) return nullptr;
     waited = true;
+    if (!writer_wakeup_) {  // no writer thread: the caller writes
+      lock.unlock();
+      const bool ok = write_pending(false);
+      lock.lock();
+      if (!ok) return nullptr;
+      continue;
+    }
     buffer_free_.wait(lock);
     if (failed_) return nullptr;
   }
@@ -519,7 +526,8 @@ bool L2Store::compact() {
     std::unique_lock lock(mutex_);
     Slot& slot = slots_[id];
     if (!slot.live || slot.segment != victim || slot.offset != offset) continue;
-    Batch* batch = writable_batch(bytes, lock, false);
+    // The writer thread runs compaction and must not wait for itself; without one, write inline.
+    Batch* batch = writable_batch(bytes, lock, !writer_wakeup_);
     if (batch == nullptr) return true;  // no buffer free now; resume on a later call
     Segment& old_segment = *segments_[victim];
     old_segment.live_bytes -= bytes;

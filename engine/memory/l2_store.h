@@ -87,6 +87,8 @@ class L2Store {
 
   // Copies a page into the write buffer. Returns kNoSlot when the store cannot take it: full
   // (max_bytes), failed (an earlier I/O error), or all write buffers busy and wait == false.
+  // With every buffer busy and wait == true, it waits for the writer thread, or without one
+  // (no set_writer_wakeup) writes the oldest batch itself.
   L2Slot append(const std::byte* page, std::size_t bytes, bool wait = true);
   // The page is dead; its bytes are reclaimed when its segment is deleted or compacted.
   void release(L2Slot slot);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -420,15 +421,17 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
 void TieredPool::relieve_pressure() {
   if (config_.l1_bytes == 0) return;
   const auto cap = static_cast<double>(config_.l1_bytes);
-  const auto free_share = [&] { return 1.0 - static_cast<double>(l1_used()) / cap; };
-  if (free_share() > config_.warning_free) {
+  // Whole bytes, so that "free > 15%" is exact at the boundary.
+  const auto warning_free_bytes = static_cast<std::int64_t>(std::llround(cap * config_.warning_free));
+  const auto safe = [&] { return static_cast<std::int64_t>(config_.l1_bytes) - static_cast<std::int64_t>(l1_used()) > warning_free_bytes; };
+  if (safe()) {
     set_level(PressureLevel::Safe, "L1 free above the warning watermark");
     return;
   }
   if (level_ == PressureLevel::Safe) set_level(PressureLevel::Warning, "L1 free at or below the warning watermark");
-  const auto target = static_cast<std::uint64_t>(cap * (1.0 - config_.target_free));
+  const auto target = static_cast<std::uint64_t>(std::llround(cap * (1.0 - config_.target_free)));
   if (l1_used() > target) demote_bytes(l1_used() - target);
-  if (free_share() > config_.warning_free) {
+  if (safe()) {
     set_level(PressureLevel::Safe, "demotion brought L1 free above the warning watermark");
     return;
   }
@@ -440,7 +443,9 @@ void TieredPool::relieve_pressure() {
     set_level(PressureLevel::Danger, reason);
     if (tighten_ && tighten_()) event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened");
   }
-  if (l1_used() > config_.l1_bytes) event(MemoryEvent::Kind::Overflow, "L1 holds more than l1_bytes: " + reason);
+  const bool over = l1_used() > config_.l1_bytes;
+  if (over && !overflowing_) event(MemoryEvent::Kind::Overflow, "L1 holds more than l1_bytes: " + reason);
+  overflowing_ = over;
 }
 
 void TieredPool::drain() {

@@ -189,7 +189,8 @@ class TieredPool {
   std::uint64_t step_ = 0;
   std::vector<PageId> acquired_;
   PressureLevel level_ = PressureLevel::Safe;
-  bool l2_stopped_ = false;  // failed or full: no more demotion of dirty pages
+  bool l2_stopped_ = false;
+  bool overflowing_ = false;  // an Overflow event is reported once per episode  // failed or full: no more demotion of dirty pages
   MemoryStats stats_;
   MemorySample sample_;
   std::vector<MemoryEvent> events_;

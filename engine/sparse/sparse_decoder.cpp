@@ -11,6 +11,21 @@ namespace kv {
 SparseDecoder::SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry, const ExactKV* exact)
     : cache_(cache), policy_(policy), telemetry_(telemetry), exact_(exact) {
   validate_sparse_policy(policy_, "sparse policy");
+  cache_.set_budget_tightener([this] { return tighten_budget(); });
+}
+
+SparseDecoder::~SparseDecoder() { cache_.set_budget_tightener({}); }
+
+bool SparseDecoder::tighten_budget() {
+  if (!policy_.needs_budget()) return false;
+  if (policy_.budget_pages > 0) {
+    if (policy_.budget_pages <= 1) return false;
+    set_budget(0.0f, policy_.budget_pages / 2);
+    return true;
+  }
+  if (policy_.budget <= kMinTightenedBudget) return false;
+  set_budget(std::max(kMinTightenedBudget, policy_.budget * 0.5f), 0);
+  return true;
 }
 
 void SparseDecoder::set_budget(float fraction, int pages) {
@@ -63,6 +78,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   options.page_mass = &mass;
   options.compensate = policy_.compensation == Compensation::MeanV;
   options.views = &views;
+  options.importance = &acc;
   cache_.attend(seq, layer, q, 1, out, options);
 
   SelectionEvent event;

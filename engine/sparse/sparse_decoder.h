@@ -24,6 +24,9 @@ class SparseDecoder {
   // the top `top_m` tokens, needles kept, and a drop-log event per critical token dropped).
   SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr,
                 const ExactKV* exact = nullptr);
+  ~SparseDecoder();
+  SparseDecoder(const SparseDecoder&) = delete;
+  SparseDecoder& operator=(const SparseDecoder&) = delete;
 
   // One decode step of (seq, layer): q [q_heads][head_dim] is the query of the newest token,
   // whose K/V are already appended; out like q.
@@ -37,6 +40,11 @@ class SparseDecoder {
 
   // Adaptive tightening: a new budget from now on (fraction in (0, 1] or pages >= 1).
   void set_budget(float fraction, int pages);
+  // Memory danger's request (the decoder registers it with the cache): halves the budget, down
+  // to kMinTightenedBudget or one page. Returns false when it cannot go lower (or the selector
+  // has no budget).
+  bool tighten_budget();
+  static constexpr float kMinTightenedBudget = 0.01f;
   const SparsePolicy& policy() const { return policy_; }
 
   const SelectionPlan& last_plan() const { return last_plan_; }

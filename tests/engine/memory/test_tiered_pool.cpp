@@ -1,0 +1,216 @@
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "memory/tiered_pool.h"
+#include "runtime/error.h"
+#include "test_support.h"
+
+using namespace kv;
+
+namespace {
+
+constexpr std::size_t kPage = 64u << 10;
+
+MemoryConfig tiered(const std::string& dir, std::size_t l1_pages, FileIo* io = nullptr) {
+  MemoryConfig c;
+  c.l1_bytes = l1_pages * kPage;
+  c.l2.dir = dir;
+  c.l2.segment_bytes = 4u << 20;
+  c.l2.batch_bytes = 256u << 10;
+  c.l2.io = io;
+  return c;
+}
+
+void fill(std::byte* frame, PageId id) { std::memset(frame, static_cast<int>(id * 7 + 1) & 0xFF, kPage); }
+
+bool holds(const std::byte* frame, PageId id) {
+  for (std::size_t i = 0; i < kPage; i += 1024) {
+    if (frame[i] != static_cast<std::byte>((id * 7 + 1) & 0xFF)) return false;
+  }
+  return true;
+}
+
+std::vector<PageId> allocate(TieredPool& pool, int n) {
+  std::vector<PageId> ids;
+  for (int i = 0; i < n; ++i) {
+    ids.push_back(pool.allocate());
+    fill(pool.frame(ids.back()), ids.back());
+  }
+  return ids;
+}
+
+std::vector<MemoryEvent> of_kind(const std::vector<MemoryEvent>& events, MemoryEvent::Kind kind) {
+  std::vector<MemoryEvent> out;
+  for (const auto& e : events) {
+    if (e.kind == kind) out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("without a cap every page stays in L1", "[memory][tiers]") {
+  TieredPool pool(kPage, 64, MemoryConfig{});
+  const auto ids = allocate(pool, 40);
+  pool.relieve_pressure();
+  for (PageId id : ids) CHECK(pool.resident(id));
+  CHECK(pool.stats().level == PressureLevel::Safe);
+  pool.release(ids[3]);
+  CHECK(pool.live_pages() == 39);
+  CHECK(pool.allocate() == ids[3]);  // ids are reused
+}
+
+TEST_CASE("watermarks: warning at 15% free demotes to 25% free, then safe", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-watermarks");
+  TieredPool pool(kPage, 64, tiered(dir.path, 100));
+  auto ids = allocate(pool, 85);  // 15% free: not above the watermark
+  pool.pin(ids[0]);
+  pool.relieve_pressure();
+  const auto events = pool.take_events();
+  const auto pressure = of_kind(events, MemoryEvent::Kind::Pressure);
+  REQUIRE(pressure.size() == 2);
+  CHECK(pressure[0].from == PressureLevel::Safe);
+  CHECK(pressure[0].to == PressureLevel::Warning);
+  CHECK(pressure[0].l1_used_bytes == 85 * kPage);
+  CHECK(pressure[1].to == PressureLevel::Safe);
+  const MemoryStats stats = pool.stats();
+  CHECK(stats.l1_used_bytes == 75 * kPage);
+  CHECK(stats.demotions == 10);
+  CHECK(pool.resident(ids[0]));  // pinned and the oldest: never demoted
+  CHECK_FALSE(pool.resident(ids[1]));  // the oldest unpinned pages went first
+  CHECK(pool.resident(ids[84]));
+  // 84 pages: 16% free, safe; no event.
+  TieredPool calm(kPage, 64, tiered(dir.path, 100));
+  allocate(calm, 84);
+  calm.relieve_pressure();
+  CHECK(calm.take_events().empty());
+}
+
+TEST_CASE("demoted pages come back intact; clean copies are dropped, not rewritten", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-roundtrip");
+  TieredPool pool(kPage, 64, tiered(dir.path, 32));
+  const auto ids = allocate(pool, 60);
+  pool.relieve_pressure();
+  std::vector<PageId> cold;
+  for (PageId id : ids) {
+    if (!pool.resident(id)) cold.push_back(id);
+  }
+  REQUIRE(cold.size() >= 30);
+  std::vector<const std::byte*> frames;
+  pool.acquire(cold, frames);
+  for (std::size_t i = 0; i < cold.size(); ++i) {
+    REQUIRE(holds(frames[i], cold[i]));
+    CHECK(pool.version(cold[i]) % 2 == 0);
+  }
+  pool.end_step({});
+  MemoryStats stats = pool.stats();
+  CHECK(stats.demand_loads == cold.size());
+  CHECK(stats.swap_in_bytes == cold.size() * kPage);
+  const auto written = stats.demotions;
+  // The loaded pages are clean: demoting them again only drops the L1 copy.
+  pool.acquire({ids[59]}, frames);  // keep one hot
+  pool.end_step({});
+  stats = pool.stats();
+  CHECK(stats.drops > 0);
+  CHECK(stats.l1_used_bytes <= 32 * kPage);
+  CHECK(stats.demotions >= written);
+}
+
+TEST_CASE("prefetch loads predicted pages before the step that reads them", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-prefetch");
+  TieredPool pool(kPage, 64, tiered(dir.path, 100));
+  const auto ids = allocate(pool, 120);  // demoted to 75 pages: room for 10 up to the watermark
+  pool.relieve_pressure();
+  std::vector<PageId> cold;
+  for (PageId id : ids) {
+    if (!pool.resident(id) && cold.size() < 8) cold.push_back(id);
+  }
+  REQUIRE(cold.size() == 8);
+  pool.end_step(cold);  // predicted for the next step
+  std::vector<const std::byte*> frames;
+  pool.acquire(cold, frames);
+  for (std::size_t i = 0; i < cold.size(); ++i) REQUIRE(holds(frames[i], cold[i]));
+  pool.end_step({});
+  const MemoryStats stats = pool.stats();
+  CHECK(stats.prefetch_loads == 8);
+  CHECK(stats.prefetch_hits == 8);
+  CHECK(stats.demand_loads == 0);
+  CHECK(stats.prefetch_hit_rate() == 1.0);
+}
+
+TEST_CASE("danger: pinned pages fill L1, the budget is tightened, L1 overflows but nothing fails", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-danger");
+  TieredPool pool(kPage, 64, tiered(dir.path, 20));
+  int tightened = 0;
+  pool.set_tighten_budget([&] { return ++tightened > 0; });
+  const auto ids = allocate(pool, 24);
+  for (PageId id : ids) pool.pin(id);
+  pool.relieve_pressure();
+  const auto events = pool.take_events();
+  const auto pressure = of_kind(events, MemoryEvent::Kind::Pressure);
+  REQUIRE(pressure.size() == 2);
+  CHECK(pressure[1].to == PressureLevel::Danger);
+  CHECK(pressure[1].reason == "pinned pages alone near the L1 cap");
+  CHECK(tightened == 1);
+  CHECK(of_kind(events, MemoryEvent::Kind::BudgetTightened).size() == 1);
+  CHECK(of_kind(events, MemoryEvent::Kind::Overflow).size() == 1);
+  for (PageId id : ids) CHECK(pool.resident(id));
+  for (PageId id : ids) pool.unpin(id);
+  pool.relieve_pressure();
+  CHECK(pool.stats().level == PressureLevel::Safe);
+}
+
+TEST_CASE("ENOSPC on L2: demotion stops, an event says why, pages stay intact", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-enospc");
+  FaultyFileIo io;
+  TieredPool pool(kPage, 64, tiered(dir.path, 20, &io));
+  io.fail_writes_after(0, ENOSPC);
+  auto ids = allocate(pool, 18);
+  pool.relieve_pressure();  // demotes into the write buffer
+  pool.drain();             // the write fails
+  const auto more = allocate(pool, 10);
+  ids.insert(ids.end(), more.begin(), more.end());
+  pool.relieve_pressure();
+  const auto events = pool.take_events();
+  const auto failed = of_kind(events, MemoryEvent::Kind::L2Failed);
+  REQUIRE(failed.size() == 1);
+  CHECK_THAT(failed[0].reason, Catch::Contains(std::strerror(ENOSPC)));
+  CHECK(pool.stats().level == PressureLevel::Danger);
+  CHECK(pool.stats().l2_failed);
+  std::vector<const std::byte*> frames;
+  pool.acquire(ids, frames);
+  for (std::size_t i = 0; i < ids.size(); ++i) REQUIRE(holds(frames[i], ids[i]));
+  pool.end_step({});
+}
+
+TEST_CASE("EIO on an L2 read is an error naming the store; healed, the read is retried", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-eio");
+  FaultyFileIo io;
+  TieredPool pool(kPage, 64, tiered(dir.path, 20, &io));
+  const auto ids = allocate(pool, 30);
+  pool.relieve_pressure();
+  pool.drain();
+  REQUIRE_FALSE(pool.resident(ids[1]));
+  io.fail_reads(EIO);
+  std::vector<const std::byte*> frames;
+  CHECK_THROWS_WITH(pool.acquire({ids[1]}, frames), Catch::Contains(std::strerror(EIO)) && Catch::Contains("seg-0.kvl2"));
+  io.heal();
+  pool.acquire({ids[1]}, frames);
+  CHECK(holds(frames[0], ids[1]));
+  pool.end_step({});
+}
+
+TEST_CASE("memory config: bad fields are named", "[memory][tiers]") {
+  MemoryConfig c;
+  c.l2.dir = "/tmp";
+  CHECK_THROWS_WITH(validate_memory_config(c), Catch::Contains("l1_bytes"));
+  c = MemoryConfig{};
+  c.target_free = 0.1;
+  CHECK_THROWS_WITH(validate_memory_config(c), Catch::Contains("target_free"));
+  c = MemoryConfig{};
+  c.prefetch_lookahead = -1;
+  CHECK_THROWS_WITH(validate_memory_config(c), Catch::Contains("prefetch_lookahead"));
+}
