@@ -479,16 +479,18 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
     const float decay = config_.memory.importance_decay;
     for (std::size_t h = 0; h < state.heads.size(); ++h) {
       const auto& sealed = state.heads[h].sealed;
+      // The selector's accumulated attention (already decayed for this step), else the pool's own.
       if (options.importance != nullptr) {
         const auto& given = (*options.importance)[h];
         for (std::size_t p = 0; p < sealed.size() && p < given.size(); ++p) sealed_pool_.set_importance(sealed[p], given[p]);
-        continue;
       }
+      if (mass == nullptr) continue;
       for (std::size_t i = 0; i < views_[h].size(); ++i) {
         const PageView& view = views_[h][i];
         if (view.layout != &layout_) continue;
         const PageId id = sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)];
-        sealed_pool_.set_importance(id, sealed_pool_.importance(id) * decay + (*mass)[h][i]);
+        const float before = sealed_pool_.importance(id) * (options.importance != nullptr ? 1.0f : decay);
+        sealed_pool_.set_importance(id, before + (*mass)[h][i]);
       }
     }
   }
@@ -525,6 +527,14 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
       for (const auto& step : state.history) history.push_back(step[h]);
       per_head[h] = plan_prefetch(history, lookahead);
       longest = std::max(longest, per_head[h].size());
+    }
+    // This step's pages first (a selection mostly persists), then the extra predictions.
+    for (std::size_t h = 0; h < heads; ++h) {
+      for (int page : state.history.back()[h].kept) {
+        if (static_cast<std::size_t>(page) < state.heads[h].sealed.size()) {
+          predicted.push_back(state.heads[h].sealed[static_cast<std::size_t>(page)]);
+        }
+      }
     }
     for (std::size_t rank = 0; rank < longest; ++rank) {
       for (std::size_t h = 0; h < heads; ++h) {

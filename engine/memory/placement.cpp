@@ -19,6 +19,7 @@ std::vector<PageId> plan_demotion(std::vector<DemotionCandidate> candidates, std
   std::vector<std::size_t> order(candidates.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (candidates[a].predicted != candidates[b].predicted) return candidates[b].predicted;
     if (keep[a] != keep[b]) return keep[a] < keep[b];
     if (candidates[a].clean != candidates[b].clean) return candidates[a].clean;
     if (candidates[a].last_used != candidates[b].last_used) return candidates[a].last_used < candidates[b].last_used;

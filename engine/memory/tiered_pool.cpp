@@ -35,6 +35,7 @@ struct TieredPool::Page {
   float importance = 0.0f;
   std::uint64_t last_used = 0;
   bool prefetched = false;  // the L1 copy came from a prefetch and no step has read it yet
+  std::uint64_t predicted_at = 0;  // a step predicted to read the page (demoted last until then)
   // Shared with the migrator, under mutex_.
   Load load = Load::None;
   std::string error;
@@ -191,6 +192,7 @@ void TieredPool::release(PageId id) {
   page.pins = 0;
   page.importance = 0.0f;
   page.prefetched = false;
+  page.predicted_at = 0;
   page.version.fetch_add(2);  // a reused id never matches a reader's old version
   free_ids_.push_back(id);
   --live_;
@@ -319,6 +321,10 @@ void TieredPool::release_acquired() {
 
 void TieredPool::end_step(const std::vector<PageId>& predicted) {
   release_acquired();
+  // Predicted pages are demoted last; then the room left above the warning watermark is
+  // filled with the predicted pages that are in L2, most likely first.
+  for (PageId id : predicted) at(id).predicted_at = step_ + 1;
+  relieve_pressure();
   if (store_ != nullptr && config_.prefetch_lookahead > 0 && config_.l1_bytes > 0) {
     const auto ceiling = static_cast<std::uint64_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
     for (PageId id : predicted) {
@@ -331,7 +337,6 @@ void TieredPool::end_step(const std::vector<PageId>& predicted) {
       start_load(id, false);
     }
   }
-  relieve_pressure();
   sample_.step = step_;
   sample_.l1_used_bytes = l1_used();
   sample_.l2_live_bytes = store_ != nullptr ? store_->stats().live_bytes : 0;
@@ -388,6 +393,10 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     }
     if (page.prefetched) ++stats_.prefetch_unused;
     page.prefetched = false;
+    {
+      std::lock_guard lock(mutex_);
+      page.load = Page::Load::None;  // an unconsumed prefetch, finished
+    }
     give_frame(page.frame);
     page.frame = nullptr;
   }
@@ -404,9 +413,10 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
     std::lock_guard lock(mutex_);
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
-      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || page.in_use > 0 || page.load != Page::Load::None) continue;
+      const bool loading = page.load == Page::Load::Queued || page.load == Page::Load::Running;
+      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || page.in_use > 0 || loading) continue;
       if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-      candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, page_bytes_});
+      candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, page_bytes_, page.predicted_at > step_});
     }
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
