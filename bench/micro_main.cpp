@@ -1,4 +1,4 @@
-// kvbench-micro: our flags (--isa, --threads) are taken out of argv, the rest goes to Google
+// kvbench-micro: our flags (--isa, --threads, --l2-dir) are taken out of argv, the rest goes to Google
 // Benchmark. The kernel path is recorded in the benchmark context.
 #include <benchmark/benchmark.h>
 
@@ -41,6 +41,8 @@ void parse_options(std::vector<char*>& args) {
         throw kv::InputError("kvbench-micro", "--threads", "'" + value + "' is not a count >= 0");
       }
       opts.threads = static_cast<int>(threads);
+    } else if (take_value(args, i, "--l2-dir", value)) {
+      opts.l2_dir = value;
     } else {
       ++i;
     }
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
   const kv::Isa isa = kv::resolve_isa(kvbench::micro::options().isa);
   benchmark::AddCustomContext("kvbench_isa", std::string(kv::isa_name(isa)));
   benchmark::AddCustomContext("kvbench_threads", std::to_string(kvbench::micro::options().threads));
+  benchmark::AddCustomContext("kvbench_l2_dir", kvbench::micro::l2_dir());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

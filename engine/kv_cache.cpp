@@ -325,6 +325,7 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   }
   nan_inf_replaced_ += replaced;
   if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
+  if (config_.memory.l1_bytes > 0) sync_memory();
 }
 
 std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) const {
@@ -544,7 +545,9 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
       }
     }
   }
-  sealed_pool_.end_step(predicted);
+  // A layer's next step comes after every other layer's: protect predictions that long.
+  const auto horizon = static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, lookahead));
+  sealed_pool_.end_step(predicted, horizon);
   forward_memory_reports();
 }
 
@@ -568,7 +571,14 @@ void KVCache::update_pins(LayerState& state) {
 }
 
 void KVCache::sync_memory() {
-  sealed_pool_.set_external_bytes(residual_pool_.live_pages() * residual_layout_.bytes);
+  // L1 also holds the full-precision residual and the page-summary index (bounds and means).
+  std::size_t summaries = 0;
+  for (const auto& [id, seq] : sequences_) {
+    for (const LayerState& layer : seq.layers) {
+      for (const HeadPages& head : layer.heads) summaries += (head.sealed_bounds.size() + head.sealed_means.size()) * 2;
+    }
+  }
+  sealed_pool_.set_external_bytes(residual_pool_.live_pages() * residual_layout_.bytes + summaries);
   sealed_pool_.relieve_pressure();
   forward_memory_reports();
 }

@@ -319,11 +319,11 @@ void TieredPool::release_acquired() {
   acquired_.clear();
 }
 
-void TieredPool::end_step(const std::vector<PageId>& predicted) {
+void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t horizon) {
   release_acquired();
   // Predicted pages are demoted last; then the room left above the warning watermark is
   // filled with the predicted pages that are in L2, most likely first.
-  for (PageId id : predicted) at(id).predicted_at = step_ + 1;
+  for (PageId id : predicted) at(id).predicted_at = step_ + horizon;
   relieve_pressure();
   if (store_ != nullptr && config_.prefetch_lookahead > 0 && config_.l1_bytes > 0) {
     const auto ceiling = static_cast<std::uint64_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
@@ -394,8 +394,19 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     if (page.prefetched) ++stats_.prefetch_unused;
     page.prefetched = false;
     {
-      std::lock_guard lock(mutex_);
-      page.load = Page::Load::None;  // an unconsumed prefetch, finished
+      // An unconsumed prefetch: cancelled while queued, waited for while running.
+      std::unique_lock lock(mutex_);
+      for (auto it = prefetch_.begin(); it != prefetch_.end() && page.load == Page::Load::Queued; ++it) {
+        if (it->page == &page) {
+          prefetch_.erase(it);
+          break;
+        }
+      }
+      if (page.load != Page::Load::Queued) {
+        done_.wait(lock, [&] { return page.load != Page::Load::Running; });
+      }
+      page.load = Page::Load::None;
+      page.error.clear();
     }
     give_frame(page.frame);
     page.frame = nullptr;
@@ -413,8 +424,9 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
     std::lock_guard lock(mutex_);
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
-      const bool loading = page.load == Page::Load::Queued || page.load == Page::Load::Running;
-      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || page.in_use > 0 || loading) continue;
+      // A prefetch still in flight is a candidate like any other resident page (its state
+      // depends on timing; the plan must not): demote() cancels or waits for it.
+      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || page.in_use > 0) continue;
       if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
       candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, page_bytes_, page.predicted_at > step_});
     }

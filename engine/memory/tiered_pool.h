@@ -123,9 +123,10 @@ class TieredPool {
   void release_acquired();
   // Accounts the step's L0 staging of `bytes` (or copies, with l0_copy; see stage_copy).
   void stage_l0(std::uint64_t bytes);
-  // Releases the step's pages, then predicted pages are prefetched (most likely first) into
-  // the L1 room above the warning watermark, and pressure is relieved.
-  void end_step(const std::vector<PageId>& predicted);
+  // Releases the step's pages; predicted pages (most likely first) are demoted last for the
+  // next `horizon` steps, pressure is relieved, then the predicted pages in L2 are prefetched
+  // into the L1 room above the warning watermark.
+  void end_step(const std::vector<PageId>& predicted, std::uint64_t horizon = 1);
   std::uint64_t step() const { return step_; }
 
   // Runs the pressure controller now (the cache calls it after sealing pages).
