@@ -2,8 +2,9 @@
 # Every test step kvbench has: install dependencies, build each tree it needs, run the tests.
 #   1. Release build (build/): unit tests and end-to-end tests through CTest.
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
-#   3. Compile-only check of engine/ for aarch64 (build-aarch64/) with Debian's cross g++.
-#   4. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
+#   3. ThreadSanitizer build (build-tsan/, -O1): the memory-tier tests (migrator vs decode path).
+#   4. Compile-only check of engine/ for aarch64 (build-aarch64/) with Debian's cross g++.
+#   5. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -30,6 +31,14 @@ cmake --build build-asan -j"$jobs" --target kvbench-tests kvbench
 step "asan+ubsan tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+step "tsan build"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DKVBENCH_SANITIZE=thread -DKVBENCH_BUILD_BENCH=OFF >/dev/null
+cmake --build build-tsan -j"$jobs" --target kvbench-tests
+
+step "tsan tests: [memory]"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/kvbench-tests "[memory]"
 
 step "aarch64 cross-compile of engine/"
 cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
