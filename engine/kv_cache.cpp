@@ -524,8 +524,8 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
     std::vector<std::vector<int>> per_head(heads);
     std::size_t longest = 0;
     for (std::size_t h = 0; h < heads; ++h) {
-      std::vector<SelectionRecord> history;
-      for (const auto& step : state.history) history.push_back(step[h]);
+      std::vector<const SelectionRecord*> history;
+      for (const auto& step : state.history) history.push_back(&step[h]);
       per_head[h] = plan_prefetch(history, lookahead);
       longest = std::max(longest, per_head[h].size());
     }

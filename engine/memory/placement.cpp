@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <set>
 
 namespace kv {
 
@@ -35,37 +34,52 @@ std::vector<PageId> plan_demotion(std::vector<DemotionCandidate> candidates, std
   return plan;
 }
 
-std::vector<int> plan_prefetch(const std::vector<SelectionRecord>& history, int lookahead) {
+std::vector<int> plan_prefetch(const std::vector<const SelectionRecord*>& history, int lookahead, double widen) {
   if (history.empty() || lookahead <= 0) return {};
-  const SelectionRecord& now = history.back();
-  const std::set<int> kept(now.kept.begin(), now.kept.end());
+  const SelectionRecord& now = *history.back();
+  int pages = 0;
+  for (const SelectionRecord* record : history) {
+    for (int page : record->kept) pages = std::max(pages, page + 1);
+  }
+  for (int page : now.middle_pages) pages = std::max(pages, page + 1);
+  // Bitmaps over the pages: kept now, and already planned.
+  std::vector<char> kept(static_cast<std::size_t>(pages), 0), planned(static_cast<std::size_t>(pages), 0);
+  for (int page : now.kept) kept[static_cast<std::size_t>(page)] = 1;
   std::vector<int> plan;
-  std::set<int> planned;
   // Pages of the recent selections that this step dropped, newest first.
   for (auto it = history.rbegin() + 1; it != history.rend(); ++it) {
-    for (int page : it->kept) {
-      if (kept.count(page) == 0 && planned.insert(page).second) plan.push_back(page);
+    for (int page : (*it)->kept) {
+      const auto p = static_cast<std::size_t>(page);
+      if (kept[p] || planned[p]) continue;
+      planned[p] = 1;
+      plan.push_back(page);
     }
   }
   // Churn: pages newly selected per step over the history.
   double churn = 0.0;
+  std::vector<char> before(static_cast<std::size_t>(pages), 0);
   for (std::size_t i = 1; i < history.size(); ++i) {
-    const std::set<int> before(history[i - 1].kept.begin(), history[i - 1].kept.end());
-    for (int page : history[i].kept) churn += before.count(page) == 0 ? 1.0 : 0.0;
+    std::fill(before.begin(), before.end(), 0);
+    for (int page : history[i - 1]->kept) before[static_cast<std::size_t>(page)] = 1;
+    for (int page : history[i]->kept) churn += before[static_cast<std::size_t>(page)] ? 0.0 : 1.0;
   }
   if (history.size() > 1) churn /= static_cast<double>(history.size() - 1);
-  const auto margin = static_cast<std::size_t>(std::max(1.0, std::ceil(churn)) * lookahead);
-  std::vector<std::size_t> order(now.middle_pages.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return now.middle_scores[a] > now.middle_scores[b]; });
-  std::size_t added = 0;
-  for (std::size_t i : order) {
-    if (added >= margin) break;
-    const int page = now.middle_pages[i];
-    if (kept.count(page) != 0) continue;
-    ++added;
-    if (planned.insert(page).second) plan.push_back(page);
+  const auto margin = static_cast<std::size_t>(std::max(1.0, std::ceil(churn * widen)) * lookahead);
+  // The best-scored middle pages outside the selection (partial sort: only the top few matter).
+  std::vector<std::size_t> order;
+  order.reserve(now.middle_pages.size());
+  for (std::size_t i = 0; i < now.middle_pages.size(); ++i) {
+    if (!kept[static_cast<std::size_t>(now.middle_pages[i])]) order.push_back(i);
+  }
+  const std::size_t take = std::min(margin, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(), [&](std::size_t a, std::size_t b) {
+    return now.middle_scores[a] != now.middle_scores[b] ? now.middle_scores[a] > now.middle_scores[b] : a < b;
+  });
+  for (std::size_t i = 0; i < take; ++i) {
+    const int page = now.middle_pages[order[i]];
+    if (planned[static_cast<std::size_t>(page)]) continue;
+    planned[static_cast<std::size_t>(page)] = 1;
+    plan.push_back(page);
   }
   return plan;
 }

@@ -24,8 +24,10 @@ TEST_CASE("prefetch predicts recently dropped pages, then the best runners-up", 
   SelectionRecord before{{0, 5, 9, 15}, {1, 2, 3, 5, 7, 9, 11}, {}};
   SelectionRecord now{{0, 5, 11, 15}, {1, 2, 3, 5, 7, 9, 11}, {0.1f, 0.9f, 0.3f, 1.0f, 0.8f, 0.5f, 0.95f}};
   // Churn is one page per step; lookahead 2: two runners-up after page 9 (dropped this step).
-  CHECK(plan_prefetch({before, now}, 2) == std::vector<int>{9, 2, 7});
-  CHECK(plan_prefetch({now}, 1) == std::vector<int>{2});
-  CHECK(plan_prefetch({before, now}, 0).empty());
+  CHECK(plan_prefetch({&before, &now}, 2, 1.0) == std::vector<int>{9, 2, 7});
+  CHECK(plan_prefetch({&now}, 1, 1.0) == std::vector<int>{2});
+  // Widened: 2 x churn per lookahead step: four runners-up.
+  CHECK(plan_prefetch({&before, &now}, 2, 2.0) == std::vector<int>{9, 2, 7, 3});  // 9 counts among the four
+  CHECK(plan_prefetch({&before, &now}, 0).empty());
   CHECK(plan_prefetch({}, 2).empty());
 }
