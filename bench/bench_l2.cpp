@@ -1,5 +1,6 @@
 // BM_L2Write: sustained segment writes of q4 pages (7B layer shape) through the L2 store, in
-// its batches, with the I/O mode it picked (O_DIRECT where the filesystem takes it). Each
+// its batches, with the I/O mode it picked (O_DIRECT where the filesystem takes it), a writer
+// thread writing full batches while the caller fills the next, as the migrator does. Each
 // iteration writes 64 MiB of pages and then frees them, so segments are created and deleted
 // as in a long run. bytes_per_second counts device bytes.
 // BM_L2Read: positional reads of random pages from 256 MiB of written segments, checksums
@@ -8,7 +9,10 @@
 // filesystem and mode.
 #include <benchmark/benchmark.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "bench_common.h"
 #include "memory/l2_store.h"
@@ -31,6 +35,26 @@ void l2_write(benchmark::State& state) {
   kv::L2Config config;
   config.dir = l2_dir();
   kv::L2Store store(config);
+  // The writer thread: woken when a batch is full.
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool ready = false, stop = false;
+  store.set_writer_wakeup([&] {
+    std::lock_guard lock(mutex);
+    ready = true;
+    wake.notify_one();
+  });
+  std::thread writer([&] {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      wake.wait(lock, [&] { return ready || stop; });
+      if (stop) return;
+      ready = false;
+      lock.unlock();
+      store.write_pending(false);
+      lock.lock();
+    }
+  });
   const std::size_t bytes = q4_page_bytes();
   const std::vector<float> noise = bench_values(bytes / sizeof(float) + 1, 21, false);
   const auto* page = reinterpret_cast<const std::byte*>(noise.data());
@@ -46,6 +70,12 @@ void l2_write(benchmark::State& state) {
     for (kv::L2Slot slot : slots) store.release(slot);
     state.ResumeTiming();
   }
+  {
+    std::lock_guard lock(mutex);
+    stop = true;
+    wake.notify_one();
+  }
+  writer.join();
   const kv::L2Stats stats = store.stats();
   state.SetBytesProcessed(static_cast<int64_t>(stats.device_bytes_written));
   state.counters["write_amplification"] =

@@ -39,7 +39,7 @@ inline constexpr std::size_t kL2Align = 4096;
 struct L2Config {
   std::string dir;                        // an existing, writable directory
   std::size_t segment_bytes = 16u << 20;  // >= 4 MiB, a multiple of 4 KiB
-  std::size_t batch_bytes = 2u << 20;     // one write buffer, a multiple of 4 KiB
+  std::size_t batch_bytes = 4u << 20;     // one write buffer, a multiple of 4 KiB
   int write_buffers = 3;                  // batches filling or waiting for the device
   std::size_t max_bytes = 0;              // segment bytes the store may hold on disk; 0: no cap
   double compact_dead_ratio = 0.5;        // a full segment with this share of dead bytes is compacted
