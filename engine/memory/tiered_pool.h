@@ -34,7 +34,6 @@ namespace kv {
 
 struct MemoryConfig {
   std::size_t l0_bytes = 8u << 20;  // on-chip SRAM stand-in; steps stage pages in halves of it
-  bool l0_copy = false;             // stage with a real copy (default: accounted only)
   std::size_t l1_bytes = 0;         // L1 capacity; 0: no cap (and no demotion)
   L2Config l2;                      // l2.dir empty: no L2 tier
   int prefetch_lookahead = 2;       // steps of selection history and lookahead; 0: no prefetch
@@ -121,7 +120,7 @@ class TieredPool {
   void acquire(const std::vector<PageId>& ids, std::vector<const std::byte*>& out);
   // Releases what acquire() holds without ending the step (a one-off read).
   void release_acquired();
-  // Accounts the step's L0 staging of `bytes` (or copies, with l0_copy; see stage_copy).
+  // Accounts the step's L0 staging of `bytes` (staged bytes, batches of half of L0, peak).
   void stage_l0(std::uint64_t bytes);
   // Releases the step's pages; predicted pages (most likely first) are demoted last for the
   // next `horizon` steps, pressure is relieved, then the predicted pages in L2 are prefetched
@@ -197,7 +196,6 @@ class TieredPool {
   std::vector<MemoryEvent> events_;
   std::vector<MemorySample> samples_;
   std::function<bool()> tighten_;
-  std::vector<std::byte> l0_arena_;
 
   // Migrator: loads (demand first), then the store's writes, then compaction.
   std::mutex mutex_;
