@@ -16,6 +16,7 @@
 
 #include "bench_common.h"
 #include "memory/l2_store.h"
+#include "runtime/error.h"
 #include "quant/page_layout.h"
 
 namespace {
@@ -31,10 +32,22 @@ void label(benchmark::State& state, const kv::L2Store& store) {
                  (store.on_ram() ? " (RAM, not flash!)" : ""));
 }
 
-void l2_write(benchmark::State& state) {
+// The store, or nullptr after reporting why it could not open (an unwritable --l2-dir).
+std::unique_ptr<kv::L2Store> open_store(benchmark::State& state) {
   kv::L2Config config;
   config.dir = l2_dir();
-  kv::L2Store store(config);
+  try {
+    return std::make_unique<kv::L2Store>(config);
+  } catch (const kv::InputError& error) {
+    state.SkipWithError(error.what());
+    return nullptr;
+  }
+}
+
+void l2_write(benchmark::State& state) {
+  const auto opened = open_store(state);
+  if (!opened) return;
+  kv::L2Store& store = *opened;
   // The writer thread: woken when a batch is full.
   std::mutex mutex;
   std::condition_variable wake;
@@ -84,9 +97,9 @@ void l2_write(benchmark::State& state) {
 }
 
 void l2_read(benchmark::State& state) {
-  kv::L2Config config;
-  config.dir = l2_dir();
-  kv::L2Store store(config);
+  const auto opened = open_store(state);
+  if (!opened) return;
+  kv::L2Store& store = *opened;
   const std::size_t bytes = q4_page_bytes();
   const std::vector<float> noise = bench_values(bytes / sizeof(float) + 1, 22, false);
   const auto* page = reinterpret_cast<const std::byte*>(noise.data());

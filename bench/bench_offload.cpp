@@ -17,6 +17,7 @@
 
 #include "bench_common.h"
 #include "model/backend.h"
+#include "runtime/error.h"
 #include "model/synthetic.h"
 #include "sparse/sparse_decoder.h"
 
@@ -87,7 +88,13 @@ void decode_step(OffloadRun& run, std::vector<float>& q, std::vector<float>& k, 
 }
 
 void offload_decode(benchmark::State& state, bool prefetch, int ctx) {
-  auto run = prepare(prefetch, ctx);
+  std::unique_ptr<OffloadRun> run;
+  try {
+    run = prepare(prefetch, ctx);
+  } catch (const kv::InputError& error) {  // an unusable --l2-dir
+    state.SkipWithError(error.what());
+    return;
+  }
   const kv::ModelGeometry& g = run->cache->config().geometry;
   const int dim = g.head_dim;
   const kv::MemoryStats prefilled = run->cache->stats().memory;

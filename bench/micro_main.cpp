@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,9 @@ void parse_options(std::vector<char*>& args) {
       }
       opts.threads = static_cast<int>(threads);
     } else if (take_value(args, i, "--l2-dir", value)) {
+      if (!std::filesystem::is_directory(value)) {
+        throw kv::InputError("kvbench-micro", "--l2-dir", "'" + value + "' is not an existing directory");
+      }
       opts.l2_dir = value;
     } else {
       ++i;
