@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #define XXH_INLINE_ALL
@@ -403,7 +405,16 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     args.query_lse = query_lse_.data();
   }
   const MemoryStats memory_before = telemetry_ != nullptr ? sealed_pool_.stats() : MemoryStats{};
-  paged_attention(*kernels_, pool_, args, workspace_);
+  try {
+    if (config_.memory.l0_copy && n_queries == 1) {
+      attend_through_l0(args);
+    } else {
+      paged_attention(*kernels_, pool_, args, workspace_);
+    }
+  } catch (...) {
+    sealed_pool_.release_acquired();  // the step's pages are not held past a failed call
+    throw;
+  }
   if (page_mass != nullptr) {
     page_mass->assign(views_.size(), {});
     std::size_t offset = 0;
@@ -450,6 +461,81 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     telemetry_->on_ops(phase_, ops);
   }
   finish_memory_step(state, n_queries == 1, plan, n_queries == 1 ? page_mass : nullptr, options);
+}
+
+void KVCache::attend_through_l0(const PagedAttentionArgs& whole) {
+  // l0_copy: the step's pages are copied into the L0 arena in batches of at most half of it
+  // (one half filled while the other is read), the kernels read the copies, and the batches'
+  // partial results are merged by their log-sum-exp, exactly like pages within a batch.
+  const ModelGeometry& g = config_.geometry;
+  const std::size_t half = config_.memory.l0_bytes / 2;
+  const std::size_t columns = views_[0].size();
+  for (const auto& head : views_) {
+    if (head.size() != columns) throw InputError("KVCache::attend", "l0_copy", "needs the same page count for every kv head");
+  }
+  if (!l0_arena_) {
+    void* memory = std::aligned_alloc(kDirectIoAlign, config_.memory.l0_bytes);
+    if (memory == nullptr) throw std::bad_alloc();
+    l0_arena_.reset(static_cast<std::byte*>(memory));
+  }
+  const auto dim = static_cast<std::size_t>(g.head_dim);
+  const auto q_heads = static_cast<std::size_t>(g.q_heads);
+  const auto group = static_cast<std::size_t>(g.group());
+  std::vector<float> out(q_heads * dim, 0.0f), batch_out(q_heads * dim), batch_lse(q_heads), batch_page_lse;
+  std::vector<float> running_max(q_heads, -INFINITY), running_sum(q_heads, 0.0f);
+  std::vector<std::vector<PageView>> batch(views_.size());
+  int half_index = 0;
+  for (std::size_t begin = 0; begin < columns;) {
+    // The next columns (page i of every head) that fit in one half.
+    std::size_t end = begin, bytes = 0;
+    while (end < columns) {
+      std::size_t column = 0;
+      for (const auto& head : views_) column += (head[end].layout->bytes + kPageAlign - 1) / kPageAlign * kPageAlign;
+      if (end > begin && bytes + column > half) break;
+      if (column > half) throw InputError("memory config", "l0_bytes", "half of L0 must hold one page of every kv head");
+      bytes += column;
+      ++end;
+    }
+    std::byte* dst = l0_arena_.get() + static_cast<std::size_t>(half_index) * half;
+    for (std::size_t h = 0; h < views_.size(); ++h) {
+      batch[h].assign(views_[h].begin() + static_cast<std::ptrdiff_t>(begin), views_[h].begin() + static_cast<std::ptrdiff_t>(end));
+      for (PageView& page : batch[h]) {
+        std::memcpy(dst, page.data, page.layout->bytes);
+        page.data = dst;
+        dst += (page.layout->bytes + kPageAlign - 1) / kPageAlign * kPageAlign;
+      }
+    }
+    PagedAttentionArgs args = whole;
+    args.pages = &batch;
+    args.out = batch_out.data();
+    args.query_lse = batch_lse.data();
+    args.extra_states = begin == 0 ? whole.extra_states : nullptr;
+    if (whole.page_lse != nullptr) {
+      batch_page_lse.assign((end - begin) * views_.size() * group, 0.0f);
+      args.page_lse = batch_page_lse.data();
+    }
+    paged_attention(*kernels_, pool_, args, workspace_);
+    if (whole.page_lse != nullptr) {  // back to the whole call's layout: head after head
+      for (std::size_t h = 0; h < views_.size(); ++h) {
+        std::copy_n(batch_page_lse.begin() + static_cast<std::ptrdiff_t>(h * (end - begin) * group), (end - begin) * group,
+                    whole.page_lse + (h * columns + begin) * group);
+      }
+    }
+    for (std::size_t qh = 0; qh < q_heads; ++qh) {
+      const float top = std::max(running_max[qh], batch_lse[qh]);
+      if (top == -INFINITY) continue;
+      const float keep = std::exp(running_max[qh] - top), add = std::exp(batch_lse[qh] - top);
+      for (std::size_t c = 0; c < dim; ++c) out[qh * dim + c] = out[qh * dim + c] * keep + batch_out[qh * dim + c] * add;
+      running_sum[qh] = running_sum[qh] * keep + add;
+      running_max[qh] = top;
+    }
+    half_index ^= 1;
+    begin = end;
+  }
+  for (std::size_t qh = 0; qh < q_heads; ++qh) {
+    for (std::size_t c = 0; c < dim; ++c) whole.out[qh * dim + c] = out[qh * dim + c] / running_sum[qh];
+    if (whole.query_lse != nullptr) whole.query_lse[qh] = running_max[qh] + std::log(running_sum[qh]);
+  }
 }
 
 void KVCache::acquire_pages(const LayerState& state) {

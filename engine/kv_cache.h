@@ -166,6 +166,7 @@ class KVCache {
   void update_pins(LayerState& state);
   void sync_memory();
   void acquire_pages(const LayerState& state);
+  void attend_through_l0(const PagedAttentionArgs& whole);
   void finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);
   void forward_memory_reports();
@@ -191,6 +192,10 @@ class KVCache {
   std::vector<const std::byte*> step_frames_;
   std::uint64_t step_read_bytes_ = 0;
   std::vector<std::vector<float>> own_mass_;  // page masses the cache asks for itself
+  struct ArenaFree {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, ArenaFree> l0_arena_;  // l0_copy: the L0 stand-in, allocated on first use
 };
 
 }  // namespace kv

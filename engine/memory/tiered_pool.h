@@ -34,6 +34,7 @@ namespace kv {
 
 struct MemoryConfig {
   std::size_t l0_bytes = 8u << 20;  // on-chip SRAM stand-in; steps stage pages in halves of it
+  bool l0_copy = false;             // decode steps copy their pages into a real L0 arena (default: accounted)
   std::size_t l1_bytes = 0;         // L1 capacity; 0: no cap (and no demotion)
   L2Config l2;                      // l2.dir empty: no L2 tier
   int prefetch_lookahead = 2;       // steps of selection history and lookahead; 0: no prefetch

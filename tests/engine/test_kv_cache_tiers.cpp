@@ -197,6 +197,26 @@ TEST_CASE("prefetch changes no output and leaves the decode path fewer pages to 
                         run(tiered_config(Format::Q4, dir.path, 2), &policy).outputs));
 }
 
+TEST_CASE("l0_copy: kernels read real copies in L0-sized batches and agree with the direct path", "[memory][kv_cache]") {
+  const Format format = GENERATE(Format::F16, Format::Q4);
+  const bool sparse = GENERATE(false, true);
+  CAPTURE(format_name(format), sparse);
+  kvtest::TempDir dir("cache-l0");
+  const SparsePolicy policy = hybrid(0.25f);
+  const Run direct = run(base_config(format), sparse ? &policy : nullptr);
+  CacheConfig config = tiered_config(format, dir.path);
+  config.memory.l0_copy = true;
+  config.memory.l0_bytes = 64u << 10;  // a few pages per head per batch
+  const Run staged = run(config, sparse ? &policy : nullptr);
+  CHECK(kvtest::relative_error(staged.outputs, direct.outputs) < 1e-5f);
+  const MemoryStats& m = staged.stats.memory;
+  CHECK(m.l0_batches > static_cast<std::uint64_t>(kSteps * kLayers));  // several batches per step
+  CHECK(m.peak_l0_bytes == config.memory.l0_bytes);
+  // Too small to hold one page of every head in a half: refused, naming the field.
+  config.memory.l0_bytes = 8u << 10;
+  CHECK_THROWS_WITH(run(config, nullptr), Catch::Contains("l0_bytes"));
+}
+
 TEST_CASE("placement is deterministic: the same run moves the same bytes", "[memory][kv_cache]") {
   kvtest::TempDir dir("cache-determinism");
   const SparsePolicy policy = hybrid(0.2f);
