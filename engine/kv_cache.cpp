@@ -83,6 +83,7 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
       telemetry_(telemetry),
       layout_(PageLayout::make(layout_spec(config, config.k_format, config.v_format))),
       residual_layout_(PageLayout::make(layout_spec(config, Format::F32, Format::F32))),
+      long_tail_layout_(PageLayout::make(layout_spec(config, Format::Q2, Format::Q2))),
       pool_(config.threads),
       kernels_(&page_kernels(resolve_isa(config.isa))),
       sealed_pool_(layout_.bytes, page_alignment(config), config.memory),
@@ -90,6 +91,45 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
       calibration_(static_cast<std::size_t>(config.geometry.layers) * config.geometry.kv_heads,
                    Calibration(config.outlier_factor)) {
   if (config_.softmax_scale == 0.0f) config_.softmax_scale = 1.0f / std::sqrt(static_cast<float>(config.geometry.head_dim));
+  if (config_.memory.l1_bytes > 0 && long_tail_layout_.bytes < layout_.bytes) {
+    sealed_pool_.set_long_tail(long_tail_layout_.bytes, [this](PageId id) { return requantize_page(id); });
+  }
+}
+
+bool KVCache::requantize_page(PageId id) {
+  // Danger's long tail: the page's stored values, requantized to INT2 in a smaller frame. The
+  // key bounds of the summary index are rewritten from the new page, so selection stays true
+  // to what attention reads; the means stay (they summarise the original values).
+  for (auto& [seq_id, seq] : sequences_) {
+    for (std::size_t l = 0; l < seq.layers.size(); ++l) {
+      for (HeadPages& head : seq.layers[l].heads) {
+        const auto found = std::find(head.sealed.begin(), head.sealed.end(), id);
+        if (found == head.sealed.end()) continue;
+        const auto p = static_cast<std::size_t>(found - head.sealed.begin());
+        const int tokens = config_.page_tokens;
+        const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
+        std::vector<float> k(static_cast<std::size_t>(tokens) * dim), v(k.size());
+        std::byte* dst = sealed_pool_.shrink(id);
+        const PageView src{&layout_, sealed_pool_.shrink_source(), tokens};
+        for (int t = 0; t < tokens; ++t) {
+          dequantize_k_row_ref(src, t, k.data() + static_cast<std::size_t>(t) * dim);
+          dequantize_v_row_ref(src, t, v.data() + static_cast<std::size_t>(t) * dim);
+        }
+        PageStats stats;
+        quantize_page(long_tail_layout_, k.data(), v.data(), tokens, dst, &stats);
+        PageHeader* header = PageLayout::header(dst);
+        header->version = sealed_pool_.version(id) + 1;  // even once finish_shrink() returns
+        header->checksum = page_checksum(long_tail_layout_, dst);
+        const auto* lo = long_tail_layout_.at<std::uint16_t>(dst, long_tail_layout_.key_min);
+        const auto* hi = long_tail_layout_.at<std::uint16_t>(dst, long_tail_layout_.key_max);
+        std::copy(lo, lo + dim, head.sealed_bounds.begin() + static_cast<std::ptrdiff_t>(p * 2 * dim));
+        std::copy(hi, hi + dim, head.sealed_bounds.begin() + static_cast<std::ptrdiff_t>(p * 2 * dim + dim));
+        sealed_pool_.finish_shrink(id);
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 KVCache::~KVCache() = default;
@@ -337,7 +377,8 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
     const std::size_t stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
     for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
-      views[h].push_back({&layout_, sealed_pool_.frame(state.heads[h].sealed[p]), config_.page_tokens,
+      const PageId id = state.heads[h].sealed[p];
+      views[h].push_back({sealed_pool_.small(id) ? &long_tail_layout_ : &layout_, sealed_pool_.frame(id), config_.page_tokens,
                           state.heads[h].sealed_bounds.data() + p * stride, static_cast<int>(p) * config_.page_tokens,
                           state.heads[h].sealed_means.data() + p * stride});
     }
@@ -545,7 +586,7 @@ void KVCache::acquire_pages(const LayerState& state) {
   for (std::size_t h = 0; h < views_.size(); ++h) {
     for (const PageView& view : views_[h]) {
       step_read_bytes_ += view.layout->k_read_bytes(view.tokens) + view.layout->v_read_bytes(view.tokens);
-      if (view.layout != &layout_) continue;
+      if (view.layout == &residual_layout_) continue;
       step_pages_.push_back(state.heads[h].sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)]);
     }
   }
@@ -553,7 +594,7 @@ void KVCache::acquire_pages(const LayerState& state) {
   std::size_t next = 0;
   for (auto& head : views_) {
     for (PageView& view : head) {
-      if (view.layout == &layout_) view.data = step_frames_[next++];
+      if (view.layout != &residual_layout_) view.data = step_frames_[next++];
     }
   }
   sealed_pool_.stage_l0(step_read_bytes_);
@@ -574,7 +615,7 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
       if (mass == nullptr) continue;
       for (std::size_t i = 0; i < views_[h].size(); ++i) {
         const PageView& view = views_[h][i];
-        if (view.layout != &layout_) continue;
+        if (view.layout == &residual_layout_) continue;
         const PageId id = sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)];
         const float before = sealed_pool_.importance(id) * (options.importance != nullptr ? 1.0f : decay);
         sealed_pool_.set_importance(id, before + (*mass)[h][i]);
@@ -788,7 +829,8 @@ void KVCache::truncate_layer(LayerState& state, int new_length) {
       std::byte* dst = residual_pool_.data(id);
       std::vector<const std::byte*> frame;
       sealed_pool_.acquire({head.sealed[static_cast<std::size_t>(page)]}, frame);
-      const PageView src{&layout_, frame[0], tokens_per_page};
+      const PageId source = head.sealed[static_cast<std::size_t>(page)];
+      const PageView src{sealed_pool_.small(source) ? &long_tail_layout_ : &layout_, frame[0], tokens_per_page};
       for (int t = 0; t < kept; ++t) {
         float* key = residual_layout_.at<float>(dst, residual_layout_.k_data) + t * dim;
         dequantize_k_row_ref(src, t, key);

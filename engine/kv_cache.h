@@ -164,6 +164,7 @@ class KVCache {
   void compensation_states(const SelectionPlan& plan, const float* q, const std::vector<std::vector<PageView>>& all);
   void release_layer(LayerState& state);
   void update_pins(LayerState& state);
+  bool requantize_page(PageId id);
   void sync_memory();
   void acquire_pages(const LayerState& state);
   void attend_through_l0(const PagedAttentionArgs& whole);
@@ -175,6 +176,7 @@ class KVCache {
   Telemetry* telemetry_;
   PageLayout layout_;
   PageLayout residual_layout_;
+  PageLayout long_tail_layout_;  // q2/q2: danger requantizes the long tail into it
   ThreadPool pool_;
   const PageKernels* kernels_;
   TieredPool sealed_pool_;

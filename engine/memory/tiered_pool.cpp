@@ -26,6 +26,7 @@ constexpr std::size_t kSlabBytes = 1u << 20;
 
 struct TieredPool::Page {
   enum class Load : std::uint8_t { None, Queued, Running, Done, Failed };
+  bool small = false;  // requantized to INT2: a long-tail frame
   std::byte* frame = nullptr;  // L1 copy
   L2Slot slot = kNoSlot;       // L2 copy
   std::atomic<std::uint32_t> version{0};
@@ -118,27 +119,32 @@ const TieredPool::Page& TieredPool::at(PageId id) const {
   return pages_[id];
 }
 
-std::uint64_t TieredPool::l1_used() const { return frames_used_ * page_bytes_ + external_bytes_; }
+std::uint64_t TieredPool::l1_used() const { return frame_bytes_used_ + external_bytes_; }
 
-std::byte* TieredPool::take_frame() {
-  if (free_frames_.empty()) {
-    const std::size_t count = std::max<std::size_t>(1, kSlabBytes / page_bytes_);
-    void* memory = std::aligned_alloc(alignment_, count * page_bytes_);
+std::size_t TieredPool::class_bytes(bool small) const { return small ? small_page_bytes_ : page_bytes_; }
+
+std::byte* TieredPool::take_frame(bool small) {
+  auto& free = free_frames_[small ? 1 : 0];
+  const std::size_t bytes = class_bytes(small);
+  if (free.empty()) {
+    const std::size_t count = std::max<std::size_t>(1, kSlabBytes / bytes);
+    void* memory = std::aligned_alloc(alignment_, count * bytes);
     if (memory == nullptr) throw std::bad_alloc();
     auto* base = static_cast<std::byte*>(memory);
     slabs_.emplace_back(base);
-    for (std::size_t i = count; i-- > 0;) free_frames_.push_back(base + i * page_bytes_);
+    slab_bytes_ += count * bytes;
+    for (std::size_t i = count; i-- > 0;) free.push_back(base + i * bytes);
   }
-  std::byte* frame = free_frames_.back();
-  free_frames_.pop_back();
-  ++frames_used_;
+  std::byte* frame = free.back();
+  free.pop_back();
+  frame_bytes_used_ += bytes;
   stats_.peak_l1_bytes = std::max(stats_.peak_l1_bytes, l1_used());
   return frame;
 }
 
-void TieredPool::give_frame(std::byte* frame) {
-  free_frames_.push_back(frame);
-  --frames_used_;
+void TieredPool::give_frame(std::byte* frame, bool small) {
+  free_frames_[small ? 1 : 0].push_back(frame);
+  frame_bytes_used_ -= class_bytes(small);
 }
 
 PageId TieredPool::allocate() {
@@ -151,7 +157,8 @@ PageId TieredPool::allocate() {
     pages_.emplace_back();
   }
   Page& page = pages_[id];
-  page.frame = take_frame();
+  page.frame = take_frame(false);
+  page.small = false;
   page.refcount = 1;
   page.last_used = step_;
   ++live_;
@@ -184,8 +191,9 @@ void TieredPool::release(PageId id) {
     page.error.clear();
   }
   if (page.prefetched) ++stats_.prefetch_unused;
-  if (page.frame != nullptr) give_frame(page.frame);
+  if (page.frame != nullptr) give_frame(page.frame, page.small);
   if (page.slot != kNoSlot) store_->release(page.slot);
+  page.small = false;
   pinned_pages_ -= page.pins > 0 ? 1 : 0;
   page.frame = nullptr;
   page.slot = kNoSlot;
@@ -213,13 +221,14 @@ void TieredPool::set_importance(PageId id, float importance) { at(id).importance
 float TieredPool::importance(PageId id) const { return at(id).importance; }
 std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(); }
 bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
+bool TieredPool::small(PageId id) const { return at(id).small; }
 
 void TieredPool::start_load(PageId id, bool demand) {
   Page& page = at(id);
   if (demand && config_.l1_bytes > 0 && l1_used() + page_bytes_ > config_.l1_bytes) {
     demote_bytes(page_bytes_ * config_.demote_batch_pages);
   }
-  page.frame = take_frame();
+  page.frame = take_frame(page.small);
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
   stats_.swap_in_bytes += bytes;
   sample_.swap_in_bytes += bytes;
@@ -291,7 +300,7 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
       const std::string error = page.error;
       page.load = Page::Load::None;
       page.error.clear();
-      give_frame(page.frame);
+      give_frame(page.frame, page.small);
       page.frame = nullptr;
       for (PageId held : acquired_) --at(held).in_use;
       acquired_.clear();
@@ -374,7 +383,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     Page& page = at(id);
     if (page.slot == kNoSlot) {
       if (l2_stopped_) continue;
-      const L2Slot slot = store_->append(page.frame, page_bytes_);
+      const L2Slot slot = store_->append(page.frame, class_bytes(page.small));
       if (slot == kNoSlot) {
         l2_stopped_ = true;
         if (store_->failed()) {
@@ -386,8 +395,8 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
       }
       page.slot = slot;
       ++stats_.demotions;
-      stats_.swap_out_bytes += page_bytes_;
-      sample_.swap_out_bytes += page_bytes_;
+      stats_.swap_out_bytes += class_bytes(page.small);
+      sample_.swap_out_bytes += class_bytes(page.small);
     } else {
       ++stats_.drops;
     }
@@ -408,7 +417,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
       page.load = Page::Load::None;
       page.error.clear();
     }
-    give_frame(page.frame);
+    give_frame(page.frame, page.small);
     page.frame = nullptr;
   }
 }
@@ -428,7 +437,7 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
       // depends on timing; the plan must not): demote() cancels or waits for it.
       if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || page.in_use > 0) continue;
       if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-      candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, page_bytes_, page.predicted_at > step_});
+      candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
     }
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
@@ -465,10 +474,71 @@ void TieredPool::relieve_pressure() {
     set_level(PressureLevel::Danger, reason);
     if (tighten_ && tighten_()) event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened");
   }
+  // Second remedy: the long tail (lowest retention, unpinned, resident) shrinks to INT2.
+  if (requantize_ && small_page_bytes_ < page_bytes_ && l1_used() > target) {
+    const std::size_t saved_per_page = page_bytes_ - small_page_bytes_;
+    const std::size_t pages = (l1_used() - target + saved_per_page - 1) / saved_per_page;
+    const std::vector<PageId> plan = plan_long_tail(pages);
+    std::size_t done = 0;
+    for (PageId id : plan) done += requantize_(id) ? 1 : 0;
+    if (done > 0) {
+      stats_.requantized_pages += done;
+      event(MemoryEvent::Kind::Requantized, "danger: long-tail pages requantized to INT2", done);
+    }
+    if (safe()) {
+      set_level(PressureLevel::Safe, "requantization brought L1 free above the warning watermark");
+      overflowing_ = false;
+      return;
+    }
+  }
   const bool over = l1_used() > config_.l1_bytes;
   if (over && !overflowing_) event(MemoryEvent::Kind::Overflow, "L1 holds more than l1_bytes: " + reason);
   overflowing_ = over;
 }
+
+std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
+  std::vector<DemotionCandidate> candidates;
+  {
+    std::lock_guard lock(mutex_);
+    for (PageId id = 0; id < pages_.size(); ++id) {
+      const Page& page = pages_[id];
+      const bool loading = page.load == Page::Load::Queued || page.load == Page::Load::Running;
+      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || page.in_use > 0 || loading) continue;
+      candidates.push_back({id, page.importance, page.last_used, false, 1, false});
+    }
+  }
+  return plan_demotion(std::move(candidates), step_, max_pages, max_pages);
+}
+
+std::byte* TieredPool::shrink(PageId id) {
+  Page& page = at(id);
+  KV_ASSERT(page.frame != nullptr && !page.small && page.in_use == 0, "shrink of a page that is not a resident full-size page");
+  {
+    std::lock_guard lock(mutex_);  // a finished, unconsumed prefetch
+    page.load = Page::Load::None;
+  }
+  page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while rewritten
+  std::byte* old = page.frame;
+  page.frame = take_frame(true);
+  page.small = true;
+  shrink_source_ = old;
+  return page.frame;
+}
+
+void TieredPool::finish_shrink(PageId id) {
+  Page& page = at(id);
+  give_frame(shrink_source_, false);
+  shrink_source_ = nullptr;
+  if (page.slot != kNoSlot) {  // the L2 copy holds the old values
+    store_->release(page.slot);
+    page.slot = kNoSlot;
+  }
+  if (page.prefetched) ++stats_.prefetch_unused;
+  page.prefetched = false;
+  page.version.fetch_add(1, std::memory_order_acq_rel);
+}
+
+const std::byte* TieredPool::shrink_source() const { return shrink_source_; }
 
 void TieredPool::drain() {
   if (store_ != nullptr) store_->write_pending(true);
@@ -481,7 +551,7 @@ MemoryStats TieredPool::stats() const {
   MemoryStats s = stats_;
   s.l1_used_bytes = l1_used();
   s.pinned_bytes = pinned_pages_ * page_bytes_ + external_bytes_;
-  s.frame_bytes = slabs_.size() * std::max<std::size_t>(1, kSlabBytes / page_bytes_) * page_bytes_;
+  s.frame_bytes = slab_bytes_;
   s.level = level_;
   s.l2_enabled = store_ != nullptr;
   if (store_ != nullptr) {

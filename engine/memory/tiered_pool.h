@@ -74,6 +74,7 @@ struct MemoryStats {
   std::uint64_t pages_waited = 0;      // pages the decode path waited for (timing-dependent)
   std::uint64_t demotions = 0;         // pages written to L2
   std::uint64_t drops = 0;             // clean L1 copies dropped
+  std::uint64_t requantized_pages = 0;  // long-tail pages requantized to INT2 in danger
   std::uint64_t dma_wait_ns = 0;
   std::uint64_t l2_read_ns = 0, l2_write_ns = 0;
   PressureLevel level = PressureLevel::Safe;
@@ -143,6 +144,20 @@ class TieredPool {
   // Danger's first remedy: the owner's sparse policy takes a smaller budget. Returns whether it did.
   void set_tighten_budget(std::function<bool()> tighten) { tighten_ = std::move(tighten); }
 
+  // Danger's second remedy. The owner declares the byte size of a long-tail (INT2) page and a
+  // callback that requantizes one page (true: done) using shrink()/finish_shrink().
+  void set_long_tail(std::size_t small_page_bytes, std::function<bool(PageId)> requantize) {
+    small_page_bytes_ = small_page_bytes;
+    requantize_ = std::move(requantize);
+  }
+  // A resident full-size page gets a long-tail frame (returned, to fill); its old bytes stay
+  // readable at shrink_source() until finish_shrink(), which frees them and drops a stale L2
+  // copy. The page's version is odd in between.
+  std::byte* shrink(PageId id);
+  const std::byte* shrink_source() const;
+  void finish_shrink(PageId id);
+  bool small(PageId id) const;
+
   // For tests: the version of a page's frame (odd while the migrator writes it).
   std::uint32_t version(PageId id) const;
   bool resident(PageId id) const;
@@ -158,8 +173,10 @@ class TieredPool {
 
   Page& at(PageId id);
   const Page& at(PageId id) const;
-  std::byte* take_frame();
-  void give_frame(std::byte* frame);
+  std::byte* take_frame(bool small);
+  void give_frame(std::byte* frame, bool small);
+  std::size_t class_bytes(bool small) const;
+  std::vector<PageId> plan_long_tail(std::size_t max_pages);
   std::uint64_t l1_used() const;
   void start_load(PageId id, bool demand);
   void wait_load(Page& page, bool count_wait);
@@ -179,8 +196,12 @@ class TieredPool {
     void operator()(std::byte* p) const;
   };
   std::vector<std::unique_ptr<std::byte, SlabFree>> slabs_;
-  std::vector<std::byte*> free_frames_;
-  std::size_t frames_used_ = 0;
+  std::vector<std::byte*> free_frames_[2];  // full-size, long-tail
+  std::size_t frame_bytes_used_ = 0;
+  std::size_t slab_bytes_ = 0;
+  std::size_t small_page_bytes_ = 0;
+  std::function<bool(PageId)> requantize_;
+  std::byte* shrink_source_ = nullptr;
   std::size_t external_bytes_ = 0;
 
   std::deque<Page> pages_;  // stable addresses: the migrator holds pointers

@@ -1,6 +1,7 @@
 // The KV cache over the memory tiers: offload changes where bytes live, never their values.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention/attention_ref.h"
 #include "kv_cache.h"
 #include "runtime/error.h"
 #include "sparse/sparse_decoder.h"
@@ -215,6 +217,50 @@ TEST_CASE("l0_copy: kernels read real copies in L0-sized batches and agree with 
   // Too small to hold one page of every head in a half: refused, naming the field.
   config.memory.l0_bytes = 8u << 10;
   CHECK_THROWS_WITH(run(config, nullptr), Catch::Contains("l0_bytes"));
+}
+
+TEST_CASE("danger without room to demote: the long tail is requantized to INT2, nothing fails", "[memory][kv_cache]") {
+  struct Events : Telemetry {
+    void on_page_sealed(const PageSealed&) override {}
+    void on_nan_inf(int, std::uint64_t) override {}
+    void on_kernel(KernelKind, Isa) override {}
+    void on_ops(Phase, const OpCounts&) override {}
+    void on_memory_event(const MemoryEvent& e) override { kinds.push_back(e.kind); }
+    std::vector<MemoryEvent::Kind> kinds;
+  } events;
+  // No L2 tier and an L1 cap below the context: only requantization can make room.
+  CacheConfig config = base_config(Format::Q8);
+  config.memory.l1_bytes = sealed_bytes_of(Format::Q8) * 8 / 10;
+  config.memory.pin_window_tokens = 64;
+  KVCache cache(config, &events);
+  const SeqId seq = cache.create_sequence();
+  const auto k = kvtest::random_keys(kPrompt, kKvHeads, kDim, 5);
+  const auto v = kvtest::random_values(static_cast<std::size_t>(kPrompt) * kKvHeads * kDim, 6);
+  for (int l = 0; l < kLayers; ++l) cache.append(seq, l, k.data(), v.data(), kPrompt);
+  const MemoryStats m = cache.stats().memory;
+  CHECK(m.requantized_pages > 0);
+  CHECK(std::count(events.kinds.begin(), events.kinds.end(), MemoryEvent::Kind::Requantized) > 0);
+  CHECK(m.l1_used_bytes <= config.memory.l1_bytes);
+  // The requantized pages are attended as INT2 pages: the kernel agrees with the exact
+  // reference over the values the cache now stores, which differ from the q8 ones.
+  const auto views = cache.page_views(seq, 0);
+  int small = 0;
+  for (const PageView& page : views[0]) small += page.layout->k_format == Format::Q2 ? 1 : 0;
+  CHECK(small > 0);
+  const ModelGeometry& g = config.geometry;
+  const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
+  const DenseKV dense = gather_pages_ref(shape, views);
+  const auto q = kvtest::random_values(static_cast<std::size_t>(kQHeads) * kDim, 9);
+  std::vector<float> out(q.size()), expected(q.size());
+  cache.attend(seq, 0, q.data(), 1, out.data());
+  attention_ref(shape, q.data(), 1, dense.k.data(), dense.v.data(), dense.ctx, expected.data());
+  CHECK(kvtest::relative_error(out, expected) < 1e-4f);
+  KVCache resident(base_config(Format::Q8));
+  const SeqId other = resident.create_sequence();
+  resident.append(other, 0, k.data(), v.data(), kPrompt);
+  std::vector<float> q8(q.size());
+  resident.attend(other, 0, q.data(), 1, q8.data());
+  CHECK(kvtest::relative_error(out, q8) > 1e-3f);
 }
 
 TEST_CASE("placement is deterministic: the same run moves the same bytes", "[memory][kv_cache]") {
