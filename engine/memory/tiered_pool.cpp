@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -449,12 +450,37 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
   return before - l1_used();
 }
 
+namespace {
+
+// MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
+std::uint64_t mem_available_bytes() {
+  std::FILE* file = std::fopen("/proc/meminfo", "r");
+  if (file == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, file) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(file);
+  return static_cast<std::uint64_t>(kib) * 1024;
+}
+
+}  // namespace
+
 void TieredPool::relieve_pressure() {
   if (config_.l1_bytes == 0) return;
   const auto cap = static_cast<double>(config_.l1_bytes);
-  // Whole bytes, so that "free > 15%" is exact at the boundary.
+  if (config_.mem_available_floor_bytes > 0) {
+    const bool low = mem_available_bytes() < config_.mem_available_floor_bytes;
+    if (low && !machine_low_) event(MemoryEvent::Kind::Pressure, "MemAvailable below mem_available_floor_bytes");
+    machine_low_ = low;
+  }
+  // Whole bytes, so that "free > 15%" is exact at the boundary. A machine low on memory
+  // counts as no free L1.
   const auto warning_free_bytes = static_cast<std::int64_t>(std::llround(cap * config_.warning_free));
-  const auto safe = [&] { return static_cast<std::int64_t>(config_.l1_bytes) - static_cast<std::int64_t>(l1_used()) > warning_free_bytes; };
+  const auto safe = [&] {
+    return !machine_low_ && static_cast<std::int64_t>(config_.l1_bytes) - static_cast<std::int64_t>(l1_used()) > warning_free_bytes;
+  };
   if (safe()) {
     set_level(PressureLevel::Safe, "L1 free above the warning watermark");
     return;
@@ -470,6 +496,7 @@ void TieredPool::relieve_pressure() {
   const std::uint64_t pinned = pinned_pages_ * page_bytes_ + external_bytes_;
   std::string reason = store_ == nullptr ? "no L2 tier" : l2_stopped_ ? "L2 full or failing" : "pinned and in-use pages fill L1";
   if (static_cast<double>(pinned) >= config_.danger_pinned * cap) reason = "pinned pages alone near the L1 cap";
+  if (machine_low_) reason = "MemAvailable below mem_available_floor_bytes";
   if (level_ != PressureLevel::Danger) {
     set_level(PressureLevel::Danger, reason);
     if (tighten_ && tighten_()) event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened");

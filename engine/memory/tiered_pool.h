@@ -41,6 +41,9 @@ struct MemoryConfig {
   double warning_free = 0.15;       // warning when the free share of L1 is at or below this
   double target_free = 0.25;        // demotion in warning frees L1 up to this share
   double danger_pinned = 0.95;      // danger when pinned bytes reach this share of L1
+  // Optional watermark on the machine: below this MemAvailable (/proc/meminfo) L1 is treated as
+  // at the warning level. 0: off (the default: it makes runs depend on the machine).
+  std::size_t mem_available_floor_bytes = 0;
   std::size_t demote_batch_pages = 64;  // pages per demotion batch
   int pin_sink_tokens = 4;          // pages holding the first tokens stay in L1
   int pin_window_tokens = 256;      // pages overlapping the most recent tokens stay in L1
@@ -212,7 +215,8 @@ class TieredPool {
   std::vector<PageId> acquired_;
   PressureLevel level_ = PressureLevel::Safe;
   bool l2_stopped_ = false;
-  bool overflowing_ = false;  // an Overflow event is reported once per episode  // failed or full: no more demotion of dirty pages
+  bool overflowing_ = false;  // an Overflow event is reported once per episode
+  bool machine_low_ = false;  // MemAvailable below its floor at the last check  // failed or full: no more demotion of dirty pages
   MemoryStats stats_;
   MemorySample sample_;
   std::vector<MemoryEvent> events_;

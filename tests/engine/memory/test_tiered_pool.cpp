@@ -203,6 +203,27 @@ TEST_CASE("EIO on an L2 read is an error naming the store; healed, the read is r
   pool.end_step({});
 }
 
+TEST_CASE("the optional MemAvailable watermark degrades a run on a machine low on memory", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-memavailable");
+  MemoryConfig config = tiered(dir.path, 100);
+  config.mem_available_floor_bytes = std::size_t{1} << 60;  // no machine has this much available
+  TieredPool pool(kPage, 64, config);
+  int tightened = 0;
+  pool.set_tighten_budget([&] { return ++tightened > 0; });
+  allocate(pool, 10);  // L1 itself is nearly empty
+  pool.relieve_pressure();
+  const auto events = pool.take_events();
+  REQUIRE_FALSE(events.empty());
+  CHECK(events[0].reason == "MemAvailable below mem_available_floor_bytes");
+  CHECK(pool.stats().level == PressureLevel::Danger);
+  CHECK(tightened == 1);
+  // Off by default.
+  TieredPool calm(kPage, 64, tiered(dir.path, 100));
+  allocate(calm, 10);
+  calm.relieve_pressure();
+  CHECK(calm.take_events().empty());
+}
+
 TEST_CASE("memory config: bad fields are named", "[memory][tiers]") {
   MemoryConfig c;
   c.l2.dir = "/tmp";
