@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <new>
 #include <string>
 
@@ -505,52 +506,66 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
 }
 
 void KVCache::attend_through_l0(const PagedAttentionArgs& whole) {
-  // l0_copy: the step's pages are copied into the L0 arena in batches of at most half of it
-  // (one half filled while the other is read), the kernels read the copies, and the batches'
-  // partial results are merged by their log-sum-exp, exactly like pages within a batch.
+  // l0_copy: the step's pages go through the L0 arena in batches of at most half of it; while
+  // the kernels read one half, a second thread copies the next batch into the other (double
+  // buffering). Batches' partial results merge by their log-sum-exp, like pages in a batch.
   const ModelGeometry& g = config_.geometry;
   const std::size_t half = config_.memory.l0_bytes / 2;
   const std::size_t columns = views_[0].size();
   for (const auto& head : views_) {
     if (head.size() != columns) throw InputError("KVCache::attend", "l0_copy", "needs the same page count for every kv head");
   }
+  const auto padded = [](const PageView& page) { return (page.layout->bytes + kPageAlign - 1) / kPageAlign * kPageAlign; };
+  // Batches: runs of columns (page i of every head) that fit in one half.
+  std::vector<std::pair<std::size_t, std::size_t>> batches;
+  for (std::size_t begin = 0, end = 0, bytes = 0; end <= columns; ++end) {
+    std::size_t column = 0;
+    if (end < columns) {
+      for (const auto& head : views_) column += padded(head[end]);
+      if (column > half) throw InputError("memory config", "l0_bytes", "half of L0 must hold one page of every kv head");
+    }
+    if (end == columns || bytes + column > half) {
+      if (end > begin) batches.emplace_back(begin, end);
+      begin = end;
+      bytes = 0;
+    }
+    bytes += column;
+  }
   if (!l0_arena_) {
     void* memory = std::aligned_alloc(kDirectIoAlign, config_.memory.l0_bytes);
     if (memory == nullptr) throw std::bad_alloc();
     l0_arena_.reset(static_cast<std::byte*>(memory));
   }
+  std::vector<std::vector<PageView>> staged[2] = {std::vector<std::vector<PageView>>(views_.size()),
+                                                  std::vector<std::vector<PageView>>(views_.size())};
+  const auto copy_batch = [&](std::size_t b) {
+    auto& batch = staged[b % 2];
+    std::byte* dst = l0_arena_.get() + (b % 2) * half;
+    for (std::size_t h = 0; h < views_.size(); ++h) {
+      batch[h].assign(views_[h].begin() + static_cast<std::ptrdiff_t>(batches[b].first),
+                      views_[h].begin() + static_cast<std::ptrdiff_t>(batches[b].second));
+      for (PageView& page : batch[h]) {
+        std::memcpy(dst, page.data, page.layout->bytes);
+        page.data = dst;
+        dst += padded(page);
+      }
+    }
+  };
   const auto dim = static_cast<std::size_t>(g.head_dim);
   const auto q_heads = static_cast<std::size_t>(g.q_heads);
   const auto group = static_cast<std::size_t>(g.group());
   std::vector<float> out(q_heads * dim, 0.0f), batch_out(q_heads * dim), batch_lse(q_heads), batch_page_lse;
   std::vector<float> running_max(q_heads, -INFINITY), running_sum(q_heads, 0.0f);
-  std::vector<std::vector<PageView>> batch(views_.size());
-  int half_index = 0;
-  for (std::size_t begin = 0; begin < columns;) {
-    // The next columns (page i of every head) that fit in one half.
-    std::size_t end = begin, bytes = 0;
-    while (end < columns) {
-      std::size_t column = 0;
-      for (const auto& head : views_) column += (head[end].layout->bytes + kPageAlign - 1) / kPageAlign * kPageAlign;
-      if (end > begin && bytes + column > half) break;
-      if (column > half) throw InputError("memory config", "l0_bytes", "half of L0 must hold one page of every kv head");
-      bytes += column;
-      ++end;
-    }
-    std::byte* dst = l0_arena_.get() + static_cast<std::size_t>(half_index) * half;
-    for (std::size_t h = 0; h < views_.size(); ++h) {
-      batch[h].assign(views_[h].begin() + static_cast<std::ptrdiff_t>(begin), views_[h].begin() + static_cast<std::ptrdiff_t>(end));
-      for (PageView& page : batch[h]) {
-        std::memcpy(dst, page.data, page.layout->bytes);
-        page.data = dst;
-        dst += (page.layout->bytes + kPageAlign - 1) / kPageAlign * kPageAlign;
-      }
-    }
+  copy_batch(0);
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    std::future<void> next;
+    if (b + 1 < batches.size()) next = std::async(std::launch::async, copy_batch, b + 1);
+    const auto [begin, end] = batches[b];
     PagedAttentionArgs args = whole;
-    args.pages = &batch;
+    args.pages = &staged[b % 2];
     args.out = batch_out.data();
     args.query_lse = batch_lse.data();
-    args.extra_states = begin == 0 ? whole.extra_states : nullptr;
+    args.extra_states = b == 0 ? whole.extra_states : nullptr;
     if (whole.page_lse != nullptr) {
       batch_page_lse.assign((end - begin) * views_.size() * group, 0.0f);
       args.page_lse = batch_page_lse.data();
@@ -570,8 +585,7 @@ void KVCache::attend_through_l0(const PagedAttentionArgs& whole) {
       running_sum[qh] = running_sum[qh] * keep + add;
       running_max[qh] = top;
     }
-    half_index ^= 1;
-    begin = end;
+    if (next.valid()) next.get();
   }
   for (std::size_t qh = 0; qh < q_heads; ++qh) {
     for (std::size_t c = 0; c < dim; ++c) whole.out[qh * dim + c] = out[qh * dim + c] / running_sum[qh];

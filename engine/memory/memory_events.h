@@ -64,6 +64,8 @@ struct MemorySample {
   std::uint64_t swap_in_bytes = 0;    // page bytes loaded from L2 for or during this step
   std::uint64_t swap_out_bytes = 0;   // page bytes demoted to L2 during this step
   std::uint64_t dma_wait_ns = 0;      // the step's wait for pages not resident
+  std::uint64_t step_ns = 0;          // wall time since the previous sample: swap bytes / step_ns is the
+                                      // step's swap bandwidth (clock host)
   PressureLevel level = PressureLevel::Safe;
 };
 

@@ -347,7 +347,10 @@ void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t ho
       start_load(id, false);
     }
   }
+  const std::uint64_t now = now_ns();
   sample_.step = step_;
+  sample_.step_ns = last_sample_ns_ > 0 ? now - last_sample_ns_ : 0;
+  last_sample_ns_ = now;
   sample_.l1_used_bytes = l1_used();
   sample_.l2_live_bytes = store_ != nullptr ? store_->stats().live_bytes : 0;
   sample_.level = level_;

@@ -216,7 +216,8 @@ class TieredPool {
   PressureLevel level_ = PressureLevel::Safe;
   bool l2_stopped_ = false;
   bool overflowing_ = false;  // an Overflow event is reported once per episode
-  bool machine_low_ = false;  // MemAvailable below its floor at the last check  // failed or full: no more demotion of dirty pages
+  bool machine_low_ = false;
+  std::uint64_t last_sample_ns_ = 0;  // MemAvailable below its floor at the last check  // failed or full: no more demotion of dirty pages
   MemoryStats stats_;
   MemorySample sample_;
   std::vector<MemoryEvent> events_;
