@@ -163,11 +163,13 @@ TEST_CASE("danger: pinned pages fill L1, the budget is tightened, L1 overflows b
   CHECK(pool.stats().level == PressureLevel::Safe);
 }
 
-TEST_CASE("ENOSPC on L2: demotion stops, an event says why, pages stay intact", "[memory][tiers]") {
+TEST_CASE("ENOSPC or EIO on an L2 write: demotion stops, an event says why, pages stay intact", "[memory][tiers]") {
+  const int error = GENERATE(ENOSPC, EIO);
+  CAPTURE(error);
   kvtest::TempDir dir("tiers-enospc");
   FaultyFileIo io;
   TieredPool pool(kPage, 64, tiered(dir.path, 20, &io));
-  io.fail_writes_after(0, ENOSPC);
+  io.fail_writes_after(0, error);
   auto ids = allocate(pool, 18);
   pool.relieve_pressure();  // demotes into the write buffer
   pool.drain();             // the write fails
@@ -177,7 +179,7 @@ TEST_CASE("ENOSPC on L2: demotion stops, an event says why, pages stay intact", 
   const auto events = pool.take_events();
   const auto failed = of_kind(events, MemoryEvent::Kind::L2Failed);
   REQUIRE(failed.size() == 1);
-  CHECK_THAT(failed[0].reason, Catch::Contains(std::strerror(ENOSPC)));
+  CHECK_THAT(failed[0].reason, Catch::Contains(std::strerror(error)));
   CHECK(pool.stats().level == PressureLevel::Danger);
   CHECK(pool.stats().l2_failed);
   std::vector<const std::byte*> frames;
