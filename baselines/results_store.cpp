@@ -1,0 +1,369 @@
+#include "results_store.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+// A prepared statement with bound parameters; finalized when it goes.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) fail("prepare");
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
+  Statement& bind(int i, int v) { return check(sqlite3_bind_int(stmt_, i, v)); }
+  Statement& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
+  Statement& bind(int i, const std::string& v) {
+    return check(sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  Statement& bind_null(int i) { return check(sqlite3_bind_null(stmt_, i)); }
+  // true: a row is ready; false: done.
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) fail("step");
+    return false;
+  }
+  void run() {
+    while (step()) {
+    }
+    sqlite3_reset(stmt_);
+  }
+  std::int64_t int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+  std::string text(int column) const {
+    const auto* s = sqlite3_column_text(stmt_, column);
+    return s == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(s));
+  }
+
+ private:
+  Statement& check(int rc) {
+    if (rc != SQLITE_OK) fail("bind");
+    return *this;
+  }
+  [[noreturn]] void fail(const char* what) const {
+    throw std::runtime_error(std::string("sqlite ") + what + ": " + sqlite3_errmsg(db_));
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// A transaction that rolls back unless committed. BEGIN IMMEDIATE takes the write lock up
+// front, so concurrent writers queue on the busy timeout instead of deadlocking.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { exec("BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    exec("COMMIT");
+    done_ = true;
+  }
+
+ private:
+  void exec(const char* sql) {
+    char* error = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+      const std::string message = error != nullptr ? error : "unknown";
+      sqlite3_free(error);
+      throw std::runtime_error(std::string("sqlite ") + sql + ": " + message);
+    }
+  }
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+std::string join_tags(const std::vector<std::string>& tags) {
+  std::string out;
+  for (const std::string& tag : tags) {
+    if (!out.empty()) out.push_back(',');
+    out.append(tag);
+  }
+  return out;
+}
+
+// Schema version 1. Later versions append migrations; a version is never edited once shipped.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'aborted')),
+  pid INTEGER NOT NULL,
+  boot_id TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL,
+  git_sha TEXT NOT NULL,
+  git_dirty INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  config_hash TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  meta_json TEXT NOT NULL
+);
+CREATE TABLE cases (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  model TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  policy TEXT NOT NULL,
+  soc TEXT NOT NULL,
+  skipped_reason TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE metrics (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL CHECK (repetition >= 1),
+  name TEXT NOT NULL,
+  value REAL,
+  na_reason TEXT NOT NULL DEFAULT '',
+  unit TEXT NOT NULL,
+  clock TEXT NOT NULL CHECK (clock IN ('host', 'model', 'exact')),
+  extrapolated INTEGER NOT NULL,
+  noisy INTEGER NOT NULL,
+  CHECK (value IS NOT NULL OR na_reason != ''),
+  PRIMARY KEY (case_id, repetition, name)
+);
+CREATE TABLE series (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  value REAL,
+  PRIMARY KEY (case_id, repetition, name, step)
+);
+CREATE TABLE events (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX cases_by_run ON cases(run_id);
+CREATE INDEX events_by_case ON events(case_id, repetition);
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
+}  // namespace
+
+const char* run_status_name(RunStatus status) {
+  switch (status) {
+    case RunStatus::Running: return "running";
+    case RunStatus::Complete: return "complete";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Aborted: return "aborted";
+  }
+  return "unknown";
+}
+
+const char* clock_name(Clock clock) {
+  switch (clock) {
+    case Clock::Host: return "host";
+    case Clock::Model: return "model";
+    case Clock::Exact: return "exact";
+  }
+  return "unknown";
+}
+
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+ResultsStore::ResultsStore(const std::string& path) : path_(path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
+    const std::string reason = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw kv::InputError(path, "database", "cannot open: " + reason);
+  }
+  sqlite3_busy_timeout(db_, 30000);
+  try {
+    exec("PRAGMA foreign_keys = ON");
+    exec("PRAGMA journal_mode = WAL");
+    migrate();
+  } catch (const std::runtime_error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (const auto* input = dynamic_cast<const kv::InputError*>(&e)) throw *input;
+    throw kv::InputError(path, "database", e.what());
+  }
+  mark_abandoned_runs();
+}
+
+ResultsStore::~ResultsStore() { sqlite3_close(db_); }
+
+void ResultsStore::exec(const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string message = error != nullptr ? error : sqlite3_errmsg(db_);
+    sqlite3_free(error);
+    throw std::runtime_error(message);
+  }
+}
+
+void ResultsStore::migrate() {
+  Transaction tx(db_);
+  int version = 0;
+  {
+    Statement user_version(db_, "PRAGMA user_version");
+    if (user_version.step()) version = static_cast<int>(user_version.int64(0));
+  }
+  if (version > kSchemaVersion) {
+    throw kv::InputError(path_, "schema_version",
+                         "the database has schema version " + std::to_string(version) + "; this kvbench reads up to " +
+                             std::to_string(kSchemaVersion) + " (use a newer kvbench)");
+  }
+  if (version == 0) {
+    Statement tables(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+    if (tables.step() && tables.int64(0) > 0) {
+      throw kv::InputError(path_, "schema_version", "not a kvbench database (tables without a kvbench schema version)");
+    }
+    exec(kSchemaV1);
+    exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+  }
+  tx.commit();
+}
+
+std::int64_t ResultsStore::begin_run(const RunInfo& info) {
+  Transaction tx(db_);
+  const std::string now = now_utc();
+  Statement insert(db_,
+                   "INSERT INTO runs (started_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
+                   " config_hash, tags, meta_json) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, now).bind(2, static_cast<std::int64_t>(::getpid())).bind(3, boot_id()).bind(4, now);
+  insert.bind(5, info.git_sha).bind(6, info.git_dirty ? 1 : 0).bind(7, info.config_json).bind(8, info.config_hash);
+  insert.bind(9, join_tags(info.tags)).bind(10, info.meta_json);
+  insert.run();
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  tx.commit();
+  return id;
+}
+
+void ResultsStore::heartbeat(std::int64_t run_id) {
+  Statement update(db_, "UPDATE runs SET heartbeat_at = ? WHERE id = ?");
+  update.bind(1, now_utc()).bind(2, run_id).run();
+}
+
+void ResultsStore::finish_run(std::int64_t run_id, RunStatus status) {
+  Statement update(db_, "UPDATE runs SET status = ?, ended_at = ? WHERE id = ?");
+  update.bind(1, std::string(run_status_name(status))).bind(2, now_utc()).bind(3, run_id).run();
+}
+
+std::int64_t ResultsStore::add_case(std::int64_t run_id, const CaseInfo& info) {
+  Transaction tx(db_);
+  Statement insert(db_, "INSERT INTO cases (run_id, name, model, workload, policy, soc, skipped_reason) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, run_id).bind(2, info.name()).bind(3, info.model).bind(4, info.workload).bind(5, info.policy);
+  insert.bind(6, info.soc).bind(7, info.skipped_reason).run();
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  tx.commit();
+  return id;
+}
+
+void ResultsStore::add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics) {
+  Transaction tx(db_);
+  Statement insert(db_,
+                   "INSERT INTO metrics (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const MetricRecord& m : metrics) {
+    if (m.repetition < 1) throw std::invalid_argument("metric " + m.name + ": repetitions count from 1");
+    if (!m.value && m.na_reason.empty()) throw std::invalid_argument("metric " + m.name + ": a missing value needs na_reason");
+    insert.bind(1, case_id).bind(2, m.repetition).bind(3, m.name);
+    if (m.value) {
+      insert.bind(4, *m.value);
+    } else {
+      insert.bind_null(4);
+    }
+    insert.bind(5, m.na_reason).bind(6, m.unit).bind(7, std::string(clock_name(m.clock)));
+    insert.bind(8, m.extrapolated ? 1 : 0).bind(9, m.noisy ? 1 : 0).run();
+  }
+  tx.commit();
+}
+
+void ResultsStore::add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values) {
+  Transaction tx(db_);
+  Statement insert(db_, "INSERT INTO series (case_id, repetition, name, step, value) VALUES (?, ?, ?, ?, ?)");
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    insert.bind(1, case_id).bind(2, repetition).bind(3, name).bind(4, static_cast<std::int64_t>(i)).bind(5, values[i]).run();
+  }
+  tx.commit();
+}
+
+void ResultsStore::add_event(std::int64_t case_id, int repetition, std::int64_t step, const std::string& kind,
+                             const std::string& detail) {
+  Statement insert(db_, "INSERT INTO events (case_id, repetition, step, kind, detail) VALUES (?, ?, ?, ?, ?)");
+  insert.bind(1, case_id).bind(2, repetition).bind(3, step).bind(4, kind).bind(5, detail).run();
+}
+
+std::vector<RunRow> ResultsStore::runs() {
+  std::vector<RunRow> rows;
+  Statement select(db_, "SELECT id, status, started_at, coalesce(ended_at, ''), tags FROM runs ORDER BY id");
+  while (select.step()) {
+    RunRow row;
+    row.id = select.int64(0);
+    const std::string status = select.text(1);
+    row.status = status == "complete" ? RunStatus::Complete
+                 : status == "failed" ? RunStatus::Failed
+                 : status == "aborted" ? RunStatus::Aborted
+                                       : RunStatus::Running;
+    row.started_at = select.text(2);
+    row.ended_at = select.text(3);
+    const std::string tags = select.text(4);
+    for (std::size_t at = 0, next; at < tags.size(); at = next + 1) {
+      next = tags.find(',', at);
+      if (next == std::string::npos) next = tags.size();
+      row.tags.push_back(tags.substr(at, next - at));
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+int ResultsStore::mark_abandoned_runs() {
+  Transaction tx(db_);
+  const std::string boot = boot_id();
+  std::vector<std::int64_t> gone;
+  {
+    Statement select(db_, "SELECT id, pid, boot_id FROM runs WHERE status = 'running'");
+    while (select.step()) {
+      const auto pid = static_cast<pid_t>(select.int64(1));
+      const bool other_boot = select.text(2) != boot;
+      const bool dead = ::kill(pid, 0) != 0 && errno == ESRCH;
+      if (other_boot || dead) gone.push_back(select.int64(0));
+    }
+  }
+  Statement update(db_, "UPDATE runs SET status = 'aborted', ended_at = ? WHERE id = ? AND status = 'running'");
+  for (std::int64_t id : gone) update.bind(1, now_utc()).bind(2, id).run();
+  tx.commit();
+  return static_cast<int>(gone.size());
+}
+
+}  // namespace kvbench

@@ -1,0 +1,102 @@
+// The results store: one SQLite database that every run appends to and every later tool
+// (gate, reports, cross-SoC comparison) reads. WAL journal, a busy timeout and foreign keys;
+// every write in a transaction; SQL only with bound parameters.
+//
+// Runs have a status: `running` (with its pid, the boot id and a heartbeat), `complete`,
+// `failed` or `aborted`. Opening the store marks `aborted` the running runs whose process is
+// gone (another boot, or no such pid), so two processes can write one database at once and a
+// killed run is never taken for a finished one.
+//
+// The view metric_values(run_id, run_status, case_name, model, workload, policy, soc,
+// repetition, name, value, na_reason, unit, clock, extrapolated, noisy) is the contract the
+// readers use; repetitions count from 1, `value` is NULL with an `na_reason` when a metric does
+// not apply.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvbench {
+
+inline constexpr int kSchemaVersion = 1;
+
+enum class RunStatus : std::uint8_t { Running, Complete, Failed, Aborted };
+const char* run_status_name(RunStatus status);
+
+// The clock a figure carries: measured here, priced by a SoC profile, or timing-independent.
+enum class Clock : std::uint8_t { Host, Model, Exact };
+const char* clock_name(Clock clock);
+
+struct RunInfo {
+  std::string git_sha;
+  bool git_dirty = false;
+  std::string config_json;  // the resolved configuration, every default filled in
+  std::string config_hash;
+  std::vector<std::string> tags;
+  std::string meta_json;    // machine, compiler, OS, L2 filesystem...
+};
+
+struct CaseInfo {
+  std::string model, workload, policy, soc;
+  std::string skipped_reason;  // non-empty: the case could not run, and why
+  std::string name() const { return model + "/" + workload + "/" + policy + "/" + soc; }
+};
+
+struct MetricRecord {
+  int repetition = 1;  // from 1
+  std::string name;
+  std::optional<double> value;  // nullopt: does not apply, na_reason says why
+  std::string na_reason;
+  std::string unit;
+  Clock clock = Clock::Exact;
+  bool extrapolated = false;
+  bool noisy = false;
+};
+
+struct RunRow {
+  std::int64_t id = 0;
+  RunStatus status = RunStatus::Running;
+  std::string started_at, ended_at;
+  std::vector<std::string> tags;
+};
+
+class ResultsStore {
+ public:
+  // Opens or creates the database. Throws kv::InputError naming the file for a database that
+  // cannot be opened, is not a kvbench database, or has a newer schema than this binary.
+  explicit ResultsStore(const std::string& path);
+  ~ResultsStore();
+  ResultsStore(const ResultsStore&) = delete;
+  ResultsStore& operator=(const ResultsStore&) = delete;
+
+  std::int64_t begin_run(const RunInfo& info);
+  void heartbeat(std::int64_t run_id);
+  void finish_run(std::int64_t run_id, RunStatus status);
+  std::int64_t add_case(std::int64_t run_id, const CaseInfo& info);
+  // One repetition's metrics of a case, in one transaction.
+  void add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics);
+  void add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values);
+  void add_event(std::int64_t case_id, int repetition, std::int64_t step, const std::string& kind, const std::string& detail);
+
+  std::vector<RunRow> runs();
+  // Marks aborted the running runs whose process is gone; returns how many.
+  int mark_abandoned_runs();
+  sqlite3* db() { return db_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void exec(const char* sql);
+  void migrate();
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+// The kernel's boot id (/proc/sys/kernel/random/boot_id), "" when unreadable.
+std::string boot_id();
+
+}  // namespace kvbench
