@@ -1,0 +1,116 @@
+#include "recorder.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kvbench {
+
+void Recorder::add_span(kv::Phase phase, const std::string& name, double ms) {
+  spans_["span_" + std::string(kv::phase_name(phase)) + "_" + name + "_ms"] += ms;
+}
+
+void Recorder::on_page_sealed(const kv::PageSealed& event) {
+  counters_["pages_sealed"] += 1.0;
+  if (!event.health.has_reference) return;
+  ++health_pages_;
+  drift_sum_ += event.health.scale_drift_mean;
+  drift_max_ = std::max(drift_max_, static_cast<double>(event.health.scale_drift_max));
+  outlier_sum_ += event.health.outlier_channel_ratio;
+  clip_sum_ += event.health.clip_ratio;
+  append("scale_drift", event.health.scale_drift_mean);
+}
+
+void Recorder::on_nan_inf(int /*layer*/, std::uint64_t count) { counters_["nan_inf_count"] += static_cast<double>(count); }
+
+void Recorder::on_kernel(kv::KernelKind kind, kv::Isa isa) {
+  const std::string key = std::string(kind == kv::KernelKind::Decode ? "kernel_decode_" : "kernel_prefill_") +
+                          std::string(kv::isa_name(isa));
+  if (counters_[key]++ == 0) event(0, "kernel", key);  // each path once
+}
+
+void Recorder::on_ops(kv::Phase phase, const kv::OpCounts& counts) { ops_[static_cast<int>(phase)] += counts; }
+
+void Recorder::on_selection(const kv::SelectionEvent& event) {
+  double kept = 0.0;
+  for (int tokens : event.kept_tokens) kept += tokens;
+  const double ratio = event.context_tokens > 0 && !event.kept_tokens.empty()
+                           ? kept / (static_cast<double>(event.context_tokens) * static_cast<double>(event.kept_tokens.size()))
+                           : 1.0;
+  keep_ratio_sum_ += ratio;
+  ++selections_;
+  append("keep_ratio", ratio);
+  auto& histogram = histograms_["importance_score"];
+  histogram.resize(std::max(histogram.size(), event.score_histogram.size()), 0);
+  for (std::size_t i = 0; i < event.score_histogram.size(); ++i) histogram[i] += event.score_histogram[i];
+}
+
+void Recorder::on_budget_change(const kv::BudgetChange& change) {
+  event(change.step, "budget_change",
+        change.budget_pages > 0 ? "budget_pages=" + std::to_string(change.budget_pages) : "budget=" + std::to_string(change.budget));
+}
+
+void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
+  recall_sum_ += quality.attn_mass_recall;
+  miss_sum_ += quality.critical_miss_rate;
+  ++quality_checks_;
+  needles_ += static_cast<std::uint64_t>(quality.needles);
+  needles_kept_ += static_cast<std::uint64_t>(quality.needles_kept);
+}
+
+void Recorder::on_token_dropped(const kv::TokenDropped& drop) {
+  event(drop.step, "token_dropped",
+        "layer=" + std::to_string(drop.layer) + " q_head=" + std::to_string(drop.q_head) + " position=" +
+            std::to_string(drop.position) + " weight=" + std::to_string(drop.weight));
+}
+
+void Recorder::on_memory_event(const kv::MemoryEvent& e) {
+  std::string detail = std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to)) +
+                       " l1_used=" + std::to_string(e.l1_used_bytes) + "/" + std::to_string(e.l1_capacity_bytes) + " " + e.reason;
+  event(static_cast<std::int64_t>(e.step), std::string(kv::memory_event_name(e.kind)), std::move(detail));
+}
+
+void Recorder::on_memory_sample(const kv::MemorySample& sample) {
+  append("l0_bytes", static_cast<double>(sample.l0_bytes));
+  append("l1_used_bytes", static_cast<double>(sample.l1_used_bytes));
+  append("l2_live_bytes", static_cast<double>(sample.l2_live_bytes));
+  const double seconds = static_cast<double>(sample.step_ns) * 1e-9;
+  append("swap_in_gb_per_s", seconds > 0.0 ? static_cast<double>(sample.swap_in_bytes) / seconds * 1e-9 : 0.0);
+  append("swap_out_gb_per_s", seconds > 0.0 ? static_cast<double>(sample.swap_out_bytes) / seconds * 1e-9 : 0.0);
+  gauge("l1_used_bytes", static_cast<double>(sample.l1_used_bytes));
+}
+
+double Recorder::counter(const std::string& name) const {
+  const auto it = counters_.find(name);
+  return it == counters_.end() ? 0.0 : it->second;
+}
+
+const Gauge* Recorder::find_gauge(const std::string& name) const {
+  const auto it = gauges_.find(name);
+  return it == gauges_.end() ? nullptr : &it->second;
+}
+
+const std::vector<double>* Recorder::find_series(const std::string& name) const {
+  const auto it = series_.find(name);
+  return it == series_.end() ? nullptr : &it->second;
+}
+
+std::map<std::string, double> Recorder::scalars() const {
+  std::map<std::string, double> out = spans_;
+  out["nan_inf_count"] = counter("nan_inf_count");
+  if (health_pages_ > 0) {
+    const auto n = static_cast<double>(health_pages_);
+    out["scale_drift_mean"] = drift_sum_ / n;
+    out["scale_drift_max"] = drift_max_;
+    out["outlier_channel_ratio"] = outlier_sum_ / n;
+    out["clip_ratio"] = clip_sum_ / n;
+  }
+  if (selections_ > 0) out["token_drop_ratio"] = 1.0 - keep_ratio_sum_ / static_cast<double>(selections_);
+  if (quality_checks_ > 0) {
+    out["attn_mass_recall"] = recall_sum_ / static_cast<double>(quality_checks_);
+    out["critical_miss_rate"] = miss_sum_ / static_cast<double>(quality_checks_);
+  }
+  if (needles_ > 0) out["needle_recall"] = static_cast<double>(needles_kept_) / static_cast<double>(needles_);
+  return out;
+}
+
+}  // namespace kvbench

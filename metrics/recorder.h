@@ -1,0 +1,107 @@
+// The telemetry recorder: the engine's Telemetry sink for one case repetition. It keeps
+// counters, gauges with their peaks, histograms, time series per step, spans (accumulated
+// wall time per phase and name) and events (pressure transitions, budget changes, token drops,
+// kernel paths), and turns them into the named scalars of the metric contract.
+//
+// Cost: every callback is a few additions or a push_back; nothing allocates per call except
+// series and event appends. Single-threaded, like the engine's API.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "telemetry.h"
+
+namespace kvbench {
+
+struct RecordedEvent {
+  std::int64_t step = 0;
+  std::string kind;    // pressure, l2_failed, budget_change, token_dropped, kernel, ...
+  std::string detail;
+};
+
+struct Gauge {
+  double value = 0.0;
+  double peak = 0.0;
+  void set(double v) {
+    value = v;
+    if (v > peak) peak = v;
+  }
+};
+
+class Recorder final : public kv::Telemetry {
+ public:
+  // Generic instruments, also for the runner's own figures.
+  void add(const std::string& counter, double amount = 1.0) { counters_[counter] += amount; }
+  void gauge(const std::string& name, double value) { gauges_[name].set(value); }
+  void append(const std::string& series, double value) { series_[series].push_back(value); }
+  void event(std::int64_t step, std::string kind, std::string detail) {
+    events_.push_back({step, std::move(kind), std::move(detail)});
+  }
+  void add_span(kv::Phase phase, const std::string& name, double ms);
+
+  // RAII: the wall time between construction and destruction joins span_<phase>_<name>_ms.
+  class Span {
+   public:
+    Span(Recorder& recorder, kv::Phase phase, std::string name)
+        : recorder_(recorder), phase_(phase), name_(std::move(name)), start_(std::chrono::steady_clock::now()) {}
+    ~Span() {
+      recorder_.add_span(phase_, name_,
+                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count());
+    }
+    Span(const Span&) = delete;
+    Span& operator=(const Span&) = delete;
+
+   private:
+    Recorder& recorder_;
+    kv::Phase phase_;
+    std::string name_;
+    std::chrono::steady_clock::time_point start_;
+  };
+
+  // kv::Telemetry
+  void on_page_sealed(const kv::PageSealed& event) override;
+  void on_nan_inf(int layer, std::uint64_t count) override;
+  void on_kernel(kv::KernelKind kind, kv::Isa isa) override;
+  void on_ops(kv::Phase phase, const kv::OpCounts& counts) override;
+  void on_selection(const kv::SelectionEvent& event) override;
+  void on_budget_change(const kv::BudgetChange& change) override;
+  void on_selection_quality(const kv::SelectionQuality& quality) override;
+  void on_token_dropped(const kv::TokenDropped& drop) override;
+  void on_memory_event(const kv::MemoryEvent& event) override;
+  void on_memory_sample(const kv::MemorySample& sample) override;
+
+  double counter(const std::string& name) const;
+  const Gauge* find_gauge(const std::string& name) const;
+  const std::vector<double>* find_series(const std::string& name) const;
+  const std::map<std::string, std::vector<double>>& series() const { return series_; }
+  const std::map<std::string, std::vector<std::int64_t>>& histograms() const { return histograms_; }
+  const std::vector<RecordedEvent>& events() const { return events_; }
+  const kv::OpCounts& ops(kv::Phase phase) const { return ops_[static_cast<int>(phase)]; }
+
+  // Named scalars this recorder can state (quantization health, selection quality, spans);
+  // a name is absent when nothing was observed for it.
+  std::map<std::string, double> scalars() const;
+
+ private:
+  std::map<std::string, double> counters_;
+  std::map<std::string, Gauge> gauges_;
+  std::map<std::string, std::vector<double>> series_;
+  std::map<std::string, std::vector<std::int64_t>> histograms_;
+  std::vector<RecordedEvent> events_;
+  kv::OpCounts ops_[kv::kPhaseCount];
+  std::map<std::string, double> spans_;  // span_<phase>_<name>_ms
+  // Quantization health over sealed pages that had a reference.
+  double drift_sum_ = 0.0, drift_max_ = 0.0, outlier_sum_ = 0.0, clip_sum_ = 0.0;
+  std::uint64_t health_pages_ = 0;
+  // Selection.
+  double keep_ratio_sum_ = 0.0;
+  std::uint64_t selections_ = 0;
+  double recall_sum_ = 0.0, miss_sum_ = 0.0;
+  std::uint64_t quality_checks_ = 0, needles_ = 0, needles_kept_ = 0;
+};
+
+}  // namespace kvbench
