@@ -1,0 +1,347 @@
+#include "suite_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/synthetic_presets.h"
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string& file, const std::string& path, const std::string& reason) {
+  throw kv::InputError(file, path.empty() ? "/" : path, reason);
+}
+
+// Parses JSON, refusing duplicate keys (nlohmann keeps the last one silently).
+json parse_strict(const std::string& text, const std::string& file) {
+  std::vector<std::set<std::string>> open;
+  std::vector<std::string> keys_path;
+  try {
+    return json::parse(text, [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::object_start) open.emplace_back();
+      if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
+      if (event == json::parse_event_t::key) {
+        const std::string key = parsed.get<std::string>();
+        if (!open.empty() && !open.back().insert(key).second) fail(file, key, "duplicate key");
+      }
+      return true;
+    });
+  } catch (const json::parse_error& e) {
+    fail(file, "byte " + std::to_string(e.byte), std::string("malformed JSON: ") + e.what());
+  }
+}
+
+// One JSON object being read: typed getters with defaults, and unknown fields refused.
+class Fields {
+ public:
+  Fields(const json& object, std::string path, const std::string& file) : j_(object), path_(std::move(path)), file_(file) {
+    if (!j_.is_object()) fail(file_, path_, "must be an object");
+  }
+  const std::string& path() const { return path_; }
+  std::string at(const std::string& key) const { return path_ + "/" + key; }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  const json* child(const std::string& key) {
+    used_.insert(key);
+    return j_.contains(key) ? &j_.at(key) : nullptr;
+  }
+  std::string string(const std::string& key, const std::string& fallback, bool required = false) {
+    const json* v = child(key);
+    if (v == nullptr) {
+      if (required) fail(file_, at(key), "is required");
+      return fallback;
+    }
+    if (!v->is_string()) fail(file_, at(key), "must be a string");
+    return v->get<std::string>();
+  }
+  std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+    const json* v = child(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number_integer()) fail(file_, at(key), "must be an integer");
+    const auto x = v->get<std::int64_t>();
+    if (x < lo || x > hi) fail(file_, at(key), std::to_string(x) + " must be in " + std::to_string(lo) + ".." + std::to_string(hi));
+    return x;
+  }
+  double number(const std::string& key, double fallback) {
+    const json* v = child(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number()) fail(file_, at(key), "must be a number");
+    const double x = v->get<double>();
+    if (!std::isfinite(x)) fail(file_, at(key), "must be finite");
+    return x;
+  }
+  bool boolean(const std::string& key, bool fallback) {
+    const json* v = child(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) fail(file_, at(key), "must be true or false");
+    return v->get<bool>();
+  }
+  std::uint64_t size(const std::string& key, std::uint64_t fallback) {
+    const json* v = child(key);
+    if (v == nullptr) return fallback;
+    if (v->is_number_unsigned()) return v->get<std::uint64_t>();
+    if (v->is_string()) return parse_size(v->get<std::string>(), file_, at(key));
+    fail(file_, at(key), "must be a byte count or a size string such as \"64MiB\"");
+  }
+  void done() const {
+    for (const auto& item : j_.items()) {
+      if (used_.count(item.key()) == 0) fail(file_, at(item.key()), "unknown field");
+    }
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+  const std::string& file_;
+  std::set<std::string> used_;
+};
+
+// An engine validator's InputError, re-addressed to the file and JSON path.
+template <class F>
+void rethrow_at(const std::string& file, const std::string& path, F&& validate) {
+  try {
+    validate();
+  } catch (const kv::InputError& e) {
+    fail(file, path + "/" + e.field(), e.reason());
+  }
+}
+
+void read_sparse(Fields& f, kv::SparsePolicy& s, const std::string& file) {
+  const std::string selector = f.string("selector", "full");
+  rethrow_at(file, f.path(), [&] { s.selector = kv::parse_selector(selector, "selector"); });
+  s.sinks = static_cast<int>(f.integer("sinks", s.sinks, 0, 1 << 24));
+  s.window = static_cast<int>(f.integer("window", s.window, 0, 1 << 24));
+  s.budget = static_cast<float>(f.number("budget", s.budget));
+  s.budget_pages = static_cast<int>(f.integer("budget_pages", s.budget_pages, 0, 1 << 24));
+  s.alpha = static_cast<float>(f.number("alpha", s.alpha));
+  s.beta = static_cast<float>(f.number("beta", s.beta));
+  s.gamma = static_cast<float>(f.number("gamma", s.gamma));
+  s.decay = static_cast<float>(f.number("decay", s.decay));
+  const std::string compensation = f.string("compensation", "none");
+  if (compensation == "none") {
+    s.compensation = kv::Compensation::None;
+  } else if (compensation == "mean_v") {
+    s.compensation = kv::Compensation::MeanV;
+  } else {
+    fail(file, f.at("compensation"), "'" + compensation + "' is not one of none, mean_v");
+  }
+  s.sparse_prefill = f.boolean("sparse_prefill", s.sparse_prefill);
+  s.sample_every = static_cast<int>(f.integer("sample_every", s.sample_every, 1, 1 << 20));
+  s.top_m = static_cast<int>(f.integer("top_m", s.top_m, 1, 1 << 20));
+  f.done();
+  rethrow_at(file, f.path(), [&] { kv::validate_sparse_policy(s, "sparse"); });
+}
+
+void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, const std::string& file) {
+  m.l0_bytes = f.size("l0_bytes", m.l0_bytes);
+  m.l0_copy = f.boolean("l0_copy", m.l0_copy);
+  m.l1_bytes = f.size("l1_bytes", m.l1_bytes);
+  m.l2.dir = f.string("l2_dir", "");
+  if (!m.l2.dir.empty() && m.l2.dir.front() != '/') m.l2.dir = base_dir + "/" + m.l2.dir;
+  m.l2.segment_bytes = f.size("l2_segment_bytes", m.l2.segment_bytes);
+  m.l2.batch_bytes = f.size("l2_batch_bytes", m.l2.batch_bytes);
+  m.l2.max_bytes = f.size("l2_max_bytes", m.l2.max_bytes);
+  m.l2.direct_io = f.boolean("l2_direct_io", m.l2.direct_io);
+  m.prefetch_lookahead = static_cast<int>(f.integer("prefetch_lookahead", m.prefetch_lookahead, 0, 64));
+  m.warning_free = f.number("warning_free", m.warning_free);
+  m.target_free = f.number("target_free", m.target_free);
+  m.danger_pinned = f.number("danger_pinned", m.danger_pinned);
+  m.demote_batch_pages = static_cast<std::size_t>(f.integer("demote_batch_pages", 64, 1, 1 << 20));
+  m.mem_available_floor_bytes = f.size("mem_available_floor_bytes", m.mem_available_floor_bytes);
+  m.importance_decay = static_cast<float>(f.number("importance_decay", m.importance_decay));
+  f.done();
+  if (m.l1_bytes > 0 && m.l0_bytes > m.l1_bytes) fail(file, f.at("l0_bytes"), "L0 is larger than L1");
+  // An empty l2_dir is checked by the runner, which puts it beside the database.
+  kv::MemoryConfig check = m;
+  check.l2.dir.clear();
+  rethrow_at(file, f.path(), [&] { kv::validate_memory_config(check); });
+  if (!m.l2.dir.empty()) rethrow_at(file, f.path(), [&] { kv::validate_l2_config(m.l2); });
+}
+
+PolicyConfig read_policy(const json& j, const std::string& path, const std::string& file, const std::string& base_dir) {
+  Fields f(j, path, file);
+  PolicyConfig p;
+  p.name = f.string("name", "", true);
+  const std::string k = f.string("k", "f16"), v = f.string("v", "f16");
+  rethrow_at(file, path, [&] {
+    p.cache.k_format = kv::parse_format(k, "policy", "k");
+    p.cache.v_format = kv::parse_format(v, "policy", "v");
+  });
+  p.cache.v_group = static_cast<int>(f.integer("v_group", p.cache.v_group, 32, 64));
+  if (p.cache.v_group != 32 && p.cache.v_group != 64) fail(file, f.at("v_group"), "must be 32 or 64");
+  p.cache.page_tokens = static_cast<int>(f.integer("page_tokens", p.cache.page_tokens, kv::kMinPageTokens, kv::kMaxPageTokens));
+  p.cache.residual_tokens = static_cast<int>(f.integer("residual_tokens", p.cache.residual_tokens, 0, 1 << 24));
+  p.cache.pad_pages_to_4k = f.boolean("pad_pages_to_4k", p.cache.pad_pages_to_4k);
+  p.cache.threads = static_cast<int>(f.integer("threads", p.cache.threads, 0, 4096));
+  const std::string isa = f.string("isa", "auto");
+  rethrow_at(file, path, [&] { p.cache.isa = kv::parse_isa(isa, "isa"); });
+  p.cache.split_pages = static_cast<int>(f.integer("split_pages", p.cache.split_pages, 1, 1 << 16));
+  if (const json* sparse = f.child("sparse")) {
+    Fields s(*sparse, f.at("sparse"), file);
+    read_sparse(s, p.sparse, file);
+  }
+  // Sinks and window stay in L1 whatever the tiers do.
+  p.cache.memory.pin_sink_tokens = p.sparse.sinks;
+  p.cache.memory.pin_window_tokens = p.sparse.window;
+  if (const json* memory = f.child("memory")) {
+    Fields m(*memory, f.at("memory"), file);
+    read_memory(m, p.cache.memory, base_dir, file);
+  }
+  f.done();
+  return p;
+}
+
+std::string read_text(const std::string& path, const std::string& field) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw kv::InputError(path, field, "cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const json& array_field(const json& root, const std::string& key, const std::string& file) {
+  if (!root.contains(key)) fail(file, "/" + key, "is required");
+  const json& a = root.at(key);
+  if (!a.is_array() || a.empty()) fail(file, "/" + key, "must be a non-empty array");
+  return a;
+}
+
+}  // namespace
+
+std::uint64_t parse_size(const std::string& text, const std::string& file, const std::string& path) {
+  std::size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    fail(file, path, "'" + text + "' is not a size (a number and a unit: B, KiB, MiB, GiB, KB, MB, GB)");
+  }
+  std::string unit = text.substr(used);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  double scale = 0.0;
+  if (unit.empty() || unit == "B") scale = 1.0;
+  if (unit == "KiB") scale = 1024.0;
+  if (unit == "MiB") scale = 1024.0 * 1024.0;
+  if (unit == "GiB") scale = 1024.0 * 1024.0 * 1024.0;
+  if (unit == "KB") scale = 1e3;
+  if (unit == "MB") scale = 1e6;
+  if (unit == "GB") scale = 1e9;
+  if (scale == 0.0) fail(file, path, "'" + unit + "' is not a unit (B, KiB, MiB, GiB, KB, MB, GB)");
+  const double bytes = value * scale;
+  if (!(bytes >= 0.0) || bytes > 1e18 || bytes != std::floor(bytes)) fail(file, path, "'" + text + "' is not a whole, non-negative byte count");
+  return static_cast<std::uint64_t>(bytes);
+}
+
+SuiteConfig parse_suite(const std::string& text, const std::string& file, const std::string& base_dir) {
+  const json root = parse_strict(text, file);
+  Fields f(root, "", file);
+  SuiteConfig suite;
+  suite.name = f.string("name", "", true);
+  suite.seed = static_cast<std::uint64_t>(f.integer("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+  suite.repetitions = static_cast<int>(f.integer("repetitions", suite.repetitions, 1, 1000));
+  suite.warmup = static_cast<int>(f.integer("warmup", suite.warmup, 0, 100));
+  suite.noise_threshold = f.number("noise_threshold", suite.noise_threshold);
+  if (suite.noise_threshold < 0.0 || suite.noise_threshold > 1.0) fail(file, "/noise_threshold", "must be in [0, 1]");
+
+  f.child("models");
+  const json& models = array_field(root, "models", file);
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    Fields m(models[i], "/models/" + std::to_string(i), file);
+    ModelConfig model;
+    model.name = m.string("name", "", true);
+    model.backend = m.string("backend", "", true);
+    if (model.backend == "synthetic") {
+      model.preset = m.string("preset", "", true);
+      rethrow_at(file, m.path(), [&] { kv::find_synthetic_preset(model.preset, "preset"); });
+      model.sample_layers = static_cast<int>(m.integer("sample_layers", model.sample_layers, 1, 1024));
+    } else if (model.backend == "llama") {
+      model.path = m.string("path", "", true);
+      model.tokenizer = m.string("tokenizer", "", true);
+    } else {
+      fail(file, m.at("backend"), "'" + model.backend + "' is not one of synthetic, llama");
+    }
+    m.done();
+    suite.models.push_back(std::move(model));
+  }
+
+  f.child("workloads");
+  const json& workloads = array_field(root, "workloads", file);
+  static const std::set<std::string> kinds = {"rag", "codebase", "roleplay", "multimodal", "perplexity"};
+  for (std::size_t i = 0; i < workloads.size(); ++i) {
+    Fields w(workloads[i], "/workloads/" + std::to_string(i), file);
+    WorkloadConfig workload;
+    workload.name = w.string("name", "", true);
+    workload.kind = w.string("kind", "", true);
+    if (kinds.count(workload.kind) == 0) fail(file, w.at("kind"), "'" + workload.kind + "' is not a workload kind");
+    workload.context_tokens = static_cast<int>(w.integer("context_tokens", 0, 0, 1 << 24));
+    workload.gen_tokens = static_cast<int>(w.integer("gen_tokens", 0, 0, 1 << 20));
+    workload.turns = static_cast<int>(w.integer("turns", 0, 0, 10000));
+    workload.images = static_cast<int>(w.integer("images", 0, 0, 1000));
+    workload.visual_tokens = static_cast<int>(w.integer("visual_tokens", 0, 0, 1 << 16));
+    workload.windows = static_cast<int>(w.integer("windows", 0, 0, 1 << 20));
+    workload.text = w.string("text", "");
+    workload.ttft_target_ms = w.number("ttft_target_ms", 0.0);
+    workload.tpot_target_ms = w.number("tpot_target_ms", 0.0);
+    if (workload.ttft_target_ms < 0.0) fail(file, w.at("ttft_target_ms"), "must be >= 0");
+    if (workload.tpot_target_ms < 0.0) fail(file, w.at("tpot_target_ms"), "must be >= 0");
+    w.done();
+    suite.workloads.push_back(std::move(workload));
+  }
+
+  f.child("policies");
+  const json& policies = array_field(root, "policies", file);
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    const std::string path = "/policies/" + std::to_string(i);
+    if (policies[i].is_string()) {  // a named policy: <base_dir>/policies/NAME.json
+      const std::string named = base_dir + "/policies/" + policies[i].get<std::string>() + ".json";
+      const json policy = parse_strict(read_text(named, path), named);
+      suite.policies.push_back(read_policy(policy, "", named, base_dir));
+    } else {
+      suite.policies.push_back(read_policy(policies[i], path, file, base_dir));
+    }
+  }
+
+  if (const json* socs = f.child("socs")) {
+    if (!socs->is_array() || socs->empty()) fail(file, "/socs", "must be a non-empty array of SoC names");
+    for (std::size_t i = 0; i < socs->size(); ++i) {
+      if (!(*socs)[i].is_string()) fail(file, "/socs/" + std::to_string(i), "must be a string");
+      suite.socs.push_back((*socs)[i].get<std::string>());
+    }
+  } else {
+    suite.socs = {"host"};
+  }
+  f.done();
+  // Names identify cases: no two alike in one list.
+  const auto unique = [&](const std::vector<std::string>& names, const std::string& list) {
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (!seen.insert(names[i]).second) fail(file, "/" + list + "/" + std::to_string(i) + "/name", "duplicate name '" + names[i] + "'");
+    }
+  };
+  std::vector<std::string> names;
+  for (const auto& m : suite.models) names.push_back(m.name);
+  unique(names, "models");
+  names.clear();
+  for (const auto& w : suite.workloads) names.push_back(w.name);
+  unique(names, "workloads");
+  names.clear();
+  for (const auto& p : suite.policies) names.push_back(p.name);
+  unique(names, "policies");
+  return suite;
+}
+
+SuiteConfig load_suite(const std::string& path) {
+  const std::string text = read_text(path, "suite");
+  const auto slash = path.find_last_of('/');
+  return parse_suite(text, path, slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+}  // namespace kvbench

@@ -1,0 +1,65 @@
+// Suite configuration: the JSON a run is made of (models x workloads x policies x socs), parsed
+// and validated once into typed structs. Every engine knob is a field with a default; unknown
+// fields, duplicate keys, wrong types and impossible values are InputErrors naming the file,
+// the JSON path (e.g. /policies/0/sparse/budget) and the reason. Sizes take units ("64MiB").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kv_cache.h"
+#include "sparse/policy.h"
+
+namespace kvbench {
+
+struct ModelConfig {
+  std::string name;
+  std::string backend;        // synthetic | llama
+  std::string preset;         // synthetic: a preset of engine/model/synthetic_presets
+  int sample_layers = 2;      // synthetic: layers executed (the rest extrapolated)
+  std::string path;           // llama: checkpoint (.bin or .gguf); bare names resolve in the models dir
+  std::string tokenizer;      // llama: tok*.bin
+};
+
+struct WorkloadConfig {
+  std::string name;
+  std::string kind;           // rag | codebase | roleplay | multimodal | perplexity
+  int context_tokens = 0;     // 0: the kind's default
+  int gen_tokens = 0;
+  int turns = 0;
+  int images = 0;
+  int visual_tokens = 0;
+  int windows = 0;
+  std::string text;
+  double ttft_target_ms = 0.0;  // 0: no target
+  double tpot_target_ms = 0.0;
+};
+
+struct PolicyConfig {
+  std::string name;
+  kv::CacheConfig cache;      // formats, groups, pages, residual, threads, memory tiers
+  kv::SparsePolicy sparse;    // selector {full} when absent
+};
+
+struct SuiteConfig {
+  std::string name;
+  std::uint64_t seed = 1;
+  int repetitions = 5;
+  int warmup = 1;
+  double noise_threshold = 0.10;
+  std::vector<ModelConfig> models;
+  std::vector<WorkloadConfig> workloads;
+  std::vector<PolicyConfig> policies;
+  std::vector<std::string> socs;
+};
+
+// Bytes from a JSON number or a string with a unit: B, KiB, MiB, GiB (and KB, MB, GB).
+std::uint64_t parse_size(const std::string& text, const std::string& file, const std::string& path);
+
+// text: the suite's JSON; file: its name for errors; base_dir: where relative paths and named
+// policies (`<base_dir>/policies/NAME.json`) resolve.
+SuiteConfig parse_suite(const std::string& text, const std::string& file, const std::string& base_dir);
+SuiteConfig load_suite(const std::string& path);
+
+}  // namespace kvbench

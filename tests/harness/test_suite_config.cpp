@@ -1,0 +1,115 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/error.h"
+#include "suite_config.h"
+#include "test_support.h"
+
+using namespace kvbench;
+
+namespace {
+
+// The suite of issue 6's example, with a placeholder to swap one fragment at a time.
+std::string suite(const std::string& policy_extra = "", const std::string& top_extra = "") {
+  return R"({
+    "name": "smoke", "seed": 1, "repetitions": 5, "warmup": 1)" + top_extra + R"(,
+    "models":    [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 2},
+                  {"name": "stories260k", "backend": "llama", "path": "stories260K.bin", "tokenizer": "tok512.bin"}],
+    "workloads": [{"name": "rag-16k", "kind": "rag", "context_tokens": 16384, "gen_tokens": 32, "ttft_target_ms": 1500, "tpot_target_ms": 66}],
+    "policies":  [{"name": "q4-hybrid", "k": "q4", "v": "q4", "v_group": 32, "residual_tokens": 64, "page_tokens": 64,
+                   "sparse": {"selector": "hybrid", "sinks": 4, "window": 256, "budget": 0.10},
+                   "memory": {"l0_bytes": "8MiB", "l1_bytes": "256MiB", "l2_dir": "", "prefetch_lookahead": 2})" +
+         policy_extra + R"(}],
+    "socs": ["host"]
+  })";
+}
+
+// The error a suite text raises: where (file), field (JSON path) and reason.
+kv::InputError error_of(const std::string& text) {
+  try {
+    parse_suite(text, "suite.json", ".");
+  } catch (const kv::InputError& e) {
+    return e;
+  }
+  FAIL("the suite was accepted");
+  return kv::InputError("", "", "");
+}
+
+}  // namespace
+
+TEST_CASE("the example suite parses into typed configs", "[config]") {
+  const SuiteConfig s = parse_suite(suite(), "suite.json", ".");
+  CHECK(s.name == "smoke");
+  CHECK(s.repetitions == 5);
+  CHECK(s.warmup == 1);
+  CHECK(s.noise_threshold == Approx(0.10));
+  REQUIRE(s.models.size() == 2);
+  CHECK(s.models[0].preset == "llama-7b-gqa");
+  CHECK(s.models[1].tokenizer == "tok512.bin");
+  REQUIRE(s.workloads.size() == 1);
+  CHECK(s.workloads[0].context_tokens == 16384);
+  CHECK(s.workloads[0].tpot_target_ms == 66);
+  REQUIRE(s.policies.size() == 1);
+  const PolicyConfig& p = s.policies[0];
+  CHECK(p.cache.k_format == kv::Format::Q4);
+  CHECK(p.cache.residual_tokens == 64);
+  CHECK(p.sparse.selector == kv::Selector::Hybrid);
+  CHECK(p.sparse.budget == Approx(0.10f));
+  CHECK(p.cache.memory.l0_bytes == 8u << 20);
+  CHECK(p.cache.memory.l1_bytes == 256u << 20);
+  CHECK(p.cache.memory.pin_window_tokens == 256);
+  CHECK(p.cache.memory.l2.dir.empty());
+  CHECK(s.socs == std::vector<std::string>{"host"});
+}
+
+TEST_CASE("malformed suites are refused with the file, the JSON path and the reason", "[config]") {
+  struct Case {
+    std::string text, path, reason;
+  };
+  const std::vector<Case> cases = {
+      {suite(R"(, "sparse_typo": 1)"), "/policies/0/sparse_typo", "unknown field"},
+      {suite("", R"(, "repetitions": 3)"), "repetitions", "duplicate key"},
+      {suite("", R"(, "noise_threshold": "high")"), "/noise_threshold", "must be a number"},
+      {R"({"name": "x", "models": [], "workloads": [1], "policies": [1]})", "/models", "must be a non-empty array"},
+      {suite().replace(suite().find("0.10"), 4, "1.5"), "/policies/0/sparse/budget", "(0, 1]"},
+      {suite().replace(suite().find("\"8MiB\""), 6, "\"512MiB\""), "/policies/0/memory/l0_bytes", "L0 is larger than L1"},
+      {suite().replace(suite().find("\"256MiB\""), 8, "\"256 parsecs\""), "/policies/0/memory/l1_bytes", "is not a unit"},
+      {suite().replace(suite().find("llama-7b-gqa"), 12, "llama-9b"), "/models/0/preset", "llama-9b"},
+      {suite().replace(suite().find("\"rag\""), 5, "\"chat\""), "/workloads/0/kind", "not a workload kind"},
+      {suite().replace(suite().find("\"q4\""), 4, "\"q3\""), "/policies/0/k", "q3"},
+      {suite().substr(0, 40), "byte", "malformed JSON"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.path, c.reason);
+    const kv::InputError e = error_of(c.text);
+    CHECK(e.where() == "suite.json");
+    CHECK_THAT(e.field(), Catch::Contains(c.path));
+    CHECK_THAT(e.reason(), Catch::Contains(c.reason));
+  }
+}
+
+TEST_CASE("named policies resolve beside the suite; sizes take units", "[config]") {
+  kvtest::TempDir dir("suite-named");
+  std::filesystem::create_directories(dir.path + "/policies");
+  std::ofstream(dir.path + "/policies/f16-full.json") << R"({"name": "f16-full", "k": "f16", "v": "f16"})";
+  std::string text = suite();
+  const auto begin = text.find("[{\"name\": \"q4-hybrid\"");
+  const auto end = text.find("\"socs\"");
+  text.replace(begin, end - begin, R"(["f16-full"], )");
+  std::ofstream(dir.path + "/suite.json") << text;
+  const SuiteConfig s = load_suite(dir.path + "/suite.json");
+  REQUIRE(s.policies.size() == 1);
+  CHECK(s.policies[0].name == "f16-full");
+  CHECK(s.policies[0].sparse.selector == kv::Selector::Full);
+  // A named policy that does not exist names its file.
+  text.replace(text.find("f16-full"), 8, "missing");
+  std::ofstream(dir.path + "/suite.json") << text;
+  CHECK_THROWS_WITH(load_suite(dir.path + "/suite.json"), Catch::Contains("policies/missing.json"));
+  CHECK(parse_size("64MiB", "f", "/x") == 64u << 20);
+  CHECK(parse_size("1.5 KiB", "f", "/x") == 1536);
+  CHECK(parse_size("2GB", "f", "/x") == 2'000'000'000ull);
+  CHECK(parse_size("4096", "f", "/x") == 4096);
+  CHECK_THROWS_WITH(parse_size("-1MiB", "f", "/x"), Catch::Contains("non-negative"));
+}
