@@ -1,0 +1,101 @@
+#include "machine.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace kvbench {
+
+namespace {
+
+std::string first_value(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const auto colon = line.find_first_of(":=");
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t\""));
+    while (!value.empty() && (value.back() == '"' || value.back() == ' ')) value.pop_back();
+    return value;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string MachineInfo::to_json() const {
+  nlohmann::json j = {{"cpu_model", cpu_model}, {"cpu_flags", cpu_flags}, {"cores", cores}, {"memory_bytes", memory_bytes},
+                      {"os", os},               {"kernel", kernel},       {"compiler", compiler}};
+  return j.dump();
+}
+
+MachineInfo machine_info() {
+  MachineInfo m;
+  m.cpu_model = first_value("/proc/cpuinfo", "model name");
+  std::istringstream flags(first_value("/proc/cpuinfo", "flags"));
+  const std::set<std::string> wanted = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "asimd"};
+  for (std::string flag; flags >> flag;) {
+    if (wanted.count(flag) != 0) m.cpu_flags += (m.cpu_flags.empty() ? "" : " ") + flag;
+  }
+  m.cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  m.memory_bytes = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  m.os = first_value("/etc/os-release", "PRETTY_NAME");
+  utsname names{};
+  if (::uname(&names) == 0) m.kernel = names.release;
+#if defined(__clang__)
+  m.compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  m.compiler = "g++ " __VERSION__;
+#endif
+#ifdef KVBENCH_CXX_FLAGS
+  m.compiler += std::string(" ") + KVBENCH_CXX_FLAGS;
+#endif
+  return m;
+}
+
+CpuSample cpu_sample() {
+  CpuSample s;
+  {
+    std::ifstream stat("/proc/stat");
+    std::string cpu;
+    std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    s.busy = user + nice + system + irq + softirq + steal;
+    s.total = s.busy + idle + iowait;
+  }
+  {
+    std::ifstream self("/proc/self/stat");
+    std::string text((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+    // Fields after the command (which may hold spaces) start past the last ')'.
+    std::istringstream fields(text.substr(text.rfind(')') + 2));
+    std::string field;
+    std::uint64_t utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i == 14) utime = std::stoull(field);
+      if (i == 15) stime = std::stoull(field);
+    }
+    s.self = utime + stime;
+  }
+  return s;
+}
+
+Noise noise_between(const CpuSample& before, const CpuSample& after) {
+  Noise n;
+  const double total = static_cast<double>(after.total - before.total);
+  const double others = static_cast<double>(after.busy - before.busy) - static_cast<double>(after.self - before.self);
+  n.cpu_share = total > 0.0 ? std::clamp(others / total, 0.0, 1.0) : 0.0;
+  double load[1] = {0.0};
+  if (::getloadavg(load, 1) == 1) n.loadavg = load[0];
+  return n;
+}
+
+}  // namespace kvbench
