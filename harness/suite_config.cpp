@@ -24,7 +24,6 @@ using json = nlohmann::json;
 // Parses JSON, refusing duplicate keys (nlohmann keeps the last one silently).
 json parse_strict(const std::string& text, const std::string& file) {
   std::vector<std::set<std::string>> open;
-  std::vector<std::string> keys_path;
   try {
     return json::parse(text, [&](int /*depth*/, json::parse_event_t event, json& parsed) {
       if (event == json::parse_event_t::object_start) open.emplace_back();
