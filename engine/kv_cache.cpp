@@ -418,6 +418,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   } else {
     views_ = *all;
   }
+  // L2 traffic of this call: demand loads in acquire_pages, demotions and prefetches after it.
+  const std::uint64_t swap_in_before = sealed_pool_.swap_in_bytes(), swap_out_before = sealed_pool_.swap_out_bytes();
   acquire_pages(state);
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
@@ -446,7 +448,6 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     args.page_lse = page_lse_.data();
     args.query_lse = query_lse_.data();
   }
-  const MemoryStats memory_before = telemetry_ != nullptr ? sealed_pool_.stats() : MemoryStats{};
   try {
     if (config_.memory.l0_copy && n_queries == 1) {
       attend_through_l0(args);
@@ -471,6 +472,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
       }
     }
   }
+
+  finish_memory_step(state, n_queries == 1, plan, n_queries == 1 ? page_mass : nullptr, options);
 
   if (telemetry_ != nullptr) {
     telemetry_->on_kernel(n_queries == 1 ? KernelKind::Decode : KernelKind::Prefill, kernels_->isa);
@@ -497,12 +500,10 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.mac(config_.v_format, macs);
     ops.softmax_exps = macs / static_cast<std::uint64_t>(g.head_dim);
     ops.write(Tier::L0, config_.k_format, step_read_bytes_);
-    const MemoryStats memory_after = sealed_pool_.stats();
-    ops.read(Tier::L2, config_.k_format, memory_after.swap_in_bytes - memory_before.swap_in_bytes);
-    ops.write(Tier::L2, config_.k_format, memory_after.swap_out_bytes - memory_before.swap_out_bytes);
+    ops.read(Tier::L2, config_.k_format, sealed_pool_.swap_in_bytes() - swap_in_before);
+    ops.write(Tier::L2, config_.k_format, sealed_pool_.swap_out_bytes() - swap_out_before);
     telemetry_->on_ops(phase_, ops);
   }
-  finish_memory_step(state, n_queries == 1, plan, n_queries == 1 ? page_mass : nullptr, options);
 }
 
 void KVCache::attend_through_l0(const PagedAttentionArgs& whole) {

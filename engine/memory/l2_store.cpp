@@ -18,6 +18,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
 
 namespace kv {
@@ -30,11 +31,6 @@ constexpr const char* kDirPrefix = "kvbench-l2-";
 
 std::size_t align_up(std::size_t n) { return (n + kL2Align - 1) / kL2Align * kL2Align; }
 std::size_t align_down(std::size_t n) { return n / kL2Align * kL2Align; }
-
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 struct AlignedBuffer {
   struct Free {
@@ -220,7 +216,7 @@ bool L2Store::open_segment(std::unique_lock<std::mutex>& lock) {
 }
 
 L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std::mutex>& lock, bool wait) {
-  const std::uint64_t start = now_ns();
+  const std::uint64_t start = monotonic_ns();
   bool waited = false;
   for (;;) {  // re-evaluated after every wait: the other thread may have moved things on
     if (filling_ != nullptr && filling_->used + bytes <= filling_->capacity) break;
@@ -277,7 +273,7 @@ L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std:
     buffer_free_.wait(lock);
     if (failed_) return nullptr;
   }
-  if (waited) stats_.append_wait_ns += now_ns() - start;
+  if (waited) stats_.append_wait_ns += monotonic_ns() - start;
   return filling_;
 }
 
@@ -367,7 +363,7 @@ void L2Store::read(L2Slot id, std::byte* dst) {
     const int fd = segment.fd;
     lock.unlock();
     thread_local AlignedBuffer bounce;
-    const std::uint64_t start = now_ns();
+    const std::uint64_t start = monotonic_ns();
     std::size_t begin = slot.offset, length = slot.bytes;
     if (mode_ == L2Mode::Direct) {
       begin = align_down(slot.offset);
@@ -381,7 +377,7 @@ void L2Store::read(L2Slot id, std::byte* dst) {
       if (n <= 0) break;
       done += static_cast<std::size_t>(n);
     }
-    const std::uint64_t elapsed = now_ns() - start;
+    const std::uint64_t elapsed = monotonic_ns() - start;
     lock.lock();
     --segment.reads_in_flight;
     stats_.read_ns += elapsed;
@@ -415,7 +411,7 @@ bool L2Store::write_batch(Batch& batch) {
     fd = segments_[batch.segment]->fd;
     path = segments_[batch.segment]->path;
   }
-  const std::uint64_t start = now_ns();
+  const std::uint64_t start = monotonic_ns();
   std::size_t done = 0;
   ssize_t n = 0;
   while (done < length) {
@@ -428,7 +424,7 @@ bool L2Store::write_batch(Batch& batch) {
     sync = io_->fdatasync(fd);
     if (sync == 0) io_->drop_cache(fd, static_cast<off_t>(batch.file_offset), static_cast<off_t>(length));
   }
-  const std::uint64_t elapsed = now_ns() - start;
+  const std::uint64_t elapsed = monotonic_ns() - start;
   std::lock_guard lock(mutex_);
   stats_.write_ns += elapsed;
   stats_.device_bytes_written += done;

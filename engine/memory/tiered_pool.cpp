@@ -10,16 +10,12 @@
 #include <utility>
 
 #include "memory/placement.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 
 namespace kv {
 
 namespace {
-
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 constexpr std::size_t kSlabBytes = 1u << 20;
 
@@ -253,10 +249,10 @@ void TieredPool::wait_load(Page& page, bool count_wait) {
     }
   }
   if (page.load == Page::Load::Queued || page.load == Page::Load::Running) {
-    const std::uint64_t start = now_ns();
+    const std::uint64_t start = monotonic_ns();
     done_.wait(lock, [&] { return page.load != Page::Load::Queued && page.load != Page::Load::Running; });
     if (count_wait) {
-      const std::uint64_t waited = now_ns() - start;
+      const std::uint64_t waited = monotonic_ns() - start;
       ++stats_.pages_waited;
       stats_.dma_wait_ns += waited;
       sample_.dma_wait_ns += waited;
@@ -347,7 +343,7 @@ void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t ho
       start_load(id, false);
     }
   }
-  const std::uint64_t now = now_ns();
+  const std::uint64_t now = monotonic_ns();
   sample_.step = step_;
   sample_.step_ns = last_sample_ns_ > 0 ? now - last_sample_ns_ : 0;
   last_sample_ns_ = now;

@@ -139,6 +139,9 @@ class TieredPool {
   void drain();
 
   MemoryStats stats() const;
+  // Page bytes loaded from / demoted to L2 so far (cheap: no lock, no copy).
+  std::uint64_t swap_in_bytes() const { return stats_.swap_in_bytes; }
+  std::uint64_t swap_out_bytes() const { return stats_.swap_out_bytes; }
   bool l2_enabled() const { return store_ != nullptr; }
   const MemoryConfig& config() const { return config_; }
   // Events and the per-step samples since the last call.

@@ -263,6 +263,32 @@ TEST_CASE("danger without room to demote: the long tail is requantized to INT2, 
   CHECK(kvtest::relative_error(out, q8) > 1e-3f);
 }
 
+TEST_CASE("the operation counts carry every L2 byte the attention calls loaded", "[memory][kv_cache]") {
+  struct L2Reads : Telemetry {
+    void on_page_sealed(const PageSealed&) override {}
+    void on_nan_inf(int, std::uint64_t) override {}
+    void on_kernel(KernelKind, Isa) override {}
+    void on_ops(Phase, const OpCounts& ops) override {
+      for (std::uint64_t bytes : ops.bytes_read[static_cast<int>(Tier::L2)]) read += bytes;
+    }
+    std::uint64_t read = 0;
+  } sink;
+  kvtest::TempDir dir("cache-l2-ops");
+  KVCache cache(tiered_config(Format::Q4, dir.path), &sink);
+  const SeqId seq = cache.create_sequence();
+  const auto k = kvtest::random_keys(kPrompt, kKvHeads, kDim, 5);
+  const auto v = kvtest::random_values(static_cast<std::size_t>(kPrompt) * kKvHeads * kDim, 6);
+  for (int l = 0; l < kLayers; ++l) cache.append(seq, l, k.data(), v.data(), kPrompt);
+  const auto q = kvtest::random_values(static_cast<std::size_t>(kQHeads) * kDim, 9);
+  std::vector<float> out(q.size());
+  for (int step = 0; step < 3; ++step) {
+    for (int l = 0; l < kLayers; ++l) cache.attend(seq, l, q.data(), 1, out.data());
+  }
+  const MemoryStats m = cache.stats().memory;
+  REQUIRE(m.demand_loads > 0);
+  CHECK(sink.read == m.swap_in_bytes);  // demand loads and prefetches alike
+}
+
 TEST_CASE("placement is deterministic: the same run moves the same bytes", "[memory][kv_cache]") {
   kvtest::TempDir dir("cache-determinism");
   const SparsePolicy policy = hybrid(0.2f);
