@@ -169,6 +169,23 @@ CREATE VIEW metric_values AS
   FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
 )sql";
 
+// Version 2: a case's outcome (skipped cases keep their reason; a failed case keeps its error),
+// and histograms.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE cases ADD COLUMN status TEXT NOT NULL DEFAULT 'complete'
+  CHECK (status IN ('running', 'complete', 'skipped', 'failed'));
+ALTER TABLE cases ADD COLUMN error TEXT NOT NULL DEFAULT '';
+UPDATE cases SET status = 'skipped' WHERE skipped_reason != '';
+CREATE TABLE histograms (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  bin INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY (case_id, repetition, name, bin)
+);
+)sql";
+
 }  // namespace
 
 const char* run_status_name(RunStatus status) {
@@ -177,6 +194,16 @@ const char* run_status_name(RunStatus status) {
     case RunStatus::Complete: return "complete";
     case RunStatus::Failed: return "failed";
     case RunStatus::Aborted: return "aborted";
+  }
+  return "unknown";
+}
+
+const char* case_status_name(CaseStatus status) {
+  switch (status) {
+    case CaseStatus::Running: return "running";
+    case CaseStatus::Complete: return "complete";
+    case CaseStatus::Skipped: return "skipped";
+    case CaseStatus::Failed: return "failed";
   }
   return "unknown";
 }
@@ -248,8 +275,13 @@ void ResultsStore::migrate() {
       throw kv::InputError(path_, "schema_version", "not a kvbench database (tables without a kvbench schema version)");
     }
     exec(kSchemaV1);
-    exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+    version = 1;
   }
+  if (version == 1) {
+    exec(kSchemaV2);
+    version = 2;
+  }
+  exec(("PRAGMA user_version = " + std::to_string(version)).c_str());
   tx.commit();
 }
 
@@ -280,12 +312,37 @@ void ResultsStore::finish_run(std::int64_t run_id, RunStatus status) {
 
 std::int64_t ResultsStore::add_case(std::int64_t run_id, const CaseInfo& info) {
   Transaction tx(db_);
-  Statement insert(db_, "INSERT INTO cases (run_id, name, model, workload, policy, soc, skipped_reason) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  Statement insert(db_,
+                   "INSERT INTO cases (run_id, name, model, workload, policy, soc, skipped_reason, status)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   insert.bind(1, run_id).bind(2, info.name()).bind(3, info.model).bind(4, info.workload).bind(5, info.policy);
-  insert.bind(6, info.soc).bind(7, info.skipped_reason).run();
+  insert.bind(6, info.soc).bind(7, info.skipped_reason);
+  insert.bind(8, std::string(info.skipped_reason.empty() ? "running" : "skipped")).run();
   const std::int64_t id = sqlite3_last_insert_rowid(db_);
   tx.commit();
   return id;
+}
+
+void ResultsStore::finish_case(std::int64_t case_id, CaseStatus status, const std::string& error) {
+  Statement update(db_, "UPDATE cases SET status = ?, error = ? WHERE id = ?");
+  update.bind(1, std::string(case_status_name(status))).bind(2, error).bind(3, case_id).run();
+}
+
+void ResultsStore::add_histogram(std::int64_t case_id, int repetition, const std::string& name,
+                                 const std::vector<std::int64_t>& counts) {
+  Transaction tx(db_);
+  Statement insert(db_, "INSERT INTO histograms (case_id, repetition, name, bin, count) VALUES (?, ?, ?, ?, ?)");
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    insert.bind(1, case_id).bind(2, repetition).bind(3, name).bind(4, static_cast<std::int64_t>(i)).bind(5, counts[i]).run();
+  }
+  tx.commit();
+}
+
+void ResultsStore::add_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events) {
+  Transaction tx(db_);
+  Statement insert(db_, "INSERT INTO events (case_id, repetition, step, kind, detail) VALUES (?, ?, ?, ?, ?)");
+  for (const EventRecord& e : events) insert.bind(1, case_id).bind(2, repetition).bind(3, e.step).bind(4, e.kind).bind(5, e.detail).run();
+  tx.commit();
 }
 
 void ResultsStore::add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics) {

@@ -22,10 +22,15 @@
 
 namespace kvbench {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 enum class RunStatus : std::uint8_t { Running, Complete, Failed, Aborted };
 const char* run_status_name(RunStatus status);
+
+// A case: running until its repetitions are stored, skipped (could not run, with its reason),
+// failed (an error stopped it; the message is kept).
+enum class CaseStatus : std::uint8_t { Running, Complete, Skipped, Failed };
+const char* case_status_name(CaseStatus status);
 
 // The clock a figure carries: measured here, priced by a SoC profile, or timing-independent.
 enum class Clock : std::uint8_t { Host, Model, Exact };
@@ -57,6 +62,12 @@ struct MetricRecord {
   bool noisy = false;
 };
 
+struct EventRecord {
+  std::int64_t step = 0;
+  std::string kind;
+  std::string detail;
+};
+
 struct RunRow {
   std::int64_t id = 0;
   RunStatus status = RunStatus::Running;
@@ -81,6 +92,9 @@ class ResultsStore {
   void add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics);
   void add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values);
   void add_event(std::int64_t case_id, int repetition, std::int64_t step, const std::string& kind, const std::string& detail);
+  void add_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events);
+  void add_histogram(std::int64_t case_id, int repetition, const std::string& name, const std::vector<std::int64_t>& counts);
+  void finish_case(std::int64_t case_id, CaseStatus status, const std::string& error = "");
 
   std::vector<RunRow> runs();
   // Marks aborted the running runs whose process is gone; returns how many.

@@ -14,6 +14,7 @@
 #include "attention/softmax_state.h"
 #include "quant/fp16.h"
 #include "quant/quantizer.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 
 namespace kv {
@@ -311,7 +312,9 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
   // The pool is single-threaded: allocate destinations first, quantize in parallel per head
   // (each head's calibration sees its pages in order), then report in a fixed order.
   std::vector<PageId> targets(static_cast<std::size_t>(heads) * ready);
+  const std::uint64_t alloc_start = telemetry_ != nullptr ? monotonic_ns() : 0;
   for (PageId& id : targets) id = sealed_pool_.allocate();
+  const std::uint64_t quant_start = telemetry_ != nullptr ? monotonic_ns() : 0;
   std::vector<PageSealed> events(targets.size());
   const auto summary = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
   std::vector<std::uint16_t> means(targets.size() * summary);
@@ -324,6 +327,11 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
                 events[slot], means.data() + slot * summary);
     }
   });
+  if (telemetry_ != nullptr) {
+    const std::uint64_t quant_end = monotonic_ns();
+    telemetry_->on_span(phase_, EngineSpan::PageAlloc, quant_start - alloc_start);
+    telemetry_->on_span(phase_, EngineSpan::KvQuant, quant_end - quant_start);
+  }
   for (int h = 0; h < heads; ++h) {
     HeadPages& head = state.heads[static_cast<std::size_t>(h)];
     for (int p = 0; p < ready; ++p) {

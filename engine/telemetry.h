@@ -71,7 +71,26 @@ struct SelectionQuality {
   double critical_miss_rate = 0.0;  // share of the exact top-m tokens that were dropped
   int needles = 0;                  // planted needles in the context
   int needles_kept = 0;             // of them, kept by every kv head
+  // The step's attention output against exact attention over exact K/V (all tokens), mean
+  // over q heads: ||o - o*|| / ||o*|| and cos(o, o*). Quantization and selection both count.
+  double attn_rel_error = 0.0;
+  double attn_cosine = 1.0;
 };
+
+// Engine work the harness breaks a phase's time into (clock host, nanoseconds).
+enum class EngineSpan : std::uint8_t {
+  KvQuant,    // sealing pages: quantization and page summaries
+  PageAlloc,  // allocating sealed pages (may demote under memory pressure)
+  Select,     // sparse selection: page scores and the plan
+};
+inline std::string_view engine_span_name(EngineSpan span) {
+  switch (span) {
+    case EngineSpan::KvQuant: return "kv_quant";
+    case EngineSpan::PageAlloc: return "page_alloc";
+    case EngineSpan::Select: return "select";
+  }
+  return "unknown";
+}
 
 // A critical token (exact top-m) that selection dropped: enough to trace a wrong answer back.
 struct TokenDropped {
@@ -107,6 +126,8 @@ class Telemetry {
   // Memory tiers: pressure transitions and faults, and one sample per attention call.
   virtual void on_memory_event(const MemoryEvent& /*event*/) {}
   virtual void on_memory_sample(const MemorySample& /*sample*/) {}
+  // Wall time of one piece of engine work (reported only when a sink is set).
+  virtual void on_span(Phase /*phase*/, EngineSpan /*span*/, std::uint64_t /*ns*/) {}
 };
 
 }  // namespace kv

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "build_info.h"
+#include "run_command.h"
 #include "score_command.h"
 #include "sparse_eval_command.h"
 #include "synth_stats_command.h"
@@ -35,6 +36,10 @@ int run_cli(int argc, char** argv) {
   add_synth_stats_command(app, synth_stats);
   SparseEvalOptions sparse_eval;
   add_sparse_eval_command(app, sparse_eval);
+  RunCommandOptions run;
+  add_run_command(app, run);
+  ResultsCommandOptions results;
+  add_results_commands(app, results);
 
   try {
     app.parse(argc, argv);
@@ -50,6 +55,10 @@ int run_cli(int argc, char** argv) {
     if (app.got_subcommand("score")) return run_score(score);
     if (app.got_subcommand("synth-stats")) return run_synth_stats(synth_stats);
     if (app.got_subcommand("sparse-eval")) return run_sparse_eval(sparse_eval);
+    if (run.command->parsed()) return run_run(run);
+    if (results.list->parsed()) return run_list(results);
+    if (results.show->parsed()) return run_show(results);
+    if (results.exporter->parsed()) return run_export(results);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

@@ -8,6 +8,7 @@
 namespace kvbench {
 
 inline constexpr int kExitOk = 0;
+inline constexpr int kExitRunFailed = 1;  // a run finished with failed cases
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitInternal = 3;
 

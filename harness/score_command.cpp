@@ -2,13 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "accuracy.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "model_loader.h"
 #include "quant/format.h"
 #include "runtime/error.h"
 
@@ -35,37 +32,11 @@ void add_score_command(CLI::App& app, ScoreOptions& o) {
   cmd->add_flag("--compensate", o.compensate, "sparse: compensation mean_v");
 }
 
-namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw kv::InputError(path, "", "cannot open file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 int run_score(const ScoreOptions& o) {
-  std::shared_ptr<const kv::LlamaWeights> weights;
-  kv::Tokenizer tokenizer;
-  if (ends_with(o.model, ".gguf")) {
-    kv::GgufModel gguf = kv::load_gguf_llama(o.model);
-    tokenizer = std::move(gguf.tokenizer);
-    weights = std::make_shared<const kv::LlamaWeights>(std::move(gguf.weights));
-  } else {
-    if (o.tokenizer.empty()) throw kv::InputError("kvbench score", "--tokenizer", "required for a llama2.c checkpoint");
-    auto loaded = std::make_shared<kv::LlamaWeights>(kv::load_llama2c(o.model));
-    tokenizer = kv::load_llama2c_tokenizer(o.tokenizer, loaded->config.vocab_size);
-    weights = loaded;
-  }
-  tokenizer.check_matches(weights->config.vocab_size, o.model);
-  const std::vector<int> tokens = tokenizer.encode(read_text(o.text), true, false);
+  const LoadedLlama model = load_llama(o.model, o.tokenizer);
+  const std::shared_ptr<const kv::LlamaWeights>& weights = model.weights;
+  const std::vector<int> tokens = model.tokenizer.encode(read_text_file(o.text, "--text"), true, false);
 
   kv::CacheConfig reference;
   reference.geometry = {weights->config.layers, weights->config.heads, weights->config.kv_heads,

@@ -243,6 +243,8 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   const json root = parse_strict(text, file);
   Fields f(root, "", file);
   SuiteConfig suite;
+  suite.file = file;
+  suite.base_dir = base_dir;
   suite.name = f.string("name", "", true);
   suite.seed = static_cast<std::uint64_t>(f.integer("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
   suite.repetitions = static_cast<int>(f.integer("repetitions", suite.repetitions, 1, 1000));
@@ -334,6 +336,20 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   names.clear();
   for (const auto& p : suite.policies) names.push_back(p.name);
   unique(names, "policies");
+  // Impossible values that involve two sections.
+  for (std::size_t p = 0; p < suite.policies.size(); ++p) {
+    const int window = suite.policies[p].sparse.window;
+    for (std::size_t m = 0; m < suite.models.size(); ++m) {
+      const ModelConfig& model = suite.models[m];
+      if (model.backend != "synthetic") continue;  // a llama model's context is checked once it is loaded
+      const kv::SyntheticPreset& preset = kv::find_synthetic_preset(model.preset, "preset");
+      if (window > preset.max_seq_long) {
+        fail(file, "/policies/" + std::to_string(p) + "/sparse/window",
+             "window " + std::to_string(window) + " is larger than model '" + model.name + "' context (" +
+                 std::to_string(preset.max_seq_long) + " tokens)");
+      }
+    }
+  }
   return suite;
 }
 
@@ -341,6 +357,105 @@ SuiteConfig load_suite(const std::string& path) {
   const std::string text = read_text(path, "suite");
   const auto slash = path.find_last_of('/');
   return parse_suite(text, path, slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+}  // namespace kvbench
+
+namespace kvbench {
+
+namespace {
+
+json memory_json(const kv::MemoryConfig& m) {
+  return json{{"l0_bytes", m.l0_bytes},
+              {"l0_copy", m.l0_copy},
+              {"l1_bytes", m.l1_bytes},
+              {"l2_dir", m.l2.dir},
+              {"l2_segment_bytes", m.l2.segment_bytes},
+              {"l2_batch_bytes", m.l2.batch_bytes},
+              {"l2_max_bytes", m.l2.max_bytes},
+              {"l2_direct_io", m.l2.direct_io},
+              {"prefetch_lookahead", m.prefetch_lookahead},
+              {"warning_free", m.warning_free},
+              {"target_free", m.target_free},
+              {"danger_pinned", m.danger_pinned},
+              {"demote_batch_pages", m.demote_batch_pages},
+              {"mem_available_floor_bytes", m.mem_available_floor_bytes},
+              {"importance_decay", m.importance_decay}};
+}
+
+json sparse_json(const kv::SparsePolicy& s) {
+  return json{{"selector", std::string(kv::selector_name(s.selector))},
+              {"sinks", s.sinks},
+              {"window", s.window},
+              {"budget", s.budget},
+              {"budget_pages", s.budget_pages},
+              {"alpha", s.alpha},
+              {"beta", s.beta},
+              {"gamma", s.gamma},
+              {"decay", s.decay},
+              {"compensation", s.compensation == kv::Compensation::MeanV ? "mean_v" : "none"},
+              {"sparse_prefill", s.sparse_prefill},
+              {"sample_every", s.sample_every},
+              {"top_m", s.top_m}};
+}
+
+}  // namespace
+
+std::string resolved_json(const SuiteConfig& suite) {
+  json root{{"name", suite.name},
+            {"file", suite.file},
+            {"seed", suite.seed},
+            {"repetitions", suite.repetitions},
+            {"warmup", suite.warmup},
+            {"noise_threshold", suite.noise_threshold},
+            {"socs", suite.socs}};
+  json models = json::array();
+  for (const ModelConfig& m : suite.models) {
+    json j{{"name", m.name}, {"backend", m.backend}};
+    if (m.backend == "synthetic") {
+      j["preset"] = m.preset;
+      j["sample_layers"] = m.sample_layers;
+    } else {
+      j["path"] = m.path;
+      j["tokenizer"] = m.tokenizer;
+    }
+    models.push_back(j);
+  }
+  root["models"] = models;
+  json workloads = json::array();
+  for (const WorkloadConfig& raw : suite.workloads) {
+    const WorkloadConfig w = with_defaults(raw, 0);
+    workloads.push_back(json{{"name", w.name},
+                             {"kind", w.kind},
+                             {"context_tokens", w.context_tokens},
+                             {"gen_tokens", w.gen_tokens},
+                             {"turns", w.turns},
+                             {"images", w.images},
+                             {"visual_tokens", w.visual_tokens},
+                             {"windows", w.windows},
+                             {"text", w.text},
+                             {"ttft_target_ms", w.ttft_target_ms},
+                             {"tpot_target_ms", w.tpot_target_ms}});
+  }
+  root["workloads"] = workloads;
+  json policies = json::array();
+  for (const PolicyConfig& p : suite.policies) {
+    const kv::CacheConfig& c = p.cache;
+    policies.push_back(json{{"name", p.name},
+                            {"k", std::string(kv::format_name(c.k_format))},
+                            {"v", std::string(kv::format_name(c.v_format))},
+                            {"v_group", c.v_group},
+                            {"page_tokens", c.page_tokens},
+                            {"residual_tokens", c.residual_tokens},
+                            {"pad_pages_to_4k", c.pad_pages_to_4k},
+                            {"threads", c.threads},
+                            {"isa", std::string(kv::isa_name(c.isa))},
+                            {"split_pages", c.split_pages},
+                            {"sparse", sparse_json(p.sparse)},
+                            {"memory", memory_json(c.memory)}});
+  }
+  root["policies"] = policies;
+  return root.dump();
 }
 
 }  // namespace kvbench

@@ -10,6 +10,7 @@
 
 #include "kv_cache.h"
 #include "sparse/policy.h"
+#include "workload.h"
 
 namespace kvbench {
 
@@ -22,20 +23,6 @@ struct ModelConfig {
   std::string tokenizer;      // llama: tok*.bin
 };
 
-struct WorkloadConfig {
-  std::string name;
-  std::string kind;           // rag | codebase | roleplay | multimodal | perplexity
-  int context_tokens = 0;     // 0: the kind's default
-  int gen_tokens = 0;
-  int turns = 0;
-  int images = 0;
-  int visual_tokens = 0;
-  int windows = 0;
-  std::string text;
-  double ttft_target_ms = 0.0;  // 0: no target
-  double tpot_target_ms = 0.0;
-};
-
 struct PolicyConfig {
   std::string name;
   kv::CacheConfig cache;      // formats, groups, pages, residual, threads, memory tiers
@@ -43,6 +30,8 @@ struct PolicyConfig {
 };
 
 struct SuiteConfig {
+  std::string file;      // where it came from ("builtin:NAME" for compiled-in suites)
+  std::string base_dir;  // relative paths resolve here
   std::string name;
   std::uint64_t seed = 1;
   int repetitions = 5;
@@ -61,5 +50,10 @@ std::uint64_t parse_size(const std::string& text, const std::string& file, const
 // policies (`<base_dir>/policies/NAME.json`) resolve.
 SuiteConfig parse_suite(const std::string& text, const std::string& file, const std::string& base_dir);
 SuiteConfig load_suite(const std::string& path);
+
+// The resolved configuration: every field with its value, defaults filled in (a workload's
+// sizes as with_defaults gives them; perplexity's 0 context means the model's). Stable key
+// order, so equal configurations hash equally.
+std::string resolved_json(const SuiteConfig& suite);
 
 }  // namespace kvbench

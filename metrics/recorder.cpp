@@ -52,6 +52,8 @@ void Recorder::on_budget_change(const kv::BudgetChange& change) {
 void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
   recall_sum_ += quality.attn_mass_recall;
   miss_sum_ += quality.critical_miss_rate;
+  rel_error_sum_ += quality.attn_rel_error;
+  cosine_sum_ += quality.attn_cosine;
   ++quality_checks_;
   needles_ += static_cast<std::uint64_t>(quality.needles);
   needles_kept_ += static_cast<std::uint64_t>(quality.needles_kept);
@@ -79,6 +81,10 @@ void Recorder::on_memory_sample(const kv::MemorySample& sample) {
   gauge("l1_used_bytes", static_cast<double>(sample.l1_used_bytes));
 }
 
+void Recorder::on_span(kv::Phase phase, kv::EngineSpan span, std::uint64_t ns) {
+  engine_ns_[static_cast<int>(phase)][static_cast<int>(span)] += ns;
+}
+
 double Recorder::counter(const std::string& name) const {
   const auto it = counters_.find(name);
   return it == counters_.end() ? 0.0 : it->second;
@@ -96,6 +102,14 @@ const std::vector<double>* Recorder::find_series(const std::string& name) const 
 
 std::map<std::string, double> Recorder::scalars() const {
   std::map<std::string, double> out = spans_;
+  for (int phase = 0; phase < kv::kPhaseCount; ++phase) {
+    for (int span = 0; span < 3; ++span) {
+      const std::uint64_t ns = engine_ns_[phase][span];
+      if (ns == 0) continue;
+      out["span_" + std::string(kv::phase_name(static_cast<kv::Phase>(phase))) + "_" +
+          std::string(kv::engine_span_name(static_cast<kv::EngineSpan>(span))) + "_ms"] += static_cast<double>(ns) * 1e-6;
+    }
+  }
   out["nan_inf_count"] = counter("nan_inf_count");
   if (health_pages_ > 0) {
     const auto n = static_cast<double>(health_pages_);
@@ -108,6 +122,8 @@ std::map<std::string, double> Recorder::scalars() const {
   if (quality_checks_ > 0) {
     out["attn_mass_recall"] = recall_sum_ / static_cast<double>(quality_checks_);
     out["critical_miss_rate"] = miss_sum_ / static_cast<double>(quality_checks_);
+    out["attn_rel_error"] = rel_error_sum_ / static_cast<double>(quality_checks_);
+    out["attn_cosine"] = cosine_sum_ / static_cast<double>(quality_checks_);
   }
   if (needles_ > 0) out["needle_recall"] = static_cast<double>(needles_kept_) / static_cast<double>(needles_);
   return out;

@@ -73,6 +73,7 @@ class Recorder final : public kv::Telemetry {
   void on_token_dropped(const kv::TokenDropped& drop) override;
   void on_memory_event(const kv::MemoryEvent& event) override;
   void on_memory_sample(const kv::MemorySample& sample) override;
+  void on_span(kv::Phase phase, kv::EngineSpan span, std::uint64_t ns) override;
 
   double counter(const std::string& name) const;
   const Gauge* find_gauge(const std::string& name) const;
@@ -92,6 +93,8 @@ class Recorder final : public kv::Telemetry {
   std::map<std::string, std::vector<double>> series_;
   std::map<std::string, std::vector<std::int64_t>> histograms_;
   std::vector<RecordedEvent> events_;
+  // Engine spans in ns, [phase][span], converted to span_<phase>_<name>_ms by scalars().
+  std::uint64_t engine_ns_[kv::kPhaseCount][3] = {};
   kv::OpCounts ops_[kv::kPhaseCount];
   std::map<std::string, double> spans_;  // span_<phase>_<name>_ms
   // Quantization health over sealed pages that had a reference.
@@ -100,7 +103,7 @@ class Recorder final : public kv::Telemetry {
   // Selection.
   double keep_ratio_sum_ = 0.0;
   std::uint64_t selections_ = 0;
-  double recall_sum_ = 0.0, miss_sum_ = 0.0;
+  double recall_sum_ = 0.0, miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
   std::uint64_t quality_checks_ = 0, needles_ = 0, needles_kept_ = 0;
 };
 

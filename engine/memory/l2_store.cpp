@@ -94,6 +94,11 @@ void clean_stale_directories(const fs::path& parent) {
 
 }  // namespace
 
+std::string filesystem_type(const std::string& path) {
+  struct statfs info {};
+  return ::statfs(path.c_str(), &info) == 0 ? filesystem_name(static_cast<long>(info.f_type)) : "unknown";
+}
+
 struct L2Store::Slot {
   std::uint32_t segment = 0;
   std::uint64_t offset = 0;  // in the segment file
@@ -167,8 +172,7 @@ L2Store::L2Store(const L2Config& config) : config_(config), io_(config.io != nul
     fs::remove_all(path_, ec);
     throw InputError(config_.dir, "l2_dir", "cannot lock the store's directory: " + reason);
   }
-  struct statfs info {};
-  fs_type_ = ::statfs(path_.c_str(), &info) == 0 ? filesystem_name(static_cast<long>(info.f_type)) : "unknown";
+  fs_type_ = filesystem_type(path_);
   on_ram_ = fs_type_ == "tmpfs" || fs_type_ == "ramfs";
   if (config_.direct_io) {  // O_DIRECT works when an aligned write through it does
     const std::string probe = path_ + "/probe";

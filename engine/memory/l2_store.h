@@ -47,6 +47,9 @@ struct L2Config {
   FileIo* io = nullptr;                   // nullptr: the real POSIX calls
 };
 
+// The filesystem type of a path (ext4, xfs, tmpfs...), "unknown" when statfs fails.
+std::string filesystem_type(const std::string& path);
+
 // Throws InputError("l2 config", field, reason).
 void validate_l2_config(const L2Config& config);
 

@@ -25,6 +25,8 @@ class LlamaModel : public ModelBackend {
 
   // After run_step: logits [n_tokens][vocab] of the step's tokens (final norm + classifier).
   const std::vector<float>& logits();
+  // The logits the last logits() call computed.
+  const std::vector<float>& last_logits() const { return logits_; }
   int vocab_size() const { return weights_->config.vocab_size; }
   const LlamaWeights& weights() const { return *weights_; }
 

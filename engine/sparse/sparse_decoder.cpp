@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "sparse/quest.h"
 
@@ -68,10 +69,12 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
       for (float& x : head) x *= policy_.decay;
     }
   }
+  const std::uint64_t select_start = telemetry_ != nullptr ? monotonic_ns() : 0;
   std::vector<std::vector<float>> bounds;
   if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) bounds = quest_bounds(views, q, g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
   const SelectionInput input{context, cache_.config().page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input);
+  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Decode, EngineSpan::Select, monotonic_ns() - select_start);
   std::vector<std::vector<float>> mass;
   AttendOptions options;
   options.plan = &last_plan_;
@@ -112,7 +115,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     telemetry_->on_selection(event);
   }
   if (exact_ != nullptr && step_ % policy_.sample_every == 0) {
-    const SelectionQuality quality = check_quality(layer, q, context);
+    const SelectionQuality quality = check_quality(layer, q, out, context);
     recall_sum_ += quality.attn_mass_recall;
     miss_sum_ += quality.critical_miss_rate;
     ++quality_checks_;
@@ -129,6 +132,7 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   for (const PageView& v : views[0]) context += v.tokens;
   // The chunk's mean query per q head scores the pages.
   const auto row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
+  const std::uint64_t select_start = telemetry_ != nullptr ? monotonic_ns() : 0;
   std::vector<float> mean(row, 0.0f);
   for (int i = 0; i < n_queries; ++i) {
     for (std::size_t j = 0; j < row; ++j) mean[j] += q[static_cast<std::size_t>(i) * row + j] / static_cast<float>(n_queries);
@@ -141,13 +145,14 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   SparsePolicy chunk_policy = policy_;
   chunk_policy.window = policy_.window + n_queries;  // the chunk's own pages are always attended
   last_plan_ = plan_selection(chunk_policy, {context, cache_.config().page_tokens, g.kv_heads, &bounds, &no_history});
+  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Prefill, EngineSpan::Select, monotonic_ns() - select_start);
   AttendOptions options;
   options.plan = &last_plan_;
   options.views = &views;
   cache_.attend(seq, layer, q, n_queries, out, options);
 }
 
-SelectionQuality SparseDecoder::check_quality(int layer, const float* q, int context) {
+SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const float* out, int context) {
   const ModelGeometry& g = cache_.config().geometry;
   const int dim = g.head_dim, group = g.group(), page_tokens = cache_.config().page_tokens;
   SelectionQuality quality;
@@ -156,6 +161,8 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, int con
   std::vector<float> key(static_cast<std::size_t>(dim));
   std::vector<double> weights(static_cast<std::size_t>(context));
   std::vector<std::vector<float>> keys(static_cast<std::size_t>(context));
+  std::vector<float> values(static_cast<std::size_t>(context) * static_cast<std::size_t>(dim));
+  double rel_error = 0.0, cosine = 0.0;
   const std::vector<int> needles = exact_->needle_positions();
   std::vector<bool> needle_kept(needles.size(), true);
   double recall = 0.0, missed = 0.0;
@@ -172,6 +179,7 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, int con
     for (int t = 0; t < context; ++t) {
       keys[static_cast<std::size_t>(t)].resize(static_cast<std::size_t>(dim));
       exact_->exact_key(layer, h, t, keys[static_cast<std::size_t>(t)].data());
+      exact_->exact_value(layer, h, t, values.data() + static_cast<std::size_t>(t) * dim);
     }
     for (int qh = 0; qh < group; ++qh) {
       const float* qv = q + static_cast<std::size_t>(h * group + qh) * dim;
@@ -189,6 +197,23 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, int con
         if (kept[static_cast<std::size_t>(t)]) held += weights[static_cast<std::size_t>(t)];
       }
       recall += held;
+      // The exact output, against what the engine returned for this q head.
+      const float* got = out + static_cast<std::size_t>(h * group + qh) * dim;
+      std::vector<double> exact_out(static_cast<std::size_t>(dim), 0.0);
+      for (int t = 0; t < context; ++t) {
+        const float* value = values.data() + static_cast<std::size_t>(t) * dim;
+        for (int c = 0; c < dim; ++c) exact_out[static_cast<std::size_t>(c)] += weights[static_cast<std::size_t>(t)] * value[c];
+      }
+      double diff = 0.0, norm = 0.0, dot = 0.0, got_norm = 0.0;
+      for (int c = 0; c < dim; ++c) {
+        const double exact = exact_out[static_cast<std::size_t>(c)];
+        diff += (got[c] - exact) * (got[c] - exact);
+        norm += exact * exact;
+        dot += got[c] * exact;
+        got_norm += static_cast<double>(got[c]) * got[c];
+      }
+      rel_error += norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+      cosine += norm > 0.0 && got_norm > 0.0 ? dot / std::sqrt(norm * got_norm) : (diff == 0.0 ? 1.0 : 0.0);
       // The exact top-m tokens; every dropped one is a miss and a drop-log event.
       std::vector<int> order(static_cast<std::size_t>(context));
       for (int t = 0; t < context; ++t) order[static_cast<std::size_t>(t)] = t;
@@ -208,6 +233,8 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, int con
     }
   }
   quality.attn_mass_recall = recall / g.q_heads;
+  quality.attn_rel_error = rel_error / g.q_heads;
+  quality.attn_cosine = cosine / g.q_heads;
   quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;
   for (std::size_t n = 0; n < needles.size(); ++n) {
     if (needles[n] >= context) continue;

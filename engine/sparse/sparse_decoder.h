@@ -61,7 +61,7 @@ class SparseDecoder {
   double needle_recall() const { return needles_seen_ > 0 ? static_cast<double>(needles_kept_) / needles_seen_ : 1.0; }
 
  private:
-  SelectionQuality check_quality(int layer, const float* q, int context);
+  SelectionQuality check_quality(int layer, const float* q, const float* out, int context);
 
   KVCache& cache_;
   SparsePolicy policy_;

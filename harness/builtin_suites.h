@@ -1,0 +1,13 @@
+// The suites compiled into the binary (configs/suites/*.json at build time).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvbench {
+
+// (name, JSON) of every built-in suite: smoke, nightly, accuracy.
+const std::vector<std::pair<std::string, std::string>>& builtin_suites();
+
+}  // namespace kvbench

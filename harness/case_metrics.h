@@ -1,0 +1,45 @@
+// The metric contract: every scalar a case repetition records, with its unit and clock, in one
+// place. A metric that does not apply is recorded with a NULL value and the reason, never
+// left out, so readers can tell "not applicable" from "lost".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "executor.h"
+#include "kv_cache.h"
+#include "machine.h"
+#include "recorder.h"
+#include "results_store.h"
+
+namespace kvbench {
+
+// What one repetition left behind, for turning into metrics.
+struct RepetitionFacts {
+  const ExecutionResult* execution = nullptr;
+  const Recorder* recorder = nullptr;
+  kv::CacheStats cache;
+  double token_drop_ratio = 0.0;      // the sparse decoder's
+  bool synthetic = true;              // synthetic backend (else llama)
+  bool has_needles = false;           // the script planted needles
+  int model_layers = 0;               // the whole model's layers
+  const kv::PageLayout* layout = nullptr;  // the policy's sealed page layout
+  const kv::PageLayout* f16_layout = nullptr;  // the same geometry in f16 (compression ratio)
+  int kv_heads = 0;
+  double ttft_target_ms = 0.0, tpot_target_ms = 0.0;
+  std::uint64_t peak_rss_bytes = 0;   // 0: unmeasurable
+  Noise noise;
+  bool noisy = false;
+};
+
+// The contract's scalar names, in the order they are recorded (spans included).
+const std::vector<std::string>& contract_metric_names();
+// Those the llama backend adds (recorded NULL on the synthetic backend).
+const std::vector<std::string>& llama_metric_names();
+
+std::vector<MetricRecord> contract_metrics(const RepetitionFacts& facts, int repetition);
+
+// Nearest-rank percentile (p in (0, 100]) of a non-empty list.
+double percentile(std::vector<double> values, double p);
+
+}  // namespace kvbench

@@ -1,0 +1,41 @@
+// `kvbench run`, `kvbench list runs`, `kvbench show RUN_ID`, `kvbench export RUN_ID`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runner.h"
+
+namespace kvbench {
+
+struct RunCommandOptions {
+  std::string suite = "nightly";
+  RunOptions run;
+  bool json = false;
+  CLI::App* command = nullptr;
+};
+
+struct ResultsCommandOptions {
+  std::string db = "kvbench-results/results.sqlite";
+  std::string what;            // list: "runs"
+  std::int64_t run_id = 0;
+  std::string format = "json"; // export: json | csv
+  std::string out;             // export: "" = stdout
+  CLI::App* list = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* exporter = nullptr;
+};
+
+void add_run_command(CLI::App& app, RunCommandOptions& options);
+void add_results_commands(CLI::App& app, ResultsCommandOptions& options);
+// The suite a --suite value names: a built-in name, else a file.
+SuiteConfig find_suite(const std::string& name_or_path);
+
+int run_run(const RunCommandOptions& options);
+int run_list(const ResultsCommandOptions& options);
+int run_show(const ResultsCommandOptions& options);
+int run_export(const ResultsCommandOptions& options);
+
+}  // namespace kvbench

@@ -1,0 +1,370 @@
+#include "runner.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "build_info.h"
+#include "case_metrics.h"
+#include "executor.h"
+#include "machine.h"
+#include "memory/l2_store.h"
+#include "model/llama_model.h"
+#include "model/synthetic.h"
+#include "model_loader.h"
+#include "recorder.h"
+#include "runtime/error.h"
+#include "sparse/sparse_decoder.h"
+
+namespace kvbench {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Events per repetition kept in the store; the rest are counted in one closing event.
+constexpr std::size_t kMaxEvents = 5000;
+
+struct Model {
+  const ModelConfig* config = nullptr;
+  const kv::SyntheticPreset* preset = nullptr;  // synthetic
+  LoadedLlama llama;                            // llama
+  int max_positions = 0;
+  std::map<std::string, std::vector<int>> texts;  // resolved text path -> tokens (llama)
+};
+
+struct Case {
+  std::size_t model_index = 0;
+  std::size_t workload_index = 0;
+  const Model* model = nullptr;  // once loaded
+  WorkloadConfig workload;       // with the kind's defaults for this model
+  std::string text;              // llama: the resolved text path (a key of Model::texts)
+  const PolicyConfig* policy = nullptr;
+  std::string soc;
+  CaseInfo info;
+  ScriptOrSkip script;
+};
+
+std::string resolve_path(const std::string& path, const std::string& models_dir, const std::string& base_dir) {
+  if (path.empty() || path.front() == '/') return path;
+  if (path.find('/') == std::string::npos) return models_dir + "/" + path;  // bare names live in the models dir
+  return base_dir + "/" + path;
+}
+
+std::vector<int> sampled_layers(int layers, int samples) {
+  std::vector<int> out;
+  for (int i = 0; i < samples; ++i) out.push_back((2 * i + 1) * layers / (2 * samples));
+  return out;
+}
+
+// One terminal line, rewritten in place; nothing when stderr is not a terminal.
+class Progress {
+ public:
+  Progress(int units, bool enabled) : units_(units), enabled_(enabled && ::isatty(STDERR_FILENO) != 0) {}
+  void show(int done, int case_index, int cases, const std::string& name, const std::string& what) {
+    if (!enabled_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const std::string eta = done > 0 ? fmt::format("ETA {:.0f}s", elapsed / done * (units_ - done)) : "ETA -";
+    fmt::print(stderr, "\r\033[K[{}/{}] {} {} ({})", case_index, cases, name, what, eta);
+  }
+  void finish() {
+    if (enabled_) fmt::print(stderr, "\r\033[K");
+  }
+
+ private:
+  int units_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+struct Repetition {
+  std::vector<MetricRecord> metrics;
+  std::map<std::string, std::vector<double>> series;
+  std::map<std::string, std::vector<std::int64_t>> histograms;
+  std::vector<EventRecord> events;
+};
+
+Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_threshold, const std::string& l2_dir, int repetition) {
+  const bool rss_reset = reset_peak_rss();
+  const CpuSample before = cpu_sample();
+  const Script& script = c.script.script;
+  const PolicyConfig& policy = *c.policy;
+  Recorder recorder;
+  kv::CacheConfig cache_config = policy.cache;
+  if (cache_config.memory.l1_bytes > 0 && cache_config.memory.l2.dir.empty()) cache_config.memory.l2.dir = l2_dir;
+  kv::ThreadPool pool(cache_config.threads);
+  RepetitionFacts facts;
+  ExecutionResult result;
+  std::optional<kv::PageLayout> layout, f16_layout;
+  const auto fill_cache_facts = [&](kv::KVCache& cache, const kv::SparseDecoder& decoder) {
+    facts.cache = cache.stats();
+    facts.token_drop_ratio = decoder.token_drop_ratio();
+    layout = cache.layout();
+    kv::PageLayoutSpec spec{cache_config.page_tokens, cache_config.geometry.head_dim, kv::Format::F16, kv::Format::F16,
+                            cache_config.v_group, cache_config.pad_pages_to_4k};
+    f16_layout = kv::PageLayout::make(spec);
+    facts.kv_heads = cache_config.geometry.kv_heads;
+  };
+  if (c.model->preset != nullptr) {
+    const kv::SyntheticPreset& preset = *c.model->preset;
+    kv::SyntheticConfig synthetic;
+    synthetic.seed = seed;
+    synthetic.calibration_ctx = std::max(script.positions, 1024);
+    synthetic.needles = script.needles;
+    synthetic.window = std::min(synthetic.window, synthetic.calibration_ctx / 4);
+    const int samples = std::min(c.model->config->sample_layers, preset.layers);
+    kv::SyntheticModel model(preset, synthetic, sampled_layers(preset.layers, samples), script.positions, pool);
+    cache_config.geometry = model.geometry();
+    kv::KVCache cache(cache_config, &recorder);
+    kv::SparseDecoder decoder(cache, policy.sparse, &recorder, &model);
+    Executor executor(model, cache, decoder, static_cast<double>(preset.layers) / samples, [&](int i) { model.ask_needle(i); },
+                      std::nullopt);
+    result = executor.run(script);
+    fill_cache_facts(cache, decoder);
+    facts.model_layers = preset.layers;
+  } else {
+    const auto& weights = c.model->llama.weights;
+    kv::LlamaModel tested(weights, script.positions, pool);
+    kv::LlamaModel reference(weights, script.positions, pool);
+    cache_config.geometry = tested.geometry();
+    kv::CacheConfig reference_config;
+    reference_config.geometry = tested.geometry();
+    reference_config.k_format = kv::Format::F32;
+    reference_config.v_format = kv::Format::F32;
+    reference_config.page_tokens = cache_config.page_tokens;
+    reference_config.threads = cache_config.threads;
+    kv::KVCache cache(cache_config, &recorder);
+    kv::KVCache reference_cache(reference_config);
+    kv::SparseDecoder decoder(cache, policy.sparse, &recorder, nullptr);
+    const std::vector<int>& tokens = c.model->texts.at(c.text);
+    Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens});
+    result = executor.run(script);
+    fill_cache_facts(cache, decoder);
+    facts.model_layers = weights->config.layers;
+  }
+  facts.execution = &result;
+  facts.recorder = &recorder;
+  facts.synthetic = c.model->preset != nullptr;
+  facts.has_needles = !script.needles.empty();
+  facts.layout = &*layout;
+  facts.f16_layout = &*f16_layout;
+  facts.ttft_target_ms = c.workload.ttft_target_ms;
+  facts.tpot_target_ms = c.workload.tpot_target_ms;
+  facts.peak_rss_bytes = rss_reset ? peak_rss_bytes() : 0;
+  facts.noise = noise_between(before, cpu_sample());
+  facts.noisy = facts.noise.cpu_share > noise_threshold;
+
+  Repetition rep;
+  rep.metrics = contract_metrics(facts, repetition);
+  rep.series = recorder.series();
+  rep.series["ttft_ms"] = result.ttft_ms;
+  rep.series["tpot_ms"] = result.tpot_ms;
+  rep.series["request_tpot_ms"] = result.request_tpot_ms;
+  rep.histograms = recorder.histograms();
+  for (const RecordedEvent& e : recorder.events()) {
+    if (rep.events.size() == kMaxEvents) {
+      rep.events.push_back({e.step, "events_truncated",
+                            fmt::format("{} more events not stored", recorder.events().size() - kMaxEvents)});
+      break;
+    }
+    rep.events.push_back({e.step, e.kind, e.detail});
+  }
+  return rep;
+}
+
+std::string config_hash(const std::string& json) {
+  return fmt::format("{:016x}", XXH3_64bits(json.data(), json.size()));
+}
+
+}  // namespace
+
+std::string resolve_models_dir(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("KVBENCH_MODELS_DIR"); env != nullptr && *env != '\0') return env;
+  return KVBENCH_DEFAULT_MODELS_DIR;
+}
+
+RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
+  const std::string models_dir = resolve_models_dir(options.models_dir);
+  std::optional<std::regex> filter;
+  if (!options.filter.empty()) {
+    try {
+      filter.emplace(options.filter, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw kv::InputError("--filter", options.filter, std::string("not a regular expression: ") + e.what());
+    }
+  }
+  const int repetitions = options.repetitions > 0 ? options.repetitions : suite.repetitions;
+
+  // The cases to run, after the filter; models load only when a kept case needs them.
+  std::vector<Case> cases;
+  for (std::size_t m = 0; m < suite.models.size(); ++m) {
+    for (std::size_t w = 0; w < suite.workloads.size(); ++w) {
+      for (std::size_t p = 0; p < suite.policies.size(); ++p) {
+        for (const std::string& soc : suite.socs) {
+          CaseInfo info{suite.models[m].name, suite.workloads[w].name, suite.policies[p].name, soc, ""};
+          if (filter && !std::regex_search(info.name(), *filter)) continue;
+          Case c;
+          c.info = info;
+          c.soc = soc;
+          c.policy = &suite.policies[p];
+          c.model_index = m;
+          c.workload_index = w;
+          cases.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  if (cases.empty()) throw kv::InputError("--filter", options.filter, "matches no case of suite '" + suite.name + "'");
+
+  // Preflight: every problem that can be found before running is an error now.
+  std::vector<std::unique_ptr<Model>> models(suite.models.size());
+  for (Case& c : cases) {
+    const std::size_t m = c.model_index;
+    const ModelConfig& config = suite.models[m];
+    if (!models[m]) {
+      auto model = std::make_unique<Model>();
+      model->config = &config;
+      if (config.backend == "synthetic") {
+        model->preset = &kv::find_synthetic_preset(config.preset, "preset");
+        model->max_positions = model->preset->max_seq_long;
+        if (config.sample_layers > model->preset->layers) {
+          throw kv::InputError(suite.file, "/models/" + std::to_string(m) + "/sample_layers",
+                               fmt::format("{} exceeds the {} layers of preset {}", config.sample_layers, model->preset->layers,
+                                           config.preset));
+        }
+      } else {
+        model->llama = load_llama(resolve_path(config.path, models_dir, suite.base_dir),
+                                  config.tokenizer.empty() ? "" : resolve_path(config.tokenizer, models_dir, suite.base_dir));
+        model->max_positions = model->llama.weights->config.seq_len;
+      }
+      for (std::size_t p = 0; p < suite.policies.size(); ++p) {
+        if (suite.policies[p].sparse.window > model->max_positions) {
+          throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/sparse/window",
+                               fmt::format("window {} is larger than model '{}' context ({} tokens)", suite.policies[p].sparse.window,
+                                           config.name, model->max_positions));
+        }
+      }
+      models[m] = std::move(model);
+    }
+    Model& model = *models[m];
+    c.model = &model;
+    c.workload = with_defaults(suite.workloads[c.workload_index], model.max_positions);
+    ScriptTarget target;
+    target.synthetic = model.preset != nullptr;
+    target.max_positions = model.max_positions;
+    target.seed = suite.seed;
+    if (!target.synthetic) {
+      c.text = resolve_path(c.workload.text, models_dir, suite.base_dir);
+      auto it = model.texts.find(c.text);
+      if (it == model.texts.end()) {
+        const std::string field = "/workloads/" + std::to_string(c.workload_index) + "/text";
+        it = model.texts.emplace(c.text, model.llama.tokenizer.encode(read_text_file(c.text, field), true, false)).first;
+      }
+      target.text_tokens = static_cast<int>(it->second.size());
+    }
+    try {
+      c.script = build_script(c.workload, target);
+    } catch (const kv::InputError& e) {
+      throw kv::InputError(suite.file, "/workloads/" + std::to_string(c.workload_index) + "/" + e.field(), e.reason());
+    }
+    c.info.skipped_reason = c.script.skipped;
+  }
+
+  // The database and the L2 directory beside it.
+  const fs::path db_path(options.db_path);
+  if (db_path.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(db_path.parent_path(), ec);
+    if (ec) throw kv::InputError(options.db_path, "--db", "cannot create its directory: " + ec.message());
+  }
+  const std::string l2_dir = options.l2_dir.empty() ? (db_path.has_parent_path() ? db_path.parent_path() / "l2" : fs::path("l2")).string()
+                                                    : options.l2_dir;
+  {
+    std::error_code ec;
+    fs::create_directories(l2_dir, ec);
+    if (ec) throw kv::InputError(l2_dir, "l2_dir", "cannot create the default L2 directory: " + ec.message());
+  }
+  ResultsStore store(options.db_path);
+
+  RunInfo info;
+  info.git_sha = KVBENCH_GIT_SHA;
+  info.git_dirty = KVBENCH_GIT_DIRTY != 0;
+  info.config_json = resolved_json(suite);
+  info.config_hash = config_hash(info.config_json);
+  info.tags = options.tags;
+  nlohmann::json meta = nlohmann::json::parse(machine_info().to_json());
+  meta["kvbench_version"] = KVBENCH_VERSION;
+  meta["build_type"] = KVBENCH_BUILD_TYPE;
+  meta["suite"] = suite.name;
+  meta["suite_file"] = suite.file;
+  meta["filter"] = options.filter;
+  meta["repetitions"] = repetitions;
+  meta["models_dir"] = models_dir;
+  meta["l2_dir"] = l2_dir;
+  meta["l2_fs_type"] = kv::filesystem_type(l2_dir);
+  info.meta_json = meta.dump();
+
+  RunSummary summary;
+  summary.db = options.db_path;
+  summary.run_id = store.begin_run(info);
+  Progress progress(static_cast<int>(cases.size()) * (repetitions + suite.warmup), options.progress);
+  int done = 0;
+  try {
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      const std::int64_t case_id = store.add_case(summary.run_id, c.info);
+      ++summary.cases;
+      if (!c.script.skipped.empty()) {
+        ++summary.skipped;
+        summary.lines.push_back({c.info.name(), "skipped", c.script.skipped});
+        done += repetitions + suite.warmup;
+        continue;
+      }
+      try {
+        for (int r = 1 - suite.warmup; r <= repetitions; ++r) {
+          progress.show(done, static_cast<int>(i) + 1, static_cast<int>(cases.size()), c.info.name(),
+                        r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
+          Repetition rep = run_repetition(c, suite.seed, suite.noise_threshold, l2_dir, std::max(r, 1));
+          ++done;
+          if (r < 1) continue;  // warmup: not stored
+          store.add_metrics(case_id, rep.metrics);
+          for (const auto& [name, values] : rep.series) store.add_series(case_id, r, name, values);
+          for (const auto& [name, counts] : rep.histograms) store.add_histogram(case_id, r, name, counts);
+          store.add_events(case_id, r, rep.events);
+          store.heartbeat(summary.run_id);
+        }
+        store.finish_case(case_id, CaseStatus::Complete);
+        summary.lines.push_back({c.info.name(), "complete", ""});
+      } catch (const std::exception& e) {
+        // A case that fails is recorded with its error; the others still run.
+        store.finish_case(case_id, CaseStatus::Failed, e.what());
+        ++summary.failed;
+        summary.lines.push_back({c.info.name(), "failed", e.what()});
+        progress.finish();
+        fmt::print(stderr, "kvbench: case {} failed: {}\n", c.info.name(), e.what());
+      }
+    }
+  } catch (...) {
+    progress.finish();
+    store.finish_run(summary.run_id, RunStatus::Failed);
+    throw;
+  }
+  progress.finish();
+  summary.status = summary.failed > 0 ? RunStatus::Failed : RunStatus::Complete;
+  store.finish_run(summary.run_id, summary.status);
+  return summary;
+}
+
+}  // namespace kvbench

@@ -1,0 +1,50 @@
+// The runner: a suite is the cartesian product models x workloads x policies x socs; each case
+// runs `warmup` unrecorded repetitions, then `repetitions` recorded ones, all with the suite's
+// seed (deterministic figures are identical across repetitions). Every repetition is stored as
+// soon as it ends, in its own transaction, with how busy the machine was; the run's status
+// says whether it finished (complete), lost cases (failed) or was killed (aborted, found by
+// the next process that opens the database).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "results_store.h"
+#include "suite_config.h"
+
+namespace kvbench {
+
+struct RunOptions {
+  std::string db_path = "kvbench-results/results.sqlite";
+  std::string l2_dir;               // "": <directory of the database>/l2
+  std::vector<std::string> tags;
+  int repetitions = 0;              // 0: the suite's
+  std::string filter;               // ECMAScript regex searched in model/workload/policy/soc
+  std::string models_dir;           // "": KVBENCH_MODELS_DIR, else the configure-time default
+  bool progress = true;             // on a terminal only
+};
+
+struct RunSummary {
+  std::int64_t run_id = 0;
+  RunStatus status = RunStatus::Running;
+  std::string db;
+  int cases = 0;
+  int skipped = 0;
+  int failed = 0;
+  struct CaseLine {
+    std::string name;
+    std::string status;  // complete, skipped, failed
+    std::string note;    // skip reason or error
+  };
+  std::vector<CaseLine> lines;
+};
+
+// --models-dir, else $KVBENCH_MODELS_DIR, else ../shared/models beside the source tree.
+std::string resolve_models_dir(const std::string& flag);
+
+// Validates everything that can be checked before running (models load, texts exist, windows
+// fit the models) - an InputError leaves the database untouched - then runs and stores.
+RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options);
+
+}  // namespace kvbench

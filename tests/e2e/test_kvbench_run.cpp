@@ -1,0 +1,305 @@
+// End to end through the real binary: `kvbench run` into temporary databases, then SQL over
+// metric_values; a run killed with SIGKILL; two runs writing one database at once; a newer
+// schema; malformed suites. KVBENCH_BIN is the kvbench built beside these tests.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "case_metrics.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Output {
+  int status = -1;
+  std::string text;  // stdout and stderr
+};
+
+Output run_kvbench(const std::string& args) {
+  const std::string command = std::string(KVBENCH_BIN) + " " + args + " 2>&1";
+  Output out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
+  const int status = ::pclose(pipe);
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// Rows of a query as strings ("NULL" for NULL).
+std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, query.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+  std::vector<std::vector<std::string>> rows;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
+      const auto* text = sqlite3_column_text(stmt, c);
+      row.emplace_back(text == nullptr ? "NULL" : reinterpret_cast<const char*>(text));
+    }
+    rows.push_back(std::move(row));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return rows;
+}
+
+std::string scalar(const std::string& db, const std::string& query) {
+  const auto rows = sql(db, query);
+  REQUIRE(rows.size() == 1);
+  return rows[0][0];
+}
+
+// The smoke suite run once into a database shared by the checks below.
+const std::string& smoke_db() {
+  static const std::string path = [] {
+    static kvtest::TempDir dir("kvbench-e2e-smoke");
+    const std::string db = dir.path + "/results.sqlite";
+    const Output out = run_kvbench("run --suite smoke --db " + db + " --tag e2e --json");
+    INFO(out.text);
+    REQUIRE(out.status == 0);
+    REQUIRE(out.text.find("\"status\":\"complete\"") != std::string::npos);
+    return db;
+  }();
+  return path;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+}  // namespace
+
+TEST_CASE("kvbench run --suite smoke records every contract metric for every case", "[e2e]") {
+  const std::string& db = smoke_db();
+  REQUIRE(scalar(db, "SELECT count(*) FROM runs WHERE status = 'complete' AND tags = 'e2e'") == "1");
+  const auto cases = sql(db, "SELECT name, status FROM cases");
+  REQUIRE(cases.size() == 8);  // 4 workloads x 2 policies
+  std::set<std::string> workloads;
+  for (const auto& c : cases) {
+    CHECK(c[1] == "complete");
+    workloads.insert(c[0].substr(c[0].find('/') + 1, c[0].find('/', c[0].find('/') + 1) - c[0].find('/') - 1));
+  }
+  CHECK(workloads == std::set<std::string>{"rag-2k", "codebase-4k", "roleplay-4t", "multimodal-1i"});
+
+  // Every contract metric, for every case and repetition: a finite value or NULL with a reason.
+  for (const auto& c : cases) {
+    for (int rep = 1; rep <= 2; ++rep) {
+      const auto rows = sql(db, "SELECT name, value, na_reason, clock FROM metric_values WHERE case_name = '" + c[0] +
+                                    "' AND repetition = " + std::to_string(rep));
+      std::map<std::string, std::vector<std::string>> by_name;
+      for (const auto& r : rows) by_name[r[0]] = r;
+      for (const std::string& name : kvbench::contract_metric_names()) {
+        INFO(c[0] << " repetition " << rep << " metric " << name);
+        REQUIRE(by_name.count(name) == 1);
+        const auto& r = by_name[name];
+        if (r[1] == "NULL") {
+          CHECK(!r[2].empty());
+        } else {
+          CHECK(std::isfinite(std::stod(r[1])));
+        }
+      }
+    }
+  }
+  // The key figures are finite everywhere.
+  for (const char* name : {"ttft_ms", "tpot_ms_p50", "tpot_ms_p99", "decode_tps", "peak_l0_bytes", "peak_l1_bytes", "peak_rss_bytes",
+                           "kv_bytes_per_token", "token_drop_ratio", "attn_mass_recall", "scale_drift_mean", "needle_recall"}) {
+    INFO(name);
+    CHECK(scalar(db, std::string("SELECT count(*) FROM metric_values WHERE name = '") + name + "' AND value IS NULL") == "0");
+  }
+  // Clocks: timings host, counts exact; the synthetic backend's timings are extrapolated.
+  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND (clock != 'host' OR extrapolated != 1)") == "0");
+  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'kv_bytes_per_token' AND clock != 'exact'") == "0");
+  // Deterministic figures repeat exactly across repetitions (one seed for all).
+  CHECK(scalar(db, "SELECT count(*) FROM (SELECT case_name, name FROM metric_values WHERE clock = 'exact' AND name != 'peak_rss_bytes'"
+                   " GROUP BY case_name, name HAVING count(DISTINCT coalesce(value, na_reason)) > 1)") == "0");
+  // The tight policy offloads; q4 stores fewer bytes per token than f16; sparse drops tokens.
+  CHECK(std::stod(scalar(db, "SELECT min(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'swap_out_bytes'")) > 0);
+  CHECK(std::stod(scalar(db, "SELECT max(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'kv_compression_ratio'")) > 3.0);
+  CHECK(std::stod(scalar(db, "SELECT min(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'token_drop_ratio'")) > 0.1);
+  CHECK(scalar(db, "SELECT max(value) FROM metric_values WHERE policy = 'f16-full' AND name = 'token_drop_ratio'") == "0.0");
+  // Series and events are there too.
+  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM series WHERE name = 'tpot_ms'")) > 0);
+  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM events WHERE kind = 'pressure'")) > 0);
+  // Metadata: machine, config and its hash.
+  CHECK(scalar(db, "SELECT json_extract(meta_json, '$.cores') > 0 FROM runs") == "1");
+  CHECK(scalar(db, "SELECT json_extract(config_json, '$.policies[1].memory.l1_bytes') FROM runs") == "2097152");
+  CHECK(scalar(db, "SELECT length(config_hash) FROM runs") == "16");
+}
+
+TEST_CASE("kvbench list, show and export read a run", "[e2e]") {
+  const std::string& db = smoke_db();
+  Output out = run_kvbench("list runs --db " + db);
+  CHECK(out.status == 0);
+  CHECK(out.text.find("complete") != std::string::npos);
+  out = run_kvbench("show 1 --db " + db);
+  CHECK(out.status == 0);
+  CHECK(out.text.find("syn-7b/codebase-4k/q4-hybrid-tight/host") != std::string::npos);
+  out = run_kvbench("export 1 --format csv --db " + db);
+  CHECK(out.status == 0);
+  CHECK(out.text.rfind("run_id,run_status,case_name", 0) == 0);
+  const std::string json_path = fs::path(db).parent_path() / "run1.json";
+  out = run_kvbench("export 1 --format json --db " + db + " --out " + json_path);
+  CHECK(out.status == 0);
+  std::ifstream in(json_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("\"kv_bytes_per_token\"") != std::string::npos);
+  out = run_kvbench("show 99 --db " + db);
+  CHECK(out.status == 2);
+  CHECK(out.text.find("no run 99") != std::string::npos);
+}
+
+TEST_CASE("a run killed with SIGKILL is aborted and earlier runs stay intact", "[e2e]") {
+  const kvtest::TempDir temp("kvbench-e2e-kill");
+  const std::string dir = temp.path;
+  const std::string db = dir + "/results.sqlite";
+  REQUIRE(run_kvbench("run --suite smoke --filter rag-2k/f16 --repetitions 1 --db " + db).status == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::execl(KVBENCH_BIN, KVBENCH_BIN, "run", "--suite", "smoke", "--db", db.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Kill it once it has stored at least one repetition of the second run.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool stored = false;
+  while (!stored && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (fs::exists(db)) stored = sql(db, "SELECT count(*) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = 2")[0][0] != "0";
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(stored);
+  // Any kvbench that opens the database finds the dead run and marks it.
+  const Output out = run_kvbench("list runs --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(scalar(db, "SELECT status FROM runs WHERE id = 1") == "complete");
+  CHECK(scalar(db, "SELECT status FROM runs WHERE id = 2") == "aborted");
+  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM metric_values WHERE run_id = 1")) > 30);
+  CHECK(scalar(db, "PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("two concurrent runs into one database both complete", "[e2e]") {
+  const kvtest::TempDir temp("kvbench-e2e-concurrent");
+  const std::string dir = temp.path;
+  const std::string db = dir + "/results.sqlite";
+  const std::string args = " --repetitions 1 --json --db " + db;
+  Output first, second;
+  std::thread a([&] { first = run_kvbench("run --suite smoke --filter 'rag-2k|roleplay'" + args); });
+  std::thread b([&] { second = run_kvbench("run --suite smoke --filter 'multimodal|rag-2k/f16'" + args); });
+  a.join();
+  b.join();
+  INFO(first.text << second.text);
+  CHECK(first.status == 0);
+  CHECK(second.status == 0);
+  CHECK(scalar(db, "SELECT count(*) FROM runs WHERE status = 'complete'") == "2");
+  CHECK(scalar(db, "SELECT count(*) FROM cases") == "7");
+}
+
+TEST_CASE("a database with a newer schema is refused", "[e2e]") {
+  const kvtest::TempDir temp("kvbench-e2e-schema");
+  const std::string dir = temp.path;
+  const std::string db = dir + "/results.sqlite";
+  sqlite3* handle = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &handle) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(handle, "CREATE TABLE runs (id INTEGER); PRAGMA user_version = 99;", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(handle);
+  for (const std::string& args : {"list runs --db " + db, "run --suite smoke --filter rag-2k/f16 --repetitions 1 --db " + db}) {
+    const Output out = run_kvbench(args);
+    INFO(out.text);
+    CHECK(out.status == 2);
+    CHECK(out.text.find(db) != std::string::npos);
+    CHECK(out.text.find("schema version 99") != std::string::npos);
+  }
+  CHECK(scalar(db, "PRAGMA user_version") == "99");
+}
+
+TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and the reason", "[e2e]") {
+  const kvtest::TempDir temp("kvbench-e2e-suites");
+  const std::string dir = temp.path;
+  const std::string good_policy = R"({"name": "p", "k": "q4", "v": "q4", "sparse": {"selector": "hybrid", "budget": 0.1}})";
+  const std::string head = R"({"name": "bad", "models": [{"name": "m", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}],
+    "workloads": [{"name": "w", "kind": "rag", "context_tokens": 1024}], )";
+  struct Bad {
+    std::string name, text, path, reason;
+  };
+  const std::vector<Bad> cases = {
+      {"unknown", head + R"("policies": [)" + good_policy + R"(], "colour": 1})", "/colour", "unknown field"},
+      {"duplicate", head + R"("policies": [)" + good_policy + R"(], "seed": 1, "seed": 2})", "seed", "duplicate key"},
+      {"type", head + R"("policies": [)" + good_policy + R"(], "repetitions": "five"})", "/repetitions", "must be an integer"},
+      {"budget", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget": 1.5}}]})", "/policies/0/sparse",
+       "budget"},
+      {"window", head + R"("policies": [{"name": "p", "sparse": {"selector": "window", "window": 1000000}}]})",
+       "/policies/0/sparse/window", "larger than model"},
+      {"l0", head + R"("policies": [{"name": "p", "memory": {"l0_bytes": "64MiB", "l1_bytes": "32MiB"}}]})",
+       "/policies/0/memory/l0_bytes", "L0 is larger than L1"},
+      {"size", head + R"("policies": [{"name": "p", "memory": {"l1_bytes": "12 parsecs"}}]})", "/policies/0/memory/l1_bytes",
+       "not a unit"},
+      {"kind", R"({"name": "bad", "models": [{"name": "m", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}],
+        "workloads": [{"name": "w", "kind": "poetry"}], "policies": [{"name": "p"}]})", "/workloads/0/kind", "not a workload kind"},
+      {"syntax", R"({"name": "bad", )", "byte", "malformed JSON"},
+  };
+  for (const Bad& bad : cases) {
+    const std::string suite = dir + "/" + bad.name + ".json";
+    const std::string db = dir + "/" + bad.name + ".sqlite";
+    write_file(suite, bad.text);
+    const Output out = run_kvbench("run --suite " + suite + " --db " + db);
+    INFO(bad.name << ": " << out.text);
+    CHECK(out.status == 2);
+    CHECK(out.text.find(suite) != std::string::npos);
+    CHECK(out.text.find(bad.path) != std::string::npos);
+    CHECK(out.text.find(bad.reason) != std::string::npos);
+    CHECK_FALSE(fs::exists(db));  // nothing written
+  }
+  const Output missing = run_kvbench("run --suite no-such-suite --db " + dir + "/x.sqlite");
+  CHECK(missing.status == 2);
+  CHECK(missing.text.find("neither a built-in suite") != std::string::npos);
+}
+
+TEST_CASE("a missing model is an error, not a skip; an impossible size is a skipped case", "[e2e]") {
+  const kvtest::TempDir temp("kvbench-e2e-models");
+  const std::string dir = temp.path;
+  const std::string db = dir + "/results.sqlite";
+  Output out = run_kvbench("run --suite accuracy --models-dir " + dir + "/nowhere --db " + db);
+  INFO(out.text);
+  CHECK(out.status == 2);
+  CHECK(out.text.find("stories260K.bin") != std::string::npos);
+  CHECK_FALSE(fs::exists(db));
+
+  const std::string suite = dir + "/skip.json";
+  write_file(suite, R"({"name": "skip", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "stories", "backend": "llama", "path": "stories260K.bin", "tokenizer": "tok512.bin"}],
+    "workloads": [{"name": "rag-16k", "kind": "rag"}, {"name": "ppl", "kind": "perplexity", "windows": 1}],
+    "policies": [{"name": "q8", "k": "q8", "v": "q8", "page_tokens": 16, "sparse": {"window": 64}}]})");
+  out = run_kvbench("run --suite " + suite + " --models-dir " + std::string(KVBENCH_MODELS_DIR) + " --db " + db + " --json");
+  INFO(out.text);
+  CHECK(out.status == 0);
+  CHECK(out.text.find("\"skipped\":1") != std::string::npos);
+  CHECK(scalar(db, "SELECT skipped_reason FROM cases WHERE workload = 'rag-16k'").find("needs 16416 positions; the model takes 512") !=
+        std::string::npos);
+  CHECK(scalar(db, "SELECT status FROM cases WHERE workload = 'rag-16k'") == "skipped");
+  // The perplexity case scores the real model: accuracy figures are finite, the exact-K/V ones NULL.
+  CHECK(std::stod(scalar(db, "SELECT value FROM metric_values WHERE workload = 'ppl' AND name = 'ppl'")) > 1.0);
+  CHECK(scalar(db, "SELECT value IS NULL FROM metric_values WHERE workload = 'ppl' AND name = 'attn_mass_recall'") == "1");
+}

@@ -1,0 +1,264 @@
+#include "executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Per-query attention time a + b * position, least squares over the probes, both >= 0.
+struct LinearCost {
+  double a = 0.0, b = 0.0;
+  static LinearCost fit(const std::vector<std::pair<double, double>>& samples) {
+    LinearCost cost;
+    if (samples.empty()) return cost;
+    double mx = 0.0, my = 0.0;
+    for (const auto& [x, y] : samples) {
+      mx += x;
+      my += y;
+    }
+    mx /= static_cast<double>(samples.size());
+    my /= static_cast<double>(samples.size());
+    double sxx = 0.0, sxy = 0.0;
+    for (const auto& [x, y] : samples) {
+      sxx += (x - mx) * (x - mx);
+      sxy += (x - mx) * (y - my);
+    }
+    if (samples.size() < 2 || sxx <= 0.0) {
+      cost.b = mx > 0.0 ? my / mx : 0.0;  // one probe: proportional to the position
+      if (mx <= 0.0) cost.a = my;
+      return cost;
+    }
+    cost.b = std::max(0.0, sxy / sxx);
+    cost.a = std::max(0.0, my - cost.b * mx);
+    return cost;
+  }
+  // Sum over queries at positions (first, last], a query at x attending x keys.
+  double total(int first, int last) const {
+    const double n = last - first;
+    const double positions = (static_cast<double>(last) * (last + 1) - static_cast<double>(first) * (first + 1)) / 2.0;
+    return a * n + b * positions;
+  }
+};
+
+}  // namespace
+
+Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecoder& decoder, double layer_scale,
+                   std::function<void(int)> ask_needle, std::optional<LlamaRun> llama, ExecutionOptions options)
+    : model_(model),
+      cache_(cache),
+      decoder_(decoder),
+      scale_(layer_scale),
+      ask_needle_(std::move(ask_needle)),
+      llama_(std::move(llama)),
+      options_(options) {
+  if (llama_ && (llama_->tested == nullptr || llama_->reference == nullptr || llama_->reference_cache == nullptr ||
+                 llama_->tokens == nullptr)) {
+    throw std::invalid_argument("Executor: an incomplete llama run");
+  }
+  if (!llama_ && model_.attention_feeds_next_layer()) {
+    throw std::invalid_argument("Executor: a backend whose layers need attention runs with its llama side");
+  }
+  if (llama_) accuracy_.emplace(llama_->tested->vocab_size());
+}
+
+double Executor::dma_wait_ms() const { return static_cast<double>(cache_.stats().memory.dma_wait_ns) * 1e-6; }
+
+void Executor::new_sequence(const Op& op) {
+  if (seq_) {
+    cache_.release(*seq_);
+    decoder_.forget(*seq_);
+  }
+  seq_ = cache_.create_sequence();
+  if (llama_) {
+    if (ref_seq_) llama_->reference_cache->release(*ref_seq_);
+    ref_seq_ = llama_->reference_cache->create_sequence();
+  }
+  pos_ = 0;
+  offset_ = op.stream_offset;
+  length_ = op.length;
+}
+
+Executor::LayerTimes Executor::step(int n, int attend) {
+  const kv::ModelGeometry& g = model_.geometry();
+  const auto rows = static_cast<std::size_t>(n);
+  const auto q_row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
+  const auto kv_row = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim);
+  buffers_.q.resize(rows * q_row);
+  buffers_.k.resize(rows * kv_row);
+  buffers_.v.resize(rows * kv_row);
+  buffers_.attn.assign(rows * q_row, 0.0f);
+  const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : nullptr;
+  LayerTimes t;
+  auto start = Clock::now();
+  model_.begin_step(tokens, n, pos_);
+  t.model_ms += ms_since(start);
+  const std::size_t tail = rows - static_cast<std::size_t>(attend);
+  for (int layer = 0; layer < g.layers; ++layer) {
+    start = Clock::now();
+    model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
+    t.model_ms += ms_since(start);
+    start = Clock::now();
+    cache_.append(*seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
+    t.append_ms += ms_since(start);
+    if (attend == 0) continue;
+    start = Clock::now();
+    if (n == 1) {
+      decoder_.attend(*seq_, layer, buffers_.q.data(), buffers_.attn.data());
+    } else if (decoder_.policy().sparse_prefill) {
+      decoder_.prefill(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
+    } else {
+      cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
+    }
+    t.attend_ms += ms_since(start);
+    start = Clock::now();
+    model_.layer_output(layer, buffers_.attn.data());
+    t.model_ms += ms_since(start);
+  }
+  if (n == 1) decoder_.end_step();
+  if (llama_) {
+    start = Clock::now();
+    llama_->tested->logits();
+    t.model_ms += ms_since(start);
+  } else {
+    t.model_ms = 0.0;  // the generator stands in for the model: not counted
+  }
+  return t;
+}
+
+// The lockstep reference on the same tokens, then every position whose next token lies in the
+// sequence is scored. Not timed.
+void Executor::score(int n) {
+  if (!llama_) return;
+  const int* tokens = llama_->tokens->data() + offset_ + pos_;
+  kv::run_step(*llama_->reference, *llama_->reference_cache, *ref_seq_, tokens, n, pos_, buffers_);
+  const std::vector<float>& reference = llama_->reference->logits();
+  const std::vector<float>& tested = llama_->tested->last_logits();
+  const auto vocab = static_cast<std::size_t>(llama_->tested->vocab_size());
+  for (int i = 0; i < n && pos_ + i + 1 < length_; ++i) {
+    accuracy_->add(reference.data() + static_cast<std::size_t>(i) * vocab, tested.data() + static_cast<std::size_t>(i) * vocab,
+                   tokens[i + 1]);
+  }
+}
+
+void Executor::run_prefill(const Op& op, ExecutionResult& result, double& request_ttft) {
+  cache_.set_phase(kv::Phase::Prefill);
+  const double dma_before = dma_wait_ms();
+  const int chunk = options_.prefill_chunk;
+  const int chunks = (op.tokens + chunk - 1) / chunk;
+  const bool probe = !llama_;
+  const int first = pos_;
+  std::vector<std::pair<double, double>> samples;  // (position, attend ms per query)
+  bool partial = false;
+  double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0;
+  // Probed chunks: evenly spread from the first to the last.
+  std::vector<bool> probed(static_cast<std::size_t>(chunks), chunks <= options_.probe_chunks);
+  for (int j = 0; j < options_.probe_chunks && chunks > options_.probe_chunks; ++j) {
+    probed[static_cast<std::size_t>(j * (chunks - 1) / (options_.probe_chunks - 1))] = true;
+  }
+  for (int c = 0; c < chunks; ++c) {
+    const int n = std::min(chunk, op.tokens - c * chunk);
+    int attend = n;
+    if (probe) {
+      attend = probed[static_cast<std::size_t>(c)] ? std::min(n, options_.probe_queries) : 0;
+      if (attend < n) partial = true;
+    }
+    const LayerTimes t = step(n, attend);
+    append_ms += t.append_ms;
+    model_ms += t.model_ms;
+    attend_ms += t.attend_ms;
+    if (attend > 0) samples.emplace_back(static_cast<double>(pos_ + n), t.attend_ms / attend);
+    score(n);
+    pos_ += n;
+  }
+  if (partial) {
+    attend_ms = LinearCost::fit(samples).total(first, pos_);
+    result.prefill_probed = true;
+  }
+  const double total = (append_ms + attend_ms + model_ms) * scale_;
+  request_ttft += total;
+  result.prefill.total_ms += total;
+  result.prefill.append_ms += append_ms * scale_;
+  result.prefill.attend_ms += attend_ms * scale_;
+  result.prefill.model_ms += model_ms * scale_;
+  result.prefill.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
+  result.prefill_tokens += op.tokens;
+}
+
+double Executor::decode_step(ExecutionResult& result) {
+  const LayerTimes t = step(1, 1);
+  const double ms = (t.append_ms + t.attend_ms + t.model_ms) * scale_;
+  result.tpot_ms.push_back(ms);
+  result.decode.total_ms += ms;
+  result.decode.append_ms += t.append_ms * scale_;
+  result.decode.attend_ms += t.attend_ms * scale_;
+  result.decode.model_ms += t.model_ms * scale_;
+  ++result.decode_tokens;
+  score(1);
+  ++pos_;
+  return ms;
+}
+
+ExecutionResult Executor::run(const Script& script) {
+  ExecutionResult result;
+  result.layer_scale = scale_;
+  std::map<int, double> ttft;                     // request -> prefill ms
+  std::map<int, std::pair<double, int>> decode;   // request -> (ms, steps)
+  for (const Op& op : script.ops) {
+    switch (op.kind) {
+      case OpKind::NewSequence:
+        new_sequence(op);
+        break;
+      case OpKind::Prefill:
+        if (!seq_) throw std::invalid_argument("script: a prefill before any sequence");
+        run_prefill(op, result, ttft[op.request]);
+        break;
+      case OpKind::Decode: {
+        if (!seq_) throw std::invalid_argument("script: a decode before any sequence");
+        cache_.set_phase(kv::Phase::Decode);
+        if (ask_needle_) ask_needle_(op.ask_needle);
+        const double dma_before = dma_wait_ms();
+        auto& [ms, steps] = decode[op.request];
+        for (int i = 0; i < op.tokens; ++i) {
+          ms += decode_step(result);
+          ++steps;
+        }
+        result.decode.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
+        if (ask_needle_) ask_needle_(-1);
+        break;
+      }
+    }
+  }
+  if (seq_) {
+    cache_.release(*seq_);
+    decoder_.forget(*seq_);
+    seq_.reset();
+  }
+  if (llama_ && ref_seq_) {
+    llama_->reference_cache->release(*ref_seq_);
+    ref_seq_.reset();
+  }
+  for (const auto& [request, ms] : ttft) {
+    result.ttft_ms.push_back(ms);
+    result.request_of_ttft.push_back(request);
+  }
+  for (const auto& [request, entry] : decode) {
+    result.request_tpot_ms.push_back(entry.second > 0 ? entry.first / entry.second : 0.0);
+    result.request_of_tpot.push_back(request);
+  }
+  result.extrapolated = scale_ != 1.0 || result.prefill_probed;
+  if (accuracy_) result.accuracy = accuracy_->report();
+  return result;
+}
+
+}  // namespace kvbench

@@ -1,0 +1,104 @@
+// The executor runs a workload script through a model backend, the KV cache and a sparse
+// decoder, and times the engine's work (clock host).
+//
+// Synthetic backend: the generator stands in for the model, so its time is not counted; what
+// is timed is the engine work of the sampled layers (append, selection, attention), scaled by
+// layers / sampled layers and flagged extrapolated. Long prefills attend `probe_queries`
+// queries at the end of up to `probe_chunks` chunks per request (every chunk still appends
+// all its tokens); the per-query attention time is fitted as a + b * position and summed over
+// every query of the request - also extrapolated.
+//
+// Llama backend: every layer runs for real, the model's compute is timed (model_compute), and
+// a reference model with an F32 cache and full attention runs in lockstep on the same tokens
+// (not timed) so that every scored position adds to the accuracy report. Generating workloads
+// are teacher-forced on the text: the "generated" tokens are the text's next tokens, so both
+// models see the same stream.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "accuracy.h"
+#include "kv_cache.h"
+#include "model/backend.h"
+#include "model/llama_model.h"
+#include "sparse/sparse_decoder.h"
+#include "workload.h"
+
+namespace kvbench {
+
+struct ExecutionOptions {
+  int prefill_chunk = 512;  // tokens per prefill step
+  int probe_queries = 16;   // synthetic: queries attended per probed chunk
+  int probe_chunks = 4;     // synthetic: probed chunks per request
+};
+
+struct PhaseTimes {
+  double total_ms = 0.0;   // the phase's timed work (engine, plus model on the llama backend)
+  double append_ms = 0.0;  // KVCache::append: quantization, page allocation, summaries
+  double attend_ms = 0.0;  // attention calls: selection, waits for pages, kernels
+  double model_ms = 0.0;   // llama: the transformer outside attention (0 on synthetic)
+  double dma_wait_ms = 0.0;
+};
+
+struct ExecutionResult {
+  std::vector<double> ttft_ms;          // per request with a prompt
+  std::vector<double> request_tpot_ms;  // per request with decode steps: its mean step time
+  std::vector<int> request_of_ttft;     // the request each ttft belongs to
+  std::vector<int> request_of_tpot;
+  std::vector<double> tpot_ms;          // per decode step
+  PhaseTimes prefill, decode;
+  int prefill_tokens = 0;
+  int decode_tokens = 0;
+  double layer_scale = 1.0;    // model layers / executed layers
+  bool extrapolated = false;   // host timings scaled from sampled layers or probed chunks
+  bool prefill_probed = false; // some prefill attention was extrapolated from probes
+  std::optional<AccuracyReport> accuracy;  // llama backend
+};
+
+// The llama side: the tested model (for logits), the token stream and the lockstep reference.
+struct LlamaRun {
+  kv::LlamaModel* tested = nullptr;
+  kv::LlamaModel* reference = nullptr;
+  kv::KVCache* reference_cache = nullptr;
+  const std::vector<int>* tokens = nullptr;
+};
+
+class Executor {
+ public:
+  // ask_needle: the synthetic backend's question switch (index, -1 = none); may be empty.
+  Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecoder& decoder, double layer_scale,
+           std::function<void(int)> ask_needle, std::optional<LlamaRun> llama, ExecutionOptions options = {});
+  ExecutionResult run(const Script& script);
+
+ private:
+  struct LayerTimes {
+    double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0;
+  };
+  void new_sequence(const Op& op);
+  void run_prefill(const Op& op, ExecutionResult& result, double& request_ttft);
+  double decode_step(ExecutionResult& result);
+  // Runs n tokens at pos_; attends the last `attend` queries of each layer (n: all, 0: none).
+  LayerTimes step(int n, int attend);
+  void score(int n);
+  double dma_wait_ms() const;
+
+  kv::ModelBackend& model_;
+  kv::KVCache& cache_;
+  kv::SparseDecoder& decoder_;
+  double scale_;
+  std::function<void(int)> ask_needle_;
+  std::optional<LlamaRun> llama_;
+  ExecutionOptions options_;
+  kv::StepBuffers buffers_;
+  std::vector<float> probe_q_;
+  std::optional<kv::SeqId> seq_, ref_seq_;
+  int pos_ = 0;
+  int offset_ = 0;  // stream position of pos 0
+  int length_ = 0;  // tokens of the current sequence
+  std::optional<AccuracyAccumulator> accuracy_;
+};
+
+}  // namespace kvbench

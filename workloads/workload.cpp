@@ -1,0 +1,200 @@
+#include "workload.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+// splitmix64: needle placement from the suite's seed, the same on every machine.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A position in [lo, hi), drawn from (seed, salt).
+int place(std::uint64_t seed, std::uint64_t salt, int lo, int hi) {
+  return lo + static_cast<int>(mix(seed * 0x100000001B3ull + salt) % static_cast<std::uint64_t>(std::max(1, hi - lo)));
+}
+
+Op new_sequence(int length, int offset = 0) {
+  Op op;
+  op.kind = OpKind::NewSequence;
+  op.length = length;
+  op.stream_offset = offset;
+  return op;
+}
+
+Op prefill(int tokens, int request, bool visual = false) {
+  Op op;
+  op.kind = OpKind::Prefill;
+  op.tokens = tokens;
+  op.request = request;
+  op.visual = visual;
+  return op;
+}
+
+Op decode(int tokens, int request, int ask_needle = -1) {
+  Op op;
+  op.kind = OpKind::Decode;
+  op.tokens = tokens;
+  op.request = request;
+  op.ask_needle = ask_needle;
+  return op;
+}
+
+constexpr int kRoleplayPersonaShare = 12;  // the persona prompt is 1/12 of the conversation
+constexpr int kQuestionTokens = 32;        // multimodal: a question's prompt
+
+}  // namespace
+
+WorkloadConfig with_defaults(WorkloadConfig c, int model_context) {
+  const auto fill = [](int& field, int value) {
+    if (field == 0) field = value;
+  };
+  if (c.kind == "rag") {
+    fill(c.context_tokens, 16384);
+    fill(c.gen_tokens, 32);
+  } else if (c.kind == "codebase") {
+    fill(c.context_tokens, 65536);
+    fill(c.gen_tokens, 256);
+  } else if (c.kind == "roleplay") {
+    fill(c.turns, 20);
+    fill(c.context_tokens, 6144);
+    const int persona = c.context_tokens / kRoleplayPersonaShare;
+    fill(c.gen_tokens, std::max(1, (c.context_tokens - persona) / c.turns * 3 / 5));
+  } else if (c.kind == "multimodal") {
+    fill(c.images, 2);
+    fill(c.visual_tokens, 576);
+    fill(c.context_tokens, 1024);
+    fill(c.gen_tokens, 32);
+  } else if (c.kind == "perplexity") {
+    fill(c.context_tokens, model_context);
+  }
+  if (c.text.empty()) c.text = kDefaultText;
+  return c;
+}
+
+ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
+  ScriptOrSkip out;
+  Script& s = out.script;
+  const auto skip = [&](std::string reason) {
+    out.skipped = std::move(reason);
+    return out;
+  };
+  const std::string where = "workload '" + c.name + "'";
+  if (c.kind == "perplexity") {
+    if (target.synthetic) return skip("perplexity scores a real model's predictions: it needs the llama backend");
+    const int window = c.context_tokens;
+    if (window < 2) throw kv::InputError(where, "context_tokens", "a perplexity window needs at least 2 tokens");
+    if (window > target.max_positions) {
+      return skip("window of " + std::to_string(window) + " tokens exceeds the model's " + std::to_string(target.max_positions) +
+                  " positions");
+    }
+    const int available = (target.text_tokens - 1 + window - 1) / window;  // windows with a prediction
+    const int windows = c.windows > 0 ? c.windows : available;
+    if (windows > available || windows == 0) {
+      return skip("the text has " + std::to_string(target.text_tokens) + " tokens: " + std::to_string(available) +
+                  " windows of " + std::to_string(window) + ", " + std::to_string(windows) + " asked");
+    }
+    s.teacher_forced = true;
+    for (int w = 0; w < windows; ++w) {
+      const int start = w * window;
+      const int length = std::min(window, target.text_tokens - start);
+      s.ops.push_back(new_sequence(length, start));
+      s.ops.push_back(decode(length, w));
+      s.positions = std::max(s.positions, length);
+      s.stream_tokens = start + length;
+    }
+    s.requests = windows;
+    return out;
+  }
+
+  int request = 0;
+  if (c.kind == "rag") {
+    const int total = c.context_tokens + c.gen_tokens;
+    s.ops.push_back(new_sequence(total));
+    s.ops.push_back(prefill(c.context_tokens, request));
+    if (target.synthetic) s.needles.push_back(place(target.seed, 1, c.context_tokens / 10, c.context_tokens * 9 / 10));
+    s.ops.push_back(decode(c.gen_tokens, request, target.synthetic ? 0 : -1));
+    s.requests = 1;
+    s.positions = total;
+  } else if (c.kind == "codebase") {
+    const int total = c.context_tokens + c.gen_tokens;
+    s.ops.push_back(new_sequence(total));
+    s.ops.push_back(prefill(c.context_tokens, request));
+    constexpr int kDefinitions = 4;  // the output refers to four definitions, one after another
+    for (int d = 0; d < kDefinitions; ++d) {
+      const int lo = c.context_tokens * d / kDefinitions, hi = c.context_tokens * (d + 1) / kDefinitions;
+      if (target.synthetic) s.needles.push_back(place(target.seed, 10 + static_cast<std::uint64_t>(d), lo, hi));
+      const int steps = c.gen_tokens * (d + 1) / kDefinitions - c.gen_tokens * d / kDefinitions;
+      if (steps > 0) s.ops.push_back(decode(steps, request, target.synthetic ? d : -1));
+    }
+    s.requests = 1;
+    s.positions = total;
+  } else if (c.kind == "roleplay") {
+    const int persona = c.context_tokens / kRoleplayPersonaShare;
+    const int turn = (c.context_tokens - persona) / c.turns;
+    const int user = turn - c.gen_tokens;
+    if (user < 1) {
+      throw kv::InputError(where, "gen_tokens",
+                           std::to_string(c.gen_tokens) + " reply tokens leave no room for the user message in a " +
+                               std::to_string(turn) + "-token turn");
+    }
+    const int total = persona + c.turns * turn;
+    s.ops.push_back(new_sequence(total));
+    if (target.synthetic) s.needles.push_back(place(target.seed, 20, 1, std::max(2, persona)));
+    for (int t = 0; t < c.turns; ++t) {
+      s.ops.push_back(prefill(user + (t == 0 ? persona : 0), t));
+      s.ops.push_back(decode(c.gen_tokens, t, target.synthetic && t == c.turns - 1 ? 0 : -1));
+    }
+    s.requests = c.turns;
+    s.positions = total;
+  } else if (c.kind == "multimodal") {
+    if (!target.synthetic) return skip("the llama backend has no vision encoder: visual tokens need the synthetic backend");
+    const int segments = c.images + 1;
+    const int text = c.context_tokens / segments;
+    const int total = c.context_tokens + c.images * (c.visual_tokens + kQuestionTokens + c.gen_tokens);
+    s.ops.push_back(new_sequence(total));
+    int pos = 0;
+    std::vector<int> image_start;
+    for (int i = 0; i < c.images; ++i) {
+      const int lead = i == 0 ? c.context_tokens - text * c.images : text;
+      s.ops.push_back(prefill(lead, 0));
+      pos += lead;
+      image_start.push_back(pos);
+      s.ops.push_back(prefill(c.visual_tokens, 0, true));
+      pos += c.visual_tokens;
+    }
+    // A small region of each image: the needle a question asks about.
+    for (int i = 0; i < c.images; ++i) {
+      s.needles.push_back(place(target.seed, 30 + static_cast<std::uint64_t>(i), image_start[static_cast<std::size_t>(i)],
+                                image_start[static_cast<std::size_t>(i)] + c.visual_tokens));
+    }
+    for (int i = 0; i < c.images; ++i) {
+      s.ops.push_back(prefill(kQuestionTokens, i));
+      s.ops.push_back(decode(c.gen_tokens, i, i));
+    }
+    s.requests = c.images;
+    s.positions = total;
+  } else {
+    throw kv::InputError(where, "kind", "'" + c.kind + "' is not a workload kind");
+  }
+  if (s.positions > target.max_positions) {
+    return skip(c.kind + " needs " + std::to_string(s.positions) + " positions; the model takes " +
+                std::to_string(target.max_positions));
+  }
+  s.stream_tokens = s.positions;
+  if (!target.synthetic && s.stream_tokens + 1 > target.text_tokens) {
+    return skip("the text has " + std::to_string(target.text_tokens) + " tokens; " + c.kind + " reads " +
+                std::to_string(s.stream_tokens + 1));
+  }
+  return out;
+}
+
+}  // namespace kvbench

@@ -1,0 +1,87 @@
+// Workloads: what a case asks of the engine, as a script of operations over one model.
+// A script is a value (built from the suite's sizes before anything runs), so it can be tested
+// and compared without tensors; the executor (executor.h) runs it.
+//
+//   rag         retrieved document chunks, then a question whose answer sits in one chunk
+//               (a planted needle the generated tokens ask for)
+//   codebase    a long repository context, then structured output that refers back to a few
+//               definitions (needles) in turn
+//   roleplay    turns of user message + reply on one sequence; a persona fact planted in the
+//               first turn is asked for in the last reply
+//   multimodal  text interleaved with images (visual tokens, static after prefill), then one
+//               question per image about a small region of it (a needle inside the image)
+//   perplexity  teacher-forced scoring of a text in consecutive windows, each from an empty
+//               cache, one token per step (test vector 4 of ../shared/models/README.md)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvbench {
+
+struct WorkloadConfig {
+  std::string name;
+  std::string kind;           // rag | codebase | roleplay | multimodal | perplexity
+  int context_tokens = 0;     // 0: the kind's default (rag 16384, codebase 65536, roleplay 6144 in
+                              // total, multimodal 1024 text tokens, perplexity the model's context)
+  int gen_tokens = 0;         // 0: rag 32, codebase 256, roleplay 60% of a turn, multimodal 32
+  int turns = 0;              // roleplay: 0 = 20
+  int images = 0;             // multimodal: 0 = 2
+  int visual_tokens = 0;      // multimodal: per image, 0 = 576
+  int windows = 0;            // perplexity: 0 = every window of the text
+  std::string text;           // llama backend: the text (default tinystories-sample.txt)
+  double ttft_target_ms = 0.0;  // 0: no target
+  double tpot_target_ms = 0.0;
+};
+
+inline const char* const kWorkloadKinds[] = {"rag", "codebase", "roleplay", "multimodal", "perplexity"};
+inline constexpr const char* kDefaultText = "tinystories-sample.txt";
+
+// The config with every size the kind uses filled in (model_context: the model's positions,
+// for perplexity's default window).
+WorkloadConfig with_defaults(WorkloadConfig config, int model_context);
+
+enum class OpKind : std::uint8_t {
+  NewSequence,  // release the current sequence (if any) and start an empty one
+  Prefill,      // append `tokens` prompt tokens (text or visual) and attend them
+  Decode,       // `tokens` decode steps, one token each
+};
+
+struct Op {
+  OpKind kind = OpKind::Prefill;
+  int tokens = 0;
+  int request = 0;         // the request (turn, question) the op belongs to
+  bool visual = false;     // Prefill of image tokens
+  int ask_needle = -1;     // Decode: index into Script::needles the queries ask for, -1 none
+  int stream_offset = 0;   // NewSequence: where position 0 sits in the token stream (llama text)
+  int length = 0;          // NewSequence: the tokens this sequence will hold
+};
+
+struct Script {
+  std::vector<Op> ops;
+  int requests = 0;
+  int positions = 0;         // the longest sequence
+  int stream_tokens = 0;     // tokens of the text stream the script reads (llama backend)
+  std::vector<int> needles;  // planted positions (synthetic backend)
+  bool teacher_forced = false;  // perplexity: no prompt, no generation; every step is scored
+};
+
+// What the model can do, for deciding whether a case can run.
+struct ScriptTarget {
+  bool synthetic = true;     // needles can be planted and visual tokens generated
+  int max_positions = 0;     // the longest sequence the model takes
+  int text_tokens = 0;       // llama: tokens in the text
+  std::uint64_t seed = 1;    // needle placement
+};
+
+struct ScriptOrSkip {
+  Script script;
+  std::string skipped;  // non-empty: the case cannot run on this model, and why
+};
+
+// Builds the script of a workload (with_defaults applied) for a model. Never shrinks a size to
+// fit: a combination that cannot run comes back skipped with its reason.
+ScriptOrSkip build_script(const WorkloadConfig& config, const ScriptTarget& target);
+
+}  // namespace kvbench
