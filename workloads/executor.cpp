@@ -104,6 +104,7 @@ Executor::LayerTimes Executor::step(int n, int attend) {
   model_.begin_step(tokens, n, pos_);
   t.model_ms += ms_since(start);
   const std::size_t tail = rows - static_cast<std::size_t>(attend);
+  if (!llama_) model_.skip_query_rows(static_cast<int>(tail));
   for (int layer = 0; layer < g.layers; ++layer) {
     start = Clock::now();
     model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
@@ -125,6 +126,7 @@ Executor::LayerTimes Executor::step(int n, int attend) {
     model_.layer_output(layer, buffers_.attn.data());
     t.model_ms += ms_since(start);
   }
+  if (!llama_) model_.skip_query_rows(0);
   if (n == 1) decoder_.end_step();
   if (llama_) {
     start = Clock::now();

@@ -17,9 +17,16 @@
 namespace kv {
 namespace {
 
+// Eight independent partial sums: without them the float reduction is one serial chain of
+// FMAs (the compiler may not reorder it), which made prefill ~7x slower per MAC than decode.
 float prefill_dot(const float* a, const float* b, int n) {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
+  float lanes[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) lanes[j] += a[i + j] * b[i + j];
+  }
+  float sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+  for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
 }
 

@@ -25,6 +25,10 @@ class ModelBackend {
   // False when a layer's Q/K/V do not depend on the previous layers' attention (synthetic):
   // then a step may write K/V without computing attention.
   virtual bool attention_feeds_next_layer() const = 0;
+  // A hint for the following layer_qkv calls: the first `rows` query rows of the step will not
+  // be read (sampled prefill attends only the last queries of a chunk), so a backend may leave
+  // them unwritten. 0 (the default) asks for every row.
+  virtual void skip_query_rows(int /*rows*/) {}
 };
 
 enum class StepAttention : std::uint8_t {

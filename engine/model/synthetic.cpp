@@ -297,14 +297,7 @@ void SyntheticModel::key(int model_layer, int kv_head, int pos, float* out) cons
   float c[256], s[256];  // head_dim <= 512: at most 256 RoPE pairs
   const float* cos_pos = nullptr;
   const float* sin_pos = nullptr;
-  if (pos >= pos_ && pos < pos_ + n_) {
-    cos_pos = cos_.data() + static_cast<std::size_t>(pos - pos_) * frequencies_.size();
-    sin_pos = sin_.data() + static_cast<std::size_t>(pos - pos_) * frequencies_.size();
-  } else {
-    rope_row(frequencies_, pos, c, s);
-    cos_pos = c;
-    sin_pos = s;
-  }
+  rope_for(pos, cos_pos, sin_pos, c, s);
   NormalStream noise(hash_of(config_.seed, static_cast<std::uint64_t>(model_layer), static_cast<std::uint64_t>(kv_head),
                              static_cast<std::uint64_t>(pos), kTagKey));
   for (int i = 0; i < dim; ++i) out[i] = noise.next();  // isotropic: rotating it changes nothing
@@ -338,8 +331,10 @@ void SyntheticModel::query(int model_layer, int q_head, int pos, float* out) con
   const int kv_head = q_head / (preset_.q_heads / preset_.kv_heads);
   const HeadParams& p = head(model_layer, kv_head);
   const int dim = preset_.head_dim;
-  float c[256], s[256];  // head_dim <= 512: at most 256 RoPE pairs
-  rope_row(frequencies_, pos, c, s);
+  float c_buf[256], s_buf[256];  // head_dim <= 512: at most 256 RoPE pairs
+  const float* c = nullptr;
+  const float* s = nullptr;
+  rope_for(pos, c, s, c_buf, s_buf);
   NormalStream noise(hash_of(config_.seed, static_cast<std::uint64_t>(model_layer), static_cast<std::uint64_t>(q_head),
                              static_cast<std::uint64_t>(pos), kTagQuery));
   const float amplitude = std::sqrt(static_cast<float>(dim)) / s_scale_;
@@ -362,6 +357,33 @@ void SyntheticModel::query(int model_layer, int q_head, int pos, float* out) con
   }
 }
 
+void SyntheticModel::rope_for(int pos, const float*& cos_pos, const float*& sin_pos, float* cos_buf, float* sin_buf) const {
+  const std::size_t pairs = frequencies_.size();
+  if (pos >= pos_ && pos < pos_ + n_) {  // the step's own positions
+    cos_pos = cos_.data() + static_cast<std::size_t>(pos - pos_) * pairs;
+    sin_pos = sin_.data() + static_cast<std::size_t>(pos - pos_) * pairs;
+    return;
+  }
+  if (pos >= 0 && pos < geometry_.max_seq) {
+    // Regenerating earlier positions (exact K for quality checks) would otherwise pay a sincos
+    // per pair and call: one table for every position, built on first use.
+    std::call_once(rope_all_once_, [&] {
+      rope_all_cos_.resize(static_cast<std::size_t>(geometry_.max_seq) * pairs);
+      rope_all_sin_.resize(rope_all_cos_.size());
+      for (int t = 0; t < geometry_.max_seq; ++t) {
+        rope_row(frequencies_, t, rope_all_cos_.data() + static_cast<std::size_t>(t) * pairs,
+                 rope_all_sin_.data() + static_cast<std::size_t>(t) * pairs);
+      }
+    });
+    cos_pos = rope_all_cos_.data() + static_cast<std::size_t>(pos) * pairs;
+    sin_pos = rope_all_sin_.data() + static_cast<std::size_t>(pos) * pairs;
+    return;
+  }
+  rope_row(frequencies_, pos, cos_buf, sin_buf);
+  cos_pos = cos_buf;
+  sin_pos = sin_buf;
+}
+
 void SyntheticModel::rope_tables(int pos, int n) {
   const std::size_t pairs = frequencies_.size();
   cos_.resize(static_cast<std::size_t>(n) * pairs);
@@ -382,7 +404,9 @@ void SyntheticModel::layer_qkv(int layer, float* q, float* k, float* v) {
   const auto dim = static_cast<std::size_t>(g.head_dim);
   // Work items: each token's kv heads (K and V), then each token's q heads.
   const std::size_t kv_items = static_cast<std::size_t>(n_) * g.kv_heads;
-  const std::size_t q_items = static_cast<std::size_t>(n_) * g.q_heads;
+  // Query rows the caller will not read are left unwritten (sampled prefill).
+  const std::size_t q_skipped = static_cast<std::size_t>(std::min(skip_query_rows_, n_)) * g.q_heads;
+  const std::size_t q_items = static_cast<std::size_t>(n_) * g.q_heads - q_skipped;
   const std::size_t block = 64;  // items per task
   const std::size_t tasks = (kv_items + q_items + block - 1) / block;
   pool_.parallel_for(tasks, [&](std::size_t task) {
@@ -392,7 +416,7 @@ void SyntheticModel::layer_qkv(int layer, float* q, float* k, float* v) {
         key(model_layer, h, pos_ + t, k + item * dim);
         value(model_layer, h, pos_ + t, v + item * dim);
       } else {
-        const std::size_t qi = item - kv_items;
+        const std::size_t qi = item - kv_items + q_skipped;
         const int t = static_cast<int>(qi) / g.q_heads, h = static_cast<int>(qi) % g.q_heads;
         query(model_layer, h, pos_ + t, q + qi * dim);
       }

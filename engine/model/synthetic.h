@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "model/backend.h"
@@ -70,6 +71,7 @@ class SyntheticModel : public ModelBackend, public ExactKV {
   void layer_qkv(int layer, float* q, float* k, float* v) override;
   void layer_output(int layer, const float* attn) override;
   bool attention_feeds_next_layer() const override { return false; }
+  void skip_query_rows(int rows) override { skip_query_rows_ = rows; }
 
   // Queries of later steps ask for needle `index` (config.needles order); -1 stops asking.
   void ask_needle(int index) { asked_needle_ = index; }
@@ -105,6 +107,8 @@ class SyntheticModel : public ModelBackend, public ExactKV {
  private:
   const HeadParams& head(int model_layer, int kv_head) const;
   void rope_tables(int pos, int n);
+  // cos/sin of position pos: the step's tables, the all-positions table, or computed into the buffers.
+  void rope_for(int pos, const float*& cos_pos, const float*& sin_pos, float* cos_buf, float* sin_buf) const;
 
   SyntheticPreset preset_;
   SyntheticConfig config_;
@@ -116,9 +120,12 @@ class SyntheticModel : public ModelBackend, public ExactKV {
   float s_scale_ = 4.0f;
   float noise_q_ = 0.0f;
   int asked_needle_ = -1;
+  int skip_query_rows_ = 0;
   int pos_ = 0;
   int n_ = 0;
   std::vector<float> cos_, sin_;  // [n][head_dim / 2] for the step's positions
+  mutable std::once_flag rope_all_once_;
+  mutable std::vector<float> rope_all_cos_, rope_all_sin_;  // [max_seq][head_dim / 2], on first use
 };
 
 }  // namespace kv

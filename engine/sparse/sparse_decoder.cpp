@@ -155,55 +155,61 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
 SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const float* out, int context) {
   const ModelGeometry& g = cache_.config().geometry;
   const int dim = g.head_dim, group = g.group(), page_tokens = cache_.config().page_tokens;
+  const auto row = static_cast<std::size_t>(dim);
+  const double scale = cache_.config().softmax_scale;
   SelectionQuality quality;
   quality.step = step_;
   quality.layer = layer;
-  std::vector<float> key(static_cast<std::size_t>(dim));
-  std::vector<double> weights(static_cast<std::size_t>(context));
-  std::vector<std::vector<float>> keys(static_cast<std::size_t>(context));
-  std::vector<float> values(static_cast<std::size_t>(context) * static_cast<std::size_t>(dim));
-  double rel_error = 0.0, cosine = 0.0;
   const std::vector<int> needles = exact_->needle_positions();
-  std::vector<bool> needle_kept(needles.size(), true);
-  double recall = 0.0, missed = 0.0;
-  int criticals = 0;
-  for (int h = 0; h < g.kv_heads; ++h) {
-    const auto& kept_pages = last_plan_.heads[static_cast<std::size_t>(h)].pages;
+  // Each kv head is checked on its own (in parallel); drops are reported afterwards, in order.
+  struct HeadCheck {
+    double recall = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+    int criticals = 0;
+    std::vector<bool> needle_kept;
+    std::vector<TokenDropped> drops;
+  };
+  std::vector<HeadCheck> checks(static_cast<std::size_t>(g.kv_heads));
+  cache_.pool().parallel_for(static_cast<std::size_t>(g.kv_heads), [&](std::size_t head) {
+    const int h = static_cast<int>(head);
+    HeadCheck& check = checks[head];
+    std::vector<float> keys(static_cast<std::size_t>(context) * row), values(keys.size());
+    std::vector<double> weights(static_cast<std::size_t>(context));
     std::vector<bool> kept(static_cast<std::size_t>(context), false);
-    for (int p : kept_pages) {
+    for (int p : last_plan_.heads[head].pages) {
       for (int t = p * page_tokens; t < std::min(context, (p + 1) * page_tokens); ++t) kept[static_cast<std::size_t>(t)] = true;
     }
-    for (std::size_t n = 0; n < needles.size(); ++n) {
-      if (needles[n] < context && !kept[static_cast<std::size_t>(needles[n])]) needle_kept[n] = false;
-    }
+    for (int needle : needles) check.needle_kept.push_back(needle >= context || kept[static_cast<std::size_t>(needle)]);
     for (int t = 0; t < context; ++t) {
-      keys[static_cast<std::size_t>(t)].resize(static_cast<std::size_t>(dim));
-      exact_->exact_key(layer, h, t, keys[static_cast<std::size_t>(t)].data());
-      exact_->exact_value(layer, h, t, values.data() + static_cast<std::size_t>(t) * dim);
+      exact_->exact_key(layer, h, t, keys.data() + static_cast<std::size_t>(t) * row);
+      exact_->exact_value(layer, h, t, values.data() + static_cast<std::size_t>(t) * row);
     }
+    std::vector<double> exact_out(row);
+    std::vector<int> order(static_cast<std::size_t>(context));
     for (int qh = 0; qh < group; ++qh) {
-      const float* qv = q + static_cast<std::size_t>(h * group + qh) * dim;
+      const float* qv = q + static_cast<std::size_t>(h * group + qh) * row;
       double best = -INFINITY;
       for (int t = 0; t < context; ++t) {
+        const float* key = keys.data() + static_cast<std::size_t>(t) * row;
         double dot = 0.0;
-        for (int c = 0; c < dim; ++c) dot += static_cast<double>(qv[c]) * keys[static_cast<std::size_t>(t)][static_cast<std::size_t>(c)];
-        weights[static_cast<std::size_t>(t)] = dot * cache_.config().softmax_scale;
+        for (int c = 0; c < dim; ++c) dot += static_cast<double>(qv[c]) * key[c];
+        weights[static_cast<std::size_t>(t)] = dot * scale;
         best = std::max(best, weights[static_cast<std::size_t>(t)]);
       }
       double total = 0.0, held = 0.0;
-      for (int t = 0; t < context; ++t) total += (weights[static_cast<std::size_t>(t)] = std::exp(weights[static_cast<std::size_t>(t)] - best));
+      for (double& w : weights) total += (w = std::exp(w - best));
       for (int t = 0; t < context; ++t) {
         weights[static_cast<std::size_t>(t)] /= total;
         if (kept[static_cast<std::size_t>(t)]) held += weights[static_cast<std::size_t>(t)];
       }
-      recall += held;
+      check.recall += held;
       // The exact output, against what the engine returned for this q head.
-      const float* got = out + static_cast<std::size_t>(h * group + qh) * dim;
-      std::vector<double> exact_out(static_cast<std::size_t>(dim), 0.0);
+      std::fill(exact_out.begin(), exact_out.end(), 0.0);
       for (int t = 0; t < context; ++t) {
-        const float* value = values.data() + static_cast<std::size_t>(t) * dim;
-        for (int c = 0; c < dim; ++c) exact_out[static_cast<std::size_t>(c)] += weights[static_cast<std::size_t>(t)] * value[c];
+        const float* value = values.data() + static_cast<std::size_t>(t) * row;
+        const double w = weights[static_cast<std::size_t>(t)];
+        for (int c = 0; c < dim; ++c) exact_out[static_cast<std::size_t>(c)] += w * value[c];
       }
+      const float* got = out + static_cast<std::size_t>(h * group + qh) * row;
       double diff = 0.0, norm = 0.0, dot = 0.0, got_norm = 0.0;
       for (int c = 0; c < dim; ++c) {
         const double exact = exact_out[static_cast<std::size_t>(c)];
@@ -212,10 +218,9 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const f
         dot += got[c] * exact;
         got_norm += static_cast<double>(got[c]) * got[c];
       }
-      rel_error += norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-      cosine += norm > 0.0 && got_norm > 0.0 ? dot / std::sqrt(norm * got_norm) : (diff == 0.0 ? 1.0 : 0.0);
+      check.rel_error += norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+      check.cosine += norm > 0.0 && got_norm > 0.0 ? dot / std::sqrt(norm * got_norm) : (diff == 0.0 ? 1.0 : 0.0);
       // The exact top-m tokens; every dropped one is a miss and a drop-log event.
-      std::vector<int> order(static_cast<std::size_t>(context));
       for (int t = 0; t < context; ++t) order[static_cast<std::size_t>(t)] = t;
       const int m = std::min(policy_.top_m, context);
       std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](int a, int b) {
@@ -223,13 +228,25 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const f
       });
       for (int i = 0; i < m; ++i) {
         const int t = order[static_cast<std::size_t>(i)];
-        ++criticals;
+        ++check.criticals;
         if (kept[static_cast<std::size_t>(t)]) continue;
-        missed += 1.0;
-        if (telemetry_ != nullptr) {
-          telemetry_->on_token_dropped({step_, layer, h * group + qh, t, static_cast<float>(weights[static_cast<std::size_t>(t)])});
-        }
+        check.missed += 1.0;
+        check.drops.push_back({step_, layer, h * group + qh, t, static_cast<float>(weights[static_cast<std::size_t>(t)])});
       }
+    }
+  });
+  double recall = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+  int criticals = 0;
+  std::vector<bool> needle_kept(needles.size(), true);
+  for (const HeadCheck& check : checks) {
+    recall += check.recall;
+    missed += check.missed;
+    rel_error += check.rel_error;
+    cosine += check.cosine;
+    criticals += check.criticals;
+    for (std::size_t n = 0; n < needles.size(); ++n) needle_kept[n] = needle_kept[n] && check.needle_kept[n];
+    if (telemetry_ != nullptr) {
+      for (const TokenDropped& drop : check.drops) telemetry_->on_token_dropped(drop);
     }
   }
   quality.attn_mass_recall = recall / g.q_heads;
