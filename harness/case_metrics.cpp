@@ -134,8 +134,7 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
 
   // Memory: tiers hold the executed layers; kv bytes per token cover the whole model.
   b.value("peak_l0_bytes", static_cast<double>(mem.peak_l0_bytes), "bytes", Clock::Exact);
-  b.value("peak_l1_bytes", static_cast<double>(std::max<std::uint64_t>(mem.peak_l1_bytes, f.cache.peak_sealed_bytes)), "bytes",
-          Clock::Exact);
+  b.value("peak_l1_bytes", static_cast<double>(mem.peak_l1_bytes), "bytes", Clock::Exact);
   b.value("peak_l2_bytes", static_cast<double>(mem.peak_l2_bytes), "bytes", Clock::Exact);
   b.maybe("peak_rss_bytes", f.peak_rss_bytes > 0 ? std::optional<double>(static_cast<double>(f.peak_rss_bytes)) : std::nullopt,
           "the kernel refused to reset or report the peak RSS", "bytes", Clock::Host);

@@ -163,6 +163,7 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     s.ops.push_back(new_sequence(total));
     int pos = 0;
     std::vector<int> image_start;
+    // Text segments around the images: one before each image and one after the last.
     for (int i = 0; i < c.images; ++i) {
       const int lead = i == 0 ? c.context_tokens - text * c.images : text;
       s.ops.push_back(prefill(lead, 0));
@@ -171,6 +172,8 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
       s.ops.push_back(prefill(c.visual_tokens, 0, true));
       pos += c.visual_tokens;
     }
+    s.ops.push_back(prefill(text, 0));
+    pos += text;
     // A small region of each image: the needle a question asks about.
     for (int i = 0; i < c.images; ++i) {
       s.needles.push_back(place(target.seed, 30 + static_cast<std::uint64_t>(i), image_start[static_cast<std::size_t>(i)],

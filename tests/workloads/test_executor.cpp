@@ -1,0 +1,103 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "accuracy.h"
+#include "executor.h"
+#include "model/llama_model.h"
+#include "model/synthetic.h"
+#include "model/tokenizer.h"
+#include "test_support.h"
+
+using namespace kvbench;
+
+TEST_CASE("The perplexity workload reproduces kvbench score's protocol exactly", "[workloads][model]") {
+  auto weights = std::make_shared<const kv::LlamaWeights>(kv::load_llama2c(kvtest::model_file("stories260K.bin")));
+  const kv::Tokenizer tokenizer = kv::load_llama2c_tokenizer(kvtest::model_file("tok512.bin"), 512);
+  std::ifstream in(kvtest::model_file("tinystories-sample.txt"), std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::vector<int> tokens = tokenizer.encode(text.str(), true, false);
+
+  WorkloadConfig w;
+  w.name = w.kind = "perplexity";
+  w.context_tokens = 128;
+  w.windows = 2;
+  ScriptTarget target;
+  target.synthetic = false;
+  target.max_positions = 512;
+  target.text_tokens = static_cast<int>(tokens.size());
+  const Script script = build_script(w, target).script;
+
+  kv::ThreadPool pool(2);
+  kv::CacheConfig tested;
+  tested.geometry = {weights->config.layers, weights->config.heads, weights->config.kv_heads, weights->config.head_dim(), 128};
+  tested.k_format = kv::Format::Q4;
+  tested.v_format = kv::Format::Q4;
+  tested.page_tokens = 16;
+  tested.threads = 2;
+  kv::CacheConfig reference = tested;
+  reference.k_format = reference.v_format = kv::Format::F32;
+
+  kv::LlamaModel model(weights, 128, pool), ref_model(weights, 128, pool);
+  kv::KVCache cache(tested), ref_cache(reference);
+  kv::SparseDecoder decoder(cache, kv::SparsePolicy{});
+  Executor executor(model, cache, decoder, 1.0, {}, LlamaRun{&model, &ref_model, &ref_cache, &tokens});
+  const ExecutionResult result = executor.run(script);
+  REQUIRE(result.accuracy);
+  CHECK(result.ttft_ms.empty());
+  CHECK(result.decode_tokens == 256);
+  CHECK(result.tpot_ms.size() == 256);
+  CHECK_FALSE(result.extrapolated);
+
+  ScoringConfig scoring;
+  scoring.window = 128;
+  scoring.max_windows = 2;
+  const AccuracyReport expected = score_tokens(weights, reference, tested, tokens, scoring, pool);
+  CHECK(result.accuracy->predictions == expected.predictions);
+  CHECK(result.accuracy->ppl == expected.ppl);
+  CHECK(result.accuracy->kl_mean == expected.kl_mean);
+  CHECK(result.accuracy->top1_agree == expected.top1_agree);
+}
+
+TEST_CASE("Synthetic prefill is probed and extrapolated; decode steps are timed and scaled", "[workloads]") {
+  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
+  WorkloadConfig w;
+  w.name = w.kind = "rag";
+  w.context_tokens = 4096;
+  w.gen_tokens = 8;
+  ScriptTarget target;
+  target.max_positions = 8192;
+  const Script script = build_script(with_defaults(w, 8192), target).script;
+  kv::SyntheticConfig config;
+  config.calibration_ctx = 4096;
+  config.needles = script.needles;
+  kv::ThreadPool pool(2);
+  kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
+  kv::CacheConfig cache_config;
+  cache_config.geometry = model.geometry();
+  cache_config.k_format = cache_config.v_format = kv::Format::Q8;
+  kv::KVCache cache(cache_config);
+  kv::SparsePolicy policy;
+  policy.sample_every = 4;
+  kv::SparseDecoder decoder(cache, policy, nullptr, &model);
+  ExecutionOptions options;
+  options.probe_chunks = 3;
+  Executor executor(model, cache, decoder, 24.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
+  const ExecutionResult result = executor.run(script);
+  CHECK(result.prefill_probed);
+  CHECK(result.extrapolated);
+  CHECK(result.layer_scale == 24.0);
+  CHECK(result.prefill_tokens == 4096);
+  CHECK(result.decode_tokens == 8);
+  REQUIRE(result.ttft_ms.size() == 1);
+  CHECK(result.ttft_ms[0] > 0.0);
+  CHECK(result.ttft_ms[0] == Approx(result.prefill.total_ms));
+  CHECK(result.prefill.model_ms == 0.0);  // the generator is not timed
+  REQUIRE(result.tpot_ms.size() == 8);
+  for (double t : result.tpot_ms) CHECK(t > 0.0);
+  CHECK(decoder.needle_recall() == 1.0);  // full attention keeps the needle
+  CHECK(cache.stats().sealed_pages == 0);  // the sequence was released at the end
+}

@@ -1,0 +1,161 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "workload.h"
+
+using namespace kvbench;
+
+namespace {
+
+ScriptTarget synthetic(int max_positions = 1 << 17) {
+  ScriptTarget t;
+  t.synthetic = true;
+  t.max_positions = max_positions;
+  t.seed = 7;
+  return t;
+}
+
+WorkloadConfig workload(const std::string& kind) {
+  WorkloadConfig w;
+  w.name = kind;
+  w.kind = kind;
+  return with_defaults(w, 512);
+}
+
+int tokens_of(const Script& s, OpKind kind) {
+  int n = 0;
+  for (const Op& op : s.ops) n += op.kind == kind ? op.tokens : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("Workload defaults fill what the kind uses", "[workloads]") {
+  CHECK(workload("rag").context_tokens == 16384);
+  CHECK(workload("rag").gen_tokens == 32);
+  CHECK(workload("codebase").context_tokens == 65536);
+  CHECK(workload("codebase").gen_tokens == 256);
+  CHECK(workload("roleplay").turns == 20);
+  CHECK(workload("multimodal").visual_tokens == 576);
+  CHECK(workload("perplexity").context_tokens == 512);  // the model's context
+  CHECK(workload("rag").text == kDefaultText);
+  WorkloadConfig given;
+  given.kind = "rag";
+  given.context_tokens = 1000;
+  CHECK(with_defaults(given, 512).context_tokens == 1000);
+}
+
+TEST_CASE("rag: one request, the needle inside the retrieved chunks and asked by every decode step", "[workloads]") {
+  const ScriptOrSkip built = build_script(workload("rag"), synthetic());
+  REQUIRE(built.skipped.empty());
+  const Script& s = built.script;
+  CHECK(s.requests == 1);
+  CHECK(s.positions == 16384 + 32);
+  CHECK(tokens_of(s, OpKind::Prefill) == 16384);
+  CHECK(tokens_of(s, OpKind::Decode) == 32);
+  REQUIRE(s.needles.size() == 1);
+  CHECK(s.needles[0] >= 16384 / 10);
+  CHECK(s.needles[0] < 16384 * 9 / 10);
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::Decode) CHECK(op.ask_needle == 0);
+  }
+  // The same seed places the needle at the same position; another seed elsewhere.
+  CHECK(build_script(workload("rag"), synthetic()).script.needles == s.needles);
+  ScriptTarget other = synthetic();
+  other.seed = 8;
+  CHECK(build_script(workload("rag"), other).script.needles != s.needles);
+}
+
+TEST_CASE("codebase: four definitions, each asked in its quarter of the output", "[workloads]") {
+  const Script s = build_script(workload("codebase"), synthetic()).script;
+  REQUIRE(s.needles.size() == 4);
+  for (int d = 0; d < 4; ++d) {
+    CHECK(s.needles[static_cast<std::size_t>(d)] >= 65536 * d / 4);
+    CHECK(s.needles[static_cast<std::size_t>(d)] < 65536 * (d + 1) / 4);
+  }
+  std::vector<int> asked;
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::Decode) asked.push_back(op.ask_needle);
+  }
+  CHECK(asked == std::vector<int>{0, 1, 2, 3});
+  CHECK(tokens_of(s, OpKind::Decode) == 256);
+}
+
+TEST_CASE("roleplay: turns on one sequence, the persona fact asked in the last reply only", "[workloads]") {
+  WorkloadConfig w = workload("roleplay");
+  const Script s = build_script(w, synthetic()).script;
+  CHECK(s.requests == 20);
+  CHECK(std::count_if(s.ops.begin(), s.ops.end(), [](const Op& op) { return op.kind == OpKind::NewSequence; }) == 1);
+  CHECK(s.positions >= 4096);
+  CHECK(s.positions <= 8192);
+  REQUIRE(s.needles.size() == 1);
+  CHECK(s.needles[0] < w.context_tokens / 12);
+  int asking = 0;
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::Decode && op.ask_needle >= 0) {
+      ++asking;
+      CHECK(op.request == 19);
+    }
+  }
+  CHECK(asking == 1);
+  w.gen_tokens = 10000;
+  CHECK_THROWS_WITH(build_script(w, synthetic()), Catch::Contains("gen_tokens"));
+}
+
+TEST_CASE("multimodal: needles inside the images, one question each; the llama backend skips it", "[workloads]") {
+  const WorkloadConfig w = workload("multimodal");
+  const Script s = build_script(w, synthetic()).script;
+  REQUIRE(s.needles.size() == 2);
+  int pos = 0, image = 0;
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::Prefill) continue;
+    if (op.visual) {
+      CHECK(s.needles[static_cast<std::size_t>(image)] >= pos);
+      CHECK(s.needles[static_cast<std::size_t>(image)] < pos + op.tokens);
+      ++image;
+    }
+    pos += op.tokens;
+  }
+  CHECK(image == 2);
+  CHECK(tokens_of(s, OpKind::Prefill) == 1024 + 2 * 576 + 2 * 32);
+  ScriptTarget llama = synthetic(4096);
+  llama.synthetic = false;
+  llama.text_tokens = 100000;
+  CHECK_THAT(build_script(w, llama).skipped, Catch::Contains("vision encoder"));
+}
+
+TEST_CASE("perplexity: windows of the text from an empty cache; synthetic and oversized cases are skipped", "[workloads]") {
+  ScriptTarget llama;
+  llama.synthetic = false;
+  llama.max_positions = 512;
+  llama.text_tokens = 1300;
+  WorkloadConfig w = workload("perplexity");
+  Script s = build_script(w, llama).script;
+  CHECK(s.teacher_forced);
+  CHECK(s.requests == 3);  // windows with a prediction: ceil((1300 - 1) / 512)
+  std::vector<int> offsets, lengths;
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::NewSequence) {
+      offsets.push_back(op.stream_offset);
+      lengths.push_back(op.length);
+    }
+  }
+  CHECK(offsets == std::vector<int>{0, 512, 1024});
+  CHECK(lengths == std::vector<int>{512, 512, 276});
+  w.windows = 4;
+  CHECK_THAT(build_script(w, llama).skipped, Catch::Contains("4 asked"));
+  CHECK_THAT(build_script(workload("perplexity"), synthetic()).skipped, Catch::Contains("llama backend"));
+  w.windows = 0;
+  w.context_tokens = 1024;
+  CHECK_THAT(build_script(w, llama).skipped, Catch::Contains("exceeds the model's 512 positions"));
+}
+
+TEST_CASE("A workload larger than the model is skipped with its reason, never shrunk", "[workloads]") {
+  const ScriptOrSkip built = build_script(workload("rag"), synthetic(4096));
+  CHECK(built.skipped == "rag needs 16416 positions; the model takes 4096");
+  ScriptTarget llama = synthetic(1 << 20);
+  llama.synthetic = false;
+  llama.text_tokens = 1000;
+  CHECK_THAT(build_script(workload("rag"), llama).skipped, Catch::Contains("the text has 1000 tokens"));
+}
