@@ -301,8 +301,17 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   const json& policies = array_field(root, "policies", file);
   for (std::size_t i = 0; i < policies.size(); ++i) {
     const std::string path = "/policies/" + std::to_string(i);
-    if (policies[i].is_string()) {  // a named policy: <base_dir>/policies/NAME.json
-      const std::string named = base_dir + "/policies/" + policies[i].get<std::string>() + ".json";
+    if (policies[i].is_string()) {
+      // A named policy: <suite dir>/policies/NAME.json, else <suite dir>/../policies/NAME.json
+      // (a suite in configs/suites/ finds configs/policies/).
+      const std::string name = policies[i].get<std::string>();
+      if (name.empty() || name.find('/') != std::string::npos) fail(file, path, "'" + name + "' is not a policy name");
+      std::string named = base_dir + "/policies/" + name + ".json";
+      if (!std::ifstream(named)) {
+        const std::string parent = base_dir + "/../policies/" + name + ".json";
+        if (!std::ifstream(parent)) fail(file, path, "no policy '" + name + "' (looked for " + named + " and " + parent + ")");
+        named = parent;
+      }
       const json policy = parse_strict(read_text(named, path), named);
       suite.policies.push_back(read_policy(policy, "", named, base_dir));
     } else {
@@ -314,7 +323,10 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
     if (!socs->is_array() || socs->empty()) fail(file, "/socs", "must be a non-empty array of SoC names");
     for (std::size_t i = 0; i < socs->size(); ++i) {
       if (!(*socs)[i].is_string()) fail(file, "/socs/" + std::to_string(i), "must be a string");
-      suite.socs.push_back((*socs)[i].get<std::string>());
+      const std::string soc = (*socs)[i].get<std::string>();
+      // SoC profiles and their cost model come later; until then only the host clock exists.
+      if (soc != "host") fail(file, "/socs/" + std::to_string(i), "unknown SoC profile '" + soc + "' (only 'host' exists yet)");
+      suite.socs.push_back(soc);
     }
   } else {
     suite.socs = {"host"};

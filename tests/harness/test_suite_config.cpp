@@ -2,7 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
+#include "builtin_suites.h"
 #include "runtime/error.h"
 #include "suite_config.h"
 #include "test_support.h"
@@ -112,4 +115,47 @@ TEST_CASE("named policies resolve beside the suite; sizes take units", "[config]
   CHECK(parse_size("2GB", "f", "/x") == 2'000'000'000ull);
   CHECK(parse_size("4096", "f", "/x") == 4096);
   CHECK_THROWS_WITH(parse_size("-1MiB", "f", "/x"), Catch::Contains("non-negative"));
+}
+
+TEST_CASE("a suite in configs/suites/ finds the named policies of configs/policies/", "[config]") {
+  kvtest::TempDir dir("suite-configs");
+  std::filesystem::create_directories(dir.path + "/suites");
+  std::string text = suite();
+  const auto begin = text.find("[{\"name\": \"q4-hybrid\"");
+  const auto end = text.find("\"socs\"");
+  text.replace(begin, end - begin, R"(["q4-hybrid", "f16-full"], )");
+  // The shipped named policies, read from the source tree's configs/policies.
+  std::filesystem::copy(std::string(KVBENCH_SOURCE_DIR) + "/configs/policies", dir.path + "/policies");
+  std::ofstream(dir.path + "/suites/mine.json") << text;
+  const SuiteConfig s = load_suite(dir.path + "/suites/mine.json");
+  REQUIRE(s.policies.size() == 2);
+  CHECK(s.policies[0].cache.k_format == kv::Format::Q4);
+  CHECK(s.policies[0].sparse.selector == kv::Selector::Hybrid);
+  CHECK(s.policies[1].sparse.selector == kv::Selector::Full);
+}
+
+TEST_CASE("socs other than host are refused until SoC profiles exist", "[config]") {
+  std::string text = suite();
+  text.replace(text.find("[\"host\"]"), 8, "[\"host\", \"sd8g3\"]");
+  const kv::InputError e = error_of(text);
+  CHECK(e.field() == "/socs/1");
+  CHECK_THAT(e.reason(), Catch::Contains("unknown SoC profile 'sd8g3'"));
+}
+
+TEST_CASE("the built-in suites parse and hold what the README says", "[config]") {
+  std::map<std::string, SuiteConfig> suites;
+  for (const auto& [name, text] : kvbench::builtin_suites()) suites.emplace(name, parse_suite(text, "builtin:" + name, "."));
+  REQUIRE(suites.size() == 3);
+  const SuiteConfig& nightly = suites.at("nightly");
+  CHECK(nightly.repetitions == 5);
+  CHECK(nightly.models.size() == 1);
+  CHECK(nightly.models[0].preset == "llama-7b-gqa");
+  CHECK(nightly.models[0].sample_layers == 2);
+  std::set<std::string> kinds;
+  for (const auto& w : nightly.workloads) kinds.insert(w.kind);
+  CHECK(kinds == std::set<std::string>{"rag", "codebase", "roleplay", "multimodal"});
+  CHECK(nightly.policies.size() == 3);
+  CHECK(nightly.policies[2].cache.memory.l1_bytes > 0);
+  CHECK(suites.at("smoke").workloads.size() == 4);
+  CHECK(suites.at("accuracy").models[0].backend == "llama");
 }
