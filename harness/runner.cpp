@@ -1,7 +1,6 @@
 #include "runner.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -51,7 +50,6 @@ struct Case {
   WorkloadConfig workload;       // with the kind's defaults for this model
   std::string text;              // llama: the resolved text path (a key of Model::texts)
   const PolicyConfig* policy = nullptr;
-  std::string soc;
   CaseInfo info;
   ScriptOrSkip script;
 };
@@ -228,7 +226,6 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
           if (filter && !std::regex_search(info.name(), *filter)) continue;
           Case c;
           c.info = info;
-          c.soc = soc;
           c.policy = &suite.policies[p];
           c.model_index = m;
           c.workload_index = w;
