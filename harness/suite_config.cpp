@@ -4,11 +4,11 @@
 #include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "model/synthetic_presets.h"
+#include "model_loader.h"
 #include "runtime/error.h"
 
 namespace kvbench {
@@ -198,14 +198,6 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   return p;
 }
 
-std::string read_text(const std::string& path, const std::string& field) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw kv::InputError(path, field, "cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 const json& array_field(const json& root, const std::string& key, const std::string& file) {
   if (!root.contains(key)) fail(file, "/" + key, "is required");
   const json& a = root.at(key);
@@ -312,7 +304,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
         if (!std::ifstream(parent)) fail(file, path, "no policy '" + name + "' (looked for " + named + " and " + parent + ")");
         named = parent;
       }
-      const json policy = parse_strict(read_text(named, path), named);
+      const json policy = parse_strict(read_text_file(named, path), named);
       suite.policies.push_back(read_policy(policy, "", named, base_dir));
     } else {
       suite.policies.push_back(read_policy(policies[i], path, file, base_dir));
@@ -366,7 +358,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
 }
 
 SuiteConfig load_suite(const std::string& path) {
-  const std::string text = read_text(path, "suite");
+  const std::string text = read_text_file(path, "suite");
   const auto slash = path.find_last_of('/');
   return parse_suite(text, path, slash == std::string::npos ? "." : path.substr(0, slash));
 }

@@ -147,13 +147,16 @@ TEST_CASE("kvbench run --suite smoke records every contract metric for every cas
 }
 
 TEST_CASE("kvbench list, show and export read a run", "[e2e]") {
-  const std::string& db = smoke_db();
+  // A small run of its own: CTest runs every test case in its own process.
+  const kvtest::TempDir temp("kvbench-e2e-read");
+  const std::string db = temp.path + "/results.sqlite";
+  REQUIRE(run_kvbench("run --suite smoke --filter multimodal-1i/q4 --repetitions 1 --db " + db).status == 0);
   Output out = run_kvbench("list runs --db " + db);
   CHECK(out.status == 0);
   CHECK(out.text.find("complete") != std::string::npos);
   out = run_kvbench("show 1 --db " + db);
   CHECK(out.status == 0);
-  CHECK(out.text.find("syn-7b/codebase-4k/q4-hybrid-tight/host") != std::string::npos);
+  CHECK(out.text.find("syn-7b/multimodal-1i/q4-hybrid-tight/host") != std::string::npos);
   out = run_kvbench("export 1 --format csv --db " + db);
   CHECK(out.status == 0);
   CHECK(out.text.rfind("run_id,run_status,case_name", 0) == 0);
