@@ -35,10 +35,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 step "tsan build"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DKVBENCH_SANITIZE=thread -DKVBENCH_BUILD_BENCH=OFF >/dev/null
-cmake --build build-tsan -j"$jobs" --target kvbench-tests
+cmake --build build-tsan -j"$jobs" --target kvbench-memory-tests
 
 step "tsan tests: [memory]"
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/kvbench-tests "[memory]"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/kvbench-memory-tests "[memory]"
 
 step "aarch64 cross-compile of engine/"
 cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
