@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <stdexcept>
 
 #include "runtime/error.h"
 
@@ -68,6 +69,9 @@ Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecode
   }
   if (!llama_ && model_.attention_feeds_next_layer()) {
     throw std::invalid_argument("Executor: a backend whose layers need attention runs with its llama side");
+  }
+  if (options_.prefill_chunk < 1 || options_.probe_queries < 1 || options_.probe_chunks < 2) {
+    throw std::invalid_argument("Executor: prefill_chunk and probe_queries must be >= 1, probe_chunks >= 2");
   }
   if (llama_) accuracy_.emplace(llama_->tested->vocab_size());
 }

@@ -84,6 +84,8 @@ TEST_CASE("Synthetic prefill is probed and extrapolated; decode steps are timed 
   policy.sample_every = 4;
   kv::SparseDecoder decoder(cache, policy, nullptr, &model);
   ExecutionOptions options;
+  options.probe_chunks = 1;  // needs two: the first and the last chunk
+  CHECK_THROWS_AS(Executor(model, cache, decoder, 24.0, {}, std::nullopt, options), std::invalid_argument);
   options.probe_chunks = 3;
   Executor executor(model, cache, decoder, 24.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
   const ExecutionResult result = executor.run(script);
