@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "runtime/error.h"
 
@@ -235,8 +236,22 @@ ResultsStore::ResultsStore(const std::string& path) : path_(path) {
   sqlite3_busy_timeout(db_, 30000);
   try {
     exec("PRAGMA foreign_keys = ON");
-    exec("PRAGMA journal_mode = WAL");
-    migrate();
+    // Two processes creating one database at once: switching a new file to WAL and creating
+    // the schema can meet SQLITE_BUSY without the busy handler (SQLite's deadlock avoidance),
+    // so the setup is retried for as long as the busy timeout.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        exec("PRAGMA journal_mode = WAL");
+        migrate();
+        break;
+      } catch (const kv::InputError&) {
+        throw;
+      } catch (const std::runtime_error&) {
+        const int code = sqlite3_errcode(db_) & 0xff;
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 300) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
   } catch (const std::runtime_error& e) {
     sqlite3_close(db_);
     db_ = nullptr;

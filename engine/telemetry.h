@@ -83,6 +83,7 @@ enum class EngineSpan : std::uint8_t {
   PageAlloc,  // allocating sealed pages (may demote under memory pressure)
   Select,     // sparse selection: page scores and the plan
 };
+inline constexpr int kEngineSpanCount = 3;
 inline std::string_view engine_span_name(EngineSpan span) {
   switch (span) {
     case EngineSpan::KvQuant: return "kv_quant";

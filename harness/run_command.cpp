@@ -125,8 +125,7 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
 
 int run_run(const RunCommandOptions& o) {
   const SuiteConfig suite = find_suite(o.suite);
-  RunOptions options = o.run;
-  const RunSummary s = run_suite(suite, options);
+  const RunSummary s = run_suite(suite, o.run);
   if (o.json) {
     fmt::print("{}\n", json{{"run_id", s.run_id},
                             {"status", run_status_name(s.status)},

@@ -103,7 +103,7 @@ const std::vector<double>* Recorder::find_series(const std::string& name) const 
 std::map<std::string, double> Recorder::scalars() const {
   std::map<std::string, double> out = spans_;
   for (int phase = 0; phase < kv::kPhaseCount; ++phase) {
-    for (int span = 0; span < 3; ++span) {
+    for (int span = 0; span < kv::kEngineSpanCount; ++span) {
       const std::uint64_t ns = engine_ns_[phase][span];
       if (ns == 0) continue;
       out["span_" + std::string(kv::phase_name(static_cast<kv::Phase>(phase))) + "_" +

@@ -94,7 +94,7 @@ class Recorder final : public kv::Telemetry {
   std::map<std::string, std::vector<std::int64_t>> histograms_;
   std::vector<RecordedEvent> events_;
   // Engine spans in ns, [phase][span], converted to span_<phase>_<name>_ms by scalars().
-  std::uint64_t engine_ns_[kv::kPhaseCount][3] = {};
+  std::uint64_t engine_ns_[kv::kPhaseCount][kv::kEngineSpanCount] = {};
   kv::OpCounts ops_[kv::kPhaseCount];
   std::map<std::string, double> spans_;  // span_<phase>_<name>_ms
   // Quantization health over sealed pages that had a reference.
