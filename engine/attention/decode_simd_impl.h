@@ -90,8 +90,8 @@ void score_tokens(const PageView& page, const float* q, Scratch& s) {
     typename V::F a0 = V::zero(), a1 = a0, a2 = a0, a3 = a0;
     typename V::F b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int c = 0; c < dim; c += V::kWidth) {
-      const typename V::F k8 = V::template load_raw<FK>(row, c);
-      const typename V::F n8 = V::template load_raw<FK>(row + row_bytes, c);
+      const typename V::F k8 = V::template load_raw<FK>(row, c, dim);
+      const typename V::F n8 = V::template load_raw<FK>(row + row_bytes, c, dim);
       const typename V::F q0 = V::load(f0 + c);
       a0 = V::fmadd(q0, k8, a0);
       b0 = V::fmadd(q0, n8, b0);
@@ -122,7 +122,7 @@ void score_tokens(const PageView& page, const float* q, Scratch& s) {
   if (t < page.tokens) {
     typename V::F a0 = V::zero(), a1 = a0, a2 = a0, a3 = a0;
     for (int c = 0; c < dim; c += V::kWidth) {
-      const typename V::F k8 = V::template load_raw<FK>(row, c);
+      const typename V::F k8 = V::template load_raw<FK>(row, c, dim);
       a0 = V::fmadd(V::load(f0 + c), k8, a0);
       if constexpr (NG > 1) a1 = V::fmadd(V::load(f1 + c), k8, a1);
       if constexpr (NG > 2) a2 = V::fmadd(V::load(f2 + c), k8, a2);
@@ -228,8 +228,8 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
     typename V::F b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     if (block == 2 * V::kWidth) {
       for (int t = 0; t < page.tokens; ++t, row += row_bytes, w += token_step) {
-        const typename V::F v8 = V::template load_raw<FV>(row, c);
-        const typename V::F u8 = V::template load_raw<FV>(row, c + V::kWidth);
+        const typename V::F v8 = V::template load_raw<FV>(row, c, dim);
+        const typename V::F u8 = V::template load_raw<FV>(row, c + V::kWidth, dim);
         const typename V::F w0 = V::broadcast(w);
         a0 = V::fmadd(w0, v8, a0);
         b0 = V::fmadd(w0, u8, b0);
@@ -251,7 +251,7 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
       }
     } else {
       for (int t = 0; t < page.tokens; ++t, row += row_bytes, w += token_step) {
-        const typename V::F v8 = V::template load_raw<FV>(row, c);
+        const typename V::F v8 = V::template load_raw<FV>(row, c, dim);
         a0 = V::fmadd(V::broadcast(w), v8, a0);
         if constexpr (NG > 1) a1 = V::fmadd(V::broadcast(w + 1), v8, a1);
         if constexpr (NG > 2) a2 = V::fmadd(V::broadcast(w + 2), v8, a2);

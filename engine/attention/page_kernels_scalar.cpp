@@ -14,7 +14,7 @@ namespace {
 
 // The value a K (or V) payload holds before its format's scale is applied: integer codes for
 // q8/q4/q2 (V shifted by the midpoint), the E4M3 value for fp8, the value itself otherwise.
-float raw_value(const std::uint8_t* row, int c, Format format) {
+float raw_value(const std::uint8_t* row, int c, Format format, int dim) {
   switch (format) {
     case Format::F32: {
       float value;
@@ -27,7 +27,7 @@ float raw_value(const std::uint8_t* row, int c, Format format) {
       return f16_to_f32(bits);
     }
     case Format::FP8: return fp8_e4m3_to_f32(row[c]);
-    default: return static_cast<float>(load_code(row, c, format));
+    default: return static_cast<float>(load_code(row, c, format, dim));
   }
 }
 
@@ -75,7 +75,7 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
     for (int t = 0; t < page.tokens; ++t) {
       const std::uint8_t* row = layout.k_row(page.data, t);
       float dot = bias;
-      for (int c = 0; c < dim; ++c) dot += folded[c] * raw_value(row, c, layout.k_format);
+      for (int c = 0; c < dim; ++c) dot += folded[c] * raw_value(row, c, layout.k_format, dim);
       scores[t] = dot;
       page_max = std::fmax(page_max, dot);
     }
@@ -90,7 +90,7 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
       const std::uint8_t* row = layout.v_row(page.data, t);
       for (int c = 0; c < dim; ++c) {
         const float weight = p * v_scale(layout, page.data, t, c / layout.v_group);
-        out[c] += weight * (raw_value(row, c, layout.v_format) - v_midpoint);
+        out[c] += weight * (raw_value(row, c, layout.v_format, dim) - v_midpoint);
       }
     }
     state.sum() = state.sum() * rescale + page_total;

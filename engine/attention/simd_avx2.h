@@ -70,10 +70,10 @@ inline __m256 spread_heads(__m128 x) {
   return _mm256_set_m128(x, x);
 }
 
-// Eight payload values of channels c..c+7 as floats, before the format's scale (see
+// Eight payload values of channels c..c+7 of a row of `dim` channels as floats, before the format's scale (see
 // page_layout.h for packing; fp8 uses the E4M3 -> half identity of fp16.h, scale 2^8 folded).
 template <Format F>
-inline __m256 load_raw8(const std::uint8_t* row, int c) {
+inline __m256 load_raw8(const std::uint8_t* row, int c, int dim) {
   if constexpr (F == Format::F32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
   } else if constexpr (F == Format::F16) {
@@ -86,6 +86,12 @@ inline __m256 load_raw8(const std::uint8_t* row, int c) {
   } else if constexpr (F == Format::Q8) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c))));
   } else if constexpr (F == Format::Q4) {
+    const int base = c & ~63;
+    if (base + 64 <= dim) {  // a full block: eight bytes, one nibble each (codes.h)
+      const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + base / 2 + (c & 31))));
+      const __m256i shifted = _mm256_srl_epi32(bytes, _mm_cvtsi32_si128((c & 32) != 0 ? 4 : 0));
+      return _mm256_cvtepi32_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(0x0F)));
+    }
     std::uint32_t bits;
     std::memcpy(&bits, row + c / 2, sizeof(bits));
     const __m256i shifted = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(bits)),
@@ -116,7 +122,7 @@ struct V8 {
   static F load_half(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   template <Format Fmt>
-  static F load_raw(const std::uint8_t* row, int c) { return load_raw8<Fmt>(row, c); }
+  static F load_raw(const std::uint8_t* row, int c, int dim) { return load_raw8<Fmt>(row, c, dim); }
 };
 
 }  // namespace

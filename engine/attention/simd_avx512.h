@@ -15,7 +15,7 @@ namespace {
 // Sixteen payload values of channels c..c+15 as floats, before the format's scale (see
 // page_layout.h for packing; fp8 uses the E4M3 -> half identity of fp16.h).
 template <Format F>
-inline __m512 load_raw16(const std::uint8_t* row, int c) {
+inline __m512 load_raw16(const std::uint8_t* row, int c, int dim) {
   if constexpr (F == Format::F32) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
   } else if constexpr (F == Format::F16) {
@@ -28,6 +28,12 @@ inline __m512 load_raw16(const std::uint8_t* row, int c) {
   } else if constexpr (F == Format::Q8) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c))));
   } else if constexpr (F == Format::Q4) {
+    const int base = c & ~63;
+    if (base + 64 <= dim) {  // a full block: sixteen bytes, one nibble each (codes.h)
+      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + base / 2 + (c & 31))));
+      const __m512i shifted = _mm512_srl_epi32(bytes, _mm_cvtsi32_si128((c & 32) != 0 ? 4 : 0));
+      return _mm512_cvtepi32_ps(_mm512_and_si512(shifted, _mm512_set1_epi32(0x0F)));
+    }
     // 8 bytes hold 16 channels: duplicate each byte, then shift odd lanes by 4.
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2));
     const __m512i lanes = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, bytes));
@@ -61,7 +67,7 @@ struct V16 {
   static F load_half(const std::uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   template <Format Fmt>
-  static F load_raw(const std::uint8_t* row, int c) { return load_raw16<Fmt>(row, c); }
+  static F load_raw(const std::uint8_t* row, int c, int dim) { return load_raw16<Fmt>(row, c, dim); }
 };
 
 }  // namespace

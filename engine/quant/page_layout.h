@@ -15,7 +15,9 @@
 // 4096 with pad_to_4k so that a direct-I/O tier can move pages as they are.
 //
 // Bit packing of integer codes (unsigned, 0..2^bits-1), channel c of a token row:
-//   q8: byte c;  q4: byte c/2, low nibble for even c;  q2: byte c/4, bits 2*(c%4)..+1.
+//   q8: byte c;  q4: in full blocks of 64 channels, byte j of the block holds channel j (low
+//   nibble) and j + 32 (high), after the last full block byte c/2, low nibble for even c
+//   (codes.h);  q2: byte c/4, bits 2*(c%4)..+1.
 // Decoding: K = zero[c] + code * scale[c] (asymmetric, per channel over the page's tokens);
 //           V = (code - max_code/2) * scale[t][g] (symmetric midrise, per token and group).
 #pragma once

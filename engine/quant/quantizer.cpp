@@ -25,9 +25,16 @@ constexpr int kMaxDim = 512;
 void pack_row(const std::uint8_t* codes, int dim, Format format, std::uint8_t* row) {
   switch (format) {
     case Format::Q8: std::memcpy(row, codes, static_cast<std::size_t>(dim)); break;
-    case Format::Q4:
-      for (int i = 0; i < dim / 2; ++i) row[i] = static_cast<std::uint8_t>(codes[2 * i] | (codes[2 * i + 1] << 4));
+    case Format::Q4: {  // full blocks of 64 pair channel j with j + 32, the rest 2k with 2k + 1 (codes.h)
+      const int full = dim & ~63;
+      for (int base = 0; base < full; base += 64) {
+        for (int j = 0; j < 32; ++j) {
+          row[base / 2 + j] = static_cast<std::uint8_t>(codes[base + j] | (codes[base + 32 + j] << 4));
+        }
+      }
+      for (int i = full / 2; i < dim / 2; ++i) row[i] = static_cast<std::uint8_t>(codes[2 * i] | (codes[2 * i + 1] << 4));
       break;
+    }
     case Format::Q2:
       for (int i = 0; i < dim / 4; ++i) {
         row[i] = static_cast<std::uint8_t>(codes[4 * i] | (codes[4 * i + 1] << 2) | (codes[4 * i + 2] << 4) |
@@ -210,7 +217,7 @@ void dequantize_k_row_ref(const PageView& view, int token, float* out) {
       const float* scale = layout.at<float>(view.data, layout.k_scale);
       const float* zero = layout.at<float>(view.data, layout.k_zero);
       for (int c = 0; c < dim; ++c) {
-        out[c] = zero[c] + static_cast<float>(load_code(row, c, layout.k_format)) * scale[c];
+        out[c] = zero[c] + static_cast<float>(load_code(row, c, layout.k_format, dim)) * scale[c];
       }
       break;
     }
@@ -238,7 +245,7 @@ void dequantize_v_row_ref(const PageView& view, int token, float* out) {
       const float midpoint = v_code_midpoint(layout.v_format);
       for (int c = 0; c < dim; ++c) {
         const float scale = f16_to_f32(scales[token * layout.v_groups() + c / layout.v_group]);
-        out[c] = (static_cast<float>(load_code(row, c, layout.v_format)) - midpoint) * scale;
+        out[c] = (static_cast<float>(load_code(row, c, layout.v_format, dim)) - midpoint) * scale;
       }
       break;
     }

@@ -91,12 +91,31 @@ TEST_CASE("Round-trip error stays within each format's bound", "[quant]") {
   }
 }
 
+TEST_CASE("q4 pairs channel j with j + 32 in full blocks of 64, 2k with 2k + 1 after them", "[quant]") {
+  for (int dim : {8, 24, 64, 96, 128, 200}) {
+    CAPTURE(dim);
+    std::vector<std::uint8_t> row(static_cast<std::size_t>(dim / 2), 0);
+    for (int c = 0; c < dim; ++c) store_code(row.data(), c, (c * 7 + 3) % 16, Format::Q4, dim);
+    for (int c = 0; c < dim; ++c) REQUIRE(load_code(row.data(), c, Format::Q4, dim) == (c * 7 + 3) % 16);
+    const int full = dim / 64 * 64;
+    for (int base = 0; base < full; base += 64) {
+      for (int j = 0; j < 32; ++j) {
+        REQUIRE((row[static_cast<std::size_t>(base / 2 + j)] & 0x0F) == ((base + j) * 7 + 3) % 16);
+        REQUIRE(row[static_cast<std::size_t>(base / 2 + j)] >> 4 == ((base + 32 + j) * 7 + 3) % 16);
+      }
+    }
+    for (int c = full; c < dim; c += 2) {
+      REQUIRE(row[static_cast<std::size_t>(c / 2)] == (((c * 7 + 3) % 16) | ((((c + 1) * 7 + 3) % 16) << 4)));
+    }
+  }
+}
+
 TEST_CASE("Integer formats use their whole code range", "[quant]") {
   for (Format f : {Format::Q8, Format::Q4, Format::Q2}) {
     const RoundTrip r = round_trip(f, f, 64, 64, 64, 32, 99);
     int lowest = 1 << 10, highest = -1;
     for (int t = 0; t < 64; ++t) {
-      const int code = load_code(r.layout.k_row(r.page.data(), t), 0, f);
+      const int code = load_code(r.layout.k_row(r.page.data(), t), 0, f, 64);
       lowest = std::min(lowest, code);
       highest = std::max(highest, code);
     }
