@@ -6,13 +6,15 @@
 // folded out of the inner loops: K's per-channel scale goes into the query (q' = q * scale,
 // plus a bias q . zero), V's per-token group scale into the softmax weight. Heads of a GQA
 // group are processed up to four at a time so each K/V vector is unpacked once for all of
-// them. Per page: fold query -> scores -> online-softmax update -> weighted V sum.
+// them. Per page: fold query -> scores -> online-softmax update -> weighted V sum. q4 K and V
+// take integer dot products instead where int_dot.h says so (decode_int_impl.h).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "attention/decode_int_impl.h"
 #include "attention/softmax_state.h"
 #include "quant/codes.h"
 #include "quant/page_layout.h"
@@ -274,13 +276,26 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   const auto dim = static_cast<std::size_t>(layout.head_dim);
   const auto tokens = static_cast<std::size_t>(layout.page_tokens);
   const auto groups = static_cast<std::size_t>(layout.v_groups());
+  const std::size_t padded = (tokens + 31) & ~std::size_t{31};
   s.folded.resize(NG * dim);
-  s.scores.resize(NG * tokens + 16);  // slack for whole-vector loops
+  s.scores.resize(NG * padded + 16);  // slack for whole-vector loops
   s.weights.resize(NG * tokens * groups + 16);
   float rescale[NG];
-  score_tokens<V, FK, NG>(page, q, s);
+  const IntDotPaths integer = int_dot_paths(layout);
+  if (FK == Format::Q4 && integer.k) {
+    score_tokens_int<NG>(page, q, s.scores.data());
+  } else {
+    score_tokens<V, FK, NG>(page, q, s);
+  }
   softmax_update<NG>(page, states, layout.head_dim, rescale, page_lse, s);
-  accumulate_values<V, FV, NG>(page, states, rescale, s);
+  if (FV == Format::Q4 && integer.v) {
+    const std::size_t valid = static_cast<std::size_t>(page.tokens) * NG;
+    std::fill(s.scores.begin() + static_cast<std::ptrdiff_t>(valid),
+              s.scores.begin() + static_cast<std::ptrdiff_t>(NG * ((static_cast<std::size_t>(page.tokens) + 31) & ~std::size_t{31})), 0.0f);
+    accumulate_values_int<NG>(page, s.scores.data(), states, rescale);
+  } else {
+    accumulate_values<V, FV, NG>(page, states, rescale, s);
+  }
 }
 
 using ChunkFn = void (*)(const PageView&, const float*, float*, float*);

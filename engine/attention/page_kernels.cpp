@@ -1,9 +1,12 @@
 #include "attention/page_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "attention/int_dot.h"
 #include "attention/softmax_state.h"
+#include "quant/codes.h"
 #include "quant/fp16.h"
 #include "quant/quantizer.h"
 #include "runtime/error.h"
@@ -72,6 +75,102 @@ void decode_page_ref(const PageView& page, const float* q, int group, float* sta
       const double p = std::exp(scores[t] - page_max);
       total += p;
       for (int c = 0; c < dim; ++c) acc[c] += p * v[t * row + c];
+    }
+    page_state.max() = static_cast<float>(page_max);
+    page_state.sum() = static_cast<float>(total);
+    if (page_lse != nullptr) page_lse[g] = static_cast<float>(page_max + std::log(total));
+    for (int c = 0; c < dim; ++c) page_state.out()[c] = static_cast<float>(acc[c]);
+    state.merge(page_state);
+  }
+}
+
+void decode_page_int_ref(const PageView& page, const float* q, int group, float* states, float* page_lse,
+                         float* v_quantum) {
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  const auto row = static_cast<std::size_t>(dim);
+  const IntDotPaths paths = int_dot_paths(layout);
+  std::vector<float> k(static_cast<std::size_t>(page.tokens) * row);
+  std::vector<float> v(k.size());
+  dequantize_page_ref(page, k.data(), v.data());
+  std::vector<double> scores(static_cast<std::size_t>(page.tokens));
+  for (int g = 0; g < group; ++g) {
+    SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
+    const float* qg = q + g * row;
+    if (v_quantum != nullptr) v_quantum[g] = 0.0f;
+    if (page.tokens == 0) {
+      if (page_lse != nullptr) page_lse[g] = -INFINITY;
+      continue;
+    }
+    if (paths.k) {  // int8 query against the codes, as the kernel rounds it
+      const float* k_scale = layout.at<float>(page.data, layout.k_scale);
+      const float* k_zero = layout.at<float>(page.data, layout.k_zero);
+      std::vector<float> folded(row);
+      double bias = 0.0;
+      float amax = 0.0f;
+      for (int c = 0; c < dim; ++c) {
+        folded[c] = qg[c] * k_scale[c];
+        bias += static_cast<double>(qg[c]) * k_zero[c];
+        amax = std::max(amax, std::fabs(folded[c]));
+      }
+      const float inv = amax > 0.0f ? kQueryCodeMax / amax : 0.0f;
+      std::vector<long> q8(row);
+      for (int c = 0; c < dim; ++c) q8[c] = std::lrint(folded[c] * inv);
+      for (int t = 0; t < page.tokens; ++t) {
+        const std::uint8_t* codes = layout.k_row(page.data, t);
+        long dot = 0;
+        for (int c = 0; c < dim; ++c) dot += q8[c] * load_code(codes, c, layout.k_format, dim);
+        scores[t] = static_cast<double>(dot) * (amax / kQueryCodeMax) + bias;
+      }
+    } else {
+      for (int t = 0; t < page.tokens; ++t) {
+        double dot = 0.0;
+        for (int c = 0; c < dim; ++c) dot += static_cast<double>(qg[c]) * k[t * row + c];
+        scores[t] = dot;
+      }
+    }
+    const double page_max = *std::max_element(scores.begin(), scores.end());
+    std::vector<float> partial(SoftmaxState::stride(dim));
+    SoftmaxState page_state(partial.data(), dim);
+    double total = 0.0;
+    std::vector<double> acc(row, 0.0);
+    std::vector<float> p(static_cast<std::size_t>(page.tokens));
+    float p_max = 0.0f;
+    for (int t = 0; t < page.tokens; ++t) {
+      p[t] = static_cast<float>(std::exp(scores[t] - page_max));
+      total += p[t];
+      p_max = std::max(p_max, p[t]);
+    }
+    if (paths.v) {  // 7-bit weights per V group against the codes, as the kernel rounds them
+      const auto* bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
+      const int groups = layout.v_groups();
+      float p_sum = 0.0f;
+      for (float x : p) p_sum += x;
+      const float midpoint = v_code_midpoint(layout.v_format);
+      const float head_scale = weight_head_scale(p_sum, p_max, page.tokens);
+      const float head_inverse = weight_inverse(head_scale);
+      for (int grp = 0; grp < groups; ++grp) {
+        float max_vs = 0.0f;
+        for (int t = 0; t < page.tokens; ++t) max_vs = std::max(max_vs, f16_to_f32(bits[t * groups + grp]));
+        const float scale = max_vs * head_scale;
+        const float group_inverse = weight_inverse(max_vs);
+        long weight_sum = 0;
+        std::vector<long> sums(static_cast<std::size_t>(layout.v_group), 0);
+        for (int t = 0; t < page.tokens; ++t) {
+          const long w = std::lrint((p[t] * head_inverse) * (f16_to_f32(bits[t * groups + grp]) * group_inverse));
+          weight_sum += w;
+          const std::uint8_t* codes = layout.v_row(page.data, t);
+          for (int c = 0; c < layout.v_group; ++c) sums[c] += w * load_code(codes, grp * layout.v_group + c, layout.v_format, dim);
+        }
+        for (int c = 0; c < layout.v_group; ++c) {
+          acc[grp * layout.v_group + c] = static_cast<double>(scale) * (static_cast<double>(sums[c]) - midpoint * static_cast<double>(weight_sum));
+        }
+        if (v_quantum != nullptr) v_quantum[g] = std::max(v_quantum[g], static_cast<float>(midpoint * scale / total));
+      }
+    } else {
+      for (int t = 0; t < page.tokens; ++t) {
+        for (int c = 0; c < dim; ++c) acc[c] += static_cast<double>(p[t]) * v[t * row + c];
+      }
     }
     page_state.max() = static_cast<float>(page_max);
     page_state.sum() = static_cast<float>(total);

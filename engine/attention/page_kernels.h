@@ -50,6 +50,14 @@ const PageKernels& page_kernels(Isa isa);
 // then fold it in double precision with std::exp.
 void decode_page_ref(const PageView& page, const float* q, int group, float* states, float* page_lse = nullptr);
 
+// Reference twin of the SIMD decode kernels where they take integer dot products (int_dot.h):
+// the same int8 queries and 7-bit weights, summed exactly. The kernels' softmax numerators come
+// from a polynomial exp, so a weight that sits on a rounding boundary may round the other way
+// there; `v_quantum` (optional, [group]) receives the most one such flip per (head, V group)
+// moves the page's normalised output, max over groups of midpoint * s / sum(p).
+void decode_page_int_ref(const PageView& page, const float* q, int group, float* states, float* page_lse = nullptr,
+                         float* v_quantum = nullptr);
+
 namespace scalar {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);

@@ -16,6 +16,19 @@ int context_tokens(const std::vector<PageView>& pages) {
   return tokens;
 }
 
+// Asks for the bytes the decode kernel will read of a page (payload and scales, not the Quest
+// bounds after them) while the current page is computed: pages sit apart in memory, so the
+// hardware prefetcher cannot see the next one coming.
+void prefetch_page(const PageView& page) {
+  const PageLayout& layout = *page.layout;
+  const char* base = reinterpret_cast<const char*>(page.data);
+  const std::size_t k_end = layout.k_data + static_cast<std::size_t>(page.tokens) * layout.k_row_bytes();
+  const std::size_t v_end = layout.v_data + static_cast<std::size_t>(page.tokens) * layout.v_row_bytes();
+  for (std::size_t at = layout.k_data; at < k_end; at += 64) __builtin_prefetch(base + at);
+  for (std::size_t at = layout.v_data; at < v_end; at += 64) __builtin_prefetch(base + at);
+  for (std::size_t at = layout.k_scale; at < layout.key_min; at += 64) __builtin_prefetch(base + at);
+}
+
 void scale_queries(const PagedAttentionArgs& args, AttentionWorkspace& ws) {
   const std::size_t count = static_cast<std::size_t>(args.n_queries) * static_cast<std::size_t>(args.shape.q_heads) *
                             static_cast<std::size_t>(args.shape.head_dim);
@@ -52,6 +65,7 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     const auto& list = pages[head];
     const std::size_t end = std::min(list.size(), static_cast<std::size_t>(chunk + 1) * split);
     for (std::size_t p = static_cast<std::size_t>(chunk) * split; p < end; ++p) {
+      if (p + 1 < end) prefetch_page(list[p + 1]);
       float* lse = args.page_lse == nullptr ? nullptr : args.page_lse + lse_offset[static_cast<std::size_t>(head)] + p * group;
       kernels.decode_page(list[p], q, group, states, lse);
     }

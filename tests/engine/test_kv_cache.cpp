@@ -8,6 +8,7 @@
 #include "attention/attention_ref.h"
 #include "kv_cache.h"
 #include "runtime/error.h"
+#include "int_twin.h"
 #include "test_support.h"
 
 using namespace kv;
@@ -35,13 +36,22 @@ Tokens random_tokens(int n, int kv_heads, int dim, std::uint32_t seed) {
 }
 
 // Attention of the cache's stored values computed by the dense reference.
+// Attention over the cache's stored values; where the cache's decode kernel takes integer dot
+// products (q4 on SIMD paths), through their twin (int_twin.h).
 std::vector<float> reference(KVCache& cache, SeqId seq, int layer, const std::vector<float>& q, int n_queries) {
   const ModelGeometry& g = cache.config().geometry;
   const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
-  const DenseKV dense = gather_pages_ref(shape, cache.page_views(seq, layer));
+  const auto views = cache.page_views(seq, layer);
+  if (n_queries == 1 && kvtest::integer_decode(cache.isa(), views)) return kvtest::twin_decode(shape, views, q.data());
+  const DenseKV dense = gather_pages_ref(shape, views);
   std::vector<float> out(q.size());
   attention_ref(shape, q.data(), n_queries, dense.k.data(), dense.v.data(), dense.ctx, out.data());
   return out;
+}
+
+// The error allowed against reference().
+float tolerance(KVCache& cache, SeqId seq, int layer, int n_queries) {
+  return n_queries == 1 && kvtest::integer_decode(cache.isa(), cache.page_views(seq, layer)) ? kvtest::kTwinTolerance : 2e-5f;
 }
 
 std::vector<float> attend(KVCache& cache, SeqId seq, int layer, const std::vector<float>& q, int n_queries) {
@@ -108,7 +118,7 @@ TEST_CASE("Quantized caches match the reference on their stored values", "[engin
       for (int n : {1, 20}) {
         const auto q = kvtest::random_values(static_cast<std::size_t>(n) * 8 * 64, seed++);
         CAPTURE(format_name(f), residual, n);
-        CHECK(kvtest::relative_error(attend(cache, seq, 1, q, n), reference(cache, seq, 1, q, n)) < 2e-5f);
+        CHECK(kvtest::relative_error(attend(cache, seq, 1, q, n), reference(cache, seq, 1, q, n)) < tolerance(cache, seq, 1, n));
       }
     }
   }
@@ -186,7 +196,7 @@ TEST_CASE("A fork shares pages and its writes never show in the parent", "[engin
   CHECK(attend(cache, parent, 0, q, 1) == parent_before);
   cache.release(parent);
   CHECK(cache.length(child, 0) == 40);
-  CHECK(kvtest::relative_error(attend(cache, child, 0, q, 1), reference(cache, child, 0, q, 1)) < 2e-5f);
+  CHECK(kvtest::relative_error(attend(cache, child, 0, q, 1), reference(cache, child, 0, q, 1)) < tolerance(cache, child, 0, 1));
   cache.release(child);
   CHECK(cache.stats().sealed_pages == 0);
   CHECK(cache.stats().residual_pages == 0);
@@ -242,7 +252,12 @@ TEST_CASE("Every ISA path gives the same attention through the cache", "[engine]
     const auto out = attend(cache, seq, 0, q, 1);
     if (scalar_out.empty()) scalar_out = out;
     CAPTURE(isa_name(isa));
-    CHECK(kvtest::relative_error(out, scalar_out) < 2e-5f);
+    if (kvtest::integer_decode(isa, cache.page_views(seq, 0))) {  // q4 integer dot products (int_dot.h)
+      CHECK(kvtest::relative_error(out, reference(cache, seq, 0, q, 1)) < kvtest::kTwinTolerance);
+      CHECK(kvtest::relative_error(out, scalar_out) < 0.05f);
+    } else {
+      CHECK(kvtest::relative_error(out, scalar_out) < 2e-5f);
+    }
   }
 }
 

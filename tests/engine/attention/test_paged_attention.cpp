@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "attention/int_dot.h"
 #include "attention/paged_attention.h"
 #include "quant/quantizer.h"
 #include "test_support.h"
@@ -72,6 +73,23 @@ TEST_CASE("Paged attention equals dense reference attention on the gathered page
         paged_attention(page_kernels(isa), pool, args, workspace);
         const DenseKV dense = gather_pages_ref(shape, kv.views);
         REQUIRE(dense.ctx == s.ctx);
+        // Decode on q4 takes integer dot products on SIMD paths (int_dot.h): it is checked against
+        // the kernels' integer twin, which reproduces it up to the rare weight that rounds the
+        // other way (test_page_kernels.cpp bounds that per page).
+        const IntDotPaths paths = isa == Isa::Scalar || s.n_queries != 1 ? IntDotPaths{} : int_dot_paths(kv.layout);
+        if (paths.k || paths.v) {
+          static const PageKernels twin{Isa::Scalar,
+                                        [](const PageView& page, const float* qp, int group, float* states, float* lse) {
+                                          decode_page_int_ref(page, qp, group, states, lse);
+                                        },
+                                        nullptr, nullptr};
+          args.out = want.data();
+          paged_attention(twin, pool, args, workspace);
+          // A flipped weight moves one head's channels by at most midpoint * s / sum(p) of its
+          // page, a fraction of a percent of the output's scale here.
+          REQUIRE(kvtest::relative_error(got, want) < 5e-3f);
+          continue;
+        }
         attention_ref(shape, q.data(), s.n_queries, dense.k.data(), dense.v.data(), dense.ctx, want.data());
         REQUIRE(kvtest::relative_error(got, want) < 2e-5f);
       }

@@ -7,6 +7,7 @@
 #include "kv_cache.h"
 #include "model/synthetic.h"
 #include "sparse/quest.h"
+#include "int_twin.h"
 #include "test_support.h"
 
 using namespace kv;
@@ -72,12 +73,18 @@ TEST_CASE("Attention over a plan equals the reference over the selected pages", 
   for (int h = 0; h < 2; ++h) {
     std::vector<std::vector<PageView>> kept(1);
     for (int p : plan.heads[static_cast<std::size_t>(h)].pages) kept[0].push_back(views[static_cast<std::size_t>(h)][static_cast<std::size_t>(p)]);
-    const DenseKV dense = gather_pages_ref(one_head, kept);
     std::vector<float> want(4 * 64);
-    attention_ref(one_head, q.data() + h * 4 * 64, 1, dense.k.data(), dense.v.data(), dense.ctx, want.data());
+    float tolerance = 2e-5f;
+    if (kvtest::integer_decode(cache.isa(), kept)) {  // q4 integer dot products (int_dot.h)
+      want = kvtest::twin_decode(one_head, kept, q.data() + h * 4 * 64);
+      tolerance = kvtest::kTwinTolerance;
+    } else {
+      const DenseKV dense = gather_pages_ref(one_head, kept);
+      attention_ref(one_head, q.data() + h * 4 * 64, 1, dense.k.data(), dense.v.data(), dense.ctx, want.data());
+    }
     const std::vector<float> got(out.begin() + h * 4 * 64, out.begin() + (h + 1) * 4 * 64);
     CAPTURE(h);
-    CHECK(kvtest::relative_error(got, want) < 2e-5f);
+    CHECK(kvtest::relative_error(got, want) < tolerance);
   }
   SelectionPlan wrong = plan;
   wrong.total_pages += 1;

@@ -1,0 +1,309 @@
+// Integer q4 paths of the fused decode kernel (rules and error in int_dot.h), written with AVX2
+// integer instructions and compiled into the AVX2 and AVX-512 units. Internal linkage, like
+// decode_simd_impl.h, which includes this file and owns the scratch.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "attention/int_dot.h"
+#include "quant/codes.h"
+#include "quant/page_layout.h"
+
+namespace kv {
+namespace {
+
+// Scratch of the integer paths, per thread.
+struct IntScratch {
+  alignas(32) std::int8_t query[4][256];  // int8 folded queries
+  alignas(32) float p[4][kMaxPageTokens + 32];   // softmax numerators, head-major
+  alignas(32) float vs[8][kMaxPageTokens + 32];  // V group scales, group-major
+  alignas(32) std::int8_t w[8][4][kMaxPageTokens + 32];  // 7-bit weights [group][head][token]
+  float w_scale[8][4];
+  float w_shift[8][4];  // midpoint * sum_t w8, per (group, head)
+};
+IntScratch& int_scratch() {
+  static thread_local IntScratch s;
+  return s;
+}
+
+// Lane i of the result is the sum of the eight lanes of v[i].
+__attribute__((always_inline)) inline __m256i hsum8_epi32(const __m256i* v) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// 32 int32 values (four vectors, in order) to 32 int8 values in order (they fit).
+inline __m256i pack32_epi8(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline float hmax_ps(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hadd_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// One token row against the int8 queries of NG heads: acc[g] = the row's dot products as eight
+// int32 partial sums. BLOCKS: 64-channel blocks per row.
+template <int NG, int BLOCKS>
+__attribute__((always_inline)) inline void dot_row(const std::uint8_t* row, const IntScratch& s, __m256i* acc) {
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256i lo[BLOCKS], hi[BLOCKS];
+  for (int b = 0; b < BLOCKS; ++b) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * b));
+    lo[b] = _mm256_and_si256(x, nibble);                         // channels 64b + 0..31
+    hi[b] = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);  // channels 64b + 32..63
+  }
+  for (int g = 0; g < NG; ++g) {
+    const auto* q = reinterpret_cast<const __m256i*>(s.query[g]);
+    __m256i sum = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], _mm256_load_si256(q)),
+                                   _mm256_maddubs_epi16(hi[0], _mm256_load_si256(q + 1)));
+    for (int b = 1; b < BLOCKS; ++b) {
+      sum = _mm256_add_epi16(sum, _mm256_add_epi16(_mm256_maddubs_epi16(lo[b], _mm256_load_si256(q + 2 * b)),
+                                                   _mm256_maddubs_epi16(hi[b], _mm256_load_si256(q + 2 * b + 1))));
+    }
+    acc[g] = _mm256_madd_epi16(sum, _mm256_set1_epi16(1));
+  }
+}
+
+// Scores of a page's rows, 8 / NG tokens per vector of eight [token][head] results.
+template <int NG, int BLOCKS>
+void score_rows(const std::uint8_t* rows, std::size_t row_bytes, int tokens, const IntScratch& s, __m256 vscale,
+                __m256 vbias, float* scores) {
+  constexpr int kTokens = 8 / NG;
+  int t = 0;
+  for (; t + kTokens <= tokens; t += kTokens) {
+    // The queries stay in memory as operands of vpmaddubsw: hoisted into registers they would
+    // not fit beside the accumulators and spill. The empty asm hides that they do not change.
+    const IntScratch* queries = &s;
+    __asm__("" : "+r"(queries));
+    __m256i sums[8];
+    for (int i = 0; i < kTokens; ++i) dot_row<NG, BLOCKS>(rows + static_cast<std::size_t>(t + i) * row_bytes, *queries, sums + i * NG);
+    const __m256 dots = _mm256_cvtepi32_ps(hsum8_epi32(sums));
+    _mm256_storeu_ps(scores + t * NG, _mm256_fmadd_ps(dots, vscale, vbias));
+  }
+  if (t < tokens) {
+    __m256i sums[8];
+    for (int i = 0; i < kTokens; ++i) {
+      if (t + i < tokens) {
+        dot_row<NG, BLOCKS>(rows + static_cast<std::size_t>(t + i) * row_bytes, s, sums + i * NG);
+      } else {
+        for (int g = 0; g < NG; ++g) sums[i * NG + g] = _mm256_setzero_si256();
+      }
+    }
+    const __m256 dots = _mm256_cvtepi32_ps(hsum8_epi32(sums));
+    _mm256_storeu_ps(scores + t * NG, _mm256_fmadd_ps(dots, vscale, vbias));
+  }
+}
+
+// scores[t][g] = q'[g] . code[t] + q[g] . zero with an int8 query (int_dot.h).
+template <int NG>
+void score_tokens_int(const PageView& page, const float* q, float* scores) {
+  const PageLayout& layout = *page.layout;
+  const int dim = layout.head_dim;
+  const float* k_scale = layout.at<float>(page.data, layout.k_scale);
+  const float* k_zero = layout.at<float>(page.data, layout.k_zero);
+  IntScratch& s = int_scratch();
+  alignas(32) float lane_scale[8], lane_bias[8];
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (int g = 0; g < NG; ++g) {
+    const float* qg = q + g * dim;
+    alignas(32) float folded[256];
+    __m256 bias = _mm256_setzero_ps(), amax = _mm256_setzero_ps();
+    for (int c = 0; c < dim; c += 8) {
+      const __m256 qv = _mm256_loadu_ps(qg + c);
+      const __m256 f = _mm256_mul_ps(qv, _mm256_loadu_ps(k_scale + c));
+      _mm256_store_ps(folded + c, f);
+      bias = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k_zero + c), bias);
+      amax = _mm256_max_ps(amax, _mm256_and_ps(f, abs_mask));
+    }
+    const float m = hmax_ps(amax);
+    const __m256 inv = _mm256_set1_ps(m > 0.0f ? kQueryCodeMax / m : 0.0f);
+    for (int c = 0; c < dim; c += 32) {
+      const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(folded + c), inv));
+      const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(folded + c + 8), inv));
+      const __m256i cc = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(folded + c + 16), inv));
+      const __m256i d = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(folded + c + 24), inv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(s.query[g] + c), pack32_epi8(a, b, cc, d));
+    }
+    const float b = hadd_ps(bias);
+    for (int i = g; i < 8; i += NG) {
+      lane_scale[i] = m / kQueryCodeMax;
+      lane_bias[i] = b;
+    }
+  }
+  const __m256 vscale = _mm256_load_ps(lane_scale), vbias = _mm256_load_ps(lane_bias);
+  const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.k_data);
+  const std::size_t row_bytes = layout.k_row_bytes();
+  switch (dim / 64) {
+    case 1: score_rows<NG, 1>(rows, row_bytes, page.tokens, s, vscale, vbias, scores); break;
+    case 2: score_rows<NG, 2>(rows, row_bytes, page.tokens, s, vscale, vbias, scores); break;
+    case 3: score_rows<NG, 3>(rows, row_bytes, page.tokens, s, vscale, vbias, scores); break;
+    default: score_rows<NG, 4>(rows, row_bytes, page.tokens, s, vscale, vbias, scores); break;
+  }
+}
+
+// Transposes eight rows of four floats (two rows per vector: [r0 | r1], [r2 | r3], ...) into
+// four columns of eight, in row order.
+inline void transpose8x4(const float* src, float* c0, float* c1, float* c2, float* c3) {
+  const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + 8);
+  const __m256 r2 = _mm256_loadu_ps(src + 16), r3 = _mm256_loadu_ps(src + 24);
+  const __m256 u0 = _mm256_unpacklo_ps(r0, r1), u1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 u2 = _mm256_unpacklo_ps(r2, r3), u3 = _mm256_unpackhi_ps(r2, r3);
+  // Columns come out as rows [0 2 4 6 | 1 3 5 7]; one permute restores row order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  _mm256_storeu_ps(c0, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(u0, u2, 0x44), order));
+  _mm256_storeu_ps(c1, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(u0, u2, 0xEE), order));
+  _mm256_storeu_ps(c2, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(u1, u3, 0x44), order));
+  _mm256_storeu_ps(c3, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(u1, u3, 0xEE), order));
+}
+
+// Quantizes the page's weights: p ([token][head], softmax numerators, zero past the page's
+// tokens up to a multiple of 32) and the V group scales into s.w, s.w_scale and s.w_shift.
+template <int NG>
+void quantize_weights(const PageView& page, const float* p, IntScratch& s) {
+  const PageLayout& layout = *page.layout;
+  const int groups = layout.v_groups();
+  const int tokens = page.tokens;
+  const int padded = (tokens + 31) & ~31;
+  // Head-major numerators.
+  if constexpr (NG == 4) {
+    for (int t = 0; t < padded; t += 8) transpose8x4(p + t * 4, s.p[0] + t, s.p[1] + t, s.p[2] + t, s.p[3] + t);
+  } else {
+    for (int t = 0; t < padded; ++t) {
+      for (int g = 0; g < NG; ++g) s.p[g][t] = p[t * NG + g];
+    }
+  }
+  // Group-major V scales, zero past the page's tokens.
+  const auto* bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
+  int t = 0;
+  if (groups == 4) {
+    for (; t + 8 <= tokens; t += 8) {
+      alignas(32) float rows[32];
+      for (int i = 0; i < 4; ++i) {
+        _mm256_store_ps(rows + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + (t + 2 * i) * 4))));
+      }
+      transpose8x4(rows, s.vs[0] + t, s.vs[1] + t, s.vs[2] + t, s.vs[3] + t);
+    }
+  }
+  for (; t < padded; ++t) {
+    for (int grp = 0; grp < groups; ++grp) s.vs[grp][t] = t < tokens ? _cvtsh_ss(bits[t * groups + grp]) : 0.0f;
+  }
+  // Head factors 1 / c and group factors 1 / max v_scale go into the numerators and scales in
+  // place, so that a weight is one product (int_dot.h).
+  float head_scale[4];
+  for (int g = 0; g < NG; ++g) {
+    __m256 sum = _mm256_setzero_ps(), mx = _mm256_setzero_ps();
+    for (int i = 0; i < padded; i += 8) {
+      const __m256 x = _mm256_load_ps(s.p[g] + i);
+      sum = _mm256_add_ps(sum, x);
+      mx = _mm256_max_ps(mx, x);
+    }
+    head_scale[g] = weight_head_scale(hadd_ps(sum), hmax_ps(mx), tokens);
+    const __m256 inv = _mm256_set1_ps(weight_inverse(head_scale[g]));
+    for (int i = 0; i < padded; i += 8) _mm256_store_ps(s.p[g] + i, _mm256_mul_ps(_mm256_load_ps(s.p[g] + i), inv));
+  }
+  const float midpoint = v_code_midpoint(Format::Q4);
+  for (int grp = 0; grp < groups; ++grp) {
+    __m256 mx = _mm256_setzero_ps();
+    for (int i = 0; i < padded; i += 8) mx = _mm256_max_ps(mx, _mm256_load_ps(s.vs[grp] + i));
+    const float max_vs = hmax_ps(mx);
+    const __m256 inv = _mm256_set1_ps(weight_inverse(max_vs));
+    for (int i = 0; i < padded; i += 8) _mm256_store_ps(s.vs[grp] + i, _mm256_mul_ps(_mm256_load_ps(s.vs[grp] + i), inv));
+    for (int g = 0; g < NG; ++g) {
+      __m256i total = _mm256_setzero_si256();
+      for (int i = 0; i < padded; i += 32) {
+        __m256i w[4];
+        for (int j = 0; j < 4; ++j) {
+          w[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(s.p[g] + i + 8 * j), _mm256_load_ps(s.vs[grp] + i + 8 * j)));
+          total = _mm256_add_epi32(total, w[j]);
+        }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s.w[grp][g] + i), pack32_epi8(w[0], w[1], w[2], w[3]));
+      }
+      const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+      const __m128i t2 = _mm_add_epi32(t4, _mm_unpackhi_epi64(t4, t4));
+      const int sum_w = _mm_cvtsi128_si32(_mm_add_epi32(t2, _mm_shuffle_epi32(t2, 1)));
+      s.w_scale[grp][g] = max_vs * head_scale[g];
+      s.w_shift[grp][g] = midpoint * static_cast<float>(sum_w);
+    }
+  }
+}
+
+// The 32 channels c0..c0+31 of one V group: token pairs are interleaved byte by byte so that
+// vpmaddubsw multiplies each pair of codes with the pair's two weights.
+template <int NG, bool kHigh>
+void accumulate_block_int(const PageView& page, int c0, float* states, std::size_t stride, const float* rescale,
+                          const IntScratch& s) {
+  const PageLayout& layout = *page.layout;
+  const int grp = c0 / layout.v_group;
+  const std::size_t row_bytes = layout.v_row_bytes();
+  const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.v_data) + (c0 & ~63) / 2;
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256i lo[NG], hi[NG];  // channels [0..7 | 16..23] and [8..15 | 24..31] of the block
+  for (int g = 0; g < NG; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
+  for (int t = 0; t < page.tokens; t += 2) {
+    const std::uint8_t* r0 = rows + static_cast<std::size_t>(t) * row_bytes;
+    const std::uint8_t* r1 = t + 1 < page.tokens ? r0 + row_bytes : r0;  // its weight is 0
+    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0));
+    __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1));
+    if constexpr (kHigh) {
+      x = _mm256_srli_epi16(x, 4);
+      y = _mm256_srli_epi16(y, 4);
+    }
+    const __m256i z0 = _mm256_and_si256(_mm256_unpacklo_epi8(x, y), nibble);
+    const __m256i z1 = _mm256_and_si256(_mm256_unpackhi_epi8(x, y), nibble);
+    for (int g = 0; g < NG; ++g) {
+      std::int16_t pair;
+      std::memcpy(&pair, s.w[grp][g] + t, sizeof(pair));
+      const __m256i w = _mm256_set1_epi16(pair);
+      lo[g] = _mm256_add_epi16(lo[g], _mm256_maddubs_epi16(z0, w));
+      hi[g] = _mm256_add_epi16(hi[g], _mm256_maddubs_epi16(z1, w));
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const __m256i first = _mm256_permute2x128_si256(lo[g], hi[g], 0x20);   // channels 0..15
+    const __m256i second = _mm256_permute2x128_si256(lo[g], hi[g], 0x31);  // channels 16..31
+    const __m256i parts[4] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(first)),
+                              _mm256_cvtepi16_epi32(_mm256_extracti128_si256(first, 1)),
+                              _mm256_cvtepi16_epi32(_mm256_castsi256_si128(second)),
+                              _mm256_cvtepi16_epi32(_mm256_extracti128_si256(second, 1))};
+    const __m256 scale = _mm256_set1_ps(s.w_scale[grp][g]);
+    const __m256 shift = _mm256_set1_ps(s.w_shift[grp][g]);
+    const __m256 keep = _mm256_set1_ps(rescale[g]);
+    float* out = states + g * stride + 2 + c0;
+    for (int j = 0; j < 4; ++j) {
+      const __m256 contribution = _mm256_mul_ps(scale, _mm256_sub_ps(_mm256_cvtepi32_ps(parts[j]), shift));
+      _mm256_storeu_ps(out + 8 * j, _mm256_fmadd_ps(_mm256_loadu_ps(out + 8 * j), keep, contribution));
+    }
+  }
+}
+
+// out[g] = rescale[g] * out[g] + the page's weighted q4 values, with 7-bit weights (int_dot.h).
+// p: softmax numerators [token][head], zero past the page's tokens up to a multiple of 32.
+template <int NG>
+void accumulate_values_int(const PageView& page, const float* p, float* states, const float* rescale) {
+  IntScratch& s = int_scratch();
+  quantize_weights<NG>(page, p, s);
+  const int dim = page.layout->head_dim;
+  const std::size_t stride = static_cast<std::size_t>(dim) + 2;
+  for (int c0 = 0; c0 < dim; c0 += 64) {
+    accumulate_block_int<NG, false>(page, c0, states, stride, rescale, s);
+    accumulate_block_int<NG, true>(page, c0 + 32, states, stride, rescale, s);
+  }
+}
+
+}  // namespace
+}  // namespace kv

@@ -1,0 +1,61 @@
+// Integer dot products of the SIMD decode kernels: when they apply and how they quantize.
+// The kernels (decode_int_impl.h) and their reference twin (decode_page_int_ref) share these
+// rules, so the reference reproduces the kernel's integers exactly.
+//
+// K (q4 codes, head_dim a multiple of 64, at most 256): per page and q head the folded query
+// q' = q * k_scale is quantized to int8, q8[c] = round(q'[c] * 127 / max|q'|), and
+// q'.code = (max|q'| / 127) * sum_c q8[c] * code[c] + q.k_zero. vpmaddubsw multiplies the
+// unsigned 4-bit codes with the signed query bytes; a whole row sums in int16 (at most
+// 8 products of 2 * 15 * 127 = 30480 for head_dim 256).
+//
+// V (q4 codes, head_dim a multiple of 64, V groups of 32 or 64 channels): per page, q head and
+// V group the weights w[t] = p[t] * v_scale[t][g] (p: the softmax numerators) are quantized to
+// 0..127 with the scale s = m * c, m = max_t v_scale[t][g] and c = max(sum_t p / L, max_t p / 127):
+// w8[t] = round((p[t] * (1 / c)) * (v_scale[t][g] * (1 / m))), so that sum_t w8[t] <= L +
+// tokens / 2 and sum_t w8[t] * 15 stays inside int16 (L below). The page's contribution to
+// channel c is s * (sum_t w8[t] * code[t][c] - midpoint * sum_t w8[t]).
+// Error against the float path: |q8 - q' * 127 / max|q'|| <= 1/2 per channel and |w8 - w / s|
+// <= 1/2 per token (tests/engine/attention/test_page_kernels.cpp turns these into bounds).
+#pragma once
+
+#include <cmath>
+
+#include "quant/page_layout.h"
+
+namespace kv {
+
+struct IntDotPaths {
+  bool k = false;  // q . k with an int8 query against q4 codes
+  bool v = false;  // p . v with 7-bit weights against q4 codes
+};
+
+// The paths the SIMD kernels (AVX2, AVX-512) take for a page layout; the scalar kernels never
+// use integer dot products.
+inline IntDotPaths int_dot_paths(const PageLayout& layout) {
+  const bool blocks = layout.head_dim % 64 == 0;
+  return {layout.k_format == Format::Q4 && blocks && layout.head_dim <= 256,
+          layout.v_format == Format::Q4 && blocks && layout.v_group % 32 == 0};
+}
+
+inline constexpr float kQueryCodeMax = 127.0f;
+inline constexpr float kWeightCodeMax = 127.0f;
+
+// L: the weight sum budget of a page of `tokens` tokens (2184 * 15 = 32760 < 32767, less the
+// worst-case rounding of tokens / 2 and a margin of 8 for float rounding in the sums).
+inline int weight_sum_limit(int tokens) { return 2176 - (tokens + 1) / 2; }
+
+// The head factor c of the weight scale of one q head of a page; 0 when it carries no weight.
+inline float weight_head_scale(float p_sum, float p_max, int tokens) {
+  const float a = p_sum / static_cast<float>(weight_sum_limit(tokens));
+  const float b = p_max / kWeightCodeMax;
+  return a > b ? a : b;
+}
+
+// 1 / x, or 0 where x is 0 or so small that 1 / x overflows (a page whose weights vanish
+// against the running maximum contributes nothing).
+inline float weight_inverse(float scale) {
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  return std::isfinite(inv) ? inv : 0.0f;
+}
+
+}  // namespace kv
