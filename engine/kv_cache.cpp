@@ -385,6 +385,7 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   std::vector<std::vector<PageView>> views(state.heads.size());
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
     const std::size_t stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
+    views[h].reserve(state.heads[h].sealed.size() + state.heads[h].residual.size());
     for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
       const PageId id = state.heads[h].sealed[p];
       views[h].push_back({sealed_pool_.small(id) ? &long_tail_layout_ : &layout_, sealed_pool_.frame(id), config_.page_tokens,
@@ -626,7 +627,9 @@ void KVCache::acquire_pages(const LayerState& state) {
 void KVCache::finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan,
                                  const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
   std::vector<PageId> predicted;
-  if (decode && (mass != nullptr || options.importance != nullptr)) {
+  // Importance only ranks pages for demotion, which needs an L1 cap: without one, skip the
+  // per-page bookkeeping (it was a tenth of a sparse decode step at 32K).
+  if (decode && config_.memory.l1_bytes > 0 && (mass != nullptr || options.importance != nullptr)) {
     const float decay = config_.memory.importance_decay;
     for (std::size_t h = 0; h < state.heads.size(); ++h) {
       const auto& sealed = state.heads[h].sealed;

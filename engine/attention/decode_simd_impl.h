@@ -350,7 +350,35 @@ void decode_page_simd(const PageView& page, const float* q, int group, float* st
 }
 
 // Quest's page bound, max over the group's q heads (page_kernels.h). The bounds are converted
-// once per channel block and serve up to four q heads.
+// once per channel block and serve up to four q heads. max(q * lo, q * hi) is q * hi where
+// q >= 0 and q * lo where q < 0 (lo <= hi): one select on the sign of q and one FMA.
+template <typename V, int NG>
+float page_bound_heads(const std::uint16_t* lo, const std::uint16_t* hi, const float* q, int dim) {
+  typename V::F a0 = V::zero(), a1 = a0, a2 = a0, a3 = a0;
+  for (int c = 0; c < dim; c += V::kWidth) {
+    const typename V::F l = V::load_half(lo + c), h = V::load_half(hi + c);
+    const typename V::F q0 = V::load(q + c);
+    a0 = V::fmadd(q0, V::select_by_sign(q0, l, h), a0);
+    if constexpr (NG > 1) {
+      const typename V::F q1 = V::load(q + dim + c);
+      a1 = V::fmadd(q1, V::select_by_sign(q1, l, h), a1);
+    }
+    if constexpr (NG > 2) {
+      const typename V::F q2 = V::load(q + 2 * dim + c);
+      a2 = V::fmadd(q2, V::select_by_sign(q2, l, h), a2);
+    }
+    if constexpr (NG > 3) {
+      const typename V::F q3 = V::load(q + 3 * dim + c);
+      a3 = V::fmadd(q3, V::select_by_sign(q3, l, h), a3);
+    }
+  }
+  alignas(16) float sums[4];
+  _mm_store_ps(sums, hsum4(V::fold(a0), V::fold(a1), V::fold(a2), V::fold(a3)));
+  float best = sums[0];
+  for (int g = 1; g < NG; ++g) best = sums[g] > best ? sums[g] : best;
+  return best;
+}
+
 template <typename V>
 float page_bound_simd(const PageView& page, const float* q, int group) {
   const int dim = page.layout->head_dim;
@@ -358,16 +386,13 @@ float page_bound_simd(const PageView& page, const float* q, int group) {
   const std::uint16_t* hi = page.key_max();
   float best = -INFINITY;
   for (int g0 = 0; g0 < group; g0 += 4) {
+    const float* qg = q + static_cast<std::size_t>(g0) * dim;
     const int heads = std::min(4, group - g0);
-    typename V::F acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
-    for (int c = 0; c < dim; c += V::kWidth) {
-      const typename V::F l = V::load_half(lo + c), h = V::load_half(hi + c);
-      for (int g = 0; g < heads; ++g) {
-        const typename V::F qv = V::load(q + static_cast<std::size_t>(g0 + g) * dim + c);
-        acc[g] = V::add(acc[g], V::max(V::mul(qv, l), V::mul(qv, h)));
-      }
-    }
-    for (int g = 0; g < heads; ++g) best = std::fmax(best, hsum(V::fold(acc[g])));
+    const float bound = heads == 4   ? page_bound_heads<V, 4>(lo, hi, qg, dim)
+                        : heads == 3 ? page_bound_heads<V, 3>(lo, hi, qg, dim)
+                        : heads == 2 ? page_bound_heads<V, 2>(lo, hi, qg, dim)
+                                     : page_bound_heads<V, 1>(lo, hi, qg, dim);
+    best = bound > best ? bound : best;
   }
   return best;
 }

@@ -66,6 +66,10 @@ struct V16 {
   static __m256 fold(F v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
   static F load_half(const std::uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  // Lanes of `negative` where the sign bit of s is set, of `other` elsewhere.
+  static F select_by_sign(F s, F negative, F other) {
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(s)), other, negative);
+  }
   template <Format Fmt>
   static F load_raw(const std::uint8_t* row, int c, int dim) { return load_raw16<Fmt>(row, c, dim); }
 };

@@ -17,18 +17,21 @@ int budget_in_pages(const SparsePolicy& policy, int pages) {
 
 namespace {
 
-// Min-max normalisation over the candidate pages (0 when all equal).
-std::vector<float> normalised(const std::vector<float>& values, const std::vector<int>& candidates) {
-  std::vector<float> out(values.size(), 0.0f);
-  if (candidates.empty()) return out;
-  float lo = values[static_cast<std::size_t>(candidates[0])], hi = lo;
-  for (int p : candidates) {
-    lo = std::min(lo, values[static_cast<std::size_t>(p)]);
-    hi = std::max(hi, values[static_cast<std::size_t>(p)]);
+// Min-max normalisation over the candidate pages: value -> (value - lo) * scale, 0 when all equal.
+struct Normaliser {
+  float lo = 0.0f, scale = 0.0f;
+  Normaliser(const std::vector<float>& values, const std::vector<int>& candidates) {
+    if (candidates.empty()) return;
+    lo = values[static_cast<std::size_t>(candidates[0])];
+    float hi = lo;
+    for (int p : candidates) {
+      lo = std::min(lo, values[static_cast<std::size_t>(p)]);
+      hi = std::max(hi, values[static_cast<std::size_t>(p)]);
+    }
+    scale = hi > lo ? 1.0f / (hi - lo) : 0.0f;
   }
-  for (int p : candidates) out[static_cast<std::size_t>(p)] = hi > lo ? (values[static_cast<std::size_t>(p)] - lo) / (hi - lo) : 0.0f;
-  return out;
-}
+  float operator()(float value) const { return scale > 0.0f ? (value - lo) * scale : 0.0f; }
+};
 
 const std::vector<float>& component(const std::vector<std::vector<float>>* source, int head, int pages, const char* name) {
   if (source == nullptr || static_cast<int>(source->size()) <= head ||
@@ -66,10 +69,13 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
   for (int p = 0; p < pages; ++p) {
     if (!is_forced[static_cast<std::size_t>(p)]) middle.push_back(p);
   }
+  std::vector<float> recency(static_cast<std::size_t>(pages));
+  std::iota(recency.begin(), recency.end(), 0.0f);
+  const Normaliser recency_norm(recency, middle);
+  std::vector<float> score(static_cast<std::size_t>(pages), 0.0f);
+  std::vector<int> ranked;
+  std::vector<bool> keep;
   for (int h = 0; h < in.kv_heads; ++h) {
-    std::vector<float> score(static_cast<std::size_t>(pages), 0.0f);
-    std::vector<float> recency(static_cast<std::size_t>(pages));
-    std::iota(recency.begin(), recency.end(), 0.0f);
     switch (policy.selector) {
       case Selector::Full:
       case Selector::Window:
@@ -77,26 +83,30 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
       case Selector::Quest: score = component(in.query_bound, h, pages, "query_bound"); break;
       case Selector::H2O: score = component(in.accumulated, h, pages, "accumulated"); break;
       case Selector::Hybrid: {
-        const auto acc = normalised(component(in.accumulated, h, pages, "accumulated"), middle);
-        const auto bound = normalised(component(in.query_bound, h, pages, "query_bound"), middle);
-        const auto rec = normalised(recency, middle);
+        const auto& acc = component(in.accumulated, h, pages, "accumulated");
+        const auto& bound = component(in.query_bound, h, pages, "query_bound");
+        const Normaliser acc_norm(acc, middle), bound_norm(bound, middle);
         for (int p : middle) {
           const auto i = static_cast<std::size_t>(p);
-          score[i] = policy.alpha * acc[i] + policy.beta * rec[i] + policy.gamma * bound[i];
+          score[i] = policy.alpha * acc_norm(acc[i]) + policy.beta * recency_norm(recency[i]) + policy.gamma * bound_norm(bound[i]);
         }
         break;
       }
     }
-    std::vector<int> ranked = middle;
-    // Highest score first; ties to the more recent page (stable and deterministic).
-    std::sort(ranked.begin(), ranked.end(), [&](int a, int b) {
+    // The `extra` best middle pages: highest score first, ties to the more recent page (a
+    // total order, so the kept set is deterministic). Only the set matters, not its order.
+    const int extra = policy.selector == Selector::Full ? static_cast<int>(middle.size()) : budget - forced_count;
+    ranked = middle;
+    const auto better = [&](int a, int b) {
       const float sa = score[static_cast<std::size_t>(a)], sb = score[static_cast<std::size_t>(b)];
       return sa != sb ? sa > sb : a > b;
-    });
-    const int extra = policy.selector == Selector::Full ? static_cast<int>(middle.size()) : budget - forced_count;
-    std::vector<bool> keep = is_forced;
-    for (int i = 0; i < extra && i < static_cast<int>(ranked.size()); ++i) keep[static_cast<std::size_t>(ranked[static_cast<std::size_t>(i)])] = true;
+    };
+    const int take = std::min(extra, static_cast<int>(ranked.size()));
+    if (take > 0 && take < static_cast<int>(ranked.size())) std::nth_element(ranked.begin(), ranked.begin() + (take - 1), ranked.end(), better);
+    keep = is_forced;
+    for (int i = 0; i < take; ++i) keep[static_cast<std::size_t>(ranked[static_cast<std::size_t>(i)])] = true;
     HeadSelection& sel = plan.heads[static_cast<std::size_t>(h)];
+    sel.middle_scores.reserve(middle.size());
     for (int p : middle) sel.middle_scores.push_back(score[static_cast<std::size_t>(p)]);
     for (int p = 0; p < pages; ++p) {
       if (!keep[static_cast<std::size_t>(p)]) continue;
