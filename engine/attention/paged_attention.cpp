@@ -16,9 +16,10 @@ int context_tokens(const std::vector<PageView>& pages) {
   return tokens;
 }
 
-// Asks for the bytes the decode kernel will read of a page (payload and scales, not the Quest
-// bounds after them) while the current page is computed: pages sit apart in memory, so the
-// hardware prefetcher cannot see the next one coming.
+// Asks for the bytes the decode kernel will read of a task's first page (payload and scales, not
+// the Quest bounds after them); later pages are requested by the kernel itself, spread over
+// the previous page's work (PageView::next): pages sit apart in memory, so the hardware
+// prefetcher cannot see the next one coming.
 void prefetch_page(const PageView& page) {
   const PageLayout& layout = *page.layout;
   const char* base = reinterpret_cast<const char*>(page.data);
@@ -64,10 +65,15 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     const float* q = ws.q_scaled.data() + static_cast<std::size_t>(head) * group * dim;
     const auto& list = pages[head];
     const std::size_t end = std::min(list.size(), static_cast<std::size_t>(chunk + 1) * split);
-    for (std::size_t p = static_cast<std::size_t>(chunk) * split; p < end; ++p) {
-      if (p + 1 < end) prefetch_page(list[p + 1]);
+    const std::size_t begin = static_cast<std::size_t>(chunk) * split;
+    if (begin < end) prefetch_page(list[begin]);
+    if (begin + 1 < end) prefetch_page(list[begin + 1]);
+    for (std::size_t p = begin; p < end; ++p) {
+      // The kernel requests the page after next while it computes this one (PageView::next).
+      PageView page = list[p];
+      page.next = p + 2 < end ? &list[p + 2] : nullptr;
       float* lse = args.page_lse == nullptr ? nullptr : args.page_lse + lse_offset[static_cast<std::size_t>(head)] + p * group;
-      kernels.decode_page(list[p], q, group, states, lse);
+      kernels.decode_page(page, q, group, states, lse);
     }
   });
 

@@ -113,6 +113,9 @@ struct PageView {
   int first_token = -1;
   // Optional f16[2][head_dim]: the page's mean key then mean value (compensation).
   const std::uint16_t* means = nullptr;
+  // Optional prefetch hint: the page a kernel will be given next (its bytes are requested a few
+  // cache lines at a time while this page is computed). Null: none.
+  const PageView* next = nullptr;
 
   const std::uint16_t* key_min() const {
     return key_bounds != nullptr ? key_bounds : layout->at<std::uint16_t>(data, layout->key_min);

@@ -10,10 +10,14 @@ namespace kv {
 
 namespace {
 #if defined(__x86_64__)
-// F16C is CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+// F16C is CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). Read
+// once: CPUID traps to the hypervisor on a VM (microseconds), and kernel lookups ask per call.
 bool has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  static const bool f16c = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
+  return f16c;
 }
 #endif
 }  // namespace

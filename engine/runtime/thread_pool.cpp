@@ -1,5 +1,7 @@
 #include "runtime/thread_pool.h"
 
+#include <chrono>
+
 #include "runtime/error.h"
 
 namespace kv {
@@ -35,14 +37,35 @@ void ThreadPool::run_items() {
   }
 }
 
+namespace {
+
+// How long a thread polls before it sleeps on a condition variable.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Polls `ready` until it holds or kSpin has passed; true if it held.
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+}  // namespace
+
 void ThreadPool::worker_loop() {
   std::size_t seen_generation = 0;
   for (;;) {
+    spin_until([&] { return stopping_.load() || generation_.load() != seen_generation; });
     {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
+      work_ready_.wait(lock, [&] { return stopping_.load() || generation_.load() != seen_generation; });
       if (stopping_) return;
-      seen_generation = generation_;
+      seen_generation = generation_.load();
     }
     run_items();
   }
@@ -60,12 +83,13 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
     job_size_ = n;
     next_item_ = 0;
     items_finished_ = 0;
-    ++generation_;
+    generation_.fetch_add(1);
   }
   work_ready_.notify_all();
   run_items();
+  spin_until([&] { return items_finished_.load() == n; });
   std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [&] { return items_finished_ == job_size_; });
+  work_done_.wait(lock, [&] { return items_finished_.load() == job_size_; });
   job_ = nullptr;
   job_size_ = 0;
 }
