@@ -57,21 +57,35 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   const std::size_t task_floats = static_cast<std::size_t>(group) * stride;
   ws.states.resize(static_cast<std::size_t>(shape.kv_heads) * chunks * task_floats);
 
-  pool.parallel_for(static_cast<std::size_t>(shape.kv_heads) * chunks, [&](std::size_t task) {
-    const int head = static_cast<int>(task) / chunks;
-    const int chunk = static_cast<int>(task) % chunks;
-    float* states = ws.states.data() + task * task_floats;
-    for (int g = 0; g < group; ++g) SoftmaxState(states + g * stride, dim).reset();
-    const float* q = ws.q_scaled.data() + static_cast<std::size_t>(head) * group * dim;
-    const auto& list = pages[head];
-    const std::size_t end = std::min(list.size(), static_cast<std::size_t>(chunk + 1) * split);
+  // One task per chunk of page positions, all kv heads: page p of every head, then p + 1, ...
+  // Pages are allocated in that order as tokens arrive, so a task reads memory nearly in address
+  // order (reading one head's pages alone strides over the other heads' and held decode to a
+  // fraction of the bandwidth). Each (head, chunk) keeps its own state; merging stays in order.
+  pool.parallel_for(static_cast<std::size_t>(chunks), [&](std::size_t task) {
+    const int chunk = static_cast<int>(task);
     const std::size_t begin = static_cast<std::size_t>(chunk) * split;
-    if (begin < end) prefetch_page(list[begin]);
-    if (begin + 1 < end) prefetch_page(list[begin + 1]);
-    for (std::size_t p = begin; p < end; ++p) {
-      // The kernel requests the page after next while it computes this one (PageView::next).
-      PageView page = list[p];
-      page.next = p + 2 < end ? &list[p + 2] : nullptr;
+    static thread_local std::vector<std::pair<int, std::size_t>> items;  // (head, page) in reading order
+    items.clear();
+    for (std::size_t p = begin; p < begin + static_cast<std::size_t>(split); ++p) {
+      for (int head = 0; head < shape.kv_heads; ++head) {
+        if (p < pages[static_cast<std::size_t>(head)].size()) items.emplace_back(head, p);
+      }
+    }
+    for (int head = 0; head < shape.kv_heads; ++head) {
+      float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;
+      for (int g = 0; g < group; ++g) SoftmaxState(states + g * stride, dim).reset();
+    }
+    const auto view = [&](std::size_t i) -> const PageView& {
+      return pages[static_cast<std::size_t>(items[i].first)][items[i].second];
+    };
+    for (std::size_t i = 0; i < std::min<std::size_t>(2, items.size()); ++i) prefetch_page(view(i));
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto [head, p] = items[i];
+      // The kernel requests the item after next while it computes this one (PageView::next).
+      PageView page = view(i);
+      page.next = i + 2 < items.size() ? &view(i + 2) : nullptr;
+      float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;
+      const float* q = ws.q_scaled.data() + static_cast<std::size_t>(head) * group * dim;
       float* lse = args.page_lse == nullptr ? nullptr : args.page_lse + lse_offset[static_cast<std::size_t>(head)] + p * group;
       kernels.decode_page(page, q, group, states, lse);
     }
