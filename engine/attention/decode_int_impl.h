@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "attention/int_dot.h"
+#include "attention/simd_avx2.h"
 #include "quant/codes.h"
 #include "quant/page_layout.h"
 
@@ -40,24 +41,12 @@ __attribute__((always_inline)) inline __m256i hsum8_epi32(const __m256i* v) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+inline float hmax1(__m256 v) { return _mm256_cvtss_f32(hmax8(v)); }
+
 // 32 int32 values (four vectors, in order) to 32 int8 values in order (they fit).
 inline __m256i pack32_epi8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
   return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-inline float hmax_ps(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float hadd_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // One token row against the int8 queries of NG heads: acc[g] = the row's dot products as eight
@@ -140,7 +129,7 @@ void score_tokens_int(const PageView& page, const float* q, float* scores) {
       bias = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k_zero + c), bias);
       amax = _mm256_max_ps(amax, _mm256_and_ps(f, abs_mask));
     }
-    const float m = hmax_ps(amax);
+    const float m = hmax1(amax);
     const __m256 inv = _mm256_set1_ps(m > 0.0f ? kQueryCodeMax / m : 0.0f);
     for (int c = 0; c < dim; c += 32) {
       const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(folded + c), inv));
@@ -149,7 +138,7 @@ void score_tokens_int(const PageView& page, const float* q, float* scores) {
       const __m256i d = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(folded + c + 24), inv));
       _mm256_store_si256(reinterpret_cast<__m256i*>(s.query[g] + c), pack32_epi8(a, b, cc, d));
     }
-    const float b = hadd_ps(bias);
+    const float b = hsum(bias);
     for (int i = g; i < 8; i += NG) {
       lane_scale[i] = m / kQueryCodeMax;
       lane_bias[i] = b;
@@ -228,7 +217,7 @@ void quantize_weights(const PageView& page, const float* p, IntScratch& s) {
       sum = _mm256_add_ps(sum, x);
       mx = _mm256_max_ps(mx, x);
     }
-    head_scale[g] = weight_head_scale(hadd_ps(sum), hmax_ps(mx), tokens);
+    head_scale[g] = weight_head_scale(hsum(sum), hmax1(mx), tokens);
     const __m256 inv = _mm256_set1_ps(weight_inverse(head_scale[g]));
     for (int i = 0; i < padded; i += 8) _mm256_store_ps(s.p[g] + i, _mm256_mul_ps(_mm256_load_ps(s.p[g] + i), inv));
   }
@@ -236,7 +225,7 @@ void quantize_weights(const PageView& page, const float* p, IntScratch& s) {
   for (int grp = 0; grp < groups; ++grp) {
     __m256 mx = _mm256_setzero_ps();
     for (int i = 0; i < padded; i += 8) mx = _mm256_max_ps(mx, _mm256_load_ps(s.vs[grp] + i));
-    const float max_vs = hmax_ps(mx);
+    const float max_vs = hmax1(mx);
     const __m256 inv = _mm256_set1_ps(weight_inverse(max_vs));
     for (int i = 0; i < padded; i += 8) _mm256_store_ps(s.vs[grp] + i, _mm256_mul_ps(_mm256_load_ps(s.vs[grp] + i), inv));
     for (int g = 0; g < NG; ++g) {

@@ -45,51 +45,15 @@ float page_bound_ref(const PageView& page, const float* q, int group) {
   return static_cast<float>(best);
 }
 
-void decode_page_ref(const PageView& page, const float* q, int group, float* states, float* page_lse) {
-  const int dim = page.layout->head_dim;
-  const auto row = static_cast<std::size_t>(dim);
-  std::vector<float> k(static_cast<std::size_t>(page.tokens) * row);
-  std::vector<float> v(k.size());
-  dequantize_page_ref(page, k.data(), v.data());
-  std::vector<double> scores(static_cast<std::size_t>(page.tokens));
-  for (int g = 0; g < group; ++g) {
-    SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
-    const float* qg = q + g * row;
-    double page_max = -INFINITY;
-    for (int t = 0; t < page.tokens; ++t) {
-      double dot = 0.0;
-      for (int c = 0; c < dim; ++c) dot += static_cast<double>(qg[c]) * k[t * row + c];
-      scores[t] = dot;
-      page_max = std::max(page_max, dot);
-    }
-    if (page.tokens == 0) {
-      if (page_lse != nullptr) page_lse[g] = -INFINITY;
-      continue;
-    }
-    // Fold as a one-page state merged into the running one.
-    std::vector<float> partial(SoftmaxState::stride(dim));
-    SoftmaxState page_state(partial.data(), dim);
-    double total = 0.0;
-    std::vector<double> acc(row, 0.0);
-    for (int t = 0; t < page.tokens; ++t) {
-      const double p = std::exp(scores[t] - page_max);
-      total += p;
-      for (int c = 0; c < dim; ++c) acc[c] += p * v[t * row + c];
-    }
-    page_state.max() = static_cast<float>(page_max);
-    page_state.sum() = static_cast<float>(total);
-    if (page_lse != nullptr) page_lse[g] = static_cast<float>(page_max + std::log(total));
-    for (int c = 0; c < dim; ++c) page_state.out()[c] = static_cast<float>(acc[c]);
-    state.merge(page_state);
-  }
-}
+namespace {
 
-void decode_page_int_ref(const PageView& page, const float* q, int group, float* states, float* page_lse,
-                         float* v_quantum) {
+// Both references: floats folded in double precision, or, where `paths` says so, the integers
+// of the SIMD kernels (int_dot.h).
+void decode_page_reference(const PageView& page, const float* q, int group, float* states, float* page_lse,
+                           IntDotPaths paths, float* v_quantum) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
   const auto row = static_cast<std::size_t>(dim);
-  const IntDotPaths paths = int_dot_paths(layout);
   std::vector<float> k(static_cast<std::size_t>(page.tokens) * row);
   std::vector<float> v(k.size());
   dequantize_page_ref(page, k.data(), v.data());
@@ -134,18 +98,20 @@ void decode_page_int_ref(const PageView& page, const float* q, int group, float*
     SoftmaxState page_state(partial.data(), dim);
     double total = 0.0;
     std::vector<double> acc(row, 0.0);
-    std::vector<float> p(static_cast<std::size_t>(page.tokens));
-    float p_max = 0.0f;
+    std::vector<double> p(static_cast<std::size_t>(page.tokens));
     for (int t = 0; t < page.tokens; ++t) {
-      p[t] = static_cast<float>(std::exp(scores[t] - page_max));
+      p[t] = std::exp(scores[t] - page_max);
       total += p[t];
-      p_max = std::max(p_max, p[t]);
     }
     if (paths.v) {  // 7-bit weights per V group against the codes, as the kernel rounds them
       const auto* bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
       const int groups = layout.v_groups();
-      float p_sum = 0.0f;
-      for (float x : p) p_sum += x;
+      std::vector<float> pf(p.begin(), p.end());  // the kernel's numerators are floats
+      float p_sum = 0.0f, p_max = 0.0f;
+      for (float x : pf) {
+        p_sum += x;
+        p_max = std::max(p_max, x);
+      }
       const float midpoint = v_code_midpoint(layout.v_format);
       const float head_scale = weight_head_scale(p_sum, p_max, page.tokens);
       const float head_inverse = weight_inverse(head_scale);
@@ -157,7 +123,7 @@ void decode_page_int_ref(const PageView& page, const float* q, int group, float*
         long weight_sum = 0;
         std::vector<long> sums(static_cast<std::size_t>(layout.v_group), 0);
         for (int t = 0; t < page.tokens; ++t) {
-          const long w = std::lrint((p[t] * head_inverse) * (f16_to_f32(bits[t * groups + grp]) * group_inverse));
+          const long w = std::lrint((pf[t] * head_inverse) * (f16_to_f32(bits[t * groups + grp]) * group_inverse));
           weight_sum += w;
           const std::uint8_t* codes = layout.v_row(page.data, t);
           for (int c = 0; c < layout.v_group; ++c) sums[c] += w * load_code(codes, grp * layout.v_group + c, layout.v_format, dim);
@@ -169,7 +135,7 @@ void decode_page_int_ref(const PageView& page, const float* q, int group, float*
       }
     } else {
       for (int t = 0; t < page.tokens; ++t) {
-        for (int c = 0; c < dim; ++c) acc[c] += static_cast<double>(p[t]) * v[t * row + c];
+        for (int c = 0; c < dim; ++c) acc[c] += p[t] * v[t * row + c];
       }
     }
     page_state.max() = static_cast<float>(page_max);
@@ -178,6 +144,17 @@ void decode_page_int_ref(const PageView& page, const float* q, int group, float*
     for (int c = 0; c < dim; ++c) page_state.out()[c] = static_cast<float>(acc[c]);
     state.merge(page_state);
   }
+}
+
+}  // namespace
+
+void decode_page_ref(const PageView& page, const float* q, int group, float* states, float* page_lse) {
+  decode_page_reference(page, q, group, states, page_lse, IntDotPaths{}, nullptr);
+}
+
+void decode_page_int_ref(const PageView& page, const float* q, int group, float* states, float* page_lse,
+                         float* v_quantum) {
+  decode_page_reference(page, q, group, states, page_lse, int_dot_paths(*page.layout), v_quantum);
 }
 
 }  // namespace kv
