@@ -21,6 +21,7 @@ int context_tokens(const std::vector<PageView>& pages) {
 // the previous page's work (PageView::next): pages sit apart in memory, so the hardware
 // prefetcher cannot see the next one coming.
 void prefetch_page(const PageView& page) {
+  if (page.data == nullptr) return;
   const PageLayout& layout = *page.layout;
   const char* base = reinterpret_cast<const char*>(page.data);
   const std::size_t k_end = layout.k_data + static_cast<std::size_t>(page.tokens) * layout.k_row_bytes();
