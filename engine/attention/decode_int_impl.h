@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "attention/int_dot.h"
+#include "attention/page_prefetch.h"
 #include "attention/simd_avx2.h"
 #include "quant/codes.h"
 #include "quant/page_layout.h"
@@ -24,10 +25,6 @@ struct IntScratch {
   alignas(32) std::int8_t w[8][4][kMaxPageTokens + 32];  // 7-bit weights [group][head][token]
   float w_scale[8][4];
   float w_shift[8][4];  // midpoint * sum_t w8, per (group, head)
-  // The next page's bytes not yet requested (PageView::next), shared by the score and value
-  // loops so that requests spread over the whole page's work.
-  const char* ahead = nullptr;
-  const char* ahead_end = nullptr;
 };
 IntScratch& int_scratch() {
   static thread_local IntScratch s;
@@ -75,16 +72,12 @@ __attribute__((always_inline)) inline void dot_row(const std::uint8_t* row, cons
 // Scores of a page's rows, 8 / NG tokens per vector of eight [token][head] results.
 template <int NG, int BLOCKS>
 void score_rows(const std::uint8_t* rows, std::size_t row_bytes, int tokens, const IntScratch& s, __m256 vscale,
-                __m256 vbias, float* scores, const char*& ahead, const char* ahead_end) {
+                __m256 vbias, float* scores, const PageView* next) {
   constexpr int kTokens = 8 / NG;
-  // Cache lines of the next page to request per step, so that they are all asked for while
-  // this page's scores are computed, a few at a time (a burst would stall on the miss queue).
-  const std::size_t steps = static_cast<std::size_t>((tokens + kTokens - 1) / kTokens);
-  const std::size_t lines = ahead == nullptr ? 0 : (static_cast<std::size_t>(ahead_end - ahead) + 63) / 64;
-  const std::size_t per_step = steps == 0 ? 0 : (lines + steps - 1) / steps;
+  PagePrefetch prefetch(next, static_cast<std::size_t>(tokens / kTokens));
   int t = 0;
   for (; t + kTokens <= tokens; t += kTokens) {
-    for (std::size_t i = 0; i < per_step && ahead < ahead_end; ++i, ahead += 64) _mm_prefetch(ahead, _MM_HINT_T0);
+    prefetch.step();
     // The queries stay in memory as operands of vpmaddubsw: hoisted into registers they would
     // not fit beside the accumulators and spill. The empty asm hides that they do not change.
     const IntScratch* queries = &s;
@@ -147,17 +140,11 @@ void score_tokens_int(const PageView& page, const float* q, float* scores) {
   const __m256 vscale = _mm256_load_ps(lane_scale), vbias = _mm256_load_ps(lane_bias);
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.k_data);
   const std::size_t row_bytes = layout.k_row_bytes();
-  s.ahead = s.ahead_end = nullptr;
-  if (page.next != nullptr && page.next->data != nullptr) {  // payload and scales, not the Quest bounds
-    const PageLayout& next = *page.next->layout;
-    s.ahead = reinterpret_cast<const char*>(page.next->data) + next.k_data;
-    s.ahead_end = reinterpret_cast<const char*>(page.next->data) + next.key_min;
-  }
   switch (dim / 64) {
-    case 1: score_rows<NG, 1>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, s.ahead, s.ahead_end); break;
-    case 2: score_rows<NG, 2>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, s.ahead, s.ahead_end); break;
-    case 3: score_rows<NG, 3>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, s.ahead, s.ahead_end); break;
-    default: score_rows<NG, 4>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, s.ahead, s.ahead_end); break;
+    case 1: score_rows<NG, 1>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
+    case 2: score_rows<NG, 2>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
+    case 3: score_rows<NG, 3>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
+    default: score_rows<NG, 4>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
   }
 }
 

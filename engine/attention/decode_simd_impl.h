@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attention/decode_int_impl.h"
+#include "attention/page_prefetch.h"
 #include "attention/softmax_state.h"
 #include "quant/codes.h"
 #include "quant/page_layout.h"
@@ -87,19 +88,10 @@ void score_tokens(const PageView& page, const float* q, Scratch& s) {
   float* scores = s.scores.data();
   // Two tokens per iteration: eight independent FMA chains hide the FMA latency, and each
   // folded-query load serves both tokens.
-  // The next page's bytes, requested a few cache lines per step (PageView::next).
-  const char* ahead = nullptr;
-  const char* ahead_end = nullptr;
-  std::size_t per_step = 0;
-  if (page.next != nullptr && page.next->data != nullptr) {
-    ahead = reinterpret_cast<const char*>(page.next->data) + page.next->layout->k_data;
-    ahead_end = reinterpret_cast<const char*>(page.next->data) + page.next->layout->key_min;
-    const auto steps = static_cast<std::size_t>(page.tokens / 2 + 1);
-    per_step = (static_cast<std::size_t>(ahead_end - ahead) / 64 + steps) / steps;
-  }
+  PagePrefetch prefetch(page.next, static_cast<std::size_t>(page.tokens / 2));
   int t = 0;
   for (; t + 2 <= page.tokens; t += 2, row += 2 * row_bytes) {
-    for (std::size_t i = 0; i < per_step && ahead < ahead_end; ++i, ahead += 64) _mm_prefetch(ahead, _MM_HINT_T0);
+    prefetch.step();
     typename V::F a0 = V::zero(), a1 = a0, a2 = a0, a3 = a0;
     typename V::F b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int c = 0; c < dim; c += V::kWidth) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention/page_prefetch.h"
 #include "attention/softmax_state.h"
 #include "runtime/error.h"
 
@@ -14,21 +15,6 @@ int context_tokens(const std::vector<PageView>& pages) {
   int tokens = 0;
   for (const PageView& page : pages) tokens += page.tokens;
   return tokens;
-}
-
-// Asks for the bytes the decode kernel will read of a task's first page (payload and scales, not
-// the Quest bounds after them); later pages are requested by the kernel itself, spread over
-// the previous page's work (PageView::next): pages sit apart in memory, so the hardware
-// prefetcher cannot see the next one coming.
-void prefetch_page(const PageView& page) {
-  if (page.data == nullptr) return;
-  const PageLayout& layout = *page.layout;
-  const char* base = reinterpret_cast<const char*>(page.data);
-  const std::size_t k_end = layout.k_data + static_cast<std::size_t>(page.tokens) * layout.k_row_bytes();
-  const std::size_t v_end = layout.v_data + static_cast<std::size_t>(page.tokens) * layout.v_row_bytes();
-  for (std::size_t at = layout.k_data; at < k_end; at += 64) __builtin_prefetch(base + at);
-  for (std::size_t at = layout.v_data; at < v_end; at += 64) __builtin_prefetch(base + at);
-  for (std::size_t at = layout.k_scale; at < layout.key_min; at += 64) __builtin_prefetch(base + at);
 }
 
 void scale_queries(const PagedAttentionArgs& args, AttentionWorkspace& ws) {
@@ -79,7 +65,8 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     const auto view = [&](std::size_t i) -> const PageView& {
       return pages[static_cast<std::size_t>(items[i].first)][items[i].second];
     };
-    for (std::size_t i = 0; i < std::min<std::size_t>(2, items.size()); ++i) prefetch_page(view(i));
+    // The first two items are requested at once; the kernels request the rest as they go.
+    for (std::size_t i = 0; i < std::min<std::size_t>(2, items.size()); ++i) PagePrefetch(&view(i), 1).step();
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto [head, p] = items[i];
       // The kernel requests the item after next while it computes this one (PageView::next).
