@@ -628,7 +628,7 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
                                  const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
   std::vector<PageId> predicted;
   // Importance only ranks pages for demotion, which needs an L1 cap: without one, skip the
-  // per-page bookkeeping (it was a tenth of a sparse decode step at 32K).
+  // per-page bookkeeping on every decode step.
   if (decode && config_.memory.l1_bytes > 0 && (mass != nullptr || options.importance != nullptr)) {
     const float decay = config_.memory.importance_decay;
     for (std::size_t h = 0; h < state.heads.size(); ++h) {
