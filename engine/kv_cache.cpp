@@ -380,15 +380,22 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
 }
 
 std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) const {
+  std::vector<std::vector<PageView>> views;
+  page_views(seq, layer, views);
+  return views;
+}
+
+void KVCache::page_views(SeqId seq, int layer, std::vector<std::vector<PageView>>& views) const {
   check_layer(layer, "KVCache::page_views");
   const LayerState& state = sequence(seq, "KVCache::page_views").layers[static_cast<std::size_t>(layer)];
-  std::vector<std::vector<PageView>> views(state.heads.size());
+  views.resize(state.heads.size());
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
     const std::size_t stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
+    views[h].clear();
     views[h].reserve(state.heads[h].sealed.size() + state.heads[h].residual.size());
     for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
-      const PageId id = state.heads[h].sealed[p];
-      views[h].push_back({sealed_pool_.small(id) ? &long_tail_layout_ : &layout_, sealed_pool_.frame(id), config_.page_tokens,
+      const TieredPool::Residence where = sealed_pool_.residence(state.heads[h].sealed[p]);
+      views[h].push_back({where.small ? &long_tail_layout_ : &layout_, where.frame, config_.page_tokens,
                           state.heads[h].sealed_bounds.data() + p * stride, static_cast<int>(p) * config_.page_tokens,
                           state.heads[h].sealed_means.data() + p * stride});
     }
@@ -398,7 +405,6 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
       views[h].push_back({&residual_layout_, data, PageLayout::header(data)->tokens, nullptr, first});
     }
   }
-  return views;
 }
 
 void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options) {
@@ -414,7 +420,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   // All of the sequence's pages (the caller's, or built here), then the attended subset.
   const std::vector<std::vector<PageView>>* all = options.views;
   if (all == nullptr) {
-    all_views_ = page_views(seq, layer);
+    page_views(seq, layer, all_views_);
     all = &all_views_;
   }
   extra_states_.clear();

@@ -116,6 +116,8 @@ class KVCache {
   // sealed page that lives in L2 only has data == nullptr (its summaries are always there);
   // attend() makes the pages it reads resident.
   std::vector<std::vector<PageView>> page_views(SeqId seq, int layer) const;
+  // The same into `views`, reusing its buffers (decode steps build them every step).
+  void page_views(SeqId seq, int layer, std::vector<std::vector<PageView>>& views) const;
   // Danger under memory pressure asks for a smaller sparse budget through this (true: done).
   void set_budget_tightener(std::function<bool()> tighten) { sealed_pool_.set_tighten_budget(std::move(tighten)); }
   // Waits until pages demoted so far are on the L2 device (benchmarks, tests).

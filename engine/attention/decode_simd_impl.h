@@ -400,5 +400,18 @@ float page_bound_simd(const PageView& page, const float* q, int group) {
   return best;
 }
 
+// page_bound_simd over `count` pages (one call, so that one page's reduction overlaps the
+// next page's loads).
+template <typename V>
+void page_bounds_simd(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
+  if (group == 4) {
+    for (std::size_t i = 0; i < count; ++i) {
+      out[i] = page_bound_heads<V, 4>(pages[i].key_min(), pages[i].key_max(), q, pages[i].layout->head_dim);
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = page_bound_simd<V>(pages[i], q, group);
+}
+
 }  // namespace
 }  // namespace kv

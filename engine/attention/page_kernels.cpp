@@ -14,10 +14,10 @@
 namespace kv {
 
 const PageKernels& page_kernels(Isa isa) {
-  static const PageKernels scalar_kernels{Isa::Scalar, &scalar::decode_page, &scalar::prefill_page, &scalar::page_bound};
+  static const PageKernels scalar_kernels{Isa::Scalar, &scalar::decode_page, &scalar::prefill_page, &scalar::page_bounds};
 #if defined(__x86_64__)
-  static const PageKernels avx2_kernels{Isa::Avx2, &avx2::decode_page, &avx2::prefill_page, &avx2::page_bound};
-  static const PageKernels avx512_kernels{Isa::Avx512, &avx512::decode_page, &avx512::prefill_page, &avx512::page_bound};
+  static const PageKernels avx2_kernels{Isa::Avx2, &avx2::decode_page, &avx2::prefill_page, &avx2::page_bounds};
+  static const PageKernels avx512_kernels{Isa::Avx512, &avx512::decode_page, &avx512::prefill_page, &avx512::page_bounds};
 #endif
   KV_ASSERT(isa != Isa::Auto && isa_supported(isa), "page_kernels needs a resolved, supported ISA");
   switch (isa) {

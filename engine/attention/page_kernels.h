@@ -29,18 +29,19 @@ struct PrefillPageArgs {
 };
 using PrefillPageFn = void (*)(const PrefillPageArgs& args);
 
-// Quest's page score for the q heads of a group: out = max over g of
-// sum_c max(q[g][c] * key_min[c], q[g][c] * key_max[c]) (sparse/quest.h).
-using PageBoundFn = float (*)(const PageView& page, const float* q, int group);
+// Quest's page score for the q heads of a group, for `count` pages of one kv head (one call,
+// so that a page's reduction overlaps the next page's loads): out[i] = max over g of
+// sum_c max(q[g][c] * key_min[c], q[g][c] * key_max[c]) over pages[i] (sparse/quest.h).
+using PageBoundsFn = void (*)(const PageView* pages, std::size_t count, const float* q, int group, float* out);
 
 struct PageKernels {
   Isa isa = Isa::Scalar;
   DecodePageFn decode_page = nullptr;
   PrefillPageFn prefill_page = nullptr;
-  PageBoundFn page_bound = nullptr;
+  PageBoundsFn page_bounds = nullptr;
 };
 
-// Reference twin of every page_bound kernel.
+// Reference twin of every page_bounds kernel, one page.
 float page_bound_ref(const PageView& page, const float* q, int group);
 
 // The kernels of a concrete, supported ISA (resolve Auto with resolve_isa first).
@@ -61,17 +62,17 @@ void decode_page_int_ref(const PageView& page, const float* q, int group, float*
 namespace scalar {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
-float page_bound(const PageView& page, const float* q, int group);
+void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out);
 }  // namespace scalar
 namespace avx2 {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
-float page_bound(const PageView& page, const float* q, int group);
+void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out);
 }  // namespace avx2
 namespace avx512 {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
-float page_bound(const PageView& page, const float* q, int group);
+void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out);
 }  // namespace avx512
 
 }  // namespace kv

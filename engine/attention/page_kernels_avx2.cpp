@@ -12,6 +12,8 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
-float page_bound(const PageView& page, const float* q, int group) { return page_bound_simd<V8>(page, q, group); }
+void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
+  page_bounds_simd<V8>(pages, count, q, group, out);
+}
 
 }  // namespace kv::avx2

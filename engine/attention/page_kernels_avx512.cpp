@@ -19,8 +19,13 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
-float page_bound(const PageView& page, const float* q, int group) {
-  return page.layout->head_dim % V16::kWidth == 0 ? page_bound_simd<V16>(page, q, group) : page_bound_simd<V8>(page, q, group);
+void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
+  // One kv head's pages share a head_dim.
+  if (count > 0 && pages[0].layout->head_dim % V16::kWidth == 0) {
+    page_bounds_simd<V16>(pages, count, q, group, out);
+  } else {
+    page_bounds_simd<V8>(pages, count, q, group, out);
+  }
 }
 
 }  // namespace kv::avx512

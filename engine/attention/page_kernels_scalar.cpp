@@ -101,6 +101,8 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
+namespace {
+
 float page_bound(const PageView& page, const float* q, int group) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
@@ -119,6 +121,12 @@ float page_bound(const PageView& page, const float* q, int group) {
     best = std::fmax(best, bound);
   }
   return best;
+}
+
+}  // namespace
+
+void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = page_bound(pages[i], q, group);
 }
 
 }  // namespace kv::scalar

@@ -153,9 +153,9 @@ PageId TieredPool::allocate() {
     id = static_cast<PageId>(pages_.size());
     pages_.emplace_back();
   }
+  if (residence_.size() < pages_.size()) residence_.resize(pages_.size());
   Page& page = pages_[id];
-  page.frame = take_frame(false);
-  page.small = false;
+  place(id, take_frame(false), false);
   page.refcount = 1;
   page.last_used = step_;
   ++live_;
@@ -190,9 +190,8 @@ void TieredPool::release(PageId id) {
   if (page.prefetched) ++stats_.prefetch_unused;
   if (page.frame != nullptr) give_frame(page.frame, page.small);
   if (page.slot != kNoSlot) store_->release(page.slot);
-  page.small = false;
+  place(id, nullptr, false);
   pinned_pages_ -= page.pins > 0 ? 1 : 0;
-  page.frame = nullptr;
   page.slot = kNoSlot;
   page.pins = 0;
   page.importance = 0.0f;
@@ -203,8 +202,19 @@ void TieredPool::release(PageId id) {
   --live_;
 }
 
+void TieredPool::place(PageId id, std::byte* frame, bool small) {
+  Page& page = at(id);
+  page.frame = frame;
+  page.small = small;
+  residence_[id] = {frame, small};
+}
+
 std::byte* TieredPool::frame(PageId id) { return at(id).frame; }
-const std::byte* TieredPool::frame(PageId id) const { return at(id).frame; }
+const std::byte* TieredPool::frame(PageId id) const { return residence(id).frame; }
+TieredPool::Residence TieredPool::residence(PageId id) const {
+  KV_ASSERT(id < residence_.size(), "unknown page id");
+  return residence_[id];
+}
 
 void TieredPool::pin(PageId id) {
   if (at(id).pins++ == 0) ++pinned_pages_;
@@ -218,14 +228,14 @@ void TieredPool::set_importance(PageId id, float importance) { at(id).importance
 float TieredPool::importance(PageId id) const { return at(id).importance; }
 std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(); }
 bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
-bool TieredPool::small(PageId id) const { return at(id).small; }
+bool TieredPool::small(PageId id) const { return residence(id).small; }
 
 void TieredPool::start_load(PageId id, bool demand) {
   Page& page = at(id);
   if (demand && config_.l1_bytes > 0 && l1_used() + page_bytes_ > config_.l1_bytes) {
     demote_bytes(page_bytes_ * config_.demote_batch_pages);
   }
-  page.frame = take_frame(page.small);
+  place(id, take_frame(page.small), page.small);
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
   stats_.swap_in_bytes += bytes;
   sample_.swap_in_bytes += bytes;
@@ -298,7 +308,7 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
       page.load = Page::Load::None;
       page.error.clear();
       give_frame(page.frame, page.small);
-      page.frame = nullptr;
+      place(id, nullptr, page.small);
       for (PageId held : acquired_) --at(held).in_use;
       acquired_.clear();
       throw InputError(store_->path(), "l2 read", error);
@@ -418,7 +428,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
       page.error.clear();
     }
     give_frame(page.frame, page.small);
-    page.frame = nullptr;
+    place(id, nullptr, page.small);
   }
 }
 
@@ -545,8 +555,7 @@ std::byte* TieredPool::shrink(PageId id) {
   }
   page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while rewritten
   std::byte* old = page.frame;
-  page.frame = take_frame(true);
-  page.small = true;
+  place(id, take_frame(true), true);
   shrink_source_ = old;
   return page.frame;
 }

@@ -109,6 +109,13 @@ class TieredPool {
   // The L1 frame of a resident page (a new page's, to fill it), or nullptr when in L2 only.
   std::byte* frame(PageId id);
   const std::byte* frame(PageId id) const;
+  // Where a page lives, from a dense array (a page's full record is ~100 bytes, and building a
+  // long sequence's page views every step would touch all of them).
+  struct Residence {
+    const std::byte* frame = nullptr;  // nullptr: in L2 only
+    bool small = false;                // a long-tail (requantized) frame
+  };
+  Residence residence(PageId id) const;
   std::size_t live_pages() const { return live_; }
   std::size_t peak_live_pages() const { return peak_live_; }
   std::size_t page_bytes() const { return page_bytes_; }
@@ -178,6 +185,8 @@ class TieredPool {
   };
 
   Page& at(PageId id);
+  // Sets a page's frame and frame class, in its record and in residence_.
+  void place(PageId id, std::byte* frame, bool small);
   const Page& at(PageId id) const;
   std::byte* take_frame(bool small);
   void give_frame(std::byte* frame, bool small);
@@ -211,6 +220,7 @@ class TieredPool {
   std::size_t external_bytes_ = 0;
 
   std::deque<Page> pages_;  // stable addresses: the migrator holds pointers
+  std::vector<Residence> residence_;  // pages_[id].frame and .small, one dense entry per id
   std::vector<PageId> free_ids_;
   std::size_t live_ = 0, peak_live_ = 0;
   std::size_t pinned_pages_ = 0;

@@ -20,9 +20,9 @@ std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageV
   auto run = [&](std::size_t task) {
     const auto [h, first] = tasks[task];
     const auto& list = pages[h];
-    for (std::size_t p = first; p < std::min(first + kChunk, list.size()); ++p) {
-      bounds[h][p] = kernels.page_bound(list[p], q + (h * static_cast<std::size_t>(group)) * list[p].layout->head_dim, group);
-    }
+    const std::size_t count = std::min(first + kChunk, list.size()) - first;
+    kernels.page_bounds(list.data() + first, count, q + (h * static_cast<std::size_t>(group)) * list[first].layout->head_dim, group,
+                        bounds[h].data() + first);
   };
   if (pool != nullptr) {
     pool->parallel_for(tasks.size(), run);

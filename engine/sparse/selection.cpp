@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 #include "runtime/error.h"
@@ -43,7 +44,7 @@ const std::vector<float>& component(const std::vector<std::vector<float>>* sourc
 
 }  // namespace
 
-SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& in) {
+SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& in, ThreadPool* pool) {
   KV_ASSERT(in.page_tokens > 0 && in.kv_heads > 0 && in.context_tokens >= 0, "selection input shape");
   SelectionPlan plan;
   const int pages = (in.context_tokens + in.page_tokens - 1) / in.page_tokens;
@@ -52,67 +53,78 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
   if (pages == 0) return plan;
   // Forced pages: those holding a sink token or overlapping the window.
   std::vector<KeepReason> forced(static_cast<std::size_t>(pages), KeepReason::Score);
-  std::vector<bool> is_forced(static_cast<std::size_t>(pages), false);
+  std::vector<std::uint8_t> is_forced(static_cast<std::size_t>(pages), 0);
   const int sink_pages = policy.sinks > 0 ? (std::min(policy.sinks, in.context_tokens) + in.page_tokens - 1) / in.page_tokens : 0;
-  for (int p = 0; p < sink_pages; ++p) is_forced[static_cast<std::size_t>(p)] = true, forced[static_cast<std::size_t>(p)] = KeepReason::Sink;
+  for (int p = 0; p < sink_pages; ++p) is_forced[static_cast<std::size_t>(p)] = 1, forced[static_cast<std::size_t>(p)] = KeepReason::Sink;
   const int window_start = std::max(0, in.context_tokens - policy.window);
   for (int p = window_start / in.page_tokens; p < pages; ++p) {
-    if (!is_forced[static_cast<std::size_t>(p)]) forced[static_cast<std::size_t>(p)] = KeepReason::Window;
-    is_forced[static_cast<std::size_t>(p)] = true;
+    if (is_forced[static_cast<std::size_t>(p)] == 0) forced[static_cast<std::size_t>(p)] = KeepReason::Window;
+    is_forced[static_cast<std::size_t>(p)] = 1;
   }
-  const int forced_count = static_cast<int>(std::count(is_forced.begin(), is_forced.end(), true));
+  const int forced_count = static_cast<int>(std::count(is_forced.begin(), is_forced.end(), 1));
   const int budget = policy.selector == Selector::Full ? pages
                      : policy.selector == Selector::Window ? forced_count
                                                            : std::max(budget_in_pages(policy, pages), forced_count);
   plan.budget_pages = budget;
   std::vector<int> middle;
   for (int p = 0; p < pages; ++p) {
-    if (!is_forced[static_cast<std::size_t>(p)]) middle.push_back(p);
+    if (is_forced[static_cast<std::size_t>(p)] == 0) middle.push_back(p);
   }
   std::vector<float> recency(static_cast<std::size_t>(pages));
   std::iota(recency.begin(), recency.end(), 0.0f);
   const Normaliser recency_norm(recency, middle);
-  std::vector<float> score(static_cast<std::size_t>(pages), 0.0f);
-  std::vector<int> ranked;
-  std::vector<bool> keep;
+  // Every head's inputs are checked before any head is planned (a task must not throw).
+  std::vector<const std::vector<float>*> bounds(plan.heads.size()), accumulated(plan.heads.size());
   for (int h = 0; h < in.kv_heads; ++h) {
-    switch (policy.selector) {
-      case Selector::Full:
-      case Selector::Window:
-      case Selector::Recency: score = recency; break;
-      case Selector::Quest: score = component(in.query_bound, h, pages, "query_bound"); break;
-      case Selector::H2O: score = component(in.accumulated, h, pages, "accumulated"); break;
-      case Selector::Hybrid: {
-        const auto& acc = component(in.accumulated, h, pages, "accumulated");
-        const auto& bound = component(in.query_bound, h, pages, "query_bound");
-        const Normaliser acc_norm(acc, middle), bound_norm(bound, middle);
-        for (int p : middle) {
-          const auto i = static_cast<std::size_t>(p);
-          score[i] = policy.alpha * acc_norm(acc[i]) + policy.beta * recency_norm(recency[i]) + policy.gamma * bound_norm(bound[i]);
-        }
-        break;
+    const bool quest = policy.selector == Selector::Quest || policy.selector == Selector::Hybrid;
+    const bool h2o = policy.selector == Selector::H2O || policy.selector == Selector::Hybrid;
+    if (quest) bounds[static_cast<std::size_t>(h)] = &component(in.query_bound, h, pages, "query_bound");
+    if (h2o) accumulated[static_cast<std::size_t>(h)] = &component(in.accumulated, h, pages, "accumulated");
+  }
+  // The `extra` best middle pages: highest score first, ties to the more recent page (a total
+  // order, so the kept set is deterministic). Only the set matters, not its order.
+  const int extra = policy.selector == Selector::Full ? static_cast<int>(middle.size()) : budget - forced_count;
+  const int take = std::min(extra, static_cast<int>(middle.size()));
+  auto plan_head = [&](std::size_t h) {
+    const std::vector<float>* score = &recency;  // full, window, recency
+    std::vector<float> hybrid;
+    if (policy.selector == Selector::Quest) score = bounds[h];
+    if (policy.selector == Selector::H2O) score = accumulated[h];
+    if (policy.selector == Selector::Hybrid) {
+      const auto& acc = *accumulated[h];
+      const auto& bound = *bounds[h];
+      const Normaliser acc_norm(acc, middle), bound_norm(bound, middle);
+      hybrid.assign(static_cast<std::size_t>(pages), 0.0f);
+      for (int p : middle) {
+        const auto i = static_cast<std::size_t>(p);
+        hybrid[i] = policy.alpha * acc_norm(acc[i]) + policy.beta * recency_norm(recency[i]) + policy.gamma * bound_norm(bound[i]);
       }
+      score = &hybrid;
     }
-    // The `extra` best middle pages: highest score first, ties to the more recent page (a
-    // total order, so the kept set is deterministic). Only the set matters, not its order.
-    const int extra = policy.selector == Selector::Full ? static_cast<int>(middle.size()) : budget - forced_count;
-    ranked = middle;
-    const auto better = [&](int a, int b) {
-      const float sa = score[static_cast<std::size_t>(a)], sb = score[static_cast<std::size_t>(b)];
+    const float* value = score->data();
+    std::vector<int> ranked = middle;
+    const auto better = [value](int a, int b) {
+      const float sa = value[a], sb = value[b];
       return sa != sb ? sa > sb : a > b;
     };
-    const int take = std::min(extra, static_cast<int>(ranked.size()));
     if (take > 0 && take < static_cast<int>(ranked.size())) std::nth_element(ranked.begin(), ranked.begin() + (take - 1), ranked.end(), better);
-    keep = is_forced;
-    for (int i = 0; i < take; ++i) keep[static_cast<std::size_t>(ranked[static_cast<std::size_t>(i)])] = true;
-    HeadSelection& sel = plan.heads[static_cast<std::size_t>(h)];
-    sel.middle_scores.reserve(middle.size());
-    for (int p : middle) sel.middle_scores.push_back(score[static_cast<std::size_t>(p)]);
+    std::vector<std::uint8_t> keep = is_forced;
+    for (int i = 0; i < take; ++i) keep[static_cast<std::size_t>(ranked[static_cast<std::size_t>(i)])] = 1;
+    HeadSelection& sel = plan.heads[h];
+    sel.middle_scores.resize(middle.size());
+    for (std::size_t i = 0; i < middle.size(); ++i) sel.middle_scores[i] = value[middle[i]];
+    sel.pages.reserve(static_cast<std::size_t>(budget));
+    sel.reasons.reserve(static_cast<std::size_t>(budget));
     for (int p = 0; p < pages; ++p) {
-      if (!keep[static_cast<std::size_t>(p)]) continue;
+      if (keep[static_cast<std::size_t>(p)] == 0) continue;
       sel.pages.push_back(p);
-      sel.reasons.push_back(is_forced[static_cast<std::size_t>(p)] ? forced[static_cast<std::size_t>(p)] : KeepReason::Score);
+      sel.reasons.push_back(is_forced[static_cast<std::size_t>(p)] != 0 ? forced[static_cast<std::size_t>(p)] : KeepReason::Score);
     }
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(plan.heads.size(), plan_head);
+  } else {
+    for (std::size_t h = 0; h < plan.heads.size(); ++h) plan_head(h);
   }
   return plan;
 }

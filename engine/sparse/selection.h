@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/thread_pool.h"
 #include "sparse/policy.h"
 
 namespace kv {
@@ -47,6 +48,8 @@ struct SelectionInput {
 // forced only are decided by plan_selection).
 int budget_in_pages(const SparsePolicy& policy, int pages);
 
-SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& input);
+// With a pool, heads are planned in parallel (each head's selection depends only on its own
+// inputs, so the plan is the same).
+SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& input, ThreadPool* pool = nullptr);
 
 }  // namespace kv

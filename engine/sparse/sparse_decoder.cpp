@@ -52,7 +52,8 @@ void SparseDecoder::forget(SeqId seq) {
 
 void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   const ModelGeometry& g = cache_.config().geometry;
-  const std::vector<std::vector<PageView>> views = cache_.page_views(seq, layer);
+  cache_.page_views(seq, layer, views_);
+  const std::vector<std::vector<PageView>>& views = views_;
   const auto pages = views[0].size();
   int context = 0;
   for (const PageView& v : views[0]) context += v.tokens;
@@ -73,7 +74,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   std::vector<std::vector<float>> bounds;
   if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) bounds = quest_bounds(views, q, g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
   const SelectionInput input{context, cache_.config().page_tokens, g.kv_heads, &bounds, &acc};
-  last_plan_ = plan_selection(policy_, input);
+  last_plan_ = plan_selection(policy_, input, &cache_.pool());
   if (telemetry_ != nullptr) telemetry_->on_span(Phase::Decode, EngineSpan::Select, monotonic_ns() - select_start);
   std::vector<std::vector<float>> mass;
   AttendOptions options;
@@ -127,7 +128,8 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
 
 void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {
   const ModelGeometry& g = cache_.config().geometry;
-  const std::vector<std::vector<PageView>> views = cache_.page_views(seq, layer);
+  cache_.page_views(seq, layer, views_);
+  const std::vector<std::vector<PageView>>& views = views_;
   int context = 0;
   for (const PageView& v : views[0]) context += v.tokens;
   // The chunk's mean query per q head scores the pages.

@@ -77,6 +77,7 @@ class SparseDecoder {
   };
   std::map<std::pair<SeqId, int>, History> history_;
   SelectionPlan last_plan_;
+  std::vector<std::vector<PageView>> views_;  // this step's page views (buffers kept across steps)
   double dropped_share_sum_ = 0.0;
   long selections_ = 0;
 };
