@@ -121,7 +121,9 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
       sel.reasons.push_back(is_forced[static_cast<std::size_t>(p)] != 0 ? forced[static_cast<std::size_t>(p)] : KeepReason::Score);
     }
   };
-  if (pool != nullptr) {
+  // A short plan costs less than waking a worker.
+  constexpr std::size_t kParallelMiddlePages = 256;
+  if (pool != nullptr && middle.size() >= kParallelMiddlePages) {
     pool->parallel_for(plan.heads.size(), plan_head);
   } else {
     for (std::size_t h = 0; h < plan.heads.size(); ++h) plan_head(h);
