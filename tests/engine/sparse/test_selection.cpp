@@ -55,6 +55,34 @@ TEST_CASE("Sinks and window are always kept and the budget is respected", "[spar
   }
 }
 
+TEST_CASE("A plan made on a thread pool is the plan made on one thread", "[sparse]") {
+  ThreadPool pool(3);
+  std::uint32_t seed = 500;
+  for (Selector sel : {Selector::Quest, Selector::H2O, Selector::Recency, Selector::Hybrid, Selector::Window, Selector::Full}) {
+    for (int ctx : {100, 16 * 300, 16 * 1024 + 5}) {  // below and above the parallel threshold
+      const int page_tokens = 16, heads = 8;
+      const int pages = (ctx + page_tokens - 1) / page_tokens;
+      const auto bound = random_scores(heads, pages, seed++);
+      auto acc = random_scores(heads, pages, seed++);
+      acc[1] = acc[0];  // ties break the same way too
+      const SelectionInput input{ctx, page_tokens, heads, &bound, &acc};
+      const SelectionPlan one = plan_selection(policy(sel, 0.1f), input);
+      const SelectionPlan many = plan_selection(policy(sel, 0.1f), input, &pool);
+      CAPTURE(selector_name(sel), ctx);
+      REQUIRE(many.budget_pages == one.budget_pages);
+      for (int h = 0; h < heads; ++h) {
+        const HeadSelection &a = one.heads[static_cast<std::size_t>(h)], &b = many.heads[static_cast<std::size_t>(h)];
+        REQUIRE(a.pages == b.pages);
+        REQUIRE(a.reasons == b.reasons);
+        REQUIRE(a.middle_scores == b.middle_scores);
+      }
+    }
+  }
+  // A missing input throws on the calling thread, before any head is planned.
+  REQUIRE_THROWS_WITH(plan_selection(policy(Selector::Hybrid, 0.1f), {16 * 1024, 16, 8, nullptr, nullptr}, &pool),
+                      Catch::Contains("query_bound"));
+}
+
 TEST_CASE("Selectors rank middle pages by their own score", "[sparse]") {
   const int ctx = 64 * 16, page_tokens = 16;  // 64 pages; forced: page 0 and the last 4
   std::vector<std::vector<float>> bound(1, std::vector<float>(64, 0.0f)), acc = bound;
