@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bench_options.h"
+#include "noise_reporter.h"
 #include "runtime/error.h"
 
 namespace {
@@ -63,6 +65,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvbench-micro: error: %s\n", error.what());
     return 2;
   }
+  // The file reporter is ours too, so its flags are read before the library takes them out.
+  std::string out_path, out_format = "json";
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    if (arg.rfind("--benchmark_out=", 0) == 0) out_path = std::string(arg.substr(16));
+    if (arg.rfind("--benchmark_out_format=", 0) == 0) out_format = std::string(arg.substr(23));
+  }
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 2;
@@ -70,7 +79,16 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("kvbench_isa", std::string(kv::isa_name(isa)));
   benchmark::AddCustomContext("kvbench_threads", std::to_string(kvbench::micro::options().threads));
   benchmark::AddCustomContext("kvbench_l2_dir", kvbench::micro::l2_dir());
-  benchmark::RunSpecifiedBenchmarks();
+  // Both reporters wrapped so that every row carries noise_cpu_pct (noise_reporter.h).
+  kvbench::micro::NoiseMeter meter;
+  kvbench::micro::NoiseReporter display(std::unique_ptr<benchmark::BenchmarkReporter>(benchmark::CreateDefaultDisplayReporter()), meter);
+  std::unique_ptr<benchmark::BenchmarkReporter> file_inner = out_path.empty() ? nullptr : kvbench::micro::file_reporter_for(out_format);
+  if (file_inner != nullptr) {
+    kvbench::micro::NoiseReporter file(std::move(file_inner), meter);
+    benchmark::RunSpecifiedBenchmarks(&display, &file);
+  } else {
+    benchmark::RunSpecifiedBenchmarks(&display);
+  }
   benchmark::Shutdown();
   return 0;
 }

@@ -3,8 +3,9 @@
 
 Usage: median_table.py run1.json run2.json run3.json
 Each file is `kvbench-micro --benchmark_out=FILE --benchmark_out_format=json`. Prints, per
-benchmark, the median real time and bytes_per_second, then the two issue-2 ratios when the
-runs contain them (q4 vs f32 decode at 32K, q4 KV bandwidth vs BM_StreamRead).
+benchmark, the median real time and bytes_per_second and the highest noise_cpu_pct of the runs
+(others' share of the CPU while it ran), then the two issue-2 ratios when the runs contain them
+(q4 vs f32 decode at 32K, q4 KV bandwidth vs BM_StreamRead).
 """
 import json
 import statistics
@@ -30,15 +31,17 @@ def main(paths):
     print(f"host: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} cpus, "
           f"isa {context.get('kvbench_isa', '?')}, runs: {len(runs)} (median)")
     print()
-    print("| benchmark | real time | bytes/s |")
-    print("|---|---:|---:|")
+    print("| benchmark | real time | bytes/s | noise (max of runs) |")
+    print("|---|---:|---:|---:|")
     for name in names:
         times = [r[1][name]["real_time"] for r in runs if name in r[1]]
         unit = runs[0][1][name]["time_unit"]
         bps = [r[1][name].get("bytes_per_second", 0.0) for r in runs if name in r[1]]
+        noise = [r[1][name]["noise_cpu_pct"] for r in runs if name in r[1] and "noise_cpu_pct" in r[1][name]]
         med[name] = (statistics.median(times), unit, statistics.median(bps))
         gbps = statistics.median(bps) / 1e9
-        print(f"| {name} | {statistics.median(times):.3f} {unit} | {gbps:.2f} GB/s |")
+        noise_text = f"{max(noise):.1f}%" if noise else "-"
+        print(f"| {name} | {statistics.median(times):.3f} {unit} | {gbps:.2f} GB/s | {noise_text} |")
 
     def find(prefix):
         for name, value in med.items():
