@@ -4,8 +4,9 @@
 Usage: median_table.py run1.json run2.json run3.json
 Each file is `kvbench-micro --benchmark_out=FILE --benchmark_out_format=json`. Prints, per
 benchmark, the median real time and bytes_per_second and the highest noise_cpu_pct of the runs
-(others' share of the CPU while it ran), then the two issue-2 ratios when the runs contain them
-(q4 vs f32 decode at 32K, q4 KV bandwidth vs BM_StreamRead).
+(others' share of the CPU while it ran), then the ratios the runs allow: q4 vs f32 decode at 32K
+and q4 KV bandwidth vs BM_StreamRead (issue 2), and each BM_SparseDecode selector at 10% against
+a tenth of the q4 full decode (issue 4).
 """
 import json
 import statistics
@@ -57,6 +58,11 @@ def main(paths):
         print(f"q4 vs f32 decode at 32K: {f32[0] / q4[0]:.2f}x faster (target >= 3x)")
     if q4 and stream:
         print(f"q4 KV read bandwidth / BM_StreamRead: {100.0 * q4[2] / stream[2]:.0f}% (target >= 50%)")
+    for selector in ("hybrid", "quest", "h2o", "window"):
+        sparse = find(f"BM_SparseDecode/{selector}/10/32768")
+        if q4 and sparse:
+            print(f"{selector} 10% vs a tenth of q4 full decode at 32K: {sparse[0] / (0.1 * q4[0]):.2f}x"
+                  + (" (target <= 1.3x)" if selector == "hybrid" else ""))
 
 
 if __name__ == "__main__":
