@@ -7,9 +7,12 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "attention/attention_ref.h"
 #include "bench_common.h"
+#include "sparse/quest.h"
+#include "sparse/selection.h"
 #include "sparse/sparse_decoder.h"
 
 namespace {
@@ -87,6 +90,43 @@ void sparse_decode(benchmark::State& state, kv::Selector selector, int budget_pc
   state.SetLabel(std::string(kv::isa_name(setup.cache->isa())));
 }
 
+// BM_SparseStage/<stage>/<ctx>: one selection stage of BM_SparseDecode/hybrid/10 on its own,
+// over the same cycled copies: `views` (KVCache::page_views into kept buffers), `bounds` (the
+// Quest bounds of every page) and `plan` (plan_selection from bounds and accumulated scores).
+// The rest of a sparse step is attention over the kept pages.
+enum class SparseStage { Views, Bounds, Plan };
+
+void sparse_stage(benchmark::State& state, SparseStage stage, int ctx) {
+  DecodeSetup& setup = setup_for(kv::Format::Q4, ctx);
+  kv::KVCache& cache = *setup.cache;
+  const kv::ModelGeometry& g = cache.config().geometry;
+  const auto q = bench_values(32 * 128, 13, false);
+  std::vector<std::vector<std::vector<kv::PageView>>> views(setup.copies.size());
+  for (std::size_t i = 0; i < setup.copies.size(); ++i) cache.page_views(setup.copies[i], 0, views[i]);
+  const auto& kernels = kv::page_kernels(cache.isa());
+  kv::SparsePolicy policy;
+  policy.selector = kv::Selector::Hybrid;
+  policy.budget = 0.1f;
+  policy.sinks = 4;
+  policy.window = 256;
+  const auto bounds = kv::quest_bounds(views[0], q.data(), g.q_heads, kernels, &cache.pool());
+  std::vector<std::vector<float>> accumulated(bounds.size());
+  for (std::size_t h = 0; h < bounds.size(); ++h) accumulated[h] = bench_values(bounds[h].size(), 14 + static_cast<unsigned>(h), false);
+  std::size_t next = 0;
+  for (auto _ : state) {
+    switch (stage) {
+      case SparseStage::Views: cache.page_views(setup.copies[next], 0, views[next]); break;
+      case SparseStage::Bounds: benchmark::DoNotOptimize(kv::quest_bounds(views[next], q.data(), g.q_heads, kernels, &cache.pool())); break;
+      case SparseStage::Plan:
+        benchmark::DoNotOptimize(kv::plan_selection(policy, {ctx, cache.config().page_tokens, g.kv_heads, &bounds, &accumulated}, &cache.pool()));
+        break;
+    }
+    next = (next + 1) % setup.copies.size();
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(kv::isa_name(cache.isa())));
+}
+
 void decode_reference(benchmark::State& state, int ctx) {
   const std::size_t count = static_cast<std::size_t>(ctx) * 8 * 128;
   const auto k = bench_values(count, 11, true);
@@ -115,6 +155,11 @@ struct Register {
         const std::string name = "BM_SparseDecode/" + std::string(kv::selector_name(s)) + "/" + std::to_string(pct) + "/" +
                                  std::to_string(ctx);
         benchmark::RegisterBenchmark(name.c_str(), sparse_decode, s, pct, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
+      for (const auto& [stage, stage_name] : {std::pair{SparseStage::Views, "views"}, std::pair{SparseStage::Bounds, "bounds"},
+                                              std::pair{SparseStage::Plan, "plan"}}) {
+        const std::string name = "BM_SparseStage/" + std::string(stage_name) + "/" + std::to_string(ctx);
+        benchmark::RegisterBenchmark(name.c_str(), sparse_stage, stage, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
       }
     }
   }
