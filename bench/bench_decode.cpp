@@ -91,9 +91,10 @@ void sparse_decode(benchmark::State& state, kv::Selector selector, int budget_pc
 }
 
 // BM_SparseStage/<stage>/<ctx>: one selection stage of BM_SparseDecode/hybrid/10 on its own,
-// over the same cycled copies: `views` (KVCache::page_views into kept buffers), `bounds` (the
-// Quest bounds of every page) and `plan` (plan_selection from bounds and accumulated scores).
-// The rest of a sparse step is attention over the kept pages.
+// over the same cycled copies: `views` (KVCache::page_views of every page into kept buffers,
+// which a decode step no longer needs: the cache views the planned pages alone), `bounds`
+// (KVCache::key_bounds and the Quest bounds of every page) and `plan` (plan_selection from
+// bounds and accumulated scores). The rest of a sparse step is attention over the kept pages.
 enum class SparseStage { Views, Bounds, Plan };
 
 void sparse_stage(benchmark::State& state, SparseStage stage, int ctx) {
@@ -109,14 +110,19 @@ void sparse_stage(benchmark::State& state, SparseStage stage, int ctx) {
   policy.budget = 0.1f;
   policy.sinks = 4;
   policy.window = 256;
-  const auto bounds = kv::quest_bounds(views[0], q.data(), g.q_heads, kernels, &cache.pool());
+  std::vector<kv::HeadKeyBounds> key_bounds;
+  cache.key_bounds(setup.copies[0], 0, key_bounds);
+  const auto bounds = kv::quest_bounds(key_bounds, g.head_dim, q.data(), g.q_heads, kernels, &cache.pool());
   std::vector<std::vector<float>> accumulated(bounds.size());
   for (std::size_t h = 0; h < bounds.size(); ++h) accumulated[h] = bench_values(bounds[h].size(), 14 + static_cast<unsigned>(h), false);
   std::size_t next = 0;
   for (auto _ : state) {
     switch (stage) {
       case SparseStage::Views: cache.page_views(setup.copies[next], 0, views[next]); break;
-      case SparseStage::Bounds: benchmark::DoNotOptimize(kv::quest_bounds(views[next], q.data(), g.q_heads, kernels, &cache.pool())); break;
+      case SparseStage::Bounds:
+        cache.key_bounds(setup.copies[next], 0, key_bounds);
+        benchmark::DoNotOptimize(kv::quest_bounds(key_bounds, g.head_dim, q.data(), g.q_heads, kernels, &cache.pool()));
+        break;
       case SparseStage::Plan:
         benchmark::DoNotOptimize(kv::plan_selection(policy, {ctx, cache.config().page_tokens, g.kv_heads, &bounds, &accumulated}, &cache.pool()));
         break;

@@ -385,24 +385,50 @@ std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) con
   return views;
 }
 
+PageView KVCache::view_of(const LayerState& state, std::size_t head, std::size_t page) const {
+  const HeadPages& pages = state.heads[head];
+  if (page < pages.sealed.size()) {
+    const std::size_t stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
+    const TieredPool::Residence where = sealed_pool_.residence(pages.sealed[page]);
+    return {where.small ? &long_tail_layout_ : &layout_, where.frame, config_.page_tokens,
+            pages.sealed_bounds.data() + page * stride, static_cast<int>(page) * config_.page_tokens,
+            pages.sealed_means.data() + page * stride};
+  }
+  const std::size_t open = page - pages.sealed.size();
+  const std::byte* data = residual_pool_.data(pages.residual[open]);
+  return {&residual_layout_, data, PageLayout::header(data)->tokens, nullptr,
+          state.sealed_tokens + static_cast<int>(open) * config_.page_tokens};
+}
+
 void KVCache::page_views(SeqId seq, int layer, std::vector<std::vector<PageView>>& views) const {
   check_layer(layer, "KVCache::page_views");
   const LayerState& state = sequence(seq, "KVCache::page_views").layers[static_cast<std::size_t>(layer)];
   views.resize(state.heads.size());
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
-    const std::size_t stride = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
+    const std::size_t pages = state.heads[h].sealed.size() + state.heads[h].residual.size();
     views[h].clear();
-    views[h].reserve(state.heads[h].sealed.size() + state.heads[h].residual.size());
-    for (std::size_t p = 0; p < state.heads[h].sealed.size(); ++p) {
-      const TieredPool::Residence where = sealed_pool_.residence(state.heads[h].sealed[p]);
-      views[h].push_back({where.small ? &long_tail_layout_ : &layout_, where.frame, config_.page_tokens,
-                          state.heads[h].sealed_bounds.data() + p * stride, static_cast<int>(p) * config_.page_tokens,
-                          state.heads[h].sealed_means.data() + p * stride});
-    }
-    for (PageId id : state.heads[h].residual) {
+    views[h].reserve(pages);
+    for (std::size_t p = 0; p < pages; ++p) views[h].push_back(view_of(state, h, p));
+  }
+}
+
+void KVCache::key_bounds(SeqId seq, int layer, std::vector<HeadKeyBounds>& heads) const {
+  check_layer(layer, "KVCache::key_bounds");
+  const LayerState& state = sequence(seq, "KVCache::key_bounds").layers[static_cast<std::size_t>(layer)];
+  const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
+  heads.resize(state.heads.size());
+  for (std::size_t h = 0; h < state.heads.size(); ++h) {
+    const HeadPages& pages = state.heads[h];
+    HeadKeyBounds& out = heads[h];
+    out.sealed = pages.sealed_bounds.data();
+    out.sealed_pages = pages.sealed.size();
+    out.residual.clear();
+    for (PageId id : pages.residual) {
       const std::byte* data = residual_pool_.data(id);
-      const int first = state.sealed_tokens + static_cast<int>(views[h].size() - state.heads[h].sealed.size()) * config_.page_tokens;
-      views[h].push_back({&residual_layout_, data, PageLayout::header(data)->tokens, nullptr, first});
+      const auto* lo = residual_layout_.at<std::uint16_t>(data, residual_layout_.key_min);
+      const auto* hi = residual_layout_.at<std::uint16_t>(data, residual_layout_.key_max);
+      out.residual.insert(out.residual.end(), lo, lo + dim);
+      out.residual.insert(out.residual.end(), hi, hi + dim);
     }
   }
 }
@@ -417,9 +443,10 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     throw InputError("KVCache::attend", "n_queries",
                      std::to_string(n_queries) + " must be in 1.." + std::to_string(stored) + " (the stored tokens)");
   }
-  // All of the sequence's pages (the caller's, or built here), then the attended subset.
+  // The attended pages: a plan's alone, or a subset of all of the sequence's pages (the
+  // caller's, or built here when the call needs them all).
   const std::vector<std::vector<PageView>>* all = options.views;
-  if (all == nullptr) {
+  if (all == nullptr && (plan == nullptr || options.compensate)) {
     page_views(seq, layer, all_views_);
     all = &all_views_;
   }
@@ -428,7 +455,9 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     if (n_queries != 1) throw InputError("KVCache::attend", "compensate", "compensation applies to decode steps");
     compensation_states(*plan, q, *all);
   }
-  if (plan != nullptr) {
+  if (plan != nullptr && all == nullptr) {
+    plan_views(state, *plan);
+  } else if (plan != nullptr) {
     apply_plan(*plan, *all);
   } else {
     views_ = *all;
@@ -760,6 +789,24 @@ void KVCache::apply_plan(const SelectionPlan& plan, const std::vector<std::vecto
   for (std::size_t h = 0; h < all.size(); ++h) {
     views_[h].clear();
     for (int p : plan.heads[h].pages) views_[h].push_back(all[h][static_cast<std::size_t>(p)]);
+  }
+}
+
+void KVCache::plan_views(const LayerState& state, const SelectionPlan& plan) {
+  const std::size_t pages = state.heads[0].sealed.size() + state.heads[0].residual.size();
+  if (plan.heads.size() != state.heads.size() || static_cast<std::size_t>(plan.total_pages) != pages) {
+    throw InputError("KVCache::attend", "plan",
+                     "planned for " + std::to_string(plan.total_pages) + " pages, the sequence has " + std::to_string(pages));
+  }
+  views_.resize(state.heads.size());
+  for (std::size_t h = 0; h < state.heads.size(); ++h) {
+    views_[h].clear();
+    for (int p : plan.heads[h].pages) {
+      if (p < 0 || static_cast<std::size_t>(p) >= pages) {
+        throw InputError("KVCache::attend", "plan", "page " + std::to_string(p) + " is not one of the sequence's " + std::to_string(pages));
+      }
+      views_[h].push_back(view_of(state, h, static_cast<std::size_t>(p)));
+    }
   }
 }
 

@@ -72,6 +72,7 @@ struct AttendOptions {
   // lost (compensation mean_v).
   bool compensate = false;
   // The sequence's page_views(seq, layer), when the caller already built them this step.
+  // Without them, a plan's pages are viewed on their own (compensation views them all).
   const std::vector<std::vector<PageView>>* views = nullptr;
   // Decode only, optional: [kv head][logical page] importance of every page (the sparse
   // selector's accumulated attention); the memory pool demotes the least important first.
@@ -118,6 +119,9 @@ class KVCache {
   std::vector<std::vector<PageView>> page_views(SeqId seq, int layer) const;
   // The same into `views`, reusing its buffers (decode steps build them every step).
   void page_views(SeqId seq, int layer, std::vector<std::vector<PageView>>& views) const;
+  // Every kv head's key bounds (Quest's input) without building page views: the sealed pages'
+  // summaries in place, copies of the residual pages'. Valid until the sequence next changes.
+  void key_bounds(SeqId seq, int layer, std::vector<HeadKeyBounds>& heads) const;
   // Danger under memory pressure asks for a smaller sparse budget through this (true: done).
   void set_budget_tightener(std::function<bool()> tighten) { sealed_pool_.set_tighten_budget(std::move(tighten)); }
   // Waits until pages demoted so far are on the L2 device (benchmarks, tests).
@@ -162,7 +166,9 @@ class KVCache {
   PageId new_residual_page();
   void append_summary(HeadPages& head, const std::byte* page, const std::uint16_t* means) const;
   void widen_key_bounds(std::byte* page, const float* key);
+  PageView view_of(const LayerState& state, std::size_t head, std::size_t page) const;
   void apply_plan(const SelectionPlan& plan, const std::vector<std::vector<PageView>>& all);
+  void plan_views(const LayerState& state, const SelectionPlan& plan);
   void compensation_states(const SelectionPlan& plan, const float* q, const std::vector<std::vector<PageView>>& all);
   void release_layer(LayerState& state);
   void update_pins(LayerState& state);

@@ -30,14 +30,15 @@ const PageKernels& page_kernels(Isa isa) {
 }
 
 float page_bound_ref(const PageView& page, const float* q, int group) {
-  const PageLayout& layout = *page.layout;
-  const std::uint16_t* lo = page.key_min();
-  const std::uint16_t* hi = page.key_max();
+  return page_bound_ref(page.key_min(), page.key_max(), page.layout->head_dim, q, group);
+}
+
+float page_bound_ref(const std::uint16_t* lo, const std::uint16_t* hi, int head_dim, const float* q, int group) {
   double best = -INFINITY;
   for (int g = 0; g < group; ++g) {
-    const float* qg = q + static_cast<std::size_t>(g) * layout.head_dim;
+    const float* qg = q + static_cast<std::size_t>(g) * head_dim;
     double bound = 0.0;
-    for (int c = 0; c < layout.head_dim; ++c) {
+    for (int c = 0; c < head_dim; ++c) {
       bound += std::max(static_cast<double>(qg[c]) * f16_to_f32(lo[c]), static_cast<double>(qg[c]) * f16_to_f32(hi[c]));
     }
     best = std::max(best, bound);

@@ -2,6 +2,9 @@
 // online-softmax states (softmax_state.h); paged_attention.h splits the work and merges.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "quant/page_layout.h"
 #include "runtime/isa.h"
 
@@ -31,8 +34,22 @@ using PrefillPageFn = void (*)(const PrefillPageArgs& args);
 
 // Quest's page score for the q heads of a group, for `count` pages of one kv head (one call,
 // so that a page's reduction overlaps the next page's loads): out[i] = max over g of
-// sum_c max(q[g][c] * key_min[c], q[g][c] * key_max[c]) over pages[i] (sparse/quest.h).
-using PageBoundsFn = void (*)(const PageView* pages, std::size_t count, const float* q, int group, float* out);
+// sum_c max(q[g][c] * key_min[c], q[g][c] * key_max[c]) over page i (sparse/quest.h).
+// bounds: the pages' key bounds, one after another, f16 [count][key_min, key_max][head_dim]
+// (the layout of PageView::key_bounds and of KVCache's page summaries).
+using PageBoundsFn = void (*)(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group,
+                              float* out);
+
+// One kv head's key bounds in logical page order, f16 [page][key_min, key_max][head_dim]: the
+// sealed pages' run where it lives (KVCache's summaries, valid until the sequence changes),
+// then a copy of the residual pages' own.
+struct HeadKeyBounds {
+  const std::uint16_t* sealed = nullptr;
+  std::size_t sealed_pages = 0;
+  std::vector<std::uint16_t> residual;
+
+  std::size_t pages(int head_dim) const { return sealed_pages + residual.size() / (2 * static_cast<std::size_t>(head_dim)); }
+};
 
 struct PageKernels {
   Isa isa = Isa::Scalar;
@@ -41,7 +58,9 @@ struct PageKernels {
   PageBoundsFn page_bounds = nullptr;
 };
 
-// Reference twin of every page_bounds kernel, one page.
+// Reference twin of every page_bounds kernel, one page: its key_min and key_max (f16[head_dim]
+// each), or a view's.
+float page_bound_ref(const std::uint16_t* key_min, const std::uint16_t* key_max, int head_dim, const float* q, int group);
 float page_bound_ref(const PageView& page, const float* q, int group);
 
 // The kernels of a concrete, supported ISA (resolve Auto with resolve_isa first).
@@ -62,17 +81,17 @@ void decode_page_int_ref(const PageView& page, const float* q, int group, float*
 namespace scalar {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
-void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out);
+void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out);
 }  // namespace scalar
 namespace avx2 {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
-void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out);
+void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out);
 }  // namespace avx2
 namespace avx512 {
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
 void prefill_page(const PrefillPageArgs& args);
-void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out);
+void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out);
 }  // namespace avx512
 
 }  // namespace kv

@@ -12,8 +12,8 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
-void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
-  page_bounds_simd<V8>(pages, count, q, group, out);
+void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out) {
+  page_bounds_simd<V8>(bounds, count, head_dim, q, group, out);
 }
 
 }  // namespace kv::avx2

@@ -19,12 +19,11 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 
 void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
-void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
-  // One kv head's pages share a head_dim.
-  if (count > 0 && pages[0].layout->head_dim % V16::kWidth == 0) {
-    page_bounds_simd<V16>(pages, count, q, group, out);
+void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out) {
+  if (head_dim % V16::kWidth == 0) {
+    page_bounds_simd<V16>(bounds, count, head_dim, q, group, out);
   } else {
-    page_bounds_simd<V8>(pages, count, q, group, out);
+    page_bounds_simd<V8>(bounds, count, head_dim, q, group, out);
   }
 }
 

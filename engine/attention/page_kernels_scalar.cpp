@@ -103,11 +103,10 @@ void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
 
 namespace {
 
-float page_bound(const PageView& page, const float* q, int group) {
-  const PageLayout& layout = *page.layout;
-  const int dim = layout.head_dim;
-  const std::uint16_t* lo_bits = page.key_min();
-  const std::uint16_t* hi_bits = page.key_max();
+// bounds: f16 key_min then key_max, head_dim each.
+float page_bound(const std::uint16_t* bounds, int dim, const float* q, int group) {
+  const std::uint16_t* lo_bits = bounds;
+  const std::uint16_t* hi_bits = bounds + dim;
   float lo[512], hi[512];
   for (int c = 0; c < dim; ++c) {
     lo[c] = f16_to_f32(lo_bits[c]);
@@ -125,8 +124,9 @@ float page_bound(const PageView& page, const float* q, int group) {
 
 }  // namespace
 
-void page_bounds(const PageView* pages, std::size_t count, const float* q, int group, float* out) {
-  for (std::size_t i = 0; i < count; ++i) out[i] = page_bound(pages[i], q, group);
+void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out) {
+  const std::size_t stride = 2 * static_cast<std::size_t>(head_dim);
+  for (std::size_t i = 0; i < count; ++i) out[i] = page_bound(bounds + i * stride, head_dim, q, group);
 }
 
 }  // namespace kv::scalar

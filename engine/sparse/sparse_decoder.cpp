@@ -52,11 +52,11 @@ void SparseDecoder::forget(SeqId seq) {
 
 void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   const ModelGeometry& g = cache_.config().geometry;
-  cache_.page_views(seq, layer, views_);
-  const std::vector<std::vector<PageView>>& views = views_;
-  const auto pages = views[0].size();
-  int context = 0;
-  for (const PageView& v : views[0]) context += v.tokens;
+  const int page_tokens = cache_.config().page_tokens;
+  // Selection reads the key bounds alone; the cache views only the planned pages.
+  cache_.key_bounds(seq, layer, key_bounds_);
+  const auto pages = key_bounds_[0].pages(g.head_dim);
+  const int context = cache_.length(seq, layer);
 
   // Accumulated attention: one slot per page, decayed once per step.
   History& history = history_[{seq, layer}];
@@ -72,8 +72,10 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   }
   const std::uint64_t select_start = telemetry_ != nullptr ? monotonic_ns() : 0;
   std::vector<std::vector<float>> bounds;
-  if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) bounds = quest_bounds(views, q, g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
-  const SelectionInput input{context, cache_.config().page_tokens, g.kv_heads, &bounds, &acc};
+  if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) {
+    bounds = quest_bounds(key_bounds_, g.head_dim, q, g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
+  }
+  const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input, &cache_.pool());
   if (telemetry_ != nullptr) telemetry_->on_span(Phase::Decode, EngineSpan::Select, monotonic_ns() - select_start);
   std::vector<std::vector<float>> mass;
@@ -81,7 +83,6 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   options.plan = &last_plan_;
   options.page_mass = &mass;
   options.compensate = policy_.compensation == Compensation::MeanV;
-  options.views = &views;
   options.importance = &acc;
   cache_.attend(seq, layer, q, 1, out, options);
 
@@ -96,7 +97,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     for (std::size_t i = 0; i < kept.size(); ++i) {
       const auto page = static_cast<std::size_t>(kept[i]);
       acc[static_cast<std::size_t>(h)][page] += mass[static_cast<std::size_t>(h)][i];
-      kept_tokens += views[static_cast<std::size_t>(h)][page].tokens;
+      kept_tokens += std::min(page_tokens, context - kept[i] * page_tokens);  // pages are full but the last
     }
     event.kept_tokens.push_back(kept_tokens);
     dropped_share_sum_ += context > 0 ? 1.0 - static_cast<double>(kept_tokens) / context : 0.0;

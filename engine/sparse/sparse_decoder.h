@@ -77,7 +77,8 @@ class SparseDecoder {
   };
   std::map<std::pair<SeqId, int>, History> history_;
   SelectionPlan last_plan_;
-  std::vector<std::vector<PageView>> views_;  // this step's page views (buffers kept across steps)
+  std::vector<std::vector<PageView>> views_;  // a prefill chunk's page views (buffers kept across calls)
+  std::vector<HeadKeyBounds> key_bounds_;     // this step's key bounds (buffers kept across steps)
   double dropped_share_sum_ = 0.0;
   long selections_ = 0;
 };

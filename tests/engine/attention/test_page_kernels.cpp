@@ -155,14 +155,19 @@ TEST_CASE("Every page_bounds kernel matches the reference on each page", "[atten
     for (Format f : kAllFormats) {
       for (int dim : {8, 24, 64, 128, 256}) {
         for (int group : {1, 3, 4, 8}) {
-          // A partial page among full ones: one call covers them all.
+          // A partial page among full ones: one call covers them all, their bounds one after another.
           std::vector<TestPage> pages;
           std::vector<PageView> views;
+          std::vector<std::uint16_t> bounds;
           for (int tokens : {64, 50, 64}) pages.push_back(make_page(f, f, 64, dim, tokens, seed++));
-          for (const TestPage& page : pages) views.push_back(page.view());
+          for (const TestPage& page : pages) {
+            views.push_back(page.view());
+            bounds.insert(bounds.end(), views.back().key_min(), views.back().key_min() + dim);
+            bounds.insert(bounds.end(), views.back().key_max(), views.back().key_max() + dim);
+          }
           const auto q = queries(group, dim, seed++);
           std::vector<float> got(views.size(), NAN);
-          page_kernels(isa).page_bounds(views.data(), views.size(), q.data(), group, got.data());
+          page_kernels(isa).page_bounds(bounds.data(), views.size(), dim, q.data(), group, got.data());
           for (std::size_t i = 0; i < views.size(); ++i) {
             CAPTURE(isa_name(isa), format_name(f), dim, group, i);
             REQUIRE(got[i] == Approx(page_bound_ref(views[i], q.data(), group)).margin(1e-4));

@@ -6,6 +6,7 @@
 #include "attention/attention_ref.h"
 #include "kv_cache.h"
 #include "model/synthetic.h"
+#include "runtime/error.h"
 #include "sparse/quest.h"
 #include "int_twin.h"
 #include "test_support.h"
@@ -153,4 +154,39 @@ TEST_CASE("Compensation lowers the error when much attention mass is dropped", "
   const float error_compensated = kvtest::relative_error(compensated, full);
   CAPTURE(error_plain, error_compensated);
   CHECK(error_compensated < 0.5f * error_plain);
+}
+
+TEST_CASE("A plan's pages viewed on their own attend like the same pages picked from all views", "[sparse]") {
+  CacheConfig config = q4_cache({1, 8, 2, 64, 4096});
+  config.residual_tokens = 40;  // residual pages among the planned ones
+  KVCache cache(config);
+  const SeqId seq = cache.create_sequence();
+  const auto k = kvtest::random_keys(1000, 2, 64, 51);
+  const auto v = kvtest::random_values(1000 * 2 * 64, 52);
+  cache.append(seq, 0, k.data(), v.data(), 1000);
+  const auto q = kvtest::random_values(8 * 64, 53);
+  const auto views = cache.page_views(seq, 0);
+  const auto bounds = quest_bounds(views, q.data(), 8);
+  for (float budget : {0.2f, 0.5f}) {
+    const SelectionPlan plan = plan_selection(with_budget(Selector::Quest, budget), {1000, 16, 2, &bounds, nullptr});
+    std::vector<float> own(q.size()), picked(q.size());
+    std::vector<std::vector<float>> own_mass, picked_mass;
+    AttendOptions options;
+    options.plan = &plan;
+    options.page_mass = &own_mass;
+    cache.attend(seq, 0, q.data(), 1, own.data(), options);
+    options.views = &views;
+    options.page_mass = &picked_mass;
+    cache.attend(seq, 0, q.data(), 1, picked.data(), options);
+    CAPTURE(budget);
+    CHECK(std::memcmp(own.data(), picked.data(), own.size() * sizeof(float)) == 0);
+    CHECK(own_mass == picked_mass);
+  }
+  // A plan for another sequence length, or naming a page the sequence lacks, is refused.
+  SelectionPlan stale = plan_selection(with_budget(Selector::Quest, 0.2f), {1000, 16, 2, &bounds, nullptr});
+  stale.heads[1].pages.back() = 10000;
+  std::vector<float> out(q.size());
+  CHECK_THROWS_AS(cache.attend(seq, 0, q.data(), 1, out.data(), {&stale}), InputError);
+  stale.total_pages += 1;
+  CHECK_THROWS_AS(cache.attend(seq, 0, q.data(), 1, out.data(), {&stale}), InputError);
 }
