@@ -503,18 +503,22 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     throw;
   }
   if (page_mass != nullptr) {
-    page_mass->assign(views_.size(), {});
-    std::size_t offset = 0;
-    for (std::size_t h = 0; h < views_.size(); ++h) {
+    // One exp per page and q head: kv heads in parallel.
+    page_mass->resize(views_.size());
+    mass_offset_.resize(views_.size());
+    for (std::size_t h = 0, offset = 0; h < views_.size(); ++h) {
+      mass_offset_[h] = offset;
+      offset += views_[h].size() * static_cast<std::size_t>(group);
+    }
+    pool_.parallel_for(views_.size(), [&](std::size_t h) {
       auto& masses = (*page_mass)[h];
       masses.assign(views_[h].size(), 0.0f);
-      for (std::size_t p = 0; p < views_[h].size(); ++p, offset += static_cast<std::size_t>(group)) {
-        for (int q_in_group = 0; q_in_group < group; ++q_in_group) {
-          masses[p] += std::exp(page_lse_[offset + static_cast<std::size_t>(q_in_group)] -
-                                query_lse_[h * static_cast<std::size_t>(group) + static_cast<std::size_t>(q_in_group)]);
-        }
+      const float* lse = page_lse_.data() + mass_offset_[h];
+      const float* query = query_lse_.data() + h * static_cast<std::size_t>(group);
+      for (std::size_t p = 0; p < views_[h].size(); ++p, lse += group) {
+        for (int q_in_group = 0; q_in_group < group; ++q_in_group) masses[p] += std::exp(lse[q_in_group] - query[q_in_group]);
       }
-    }
+    });
   }
 
   finish_memory_step(state, n_queries == 1, plan, n_queries == 1 ? page_mass : nullptr, options);

@@ -196,6 +196,7 @@ class KVCache {
   std::uint64_t nan_inf_replaced_ = 0;
   AttentionWorkspace workspace_;
   std::vector<float> page_lse_, query_lse_, extra_states_;
+  std::vector<std::size_t> mass_offset_;  // [kv head]: its first entry in page_lse_
   std::vector<std::vector<PageView>> views_;      // the pages one attend() call reads
   std::vector<std::vector<PageView>> all_views_;  // all pages, when attend() built them
   std::vector<PageId> step_pages_;                // the sealed pages of views_, head after head

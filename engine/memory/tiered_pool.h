@@ -29,6 +29,7 @@
 #include "memory/l2_store.h"
 #include "memory/memory_events.h"
 #include "memory/page_pool.h"
+#include "runtime/error.h"
 
 namespace kv {
 
@@ -115,7 +116,11 @@ class TieredPool {
     const std::byte* frame = nullptr;  // nullptr: in L2 only
     bool small = false;                // a long-tail (requantized) frame
   };
-  Residence residence(PageId id) const;
+  // Inline: decode steps ask for every page they view.
+  Residence residence(PageId id) const {
+    KV_ASSERT(id < residence_.size(), "unknown page id");
+    return residence_[id];
+  }
   std::size_t live_pages() const { return live_; }
   std::size_t peak_live_pages() const { return peak_live_; }
   std::size_t page_bytes() const { return page_bytes_; }
