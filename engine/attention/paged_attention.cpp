@@ -40,7 +40,12 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     lse_offset[h] = offset;
     offset += pages[h].size() * static_cast<std::size_t>(group);
   }
-  const int chunks = std::max<int>(1, (static_cast<int>(longest) + split - 1) / split);
+  // Chunks of at most `split` page positions, and at least kMinDecodeTasks of them where there
+  // are enough positions: a sparse plan's few pages per head would otherwise make a handful of
+  // large tasks, and the thread left with the last one keeps the others waiting. Positions
+  // are spread evenly over the chunks.
+  const int positions = static_cast<int>(longest);
+  const int chunks = std::max({1, (positions + split - 1) / split, std::min(positions, kMinDecodeTasks)});
   const std::size_t task_floats = static_cast<std::size_t>(group) * stride;
   ws.states.resize(static_cast<std::size_t>(shape.kv_heads) * chunks * task_floats);
 
@@ -50,10 +55,11 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   // fraction of the bandwidth). Each (head, chunk) keeps its own state; merging stays in order.
   pool.parallel_for(static_cast<std::size_t>(chunks), [&](std::size_t task) {
     const int chunk = static_cast<int>(task);
-    const std::size_t begin = static_cast<std::size_t>(chunk) * split;
+    const std::size_t begin = static_cast<std::size_t>(chunk) * longest / chunks;
+    const std::size_t end = static_cast<std::size_t>(chunk + 1) * longest / chunks;
     static thread_local std::vector<std::pair<int, std::size_t>> items;  // (head, page) in reading order
     items.clear();
-    for (std::size_t p = begin; p < begin + static_cast<std::size_t>(split); ++p) {
+    for (std::size_t p = begin; p < end; ++p) {
       for (int head = 0; head < shape.kv_heads; ++head) {
         if (p < pages[static_cast<std::size_t>(head)].size()) items.emplace_back(head, p);
       }

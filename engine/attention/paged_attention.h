@@ -13,6 +13,7 @@
 namespace kv {
 
 inline constexpr int kDefaultSplitPages = 8;
+inline constexpr int kMinDecodeTasks = 16;  // decode splits into at least this many tasks (or one per page position)
 inline constexpr int kPrefillQueryBlock = 16;
 
 struct PagedAttentionArgs {
