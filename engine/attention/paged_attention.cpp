@@ -85,7 +85,9 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     }
   });
 
-  for (int head = 0; head < shape.kv_heads; ++head) {
+  // Each kv head merges its chunks in order; heads in parallel.
+  pool.parallel_for(static_cast<std::size_t>(shape.kv_heads), [&](std::size_t task) {
+    const int head = static_cast<int>(task);
     float* first = ws.states.data() + static_cast<std::size_t>(head) * chunks * task_floats;
     for (int chunk = 1; chunk < chunks; ++chunk) {
       const float* part = first + static_cast<std::size_t>(chunk) * task_floats;
@@ -106,7 +108,7 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
         args.query_lse[head * group + g] = state.empty() ? -INFINITY : state.max() + std::log(state.sum());
       }
     }
-  }
+  });
 }
 
 void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args, AttentionWorkspace& ws) {

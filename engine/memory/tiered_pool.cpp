@@ -29,7 +29,7 @@ struct TieredPool::Page {
   std::atomic<std::uint32_t> version{0};
   std::uint32_t refcount = 0;
   std::uint32_t pins = 0;
-  std::uint32_t in_use = 0;
+  std::uint64_t held_by = 0;  // the hold (acquire) that holds the page: held while it is hold_
   float importance = 0.0f;
   std::uint64_t last_used = 0;
   bool prefetched = false;  // the L1 copy came from a prefetch and no step has read it yet
@@ -172,7 +172,7 @@ void TieredPool::release(PageId id) {
   Page& page = at(id);
   KV_ASSERT(page.refcount > 0, "release of a free page");
   if (--page.refcount > 0) return;
-  KV_ASSERT(page.in_use == 0, "release of a page the current step holds");
+  KV_ASSERT(!held(page), "release of a page the current step holds");
   if (store_ != nullptr) {
     std::unique_lock lock(mutex_);
     // A queued prefetch is cancelled; a running load must finish before its frame is reused.
@@ -267,7 +267,8 @@ void TieredPool::wait_load(Page& page, bool count_wait) {
 }
 
 void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::byte*>& out) {
-  KV_ASSERT(acquired_.empty(), "acquire twice in one step");
+  KV_ASSERT(!holding_, "acquire twice in one step");
+  holding_ = !ids.empty();
   if (store_ == nullptr) {
     // Without L2 every page is resident and nothing loads: one pass over the records (a decode
     // step's pages are scattered over them, so each pass is a cache miss per page).
@@ -276,18 +277,14 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
       Page& page = at(ids[i]);
       KV_ASSERT(page.frame != nullptr, "a page without L2 has no frame");
       KV_ASSERT((page.version.load(std::memory_order_acquire) & 1u) == 0, "a page under rewrite was acquired");
-      ++page.in_use;
+      page.held_by = hold_;
       page.last_used = step_;
       out[i] = page.frame;
     }
-    acquired_ = ids;
     stats_.pages_read += ids.size();
     return;
   }
-  for (PageId id : ids) {
-    ++at(id).in_use;
-    acquired_.push_back(id);
-  }
+  for (PageId id : ids) at(id).held_by = hold_;
   stats_.pages_read += ids.size();
   std::vector<PageId> waiting;
   for (PageId id : ids) {
@@ -321,8 +318,7 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
       page.error.clear();
       give_frame(page.frame, page.small);
       place(id, nullptr, page.small);
-      for (PageId held : acquired_) --at(held).in_use;
-      acquired_.clear();
+      release_acquired();
       throw InputError(store_->path(), "l2 read", error);
     }
     page.load = Page::Load::None;
@@ -343,9 +339,12 @@ void TieredPool::stage_l0(std::uint64_t bytes) {
 }
 
 void TieredPool::release_acquired() {
-  for (PageId id : acquired_) --at(id).in_use;
-  acquired_.clear();
+  // Every page of the hold is released at once: none holds the next hold's number.
+  holding_ = false;
+  ++hold_;
 }
+
+bool TieredPool::held(const Page& page) const { return page.held_by == hold_; }
 
 void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t horizon) {
   release_acquired();
@@ -457,7 +456,7 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
       const Page& page = pages_[id];
       // A prefetch still in flight is a candidate like any other resident page (its state
       // depends on timing; the plan must not): demote() cancels or waits for it.
-      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || page.in_use > 0) continue;
+      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || held(page)) continue;
       if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
       candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
     }
@@ -551,7 +550,7 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
       const bool loading = page.load == Page::Load::Queued || page.load == Page::Load::Running;
-      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || page.in_use > 0 || loading) continue;
+      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || held(page) || loading) continue;
       candidates.push_back({id, page.importance, page.last_used, false, 1, false});
     }
   }
@@ -560,7 +559,7 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
 
 std::byte* TieredPool::shrink(PageId id) {
   Page& page = at(id);
-  KV_ASSERT(page.frame != nullptr && !page.small && page.in_use == 0, "shrink of a page that is not a resident full-size page");
+  KV_ASSERT(page.frame != nullptr && !page.small && !held(page), "shrink of a page that is not a resident full-size page");
   {
     std::lock_guard lock(mutex_);  // a finished, unconsumed prefetch
     page.load = Page::Load::None;

@@ -193,6 +193,7 @@ class TieredPool {
   // Sets a page's frame and frame class, in its record and in residence_.
   void place(PageId id, std::byte* frame, bool small);
   const Page& at(PageId id) const;
+  bool held(const Page& page) const;
   std::byte* take_frame(bool small);
   void give_frame(std::byte* frame, bool small);
   std::size_t class_bytes(bool small) const;
@@ -230,7 +231,10 @@ class TieredPool {
   std::size_t live_ = 0, peak_live_ = 0;
   std::size_t pinned_pages_ = 0;
   std::uint64_t step_ = 0;
-  std::vector<PageId> acquired_;
+  // acquire() holds pages for a step by stamping them with hold_; release_acquired() moves
+  // hold_ on, which releases them all without touching their records.
+  std::uint64_t hold_ = 1;
+  bool holding_ = false;
   PressureLevel level_ = PressureLevel::Safe;
   bool l2_stopped_ = false;
   bool overflowing_ = false;  // an Overflow event is reported once per episode
