@@ -91,19 +91,16 @@ void sparse_decode(benchmark::State& state, kv::Selector selector, int budget_pc
 }
 
 // BM_SparseStage/<stage>/<ctx>: one selection stage of BM_SparseDecode/hybrid/10 on its own,
-// over the same cycled copies: `views` (KVCache::page_views of every page into kept buffers,
-// which a decode step no longer needs: the cache views the planned pages alone), `bounds`
-// (KVCache::key_bounds and the Quest bounds of every page) and `plan` (plan_selection from
-// bounds and accumulated scores). The rest of a sparse step is attention over the kept pages.
-enum class SparseStage { Views, Bounds, Plan };
+// over the same cycled copies: `bounds` (KVCache::key_bounds and the Quest bounds of every
+// page) and `plan` (plan_selection from bounds and accumulated scores). The rest of a sparse
+// step is attention over the kept pages, which the cache views on their own.
+enum class SparseStage { Bounds, Plan };
 
 void sparse_stage(benchmark::State& state, SparseStage stage, int ctx) {
   DecodeSetup& setup = setup_for(kv::Format::Q4, ctx);
   kv::KVCache& cache = *setup.cache;
   const kv::ModelGeometry& g = cache.config().geometry;
   const auto q = bench_values(32 * 128, 13, false);
-  std::vector<std::vector<std::vector<kv::PageView>>> views(setup.copies.size());
-  for (std::size_t i = 0; i < setup.copies.size(); ++i) cache.page_views(setup.copies[i], 0, views[i]);
   const auto& kernels = kv::page_kernels(cache.isa());
   kv::SparsePolicy policy;
   policy.selector = kv::Selector::Hybrid;
@@ -118,7 +115,6 @@ void sparse_stage(benchmark::State& state, SparseStage stage, int ctx) {
   std::size_t next = 0;
   for (auto _ : state) {
     switch (stage) {
-      case SparseStage::Views: cache.page_views(setup.copies[next], 0, views[next]); break;
       case SparseStage::Bounds:
         cache.key_bounds(setup.copies[next], 0, key_bounds);
         benchmark::DoNotOptimize(kv::quest_bounds(key_bounds, g.head_dim, q.data(), g.q_heads, kernels, &cache.pool()));
@@ -162,8 +158,7 @@ struct Register {
                                  std::to_string(ctx);
         benchmark::RegisterBenchmark(name.c_str(), sparse_decode, s, pct, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
       }
-      for (const auto& [stage, stage_name] : {std::pair{SparseStage::Views, "views"}, std::pair{SparseStage::Bounds, "bounds"},
-                                              std::pair{SparseStage::Plan, "plan"}}) {
+      for (const auto& [stage, stage_name] : {std::pair{SparseStage::Bounds, "bounds"}, std::pair{SparseStage::Plan, "plan"}}) {
         const std::string name = "BM_SparseStage/" + std::string(stage_name) + "/" + std::to_string(ctx);
         benchmark::RegisterBenchmark(name.c_str(), sparse_stage, stage, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
       }

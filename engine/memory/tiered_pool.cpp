@@ -29,9 +29,7 @@ struct TieredPool::Page {
   std::atomic<std::uint32_t> version{0};
   std::uint32_t refcount = 0;
   std::uint32_t pins = 0;
-  std::uint64_t held_by = 0;  // the hold (acquire) that holds the page: held while it is hold_
   float importance = 0.0f;
-  std::uint64_t last_used = 0;
   bool prefetched = false;  // the L1 copy came from a prefetch and no step has read it yet
   std::uint64_t predicted_at = 0;  // a step predicted to read the page (demoted last until then)
   // Shared with the migrator, under mutex_.
@@ -153,11 +151,14 @@ PageId TieredPool::allocate() {
     id = static_cast<PageId>(pages_.size());
     pages_.emplace_back();
   }
-  if (residence_.size() < pages_.size()) residence_.resize(pages_.size());
+  if (residence_.size() < pages_.size()) {
+    residence_.resize(pages_.size());
+    use_.resize(pages_.size());
+  }
   Page& page = pages_[id];
   place(id, take_frame(false), false);
   page.refcount = 1;
-  page.last_used = step_;
+  use_[id] = {0, step_};
   ++live_;
   peak_live_ = std::max(peak_live_, live_);
   return id;
@@ -172,7 +173,7 @@ void TieredPool::release(PageId id) {
   Page& page = at(id);
   KV_ASSERT(page.refcount > 0, "release of a free page");
   if (--page.refcount > 0) return;
-  KV_ASSERT(!held(page), "release of a page the current step holds");
+  KV_ASSERT(!held(id), "release of a page the current step holds");
   if (store_ != nullptr) {
     std::unique_lock lock(mutex_);
     // A queued prefetch is cancelled; a running load must finish before its frame is reused.
@@ -270,26 +271,27 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
   KV_ASSERT(!holding_, "acquire twice in one step");
   holding_ = !ids.empty();
   if (store_ == nullptr) {
-    // Without L2 every page is resident and nothing loads: one pass over the records (a decode
-    // step's pages are scattered over them, so each pass is a cache miss per page).
+    // Without L2 every page is resident and nothing loads or rewrites a frame during a step:
+    // the dense arrays alone, no page record (a record per page is a cache miss per page).
     out.resize(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      Page& page = at(ids[i]);
-      KV_ASSERT(page.frame != nullptr, "a page without L2 has no frame");
-      KV_ASSERT((page.version.load(std::memory_order_acquire) & 1u) == 0, "a page under rewrite was acquired");
-      page.held_by = hold_;
-      page.last_used = step_;
-      out[i] = page.frame;
+      const PageId id = ids[i];
+      KV_ASSERT(id < use_.size() && residence_[id].frame != nullptr, "acquire of a page without a frame");
+      use_[id] = {hold_, step_};
+      out[i] = residence_[id].frame;
     }
     stats_.pages_read += ids.size();
     return;
   }
-  for (PageId id : ids) at(id).held_by = hold_;
+  for (PageId id : ids) {
+    KV_ASSERT(id < use_.size(), "unknown page id");
+    use_[id].held_by = hold_;
+  }
   stats_.pages_read += ids.size();
   std::vector<PageId> waiting;
   for (PageId id : ids) {
     Page& page = at(id);
-    page.last_used = step_;
+    use_[id].last_used = step_;
     if (page.slot != kNoSlot) ++stats_.cold_reads;
     if (page.frame != nullptr) {
       if (page.slot != kNoSlot) ++stats_.cold_hits;
@@ -344,7 +346,7 @@ void TieredPool::release_acquired() {
   ++hold_;
 }
 
-bool TieredPool::held(const Page& page) const { return page.held_by == hold_; }
+bool TieredPool::held(PageId id) const { return use_[id].held_by == hold_; }
 
 void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t horizon) {
   release_acquired();
@@ -358,7 +360,7 @@ void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t ho
       Page& page = at(id);
       if (page.frame != nullptr || page.slot == kNoSlot) continue;
       if (l1_used() + page_bytes_ > ceiling) break;
-      page.last_used = step_;
+      use_[id].last_used = step_;
       page.prefetched = true;
       ++stats_.prefetch_loads;
       start_load(id, false);
@@ -456,9 +458,9 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
       const Page& page = pages_[id];
       // A prefetch still in flight is a candidate like any other resident page (its state
       // depends on timing; the plan must not): demote() cancels or waits for it.
-      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || held(page)) continue;
+      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || held(id)) continue;
       if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-      candidates.push_back({id, page.importance, page.last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
+      candidates.push_back({id, page.importance, use_[id].last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
     }
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
@@ -550,8 +552,8 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
       const bool loading = page.load == Page::Load::Queued || page.load == Page::Load::Running;
-      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || held(page) || loading) continue;
-      candidates.push_back({id, page.importance, page.last_used, false, 1, false});
+      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || held(id) || loading) continue;
+      candidates.push_back({id, page.importance, use_[id].last_used, false, 1, false});
     }
   }
   return plan_demotion(std::move(candidates), step_, max_pages, max_pages);
@@ -559,7 +561,7 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
 
 std::byte* TieredPool::shrink(PageId id) {
   Page& page = at(id);
-  KV_ASSERT(page.frame != nullptr && !page.small && !held(page), "shrink of a page that is not a resident full-size page");
+  KV_ASSERT(page.frame != nullptr && !page.small && !held(id), "shrink of a page that is not a resident full-size page");
   {
     std::lock_guard lock(mutex_);  // a finished, unconsumed prefetch
     page.load = Page::Load::None;

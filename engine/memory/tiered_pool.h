@@ -193,7 +193,7 @@ class TieredPool {
   // Sets a page's frame and frame class, in its record and in residence_.
   void place(PageId id, std::byte* frame, bool small);
   const Page& at(PageId id) const;
-  bool held(const Page& page) const;
+  bool held(PageId id) const;
   std::byte* take_frame(bool small);
   void give_frame(std::byte* frame, bool small);
   std::size_t class_bytes(bool small) const;
@@ -231,8 +231,14 @@ class TieredPool {
   std::size_t live_ = 0, peak_live_ = 0;
   std::size_t pinned_pages_ = 0;
   std::uint64_t step_ = 0;
-  // acquire() holds pages for a step by stamping them with hold_; release_acquired() moves
-  // hold_ on, which releases them all without touching their records.
+  // Per id, dense like residence_ (a decode step touches every page it reads): acquire() holds
+  // pages for a step by stamping held_by with hold_, and release_acquired() moves hold_ on,
+  // which releases them all at once; last_used ranks pages for demotion.
+  struct Use {
+    std::uint64_t held_by = 0;
+    std::uint64_t last_used = 0;
+  };
+  std::vector<Use> use_;
   std::uint64_t hold_ = 1;
   bool holding_ = false;
   PressureLevel level_ = PressureLevel::Safe;
