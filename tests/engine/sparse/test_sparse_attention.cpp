@@ -26,6 +26,15 @@ CacheConfig q4_cache(const ModelGeometry& g) {
   return c;
 }
 
+// A new sequence of 1000 random tokens (2 kv heads x 64 channels), from seeds seed and seed + 1.
+SeqId filled(KVCache& cache, std::uint32_t seed) {
+  const SeqId seq = cache.create_sequence();
+  const auto k = kvtest::random_keys(1000, 2, 64, seed);
+  const auto v = kvtest::random_values(1000 * 2 * 64, seed + 1);
+  cache.append(seq, 0, k.data(), v.data(), 1000);
+  return seq;
+}
+
 SparsePolicy with_budget(Selector s, float budget) {
   SparsePolicy p;
   p.selector = s;
@@ -39,10 +48,7 @@ SparsePolicy with_budget(Selector s, float budget) {
 
 TEST_CASE("A plan that covers the context reproduces full attention", "[sparse]") {
   KVCache cache(q4_cache({1, 8, 2, 64, 4096}));
-  const SeqId seq = cache.create_sequence();
-  const auto k = kvtest::random_keys(1000, 2, 64, 1);
-  const auto v = kvtest::random_values(1000 * 2 * 64, 2);
-  cache.append(seq, 0, k.data(), v.data(), 1000);
+  const SeqId seq = filled(cache, 1);
   const auto q = kvtest::random_values(8 * 64, 3);
   std::vector<float> dense(q.size()), sparse(q.size());
   cache.attend(seq, 0, q.data(), 1, dense.data());
@@ -59,10 +65,7 @@ TEST_CASE("A plan that covers the context reproduces full attention", "[sparse]"
 
 TEST_CASE("Attention over a plan equals the reference over the selected pages", "[sparse]") {
   KVCache cache(q4_cache({1, 8, 2, 64, 4096}));
-  const SeqId seq = cache.create_sequence();
-  const auto k = kvtest::random_keys(1000, 2, 64, 11);
-  const auto v = kvtest::random_values(1000 * 2 * 64, 12);
-  cache.append(seq, 0, k.data(), v.data(), 1000);
+  const SeqId seq = filled(cache, 11);
   const auto q = kvtest::random_values(8 * 64, 13);
   const auto views = cache.page_views(seq, 0);
   const auto bounds = quest_bounds(views, q.data(), 8);
@@ -160,10 +163,7 @@ TEST_CASE("A plan's pages viewed on their own attend like the same pages picked 
   CacheConfig config = q4_cache({1, 8, 2, 64, 4096});
   config.residual_tokens = 40;  // residual pages among the planned ones
   KVCache cache(config);
-  const SeqId seq = cache.create_sequence();
-  const auto k = kvtest::random_keys(1000, 2, 64, 51);
-  const auto v = kvtest::random_values(1000 * 2 * 64, 52);
-  cache.append(seq, 0, k.data(), v.data(), 1000);
+  const SeqId seq = filled(cache, 51);
   const auto q = kvtest::random_values(8 * 64, 53);
   const auto views = cache.page_views(seq, 0);
   const auto bounds = quest_bounds(views, q.data(), 8);
