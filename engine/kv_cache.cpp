@@ -415,7 +415,6 @@ void KVCache::page_views(SeqId seq, int layer, std::vector<std::vector<PageView>
 void KVCache::key_bounds(SeqId seq, int layer, std::vector<HeadKeyBounds>& heads) const {
   check_layer(layer, "KVCache::key_bounds");
   const LayerState& state = sequence(seq, "KVCache::key_bounds").layers[static_cast<std::size_t>(layer)];
-  const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
   heads.resize(state.heads.size());
   for (std::size_t h = 0; h < state.heads.size(); ++h) {
     const HeadPages& pages = state.heads[h];
@@ -425,10 +424,8 @@ void KVCache::key_bounds(SeqId seq, int layer, std::vector<HeadKeyBounds>& heads
     out.residual.clear();
     for (PageId id : pages.residual) {
       const std::byte* data = residual_pool_.data(id);
-      const auto* lo = residual_layout_.at<std::uint16_t>(data, residual_layout_.key_min);
-      const auto* hi = residual_layout_.at<std::uint16_t>(data, residual_layout_.key_max);
-      out.residual.insert(out.residual.end(), lo, lo + dim);
-      out.residual.insert(out.residual.end(), hi, hi + dim);
+      out.add_residual(residual_layout_.at<std::uint16_t>(data, residual_layout_.key_min),
+                       residual_layout_.at<std::uint16_t>(data, residual_layout_.key_max), config_.geometry.head_dim);
     }
   }
 }
@@ -455,10 +452,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     if (n_queries != 1) throw InputError("KVCache::attend", "compensate", "compensation applies to decode steps");
     compensation_states(*plan, q, *all);
   }
-  if (plan != nullptr && all == nullptr) {
-    plan_views(state, *plan);
-  } else if (plan != nullptr) {
-    apply_plan(*plan, *all);
+  if (plan != nullptr) {
+    plan_views(state, *plan, all);
   } else {
     views_ = *all;
   }
@@ -783,20 +778,8 @@ void KVCache::forward_memory_reports() {
   for (const MemorySample& sample : samples) telemetry_->on_memory_sample(sample);
 }
 
-void KVCache::apply_plan(const SelectionPlan& plan, const std::vector<std::vector<PageView>>& all) {
-  if (plan.heads.size() != all.size() || static_cast<std::size_t>(plan.total_pages) != all[0].size()) {
-    throw InputError("KVCache::attend", "plan",
-                     "planned for " + std::to_string(plan.total_pages) + " pages, the sequence has " +
-                         std::to_string(all[0].size()));
-  }
-  views_.resize(all.size());
-  for (std::size_t h = 0; h < all.size(); ++h) {
-    views_[h].clear();
-    for (int p : plan.heads[h].pages) views_[h].push_back(all[h][static_cast<std::size_t>(p)]);
-  }
-}
-
-void KVCache::plan_views(const LayerState& state, const SelectionPlan& plan) {
+void KVCache::plan_views(const LayerState& state, const SelectionPlan& plan, const std::vector<std::vector<PageView>>* all) {
+  // The planned pages, picked from the caller's views of all pages or viewed on their own.
   const std::size_t pages = state.heads[0].sealed.size() + state.heads[0].residual.size();
   if (plan.heads.size() != state.heads.size() || static_cast<std::size_t>(plan.total_pages) != pages) {
     throw InputError("KVCache::attend", "plan",
@@ -809,7 +792,8 @@ void KVCache::plan_views(const LayerState& state, const SelectionPlan& plan) {
       if (p < 0 || static_cast<std::size_t>(p) >= pages) {
         throw InputError("KVCache::attend", "plan", "page " + std::to_string(p) + " is not one of the sequence's " + std::to_string(pages));
       }
-      views_[h].push_back(view_of(state, h, static_cast<std::size_t>(p)));
+      const auto page = static_cast<std::size_t>(p);
+      views_[h].push_back(all != nullptr ? (*all)[h][page] : view_of(state, h, page));
     }
   }
 }

@@ -167,8 +167,7 @@ class KVCache {
   void append_summary(HeadPages& head, const std::byte* page, const std::uint16_t* means) const;
   void widen_key_bounds(std::byte* page, const float* key);
   PageView view_of(const LayerState& state, std::size_t head, std::size_t page) const;
-  void apply_plan(const SelectionPlan& plan, const std::vector<std::vector<PageView>>& all);
-  void plan_views(const LayerState& state, const SelectionPlan& plan);
+  void plan_views(const LayerState& state, const SelectionPlan& plan, const std::vector<std::vector<PageView>>* all);
   void compensation_states(const SelectionPlan& plan, const float* q, const std::vector<std::vector<PageView>>& all);
   void release_layer(LayerState& state);
   void update_pins(LayerState& state);

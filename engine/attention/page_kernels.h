@@ -49,6 +49,11 @@ struct HeadKeyBounds {
   std::vector<std::uint16_t> residual;
 
   std::size_t pages(int head_dim) const { return sealed_pages + residual.size() / (2 * static_cast<std::size_t>(head_dim)); }
+  // Appends one page's bounds (f16[head_dim] each) to `residual`.
+  void add_residual(const std::uint16_t* key_min, const std::uint16_t* key_max, int head_dim) {
+    residual.insert(residual.end(), key_min, key_min + head_dim);
+    residual.insert(residual.end(), key_max, key_max + head_dim);
+  }
 };
 
 struct PageKernels {

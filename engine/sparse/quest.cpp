@@ -49,10 +49,7 @@ std::vector<std::vector<float>> quest_bounds(const std::vector<std::vector<PageV
   const int dim = pages[0][0].layout->head_dim;
   std::vector<HeadKeyBounds> heads(pages.size());
   for (std::size_t h = 0; h < pages.size(); ++h) {
-    for (const PageView& page : pages[h]) {
-      heads[h].residual.insert(heads[h].residual.end(), page.key_min(), page.key_min() + dim);
-      heads[h].residual.insert(heads[h].residual.end(), page.key_max(), page.key_max() + dim);
-    }
+    for (const PageView& page : pages[h]) heads[h].add_residual(page.key_min(), page.key_max(), dim);
   }
   return quest_bounds(heads, dim, q, q_heads, kernels, pool);
 }

@@ -129,10 +129,10 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
 
 void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {
   const ModelGeometry& g = cache_.config().geometry;
-  cache_.page_views(seq, layer, views_);
-  const std::vector<std::vector<PageView>>& views = views_;
-  int context = 0;
-  for (const PageView& v : views[0]) context += v.tokens;
+  // Like a decode step: selection reads the key bounds, the cache views the planned pages.
+  cache_.key_bounds(seq, layer, key_bounds_);
+  const auto pages = key_bounds_[0].pages(g.head_dim);
+  const int context = cache_.length(seq, layer);
   // The chunk's mean query per q head scores the pages.
   const auto row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
   const std::uint64_t select_start = telemetry_ != nullptr ? monotonic_ns() : 0;
@@ -142,16 +142,15 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   }
   std::vector<std::vector<float>> bounds;
   if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) {
-    bounds = quest_bounds(views, mean.data(), g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
+    bounds = quest_bounds(key_bounds_, g.head_dim, mean.data(), g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
   }
-  const std::vector<std::vector<float>> no_history(static_cast<std::size_t>(g.kv_heads), std::vector<float>(views[0].size(), 0.0f));
+  const std::vector<std::vector<float>> no_history(static_cast<std::size_t>(g.kv_heads), std::vector<float>(pages, 0.0f));
   SparsePolicy chunk_policy = policy_;
   chunk_policy.window = policy_.window + n_queries;  // the chunk's own pages are always attended
   last_plan_ = plan_selection(chunk_policy, {context, cache_.config().page_tokens, g.kv_heads, &bounds, &no_history});
   if (telemetry_ != nullptr) telemetry_->on_span(Phase::Prefill, EngineSpan::Select, monotonic_ns() - select_start);
   AttendOptions options;
   options.plan = &last_plan_;
-  options.views = &views;
   cache_.attend(seq, layer, q, n_queries, out, options);
 }
 

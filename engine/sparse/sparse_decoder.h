@@ -77,8 +77,7 @@ class SparseDecoder {
   };
   std::map<std::pair<SeqId, int>, History> history_;
   SelectionPlan last_plan_;
-  std::vector<std::vector<PageView>> views_;  // a prefill chunk's page views (buffers kept across calls)
-  std::vector<HeadKeyBounds> key_bounds_;     // this step's key bounds (buffers kept across steps)
+  std::vector<HeadKeyBounds> key_bounds_;  // this call's key bounds (buffers kept across calls)
   double dropped_share_sum_ = 0.0;
   long selections_ = 0;
 };
