@@ -17,6 +17,15 @@
 namespace kv {
 namespace {
 
+// The integer V pass requests a share of the next page once per this many tokens of each
+// 32-channel block (decode_simd_impl.h spreads the requests over both passes).
+constexpr int kPrefetchTokensV = 8;
+
+inline std::size_t int_v_prefetch_steps(const PageView& page) {
+  return static_cast<std::size_t>(page.layout->head_dim / 32) *
+         static_cast<std::size_t>((page.tokens + kPrefetchTokensV - 1) / kPrefetchTokensV);
+}
+
 // Scratch of the integer paths, per thread.
 struct IntScratch {
   alignas(32) std::int8_t query[4][256];  // int8 folded queries
@@ -72,18 +81,20 @@ __attribute__((always_inline)) inline void dot_row(const std::uint8_t* row, cons
 // Scores of a page's rows, 8 / NG tokens per vector of eight [token][head] results.
 template <int NG, int BLOCKS>
 void score_rows(const std::uint8_t* rows, std::size_t row_bytes, int tokens, const IntScratch& s, __m256 vscale,
-                __m256 vbias, float* scores, const PageView* next) {
+                __m256 vbias, float* scores, PagePrefetch& prefetch) {
   constexpr int kTokens = 8 / NG;
-  PagePrefetch prefetch(next, static_cast<std::size_t>(tokens / kTokens));
   int t = 0;
   for (; t + kTokens <= tokens; t += kTokens) {
     prefetch.step();
-    // The queries stay in memory as operands of vpmaddubsw: hoisted into registers they would
-    // not fit beside the accumulators and spill. The empty asm hides that they do not change.
-    const IntScratch* queries = &s;
-    __asm__("" : "+r"(queries));
     __m256i sums[8];
-    for (int i = 0; i < kTokens; ++i) dot_row<NG, BLOCKS>(rows + static_cast<std::size_t>(t + i) * row_bytes, *queries, sums + i * NG);
+    for (int i = 0; i < kTokens; ++i) {
+      // The queries stay in memory as operands of vpmaddubsw: shared between the rows in
+      // registers they would not fit beside the accumulators and spill. The empty asm, once
+      // per row, hides that they do not change.
+      const IntScratch* queries = &s;
+      __asm__("" : "+r"(queries));
+      dot_row<NG, BLOCKS>(rows + static_cast<std::size_t>(t + i) * row_bytes, *queries, sums + i * NG);
+    }
     const __m256 dots = _mm256_cvtepi32_ps(hsum8_epi32(sums));
     _mm256_storeu_ps(scores + t * NG, _mm256_fmadd_ps(dots, vscale, vbias));
   }
@@ -103,7 +114,7 @@ void score_rows(const std::uint8_t* rows, std::size_t row_bytes, int tokens, con
 
 // scores[t][g] = q'[g] . code[t] + q[g] . zero with an int8 query (int_dot.h).
 template <int NG>
-void score_tokens_int(const PageView& page, const float* q, float* scores) {
+void score_tokens_int(const PageView& page, const float* q, float* scores, PagePrefetch& prefetch) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
   const float* k_scale = layout.at<float>(page.data, layout.k_scale);
@@ -141,10 +152,10 @@ void score_tokens_int(const PageView& page, const float* q, float* scores) {
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.k_data);
   const std::size_t row_bytes = layout.k_row_bytes();
   switch (dim / 64) {
-    case 1: score_rows<NG, 1>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
-    case 2: score_rows<NG, 2>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
-    case 3: score_rows<NG, 3>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
-    default: score_rows<NG, 4>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, page.next); break;
+    case 1: score_rows<NG, 1>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, prefetch); break;
+    case 2: score_rows<NG, 2>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, prefetch); break;
+    case 3: score_rows<NG, 3>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, prefetch); break;
+    default: score_rows<NG, 4>(rows, row_bytes, page.tokens, s, vscale, vbias, scores, prefetch); break;
   }
 }
 
@@ -238,7 +249,7 @@ void quantize_weights(const PageView& page, const float* p, IntScratch& s) {
 // vpmaddubsw multiplies each pair of codes with the pair's two weights.
 template <int NG, bool kHigh>
 void accumulate_block_int(const PageView& page, int c0, float* states, std::size_t stride, const float* rescale,
-                          const IntScratch& s) {
+                          const IntScratch& s, PagePrefetch& prefetch) {
   const PageLayout& layout = *page.layout;
   const int grp = c0 / layout.v_group;
   const std::size_t row_bytes = layout.v_row_bytes();
@@ -247,6 +258,7 @@ void accumulate_block_int(const PageView& page, int c0, float* states, std::size
   __m256i lo[NG], hi[NG];  // channels [0..7 | 16..23] and [8..15 | 24..31] of the block
   for (int g = 0; g < NG; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
   for (int t = 0; t < page.tokens; t += 2) {
+    if (t % kPrefetchTokensV == 0) prefetch.step();
     const std::uint8_t* r0 = rows + static_cast<std::size_t>(t) * row_bytes;
     const std::uint8_t* r1 = t + 1 < page.tokens ? r0 + row_bytes : r0;  // its weight is 0
     __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0));
@@ -286,14 +298,15 @@ void accumulate_block_int(const PageView& page, int c0, float* states, std::size
 // out[g] = rescale[g] * out[g] + the page's weighted q4 values, with 7-bit weights (int_dot.h).
 // p: softmax numerators [token][head], zero past the page's tokens up to a multiple of 32.
 template <int NG>
-void accumulate_values_int(const PageView& page, const float* p, float* states, const float* rescale) {
+void accumulate_values_int(const PageView& page, const float* p, float* states, const float* rescale,
+                           PagePrefetch& prefetch) {
   IntScratch& s = int_scratch();
   quantize_weights<NG>(page, p, s);
   const int dim = page.layout->head_dim;
   const std::size_t stride = static_cast<std::size_t>(dim) + 2;
   for (int c0 = 0; c0 < dim; c0 += 64) {
-    accumulate_block_int<NG, false>(page, c0, states, stride, rescale, s);
-    accumulate_block_int<NG, true>(page, c0 + 32, states, stride, rescale, s);
+    accumulate_block_int<NG, false>(page, c0, states, stride, rescale, s, prefetch);
+    accumulate_block_int<NG, true>(page, c0 + 32, states, stride, rescale, s, prefetch);
   }
 }
 

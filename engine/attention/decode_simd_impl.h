@@ -73,7 +73,7 @@ void fold_query(const PageView& page, const float* q, float* folded, float* bias
 // scores[g][t] = q'[g] . raw(k[t]) + bias[g]. Accumulators are named, not an array, so the
 // compiler keeps them in registers.
 template <typename V, Format FK, int NG>
-void score_tokens(const PageView& page, const float* q, Scratch& s) {
+void score_tokens(const PageView& page, const float* q, Scratch& s, PagePrefetch& prefetch) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
   float* folded = s.folded.data();
@@ -88,7 +88,6 @@ void score_tokens(const PageView& page, const float* q, Scratch& s) {
   float* scores = s.scores.data();
   // Two tokens per iteration: eight independent FMA chains hide the FMA latency, and each
   // folded-query load serves both tokens.
-  PagePrefetch prefetch(page.next, static_cast<std::size_t>(page.tokens / 2));
   int t = 0;
   for (; t + 2 <= page.tokens; t += 2, row += 2 * row_bytes) {
     prefetch.step();
@@ -285,17 +284,24 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   s.weights.resize(NG * tokens * groups + 16);
   float rescale[NG];
   const IntDotPaths integer = int_dot_paths(layout);
-  if (FK == Format::Q4 && integer.k) {
-    score_tokens_int<NG>(page, q, s.scores.data());
+  const bool int_k = FK == Format::Q4 && integer.k, int_v = FV == Format::Q4 && integer.v;
+  // The next page's bytes are requested a few lines per step of the K pass (one step per row
+  // group) and of the integer V pass: spread over both, the requests keep the memory system busy
+  // through the whole page instead of crowding the miss queue while K is scored and leaving it
+  // idle after.
+  const auto k_steps = static_cast<std::size_t>(page.tokens / (int_k ? 8 / NG : 2));
+  PagePrefetch prefetch(page.next, k_steps + (int_v ? int_v_prefetch_steps(page) : 0));
+  if (int_k) {
+    score_tokens_int<NG>(page, q, s.scores.data(), prefetch);
   } else {
-    score_tokens<V, FK, NG>(page, q, s);
+    score_tokens<V, FK, NG>(page, q, s, prefetch);
   }
   softmax_update<NG>(page, states, layout.head_dim, rescale, page_lse, s);
-  if (FV == Format::Q4 && integer.v) {
+  if (int_v) {
     const std::size_t valid = static_cast<std::size_t>(page.tokens) * NG;
     std::fill(s.scores.begin() + static_cast<std::ptrdiff_t>(valid),
               s.scores.begin() + static_cast<std::ptrdiff_t>(NG * ((static_cast<std::size_t>(page.tokens) + 31) & ~std::size_t{31})), 0.0f);
-    accumulate_values_int<NG>(page, s.scores.data(), states, rescale);
+    accumulate_values_int<NG>(page, s.scores.data(), states, rescale, prefetch);
   } else {
     accumulate_values<V, FV, NG>(page, states, rescale, s);
   }

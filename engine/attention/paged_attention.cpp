@@ -49,18 +49,22 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   const std::size_t task_floats = static_cast<std::size_t>(group) * stride;
   ws.states.resize(static_cast<std::size_t>(shape.kv_heads) * chunks * task_floats);
 
-  // One task per chunk of page positions, all kv heads: page p of every head, then p + 1, ...
-  // Pages are allocated in that order as tokens arrive, so a task reads memory nearly in address
-  // order (reading one head's pages alone strides over the other heads' and held decode to a
-  // fraction of the bandwidth). Each (head, chunk) keeps its own state; merging stays in order.
+  // One task per chunk of page positions, all kv heads, one head after the other: the pages of
+  // head 0 in the chunk, then those of head 1, ... Only one head's states (its q heads) are in
+  // use at a time, so they stay in L1 beside the pages in flight; all heads' states together
+  // (16 KB for 8 heads of 4) did not. A head's pages sit apart in memory (pages are allocated
+  // position by position, every head in turn), which the kernels' software prefetch of the
+  // item after next covers. Measured at 32K, q4, two threads: 0.81-0.91x the time of reading
+  // position by position (README, Performance). Each (head, chunk) keeps its own state;
+  // merging stays in order.
   pool.parallel_for(static_cast<std::size_t>(chunks), [&](std::size_t task) {
     const int chunk = static_cast<int>(task);
     const std::size_t begin = static_cast<std::size_t>(chunk) * longest / chunks;
     const std::size_t end = static_cast<std::size_t>(chunk + 1) * longest / chunks;
     static thread_local std::vector<std::pair<int, std::size_t>> items;  // (head, page) in reading order
     items.clear();
-    for (std::size_t p = begin; p < end; ++p) {
-      for (int head = 0; head < shape.kv_heads; ++head) {
+    for (int head = 0; head < shape.kv_heads; ++head) {
+      for (std::size_t p = begin; p < end; ++p) {
         if (p < pages[static_cast<std::size_t>(head)].size()) items.emplace_back(head, p);
       }
     }
