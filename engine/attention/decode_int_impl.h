@@ -17,8 +17,8 @@
 namespace kv {
 namespace {
 
-// The integer V pass requests a share of the next page once per this many tokens of each
-// 32-channel block (decode_simd_impl.h spreads the requests over both passes).
+// The V passes request a share of the next page once per this many tokens of each block of
+// channels (decode_simd_impl.h spreads the requests over the K and V passes).
 constexpr int kPrefetchTokensV = 8;
 
 inline std::size_t int_v_prefetch_steps(const PageView& page) {
@@ -88,9 +88,9 @@ void score_rows(const std::uint8_t* rows, std::size_t row_bytes, int tokens, con
     prefetch.step();
     __m256i sums[8];
     for (int i = 0; i < kTokens; ++i) {
-      // The queries stay in memory as operands of vpmaddubsw: shared between the rows in
-      // registers they would not fit beside the accumulators and spill. The empty asm, once
-      // per row, hides that they do not change.
+      // The queries stay in memory as operands of vpmaddubsw: kept in registers for both rows,
+      // they would not fit beside the accumulators and would spill. The empty asm, once per
+      // row, hides that they do not change.
       const IntScratch* queries = &s;
       __asm__("" : "+r"(queries));
       dot_row<NG, BLOCKS>(rows + static_cast<std::size_t>(t + i) * row_bytes, *queries, sums + i * NG);

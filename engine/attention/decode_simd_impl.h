@@ -178,12 +178,25 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
   }
 }
 
+// Channels per pass of accumulate_values: two vectors where head_dim allows, else one.
+template <typename V>
+int value_block(int dim) {
+  return dim % (2 * V::kWidth) == 0 ? 2 * V::kWidth : V::kWidth;
+}
+
+// PagePrefetch steps of accumulate_values: one per kPrefetchTokensV tokens of each pass.
+template <typename V>
+std::size_t value_prefetch_steps(const PageView& page) {
+  return static_cast<std::size_t>(page.layout->head_dim / value_block<V>(page.layout->head_dim)) *
+         static_cast<std::size_t>((page.tokens + kPrefetchTokensV - 1) / kPrefetchTokensV);
+}
+
 // out[g] = rescale[g] * out[g] + sum_t w[t][g] * v[t], 8 channels at a time with the
 // accumulators in registers. Weights are laid out [t][group][head] so a token's NG weights are
 // adjacent; the V midpoint of integer formats is subtracted once per block through the
 // weight sums instead of once per value.
 template <typename V, Format FV, int NG>
-void accumulate_values(const PageView& page, float* states, const float* rescale, Scratch& s) {
+void accumulate_values(const PageView& page, float* states, const float* rescale, Scratch& s, PagePrefetch& prefetch) {
   const PageLayout& layout = *page.layout;
   const int dim = layout.head_dim;
   constexpr bool kInteger = FV == Format::Q8 || FV == Format::Q4 || FV == Format::Q2;
@@ -222,7 +235,7 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
     V::store(out, V::add(old, V::sub(acc, shift)));
   };
   // Two vectors of channels per pass where head_dim allows (eight independent FMA chains).
-  const int block = dim % (2 * V::kWidth) == 0 ? 2 * V::kWidth : V::kWidth;
+  const int block = value_block<V>(dim);
   for (int c = 0; c < dim; c += block) {
     const int grp = kInteger ? c / layout.v_group : 0;  // a block never spans two V groups
     float* o0 = states + 2 + c;
@@ -232,6 +245,7 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
     typename V::F b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     if (block == 2 * V::kWidth) {
       for (int t = 0; t < page.tokens; ++t, row += row_bytes, w += token_step) {
+        if (t % kPrefetchTokensV == 0) prefetch.step();
         const typename V::F v8 = V::template load_raw<FV>(row, c, dim);
         const typename V::F u8 = V::template load_raw<FV>(row, c + V::kWidth, dim);
         const typename V::F w0 = V::broadcast(w);
@@ -255,6 +269,7 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
       }
     } else {
       for (int t = 0; t < page.tokens; ++t, row += row_bytes, w += token_step) {
+        if (t % kPrefetchTokensV == 0) prefetch.step();
         const typename V::F v8 = V::template load_raw<FV>(row, c, dim);
         a0 = V::fmadd(V::broadcast(w), v8, a0);
         if constexpr (NG > 1) a1 = V::fmadd(V::broadcast(w + 1), v8, a1);
@@ -286,11 +301,11 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   const IntDotPaths integer = int_dot_paths(layout);
   const bool int_k = FK == Format::Q4 && integer.k, int_v = FV == Format::Q4 && integer.v;
   // The next page's bytes are requested a few lines per step of the K pass (one step per row
-  // group) and of the integer V pass: spread over both, the requests keep the memory system busy
+  // group) and of the V pass: spread over both, the requests keep the memory system busy
   // through the whole page instead of crowding the miss queue while K is scored and leaving it
   // idle after.
   const auto k_steps = static_cast<std::size_t>(page.tokens / (int_k ? 8 / NG : 2));
-  PagePrefetch prefetch(page.next, k_steps + (int_v ? int_v_prefetch_steps(page) : 0));
+  PagePrefetch prefetch(page.next, k_steps + (int_v ? int_v_prefetch_steps(page) : value_prefetch_steps<V>(page)));
   if (int_k) {
     score_tokens_int<NG>(page, q, s.scores.data(), prefetch);
   } else {
@@ -303,7 +318,7 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
               s.scores.begin() + static_cast<std::ptrdiff_t>(NG * ((static_cast<std::size_t>(page.tokens) + 31) & ~std::size_t{31})), 0.0f);
     accumulate_values_int<NG>(page, s.scores.data(), states, rescale, prefetch);
   } else {
-    accumulate_values<V, FV, NG>(page, states, rescale, s);
+    accumulate_values<V, FV, NG>(page, states, rescale, s, prefetch);
   }
 }
 
