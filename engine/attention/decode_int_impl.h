@@ -21,8 +21,10 @@ namespace {
 // channels (decode_simd_impl.h spreads the requests over the K and V passes).
 constexpr int kPrefetchTokensV = 8;
 
-inline std::size_t int_v_prefetch_steps(const PageView& page) {
-  return static_cast<std::size_t>(page.layout->head_dim / 32) *
+// PagePrefetch steps of a V pass over blocks of `block` channels: one per kPrefetchTokensV
+// tokens of each block.
+inline std::size_t value_prefetch_steps(const PageView& page, int block) {
+  return static_cast<std::size_t>(page.layout->head_dim / block) *
          static_cast<std::size_t>((page.tokens + kPrefetchTokensV - 1) / kPrefetchTokensV);
 }
 

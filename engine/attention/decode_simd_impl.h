@@ -184,13 +184,6 @@ int value_block(int dim) {
   return dim % (2 * V::kWidth) == 0 ? 2 * V::kWidth : V::kWidth;
 }
 
-// PagePrefetch steps of accumulate_values: one per kPrefetchTokensV tokens of each pass.
-template <typename V>
-std::size_t value_prefetch_steps(const PageView& page) {
-  return static_cast<std::size_t>(page.layout->head_dim / value_block<V>(page.layout->head_dim)) *
-         static_cast<std::size_t>((page.tokens + kPrefetchTokensV - 1) / kPrefetchTokensV);
-}
-
 // out[g] = rescale[g] * out[g] + sum_t w[t][g] * v[t], 8 channels at a time with the
 // accumulators in registers. Weights are laid out [t][group][head] so a token's NG weights are
 // adjacent; the V midpoint of integer formats is subtracted once per block through the
@@ -305,7 +298,9 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   // through the whole page instead of crowding the miss queue while K is scored and leaving it
   // idle after.
   const auto k_steps = static_cast<std::size_t>(page.tokens / (int_k ? 8 / NG : 2));
-  PagePrefetch prefetch(page.next, k_steps + (int_v ? int_v_prefetch_steps(page) : value_prefetch_steps<V>(page)));
+  // The integer V pass works in blocks of 32 channels (accumulate_values_int).
+  const int v_block = int_v ? 32 : value_block<V>(layout.head_dim);
+  PagePrefetch prefetch(page.next, k_steps + value_prefetch_steps(page, v_block));
   if (int_k) {
     score_tokens_int<NG>(page, q, s.scores.data(), prefetch);
   } else {
