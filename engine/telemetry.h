@@ -75,6 +75,10 @@ struct SelectionQuality {
   // over q heads: ||o - o*|| / ||o*|| and cos(o, o*). Quantization and selection both count.
   double attn_rel_error = 0.0;
   double attn_cosine = 1.0;
+  // The ceiling of attn_mass_recall at this step's page counts: the mass that the best choice of
+  // as many pages per kv head would hold (its pages ranked by exact mass summed over its q
+  // heads; sinks and window not forced), mean over q heads.
+  double oracle_mass_recall = 0.0;
 };
 
 // Engine work the harness breaks a phase's time into (clock host, nanoseconds).

@@ -76,7 +76,7 @@ const std::vector<std::string>& contract_metric_names() {
                                   "kv_bytes_per_token", "kv_compression_ratio", "swap_in_bytes", "swap_out_bytes",
                                   "l2_bytes_written", "swap_in_gb_per_s", "swap_out_gb_per_s", "prefetch_hit_rate",
                                   "l1_cache_hit_rate", "write_amplification", "dma_wait_ms", "token_drop_ratio",
-                                  "attn_mass_recall", "critical_miss_rate", "needle_recall", "scale_drift_mean",
+                                  "attn_mass_recall", "oracle_mass_recall", "critical_miss_rate", "needle_recall", "scale_drift_mean",
                                   "scale_drift_max", "outlier_channel_ratio", "clip_ratio", "nan_inf_count",
                                   "attn_rel_error", "attn_cosine", "noise_cpu_share", "noise_loadavg"};
     for (const std::string& m : llama_metric_names()) n.push_back(m);
@@ -172,7 +172,7 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   b.value("token_drop_ratio", f.token_drop_ratio, "ratio", Clock::Exact);
   const std::string no_exact = "the llama backend keeps no exact K/V (its accuracy is ppl, kl_*, top1_agree)";
   const std::string no_check = "no sampled decode step (sample_every exceeds the decode steps)";
-  for (const char* name : {"attn_mass_recall", "critical_miss_rate", "attn_rel_error", "attn_cosine"}) {
+  for (const char* name : {"attn_mass_recall", "oracle_mass_recall", "critical_miss_rate", "attn_rel_error", "attn_cosine"}) {
     b.maybe(name, f.synthetic ? scalar(s, name) : std::nullopt, f.synthetic ? no_check : no_exact, "ratio", Clock::Exact);
   }
   b.maybe("needle_recall", f.has_needles ? scalar(s, "needle_recall") : std::nullopt,

@@ -69,8 +69,8 @@ int run_sparse_eval(const SparseEvalOptions& o) {
   fmt::print("sparse-eval {} @{} tokens, {} {} budget {}{}, {} decode steps + {} questions [clock: exact]\n", o.preset,
              o.ctx, o.format, o.selector, policy.needs_budget() ? fmt::format("{:.0f}%", 100.0 * o.budget) : "-",
              o.compensate ? " +mean_v" : "", o.steps, config.needles.size());
-  fmt::print("  decode:    attn_mass_recall {:.4f}  critical_miss_rate {:.4f}  token_drop_ratio {:.4f}\n",
-             decode.attn_mass_recall(), decode.critical_miss_rate(), decode.token_drop_ratio());
+  fmt::print("  decode:    attn_mass_recall {:.4f} (oracle {:.4f})  critical_miss_rate {:.4f}  token_drop_ratio {:.4f}\n",
+             decode.attn_mass_recall(), decode.oracle_mass_recall(), decode.critical_miss_rate(), decode.token_drop_ratio());
   fmt::print("  questions: needle_recall {:.3f}  attn_mass_recall {:.4f}\n", questions.needle_recall(),
              questions.attn_mass_recall());
   return 0;

@@ -1,5 +1,6 @@
 // `kvbench sparse-eval`: a sparse policy on a synthetic layer at a long context, measured
-// against exact attention (attn_mass_recall, critical_miss_rate, needle recall on questions).
+// against exact attention (attn_mass_recall and its oracle ceiling, critical_miss_rate, needle
+// recall on questions).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -103,7 +103,7 @@ class Recorder final : public kv::Telemetry {
   // Selection.
   double keep_ratio_sum_ = 0.0;
   std::uint64_t selections_ = 0;
-  double recall_sum_ = 0.0, miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
+  double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
   std::uint64_t quality_checks_ = 0, needles_ = 0, needles_kept_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -119,6 +120,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   if (exact_ != nullptr && step_ % policy_.sample_every == 0) {
     const SelectionQuality quality = check_quality(layer, q, out, context);
     recall_sum_ += quality.attn_mass_recall;
+    oracle_sum_ += quality.oracle_mass_recall;
     miss_sum_ += quality.critical_miss_rate;
     ++quality_checks_;
     needles_seen_ += quality.needles;
@@ -165,7 +167,7 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const f
   const std::vector<int> needles = exact_->needle_positions();
   // Each kv head is checked on its own (in parallel); drops are reported afterwards, in order.
   struct HeadCheck {
-    double recall = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+    double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
     int criticals = 0;
     std::vector<bool> needle_kept;
     std::vector<TokenDropped> drops;
@@ -187,6 +189,8 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const f
     }
     std::vector<double> exact_out(row);
     std::vector<int> order(static_cast<std::size_t>(context));
+    // Exact mass per page, summed over the head's q heads: the best pages to keep (oracle).
+    std::vector<double> page_mass(static_cast<std::size_t>((context + page_tokens - 1) / page_tokens), 0.0);
     for (int qh = 0; qh < group; ++qh) {
       const float* qv = q + static_cast<std::size_t>(h * group + qh) * row;
       double best = -INFINITY;
@@ -202,6 +206,7 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const f
       for (int t = 0; t < context; ++t) {
         weights[static_cast<std::size_t>(t)] /= total;
         if (kept[static_cast<std::size_t>(t)]) held += weights[static_cast<std::size_t>(t)];
+        page_mass[static_cast<std::size_t>(t / page_tokens)] += weights[static_cast<std::size_t>(t)];
       }
       check.recall += held;
       // The exact output, against what the engine returned for this q head.
@@ -236,12 +241,18 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const f
         check.drops.push_back({step_, layer, h * group + qh, t, static_cast<float>(weights[static_cast<std::size_t>(t)])});
       }
     }
+    // Summed over q heads, the mass of a page set is the sum of its pages' masses: the best set
+    // of n pages is the n heaviest.
+    const std::size_t n = std::min(page_mass.size(), last_plan_.heads[head].pages.size());
+    std::partial_sort(page_mass.begin(), page_mass.begin() + static_cast<std::ptrdiff_t>(n), page_mass.end(), std::greater<>());
+    for (std::size_t i = 0; i < n; ++i) check.oracle += page_mass[i];
   });
-  double recall = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+  double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
   int criticals = 0;
   std::vector<bool> needle_kept(needles.size(), true);
   for (const HeadCheck& check : checks) {
     recall += check.recall;
+    oracle += check.oracle;
     missed += check.missed;
     rel_error += check.rel_error;
     cosine += check.cosine;
@@ -252,6 +263,7 @@ SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const f
     }
   }
   quality.attn_mass_recall = recall / g.q_heads;
+  quality.oracle_mass_recall = oracle / g.q_heads;
   quality.attn_rel_error = rel_error / g.q_heads;
   quality.attn_cosine = cosine / g.q_heads;
   quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;

@@ -20,7 +20,8 @@ namespace kv {
 class SparseDecoder {
  public:
   // Throws InputError for an invalid policy. With `exact`, every `sample_every`-th step is
-  // checked against exact attention over exact K/V (attn_mass_recall, critical_miss_rate over
+  // checked against exact attention over exact K/V (attn_mass_recall and its oracle ceiling,
+  // critical_miss_rate over
   // the top `top_m` tokens, needles kept, and a drop-log event per critical token dropped).
   SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr,
                 const ExactKV* exact = nullptr);
@@ -56,6 +57,8 @@ class SparseDecoder {
 
   // Means over the sampled (step, layer) checks so far.
   double attn_mass_recall() const { return quality_checks_ > 0 ? recall_sum_ / quality_checks_ : 0.0; }
+  // The ceiling of attn_mass_recall for as many pages per kv head (SelectionQuality).
+  double oracle_mass_recall() const { return quality_checks_ > 0 ? oracle_sum_ / quality_checks_ : 0.0; }
   double critical_miss_rate() const { return quality_checks_ > 0 ? miss_sum_ / quality_checks_ : 0.0; }
   // Needles kept / needles present, over sampled checks (1 when no needle was present).
   double needle_recall() const { return needles_seen_ > 0 ? static_cast<double>(needles_kept_) / needles_seen_ : 1.0; }
@@ -68,7 +71,7 @@ class SparseDecoder {
   Telemetry* telemetry_;
   const ExactKV* exact_;
   int step_ = 0;
-  double recall_sum_ = 0.0, miss_sum_ = 0.0;
+  double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0;
   long quality_checks_ = 0, needles_seen_ = 0, needles_kept_ = 0;
   // Per (seq, layer): accumulated attention [kv head][page] and the step it was last decayed.
   struct History {

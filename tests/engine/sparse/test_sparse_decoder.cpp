@@ -171,6 +171,14 @@ TEST_CASE("Sampled steps measure recall against exact attention and log dropped 
   CHECK(decoder.attn_mass_recall() > 0.3);
   CHECK(decoder.attn_mass_recall() < 0.9);
   CHECK(decoder.critical_miss_rate() > 0.0);
+  // The oracle ceiling: as many pages, the heaviest by exact mass. No choice holds more, and
+  // the window's pages are not the heaviest ones here (it drops heavy hitters).
+  for (const SelectionQuality& quality : drops.quality) {
+    CHECK(quality.oracle_mass_recall >= quality.attn_mass_recall - 1e-9);
+    CHECK(quality.oracle_mass_recall > quality.attn_mass_recall + 0.05);
+    CHECK(quality.oracle_mass_recall < 1.0);
+  }
+  CHECK(decoder.oracle_mass_recall() == Approx((drops.quality[0].oracle_mass_recall + drops.quality[1].oracle_mass_recall) / 2));
   REQUIRE(!drops.drops.empty());
   for (const TokenDropped& d : drops.drops) {
     CHECK(d.position >= 4);
@@ -182,6 +190,7 @@ TEST_CASE("Sampled steps measure recall against exact attention and log dropped 
   const auto q = s.next_query();
   exact_full.attend(s.seq, 0, q.data(), out.data());
   CHECK(exact_full.attn_mass_recall() == Approx(1.0));
+  CHECK(exact_full.oracle_mass_recall() == Approx(1.0));
   CHECK(exact_full.critical_miss_rate() == 0.0);
 }
 
