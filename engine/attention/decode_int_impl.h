@@ -38,7 +38,8 @@ struct IntScratch {
   float w_shift[8][4];  // midpoint * sum_t w8, per (group, head)
 };
 IntScratch& int_scratch() {
-  static thread_local IntScratch s;
+  // local-exec (decode_simd_impl.h's scratch() says why).
+  static thread_local IntScratch s __attribute__((tls_model("local-exec")));
   return s;
 }
 

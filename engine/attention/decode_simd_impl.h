@@ -32,7 +32,12 @@ struct Scratch {
   std::vector<float> weights;  // [page_tokens][v_groups][heads]
 };
 Scratch& scratch() {
-  static thread_local Scratch s;
+  // local-exec: a fixed offset from the thread pointer; our executables link the kernels
+  // statically. Under the build's initial-exec model (CMakeLists.txt) g++ 12 sometimes
+  // addresses a kernel scratch through `lea s@gottpoff(%rip)`, which ld cannot relax ("TLS
+  // transition from R_X86_64_GOTTPOFF to R_X86_64_TPOFF32 failed"): the link broke on unrelated
+  // kernel edits.
+  static thread_local Scratch s __attribute__((tls_model("local-exec")));
   return s;
 }
 
