@@ -1,7 +1,8 @@
 // Compute ceilings, on one core with hot caches:
 // BM_FmaPeak: ten independent 256-bit FMA chains (what the machine can multiply-add at best);
-// BM_DecodePage/<fmt>: the decode kernel on one page (64 tokens x 4 q heads x 128 channels, 8192
-// multiply-adds each for q.k and p.v), so kernel efficiency reads as a share of BM_FmaPeak.
+// BM_DecodePage/<fmt>: the decode kernel on one page (64 tokens x 4 q heads x 128 channels, 32768
+// multiply-adds each for q.k and p.v), so kernel efficiency reads as a share of BM_FmaPeak (float
+// paths) or BM_Int8DotPeak (q4's integer dot products).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -56,6 +57,42 @@ void BM_FmaPeak(benchmark::State& state) {
                                                    benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_FmaPeak);
+
+// The integer twin of fma_chains: vpmaddubsw, the instruction of the q4 kernels' dot products
+// (32 byte products, summed in pairs, per instruction).
+__attribute__((target("avx2"))) int maddubs_chains(long iterations) {
+  __m256i a0 = _mm256_set1_epi8(1), a1 = _mm256_set1_epi8(2), a2 = _mm256_set1_epi8(3), a3 = _mm256_set1_epi8(4);
+  __m256i a4 = _mm256_set1_epi8(5), a5 = _mm256_set1_epi8(6), a6 = _mm256_set1_epi8(7), a7 = _mm256_set1_epi8(8);
+  __m256i a8 = _mm256_set1_epi8(9), a9 = _mm256_set1_epi8(10);
+  const __m256i m = _mm256_set1_epi8(3);
+  for (long it = 0; it < iterations; ++it) {
+    a0 = _mm256_maddubs_epi16(a0, m), a1 = _mm256_maddubs_epi16(a1, m), a2 = _mm256_maddubs_epi16(a2, m);
+    a3 = _mm256_maddubs_epi16(a3, m), a4 = _mm256_maddubs_epi16(a4, m), a5 = _mm256_maddubs_epi16(a5, m);
+    a6 = _mm256_maddubs_epi16(a6, m), a7 = _mm256_maddubs_epi16(a7, m), a8 = _mm256_maddubs_epi16(a8, m);
+    a9 = _mm256_maddubs_epi16(a9, m);
+    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8),
+                     "+x"(a9));
+  }
+  const __m256i sum = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
+                                       _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7)),
+                                                        _mm256_add_epi16(a8, a9)));
+  return _mm256_extract_epi32(sum, 0);
+}
+
+// BM_Int8DotPeak: one core's rate of byte multiply-adds through vpmaddubsw, the ceiling of the
+// q4 kernels' dot products (BM_DecodePage/q4's fma_per_s reads as a share of it).
+void BM_Int8DotPeak(benchmark::State& state) {
+  if (!kv::isa_supported(kv::Isa::Avx2)) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  constexpr long kIterations = 1 << 20;
+  for (auto _ : state) benchmark::DoNotOptimize(maddubs_chains(kIterations));
+  // 10 chains x 32 byte products per iteration.
+  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * kIterations * 320,
+                                                   benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Int8DotPeak);
 #endif
 
 void decode_page(benchmark::State& state, kv::Format format) {
