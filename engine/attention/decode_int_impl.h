@@ -228,22 +228,26 @@ void quantize_weights(const PageView& page, const float* p, IntScratch& s) {
     for (int i = 0; i < padded; i += 8) mx = _mm256_max_ps(mx, _mm256_load_ps(s.vs[grp] + i));
     const float max_vs = hmax1(mx);
     const __m256 inv = _mm256_set1_ps(weight_inverse(max_vs));
-    for (int i = 0; i < padded; i += 8) _mm256_store_ps(s.vs[grp] + i, _mm256_mul_ps(_mm256_load_ps(s.vs[grp] + i), inv));
-    for (int g = 0; g < NG; ++g) {
-      __m256i total = _mm256_setzero_si256();
-      for (int i = 0; i < padded; i += 32) {
+    // All heads per block of 32 tokens: the block's scaled V scales serve every head, and the
+    // four weight sums are reduced together.
+    __m256i total[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int i = 0; i < padded; i += 32) {
+      __m256 scales[4];
+      for (int j = 0; j < 4; ++j) scales[j] = _mm256_mul_ps(_mm256_load_ps(s.vs[grp] + i + 8 * j), inv);
+      for (int g = 0; g < NG; ++g) {
         __m256i w[4];
-        for (int j = 0; j < 4; ++j) {
-          w[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(s.p[g] + i + 8 * j), _mm256_load_ps(s.vs[grp] + i + 8 * j)));
-          total = _mm256_add_epi32(total, w[j]);
-        }
+        for (int j = 0; j < 4; ++j) w[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(s.p[g] + i + 8 * j), scales[j]));
+        total[g] = _mm256_add_epi32(total[g], _mm256_add_epi32(_mm256_add_epi32(w[0], w[1]), _mm256_add_epi32(w[2], w[3])));
         _mm256_store_si256(reinterpret_cast<__m256i*>(s.w[grp][g] + i), pack32_epi8(w[0], w[1], w[2], w[3]));
       }
-      const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
-      const __m128i t2 = _mm_add_epi32(t4, _mm_unpackhi_epi64(t4, t4));
-      const int sum_w = _mm_cvtsi128_si32(_mm_add_epi32(t2, _mm_shuffle_epi32(t2, 1)));
+    }
+    // Lane g: the sum of total[g]'s eight lanes.
+    const __m256i pairs = _mm256_hadd_epi32(_mm256_hadd_epi32(total[0], total[1]), _mm256_hadd_epi32(total[2], total[3]));
+    alignas(16) std::int32_t sum_w[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sum_w), _mm_add_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
+    for (int g = 0; g < NG; ++g) {
       s.w_scale[grp][g] = max_vs * head_scale[g];
-      s.w_shift[grp][g] = midpoint * static_cast<float>(sum_w);
+      s.w_shift[grp][g] = midpoint * static_cast<float>(sum_w[g]);
     }
   }
 }
