@@ -262,8 +262,11 @@ void accumulate_block_int(const PageView& page, int c0, float* states, std::size
   const std::size_t row_bytes = layout.v_row_bytes();
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.v_data) + (c0 & ~63) / 2;
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  __m256i lo[NG], hi[NG];  // channels [0..7 | 16..23] and [8..15 | 24..31] of the block
-  for (int g = 0; g < NG; ++g) lo[g] = hi[g] = _mm256_setzero_si256();
+  // Channels [0..7 | 16..23] (lo) and [8..15 | 24..31] (hi) of the block, per head. Named, not
+  // arrays: with arrays g++ added into a temporary and copied it back to each accumulator, and
+  // spilled one, on every iteration.
+  __m256i lo0 = _mm256_setzero_si256(), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+  __m256i hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
   for (int t = 0; t < page.tokens; t += 2) {
     if (t % kPrefetchTokensV == 0) prefetch.step();
     const std::uint8_t* r0 = rows + static_cast<std::size_t>(t) * row_bytes;
@@ -276,14 +279,19 @@ void accumulate_block_int(const PageView& page, int c0, float* states, std::size
     }
     const __m256i z0 = _mm256_and_si256(_mm256_unpacklo_epi8(x, y), nibble);
     const __m256i z1 = _mm256_and_si256(_mm256_unpackhi_epi8(x, y), nibble);
-    for (int g = 0; g < NG; ++g) {
+    const auto head = [&](__m256i& lo, __m256i& hi, int g) __attribute__((always_inline)) {
       std::int16_t pair;
       std::memcpy(&pair, s.w[grp][g] + t, sizeof(pair));
       const __m256i w = _mm256_set1_epi16(pair);
-      lo[g] = _mm256_add_epi16(lo[g], _mm256_maddubs_epi16(z0, w));
-      hi[g] = _mm256_add_epi16(hi[g], _mm256_maddubs_epi16(z1, w));
-    }
+      lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(z0, w));
+      hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(z1, w));
+    };
+    head(lo0, hi0, 0);
+    if constexpr (NG > 1) head(lo1, hi1, 1);
+    if constexpr (NG > 2) head(lo2, hi2, 2);
+    if constexpr (NG > 3) head(lo3, hi3, 3);
   }
+  const __m256i lo[4] = {lo0, lo1, lo2, lo3}, hi[4] = {hi0, hi1, hi2, hi3};
   for (int g = 0; g < NG; ++g) {
     const __m256i first = _mm256_permute2x128_si256(lo[g], hi[g], 0x20);   // channels 0..15
     const __m256i second = _mm256_permute2x128_si256(lo[g], hi[g], 0x31);  // channels 16..31
