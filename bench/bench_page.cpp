@@ -45,17 +45,21 @@ __attribute__((target("avx2,fma"))) float fma_chains(long iterations) {
   return _mm256_cvtss_f32(sum);
 }
 
-void BM_FmaPeak(benchmark::State& state) {
+// Runs `chains` (fma_chains, maddubs_chains) and reports fma_per_s: multiply-adds per second,
+// `per_iteration` of them per loop iteration.
+template <typename Chains>
+void run_peak(benchmark::State& state, Chains chains, double per_iteration) {
   if (!kv::isa_supported(kv::Isa::Avx2)) {
     state.SkipWithError("needs AVX2 and FMA");
     return;
   }
   constexpr long kIterations = 1 << 20;
-  for (auto _ : state) benchmark::DoNotOptimize(fma_chains(kIterations));
-  // 10 chains x 8 lanes per iteration.
-  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * kIterations * 80,
+  for (auto _ : state) benchmark::DoNotOptimize(chains(kIterations));
+  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * kIterations * per_iteration,
                                                    benchmark::Counter::kIsRate);
 }
+
+void BM_FmaPeak(benchmark::State& state) { run_peak(state, fma_chains, 10 * 8); }  // 10 chains x 8 lanes
 BENCHMARK(BM_FmaPeak);
 
 // The integer twin of fma_chains: vpmaddubsw, the instruction of the q4 kernels' dot products
@@ -81,17 +85,7 @@ __attribute__((target("avx2"))) int maddubs_chains(long iterations) {
 
 // BM_Int8DotPeak: one core's rate of byte multiply-adds through vpmaddubsw, the ceiling of the
 // q4 kernels' dot products (BM_DecodePage/q4's fma_per_s reads as a share of it).
-void BM_Int8DotPeak(benchmark::State& state) {
-  if (!kv::isa_supported(kv::Isa::Avx2)) {
-    state.SkipWithError("needs AVX2");
-    return;
-  }
-  constexpr long kIterations = 1 << 20;
-  for (auto _ : state) benchmark::DoNotOptimize(maddubs_chains(kIterations));
-  // 10 chains x 32 byte products per iteration.
-  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * kIterations * 320,
-                                                   benchmark::Counter::kIsRate);
-}
+void BM_Int8DotPeak(benchmark::State& state) { run_peak(state, maddubs_chains, 10 * 32); }  // 10 chains x 32 bytes
 BENCHMARK(BM_Int8DotPeak);
 #endif
 
