@@ -323,7 +323,10 @@ void accumulate_values_int(const PageView& page, const float* p, float* states, 
   const std::size_t stride = static_cast<std::size_t>(dim) + 2;
   int grp = 0, group_end = v_group;  // the V group of channel c0, without a division per block
   for (int c0 = 0; c0 < dim; c0 += 32) {
-    if (c0 == group_end) ++grp, group_end += v_group;
+    if (c0 == group_end) {
+      ++grp;
+      group_end += v_group;
+    }
     if (c0 % 64 == 0) {
       accumulate_block_int<NG, false>(page, c0, grp, row_bytes, states, stride, rescale, s, prefetch);
     } else {

@@ -21,8 +21,8 @@ class SparseDecoder {
  public:
   // Throws InputError for an invalid policy. With `exact`, every `sample_every`-th step is
   // checked against exact attention over exact K/V (attn_mass_recall and its oracle ceiling,
-  // critical_miss_rate over
-  // the top `top_m` tokens, needles kept, and a drop-log event per critical token dropped).
+  // critical_miss_rate over the top `top_m` tokens, needles kept, and a drop-log event per
+  // critical token dropped).
   SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr,
                 const ExactKV* exact = nullptr);
   ~SparseDecoder();
