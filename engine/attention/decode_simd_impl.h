@@ -157,20 +157,18 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
   // The heads' running maxima and sums as vectors (lanes past NG: an empty state), so that the
   // new maxima and the rescale factors take one vector max and one exp_ps, not a libm call per
   // head, and the exp loop below does not wait on scalar stores reloaded as a vector.
-  float old_max[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, old_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float old_max[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, kept[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int g = 0; g < NG; ++g) {
     const SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
     old_max[g] = state.max();
-    old_sum[g] = state.sum();
+    kept[g] = state.empty() ? 0.0f : 1.0f;  // exp_ps clamps at -87: an empty state's rescale is 0 by this
   }
   const __m128 before = _mm_setr_ps(old_max[0], old_max[1], old_max[2], old_max[3]);
   const __m128 after = _mm_max_ps(before, page_max);  // page maxima are finite (NaN/Inf never stored)
-  // exp_ps clamps at -87: an empty state (max -inf, sum 0) gets rescale 0 from the mask.
-  const __m128 nonempty = _mm_cmpneq_ps(_mm_setr_ps(old_sum[0], old_sum[1], old_sum[2], old_sum[3]), _mm_setzero_ps());
   const __m256 diff = _mm256_set_m128(_mm_setzero_ps(), _mm_sub_ps(before, after));  // <= 0, or -inf
   alignas(16) float new_max[4], factor[4];
   _mm_store_ps(new_max, after);
-  _mm_store_ps(factor, _mm_and_ps(_mm256_castps256_ps128(exp_ps(diff)), nonempty));
+  _mm_store_ps(factor, _mm_mul_ps(_mm256_castps256_ps128(exp_ps(diff)), _mm_setr_ps(kept[0], kept[1], kept[2], kept[3])));
   for (int g = 0; g < NG; ++g) rescale[g] = factor[g];
   const __m256 m = spread_heads<NG>(after);
   __m256 total = _mm256_setzero_ps();
