@@ -1,5 +1,7 @@
 #include "memory/tiered_pool.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,7 +19,10 @@ namespace kv {
 
 namespace {
 
-constexpr std::size_t kSlabBytes = 1u << 20;
+// L1 slabs are one transparent huge page each (2 MiB, aligned, madvise'd): decode walks every
+// page of a long context, and with 4 KiB pages each 10 KB KV page costs TLB misses. q4 decode
+// at 32K on two threads took 0.986-0.989x the time (in-process alternation, 200-300 pairs).
+constexpr std::size_t kSlabBytes = 2u << 20;
 
 }  // namespace
 
@@ -123,8 +128,10 @@ std::byte* TieredPool::take_frame(bool small) {
   const std::size_t bytes = class_bytes(small);
   if (free.empty()) {
     const std::size_t count = std::max<std::size_t>(1, kSlabBytes / bytes);
-    void* memory = std::aligned_alloc(alignment_, count * bytes);
+    const std::size_t slab = (count * bytes + kSlabBytes - 1) / kSlabBytes * kSlabBytes;
+    void* memory = std::aligned_alloc(std::max(alignment_, kSlabBytes), slab);
     if (memory == nullptr) throw std::bad_alloc();
+    madvise(memory, slab, MADV_HUGEPAGE);  // advice: where the OS refuses, 4 KiB pages serve
     auto* base = static_cast<std::byte*>(memory);
     slabs_.emplace_back(base);
     slab_bytes_ += count * bytes;
