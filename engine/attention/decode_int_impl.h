@@ -164,9 +164,7 @@ void score_tokens_int(const PageView& page, const float* q, float* scores, PageP
 
 // Transposes eight rows of four floats (two rows per vector: [r0 | r1], [r2 | r3], ...) into
 // four columns of eight, in row order.
-inline void transpose8x4(const float* src, float* c0, float* c1, float* c2, float* c3) {
-  const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + 8);
-  const __m256 r2 = _mm256_loadu_ps(src + 16), r3 = _mm256_loadu_ps(src + 24);
+inline void transpose8x4(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float* c0, float* c1, float* c2, float* c3) {
   const __m256 u0 = _mm256_unpacklo_ps(r0, r1), u1 = _mm256_unpackhi_ps(r0, r1);
   const __m256 u2 = _mm256_unpacklo_ps(r2, r3), u3 = _mm256_unpackhi_ps(r2, r3);
   // Columns come out as rows [0 2 4 6 | 1 3 5 7]; one permute restores row order.
@@ -179,18 +177,32 @@ inline void transpose8x4(const float* src, float* c0, float* c1, float* c2, floa
 
 // Quantizes the page's weights: p ([token][head], softmax numerators, zero past the page's
 // tokens up to a multiple of 32) and the V group scales into s.w, s.w_scale and s.w_shift.
+// p_sum and p_max: the numerators' sum and largest value per head, as softmax_update found
+// them (a second pass over p for them, and one to scale p in place, took 3% of a page at 32K).
 template <int NG>
-void quantize_weights(const PageView& page, const float* p, IntScratch& s) {
+void quantize_weights(const PageView& page, const float* p, const float* p_sum, const float* p_max, IntScratch& s) {
   const PageLayout& layout = *page.layout;
   const int groups = layout.v_groups();
   const int tokens = page.tokens;
   const int padded = (tokens + 31) & ~31;
-  // Head-major numerators.
+  // Head factors c from the softmax's sums and maxima; head-major numerators times 1 / c.
+  float head_scale[4], head_inverse[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int g = 0; g < NG; ++g) {
+    head_scale[g] = weight_head_scale(p_sum[g], p_max[g], tokens);
+    head_inverse[g] = weight_inverse(head_scale[g]);
+  }
   if constexpr (NG == 4) {
-    for (int t = 0; t < padded; t += 8) transpose8x4(p + t * 4, s.p[0] + t, s.p[1] + t, s.p[2] + t, s.p[3] + t);
+    const __m256 inv = _mm256_setr_ps(head_inverse[0], head_inverse[1], head_inverse[2], head_inverse[3],
+                                      head_inverse[0], head_inverse[1], head_inverse[2], head_inverse[3]);
+    for (int t = 0; t < padded; t += 8) {
+      const float* rows = p + t * 4;
+      transpose8x4(_mm256_mul_ps(_mm256_loadu_ps(rows), inv), _mm256_mul_ps(_mm256_loadu_ps(rows + 8), inv),
+                   _mm256_mul_ps(_mm256_loadu_ps(rows + 16), inv), _mm256_mul_ps(_mm256_loadu_ps(rows + 24), inv),
+                   s.p[0] + t, s.p[1] + t, s.p[2] + t, s.p[3] + t);
+    }
   } else {
     for (int t = 0; t < padded; ++t) {
-      for (int g = 0; g < NG; ++g) s.p[g][t] = p[t * NG + g];
+      for (int g = 0; g < NG; ++g) s.p[g][t] = p[t * NG + g] * head_inverse[g];
     }
   }
   // Group-major V scales, zero past the page's tokens.
@@ -198,29 +210,12 @@ void quantize_weights(const PageView& page, const float* p, IntScratch& s) {
   int t = 0;
   if (groups == 4) {
     for (; t + 8 <= tokens; t += 8) {
-      alignas(32) float rows[32];
-      for (int i = 0; i < 4; ++i) {
-        _mm256_store_ps(rows + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + (t + 2 * i) * 4))));
-      }
-      transpose8x4(rows, s.vs[0] + t, s.vs[1] + t, s.vs[2] + t, s.vs[3] + t);
+      const auto row_pair = [&](int i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + (t + 2 * i) * 4))); };
+      transpose8x4(row_pair(0), row_pair(1), row_pair(2), row_pair(3), s.vs[0] + t, s.vs[1] + t, s.vs[2] + t, s.vs[3] + t);
     }
   }
   for (; t < padded; ++t) {
     for (int grp = 0; grp < groups; ++grp) s.vs[grp][t] = t < tokens ? _cvtsh_ss(bits[t * groups + grp]) : 0.0f;
-  }
-  // Head factors 1 / c and group factors 1 / max v_scale go into the numerators and scales in
-  // place, so that a weight is one product (int_dot.h).
-  float head_scale[4];
-  for (int g = 0; g < NG; ++g) {
-    __m256 sum = _mm256_setzero_ps(), mx = _mm256_setzero_ps();
-    for (int i = 0; i < padded; i += 8) {
-      const __m256 x = _mm256_load_ps(s.p[g] + i);
-      sum = _mm256_add_ps(sum, x);
-      mx = _mm256_max_ps(mx, x);
-    }
-    head_scale[g] = weight_head_scale(hsum(sum), hmax1(mx), tokens);
-    const __m256 inv = _mm256_set1_ps(weight_inverse(head_scale[g]));
-    for (int i = 0; i < padded; i += 8) _mm256_store_ps(s.p[g] + i, _mm256_mul_ps(_mm256_load_ps(s.p[g] + i), inv));
   }
   const float midpoint = v_code_midpoint(Format::Q4);
   for (int grp = 0; grp < groups; ++grp) {
@@ -315,12 +310,13 @@ void accumulate_block_int(const PageView& page, int c0, int grp, std::size_t row
 }
 
 // out[g] = rescale[g] * out[g] + the page's weighted q4 values, with 7-bit weights (int_dot.h).
-// p: softmax numerators [token][head], zero past the page's tokens up to a multiple of 32.
+// p: softmax numerators [token][head], zero past the page's tokens up to a multiple of 32; p_sum
+// and p_max: their sum and largest value per head (softmax_update).
 template <int NG>
-void accumulate_values_int(const PageView& page, const float* p, float* states, const float* rescale,
-                           PagePrefetch& prefetch) {
+void accumulate_values_int(const PageView& page, const float* p, const float* p_sum, const float* p_max, float* states,
+                           const float* rescale, PagePrefetch& prefetch) {
   IntScratch& s = int_scratch();
-  quantize_weights<NG>(page, p, s);
+  quantize_weights<NG>(page, p, p_sum, p_max, s);
   const int dim = page.layout->head_dim;
   const int v_group = page.layout->v_group;  // 32 or a multiple (int_dot.h)
   const std::size_t row_bytes = page.layout->v_row_bytes();

@@ -144,15 +144,26 @@ void score_tokens(const PageView& page, const float* q, Scratch& s, PagePrefetch
 }
 
 // Scores ([token][head]) become softmax weights against the new running max. Writes the
-// per-head rescale factor of the old state and updates each state's max and sum.
+// per-head rescale factor of the old state and updates each state's max and sum; p_sum and
+// p_max (may be null) receive each head's sum and largest weight for the integer V pass.
 template <int NG>
-void softmax_update(const PageView& page, float* states, int dim, float* rescale, float* page_lse, Scratch& s) {
+void softmax_update(const PageView& page, float* states, int dim, float* rescale, float* page_lse, Scratch& s,
+                    float* p_sum = nullptr, float* p_max = nullptr) {
   const int count = page.tokens * NG;
   const int padded = (count + 7) & ~7;
   float* scores = s.scores.data();
   for (int i = count; i < padded; ++i) scores[i] = -INFINITY;
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
-  for (int i = 0; i < padded; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(scores + i));
+  // Independent chains for the maximum (two) and the sums (four, below): one chain of dependent
+  // adds over a page's 32 vectors is a wait on the add latency. 0.990x at 32K (in-process
+  // alternation, 300 pairs, 176 faster).
+  __m256 vmax = _mm256_set1_ps(-INFINITY), vmax2 = vmax;
+  int j = 0;
+  for (; j + 16 <= padded; j += 16) {
+    vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(scores + j));
+    vmax2 = _mm256_max_ps(vmax2, _mm256_loadu_ps(scores + j + 8));
+  }
+  for (; j < padded; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(scores + j));
+  vmax = _mm256_max_ps(vmax, vmax2);
   const __m128 page_max = reduce_heads<NG>(vmax, [](__m128 a, __m128 b) { return _mm_max_ps(a, b); });
   // The heads' running maxima and sums as vectors (lanes past NG: an empty state), so that the
   // new maxima and the rescale factors take one vector max and one exp_ps, not a libm call per
@@ -165,14 +176,37 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
   }
   const __m128 before = _mm_setr_ps(old_max[0], old_max[1], old_max[2], old_max[3]);
   const __m128 after = _mm_max_ps(before, page_max);  // page maxima are finite (NaN/Inf never stored)
-  const __m256 diff = _mm256_set_m128(_mm_setzero_ps(), _mm_sub_ps(before, after));  // <= 0, or -inf
+  // Upper lanes: the page's largest numerator per head, exp(page max - new max).
+  const __m256 diff = _mm256_set_m128(_mm_sub_ps(page_max, after), _mm_sub_ps(before, after));  // <= 0, or -inf
   alignas(16) float new_max[4], factor[4];
   _mm_store_ps(new_max, after);
-  _mm_store_ps(factor, _mm_mul_ps(_mm256_castps256_ps128(exp_ps(diff)), _mm_setr_ps(kept[0], kept[1], kept[2], kept[3])));
+  const __m256 exps = exp_ps(diff);
+  _mm_store_ps(factor, _mm_mul_ps(_mm256_castps256_ps128(exps), _mm_setr_ps(kept[0], kept[1], kept[2], kept[3])));
+  if (p_max != nullptr) {
+    alignas(16) float top[4];
+    _mm_store_ps(top, _mm256_extractf128_ps(exps, 1));
+    for (int g = 0; g < NG; ++g) p_max[g] = top[g];
+  }
   for (int g = 0; g < NG; ++g) rescale[g] = factor[g];
   const __m256 m = spread_heads<NG>(after);
-  __m256 total = _mm256_setzero_ps();
-  for (int i = 0; i < padded; i += 8) {
+  __m256 total = _mm256_setzero_ps(), total1 = total, total2 = total, total3 = total;
+  int i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m256 p0 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + i), m));
+    const __m256 p1 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + i + 8), m));
+    const __m256 p2 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + i + 16), m));
+    const __m256 p3 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + i + 24), m));
+    _mm256_storeu_ps(scores + i, p0);
+    _mm256_storeu_ps(scores + i + 8, p1);
+    _mm256_storeu_ps(scores + i + 16, p2);
+    _mm256_storeu_ps(scores + i + 24, p3);
+    total = _mm256_add_ps(total, p0);
+    total1 = _mm256_add_ps(total1, p1);
+    total2 = _mm256_add_ps(total2, p2);
+    total3 = _mm256_add_ps(total3, p3);
+  }
+  total = _mm256_add_ps(_mm256_add_ps(total, total1), _mm256_add_ps(total2, total3));
+  for (; i < padded; i += 8) {
     __m256 p = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + i), m));
     if (i + 8 > count) {  // zero the padding lanes of a partial page
       const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -189,6 +223,7 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
     state.sum() = state.sum() * rescale[g] + sums[g];
     state.max() = new_max[g];
     if (page_lse != nullptr) page_lse[g] = new_max[g] + std::log(sums[g]);
+    if (p_sum != nullptr) p_sum[g] = sums[g];
   }
 }
 
@@ -320,12 +355,13 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   } else {
     score_tokens<V, FK, NG>(page, q, s, prefetch);
   }
-  softmax_update<NG>(page, states, layout.head_dim, rescale, page_lse, s);
+  float p_sum[4], p_max[4];
+  softmax_update<NG>(page, states, layout.head_dim, rescale, page_lse, s, p_sum, p_max);
   if (int_v) {
     const std::size_t valid = static_cast<std::size_t>(page.tokens) * NG;
     std::fill(s.scores.begin() + static_cast<std::ptrdiff_t>(valid),
               s.scores.begin() + static_cast<std::ptrdiff_t>(NG * ((static_cast<std::size_t>(page.tokens) + 31) & ~std::size_t{31})), 0.0f);
-    accumulate_values_int<NG>(page, s.scores.data(), states, rescale, prefetch);
+    accumulate_values_int<NG>(page, s.scores.data(), p_sum, p_max, states, rescale, prefetch);
   } else {
     accumulate_values<V, FV, NG>(page, states, rescale, s, prefetch);
   }
