@@ -215,10 +215,11 @@ inline void transpose8x4(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float* c0, 
 
 // Quantizes the page's weights: p ([token][head], softmax numerators, zero past the page's
 // tokens up to a multiple of 32) and the V group scales into s.w, s.w_scale and s.w_shift.
-// p_sum and p_max: the numerators' sum and largest value per head, as softmax_update found
-// them (a second pass over p for them, and one to scale p in place, took 3% of a page at 32K).
+// p is page-relative (softmax_update<NG, true>): its largest value is exp(0) = 1, p_sum is its
+// sum per head as the softmax found it (a second pass over p for the sum and maximum, and one
+// to scale p in place, took 3% of a page at 32K), and page_scale carries it to the running max.
 template <int NG>
-void quantize_weights(const PageView& page, const float* p, const float* p_sum, const float* p_max, IntScratch& s) {
+void quantize_weights(const PageView& page, const float* p, const float* p_sum, const float* page_scale, IntScratch& s) {
   const PageLayout& layout = *page.layout;
   const int groups = layout.v_groups();
   const int tokens = page.tokens;
@@ -226,7 +227,7 @@ void quantize_weights(const PageView& page, const float* p, const float* p_sum, 
   // Head factors c from the softmax's sums and maxima; head-major numerators times 1 / c.
   float head_scale[4], head_inverse[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int g = 0; g < NG; ++g) {
-    head_scale[g] = weight_head_scale(p_sum[g], p_max[g], tokens);
+    head_scale[g] = weight_head_scale(p_sum[g], 1.0f, tokens);
     head_inverse[g] = weight_inverse(head_scale[g]);
   }
   if constexpr (NG == 4) {
@@ -279,7 +280,7 @@ void quantize_weights(const PageView& page, const float* p, const float* p_sum, 
     alignas(16) std::int32_t sum_w[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(sum_w), _mm_add_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
     for (int g = 0; g < NG; ++g) {
-      s.w_scale[grp][g] = max_vs * head_scale[g];
+      s.w_scale[grp][g] = max_vs * (head_scale[g] * page_scale[g]);
       s.w_shift[grp][g] = midpoint * static_cast<float>(sum_w[g]);
     }
   }
@@ -348,13 +349,13 @@ void accumulate_block_int(const PageView& page, int c0, int grp, std::size_t row
 }
 
 // out[g] = rescale[g] * out[g] + the page's weighted q4 values, with 7-bit weights (int_dot.h).
-// p: softmax numerators [token][head], zero past the page's tokens up to a multiple of 32; p_sum
-// and p_max: their sum and largest value per head (softmax_update).
+// p: page-relative softmax numerators [token][head], zero past the page's tokens up to a
+// multiple of 32; p_sum and page_scale: their sum and factor per head (softmax_update).
 template <int NG>
-void accumulate_values_int(const PageView& page, const float* p, const float* p_sum, const float* p_max, float* states,
+void accumulate_values_int(const PageView& page, const float* p, const float* p_sum, const float* page_scale, float* states,
                            const float* rescale, PagePrefetch& prefetch) {
   IntScratch& s = int_scratch();
-  quantize_weights<NG>(page, p, p_sum, p_max, s);
+  quantize_weights<NG>(page, p, p_sum, page_scale, s);
   const int dim = page.layout->head_dim;
   const int v_group = page.layout->v_group;  // 32 or a multiple (int_dot.h)
   const std::size_t row_bytes = page.layout->v_row_bytes();

@@ -144,11 +144,14 @@ void score_tokens(const PageView& page, const float* q, Scratch& s, PagePrefetch
 }
 
 // Scores ([token][head]) become softmax weights against the new running max. Writes the
-// per-head rescale factor of the old state and updates each state's max and sum; p_sum and
-// p_max (may be null) receive each head's sum and largest weight for the integer V pass.
-template <int NG>
+// per-head rescale factor of the old state and updates each state's max and sum.
+// kPageRelative (the integer V pass): the weights are exp(score - page max) instead, so that
+// they do not depend on the running max earlier pages set, and decode in batches (l0_copy)
+// rounds them to the same integers as decode in one pass; page_scale[g] = exp(page max - new
+// max) carries head g's weights to the running max, and p_sum[g] is their sum.
+template <int NG, bool kPageRelative = false>
 void softmax_update(const PageView& page, float* states, int dim, float* rescale, float* page_lse, Scratch& s,
-                    float* p_sum = nullptr, float* p_max = nullptr) {
+                    float* p_sum = nullptr, float* page_scale = nullptr) {
   const int count = page.tokens * NG;
   const int padded = (count + 7) & ~7;
   float* scores = s.scores.data();
@@ -176,19 +179,16 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
   }
   const __m128 before = _mm_setr_ps(old_max[0], old_max[1], old_max[2], old_max[3]);
   const __m128 after = _mm_max_ps(before, page_max);  // page maxima are finite (NaN/Inf never stored)
-  // Upper lanes: the page's largest numerator per head, exp(page max - new max).
+  // Upper lanes: exp(page max - new max), the page weights' factor when they are page-relative.
   const __m256 diff = _mm256_set_m128(_mm_sub_ps(page_max, after), _mm_sub_ps(before, after));  // <= 0, or -inf
-  alignas(16) float new_max[4], factor[4];
+  alignas(16) float new_max[4], factor[4], top[4], page_top[4];
   _mm_store_ps(new_max, after);
+  _mm_store_ps(page_top, page_max);
   const __m256 exps = exp_ps(diff);
   _mm_store_ps(factor, _mm_mul_ps(_mm256_castps256_ps128(exps), _mm_setr_ps(kept[0], kept[1], kept[2], kept[3])));
-  if (p_max != nullptr) {
-    alignas(16) float top[4];
-    _mm_store_ps(top, _mm256_extractf128_ps(exps, 1));
-    for (int g = 0; g < NG; ++g) p_max[g] = top[g];
-  }
+  _mm_store_ps(top, _mm256_extractf128_ps(exps, 1));
   for (int g = 0; g < NG; ++g) rescale[g] = factor[g];
-  const __m256 m = spread_heads<NG>(after);
+  const __m256 m = spread_heads<NG>(kPageRelative ? page_max : after);
   __m256 total = _mm256_setzero_ps(), total1 = total, total2 = total, total3 = total;
   int i = 0;
   for (; i + 32 <= count; i += 32) {
@@ -220,10 +220,16 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
   _mm_store_ps(sums, reduce_heads<NG>(total, [](__m128 a, __m128 b) { return _mm_add_ps(a, b); }));
   for (int g = 0; g < NG; ++g) {
     SoftmaxState state(states + g * SoftmaxState::stride(dim), dim);
-    state.sum() = state.sum() * rescale[g] + sums[g];
     state.max() = new_max[g];
-    if (page_lse != nullptr) page_lse[g] = new_max[g] + std::log(sums[g]);
-    if (p_sum != nullptr) p_sum[g] = sums[g];
+    if constexpr (kPageRelative) {
+      state.sum() = state.sum() * rescale[g] + sums[g] * top[g];
+      if (page_lse != nullptr) page_lse[g] = page_top[g] + std::log(sums[g]);
+      p_sum[g] = sums[g];
+      page_scale[g] = top[g];
+    } else {
+      state.sum() = state.sum() * rescale[g] + sums[g];
+      if (page_lse != nullptr) page_lse[g] = new_max[g] + std::log(sums[g]);
+    }
   }
 }
 
@@ -355,13 +361,17 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   } else {
     score_tokens<V, FK, NG>(page, q, s, prefetch);
   }
-  float p_sum[4], p_max[4];
-  softmax_update<NG>(page, states, layout.head_dim, rescale, page_lse, s, p_sum, p_max);
+  float p_sum[4], page_scale[4];
+  if (int_v) {
+    softmax_update<NG, true>(page, states, layout.head_dim, rescale, page_lse, s, p_sum, page_scale);
+  } else {
+    softmax_update<NG>(page, states, layout.head_dim, rescale, page_lse, s);
+  }
   if (int_v) {
     const std::size_t valid = static_cast<std::size_t>(page.tokens) * NG;
     std::fill(s.scores.begin() + static_cast<std::ptrdiff_t>(valid),
               s.scores.begin() + static_cast<std::ptrdiff_t>(NG * ((static_cast<std::size_t>(page.tokens) + 31) & ~std::size_t{31})), 0.0f);
-    accumulate_values_int<NG>(page, s.scores.data(), p_sum, p_max, states, rescale, prefetch);
+    accumulate_values_int<NG>(page, s.scores.data(), p_sum, page_scale, states, rescale, prefetch);
   } else {
     accumulate_values<V, FV, NG>(page, states, rescale, s, prefetch);
   }

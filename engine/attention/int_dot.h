@@ -9,7 +9,9 @@
 // 8 products of 2 * 15 * 127 = 30480 for head_dim 256).
 //
 // V (q4 codes, head_dim a multiple of 64, V groups of 32 or 64 channels): per page, q head and
-// V group the weights w[t] = p[t] * v_scale[t][g] (p: the softmax numerators) are quantized to
+// V group the weights w[t] = p[t] * v_scale[t][g] (p: the softmax numerators relative to the
+// page's own maximum, exp(score - page max), so they and their integers do not depend on the
+// running maximum; exp(page max - running max) goes into the page's scale) are quantized to
 // 0..127 with the scale s = m * c, m = max_t v_scale[t][g] and c = max(sum_t p / L, max_t p / 127):
 // w8[t] = round((p[t] * (1 / c)) * (v_scale[t][g] * (1 / m))), so that sum_t w8[t] <= L +
 // tokens / 2 and sum_t w8[t] * 15 stays inside int16 (L below). The page's contribution to
