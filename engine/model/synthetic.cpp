@@ -327,7 +327,7 @@ void SyntheticModel::value(int model_layer, int kv_head, int pos, float* out) co
   for (int i = 0; i < preset_.head_dim; ++i) out[i] = noise.next() * p.v_scale[static_cast<std::size_t>(i)];
 }
 
-void SyntheticModel::query(int model_layer, int q_head, int pos, float* out) const {
+void SyntheticModel::query_asking(int model_layer, int q_head, int pos, int needle, float* out) const {
   const int kv_head = q_head / (preset_.q_heads / preset_.kv_heads);
   const HeadParams& p = head(model_layer, kv_head);
   const int dim = preset_.head_dim;
@@ -347,12 +347,12 @@ void SyntheticModel::query(int model_layer, int q_head, int pos, float* out) con
     along_u += static_cast<double>(out[i]) * p.u[static_cast<std::size_t>(i)];
   }
   for (int i = 0; i < dim; ++i) out[i] += (amplitude - static_cast<float>(along_u)) * p.u[static_cast<std::size_t>(i)];
-  const bool question = asked_needle_ >= 0 && asked_needle_ < static_cast<int>(p.needle_dirs.size());
+  const bool question = needle >= 0 && needle < static_cast<int>(p.needle_dirs.size());
   // A question looks for content, not for the recent past: it drops the locality term, so a
   // needle far back is not penalised by where the RoPE kernel happens to be negative.
   if (!question) add_rotated(p.m, amplitude, c, s, out);
   if (question) {
-    const auto& d = p.needle_dirs[static_cast<std::size_t>(asked_needle_)];
+    const auto& d = p.needle_dirs[static_cast<std::size_t>(needle)];
     for (int i = 0; i < dim; ++i) out[i] += amplitude * kNeedleQuery * d[static_cast<std::size_t>(i)];
   }
 }

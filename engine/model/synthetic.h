@@ -79,7 +79,10 @@ class SyntheticModel : public ModelBackend, public ExactKV {
   // Stateless regeneration, by model layer index (not the sampled index).
   void key(int model_layer, int kv_head, int pos, float* out) const;
   void value(int model_layer, int kv_head, int pos, float* out) const;
-  void query(int model_layer, int q_head, int pos, float* out) const;
+  void query(int model_layer, int q_head, int pos, float* out) const { query_asking(model_layer, q_head, pos, asked_needle_, out); }
+  // The query as if needle `needle` were asked (-1: none), without touching the model's state:
+  // threads that regenerate queries concurrently must not see each other's questions.
+  void query_asking(int model_layer, int q_head, int pos, int needle, float* out) const;
   bool is_heavy(int model_layer, int kv_head, int pos) const;
 
   // ExactKV, by the cache's (sampled) layer index: the generator's exact F32 K/V.

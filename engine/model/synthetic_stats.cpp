@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 
 #include "runtime/error.h"
 
@@ -72,7 +71,6 @@ SyntheticStats measure_synthetic(SyntheticModel& model, int ctx, int steps, Thre
   }
   const auto& layers = model.sampled_layers();
   std::vector<HeadResult> results(layers.size() * static_cast<std::size_t>(preset.kv_heads));
-  std::mutex ask_mutex;  // ask_needle changes the model's query mode: questions run one at a time
   pool.parallel_for(results.size(), [&](std::size_t item) {
     const int layer = layers[item / static_cast<std::size_t>(preset.kv_heads)];
     const int head = static_cast<int>(item % static_cast<std::size_t>(preset.kv_heads));
@@ -120,12 +118,9 @@ SyntheticStats measure_synthetic(SyntheticModel& model, int ctx, int steps, Thre
       r.heavy_min = std::min(r.heavy_min, heavy), r.heavy_max = std::max(r.heavy_max, heavy);
       ++r.samples;
       for (std::size_t n = 0; n < needles.size(); ++n) {
-        {
-          std::lock_guard lock(ask_mutex);
-          model.ask_needle(static_cast<int>(n));
-          model.query(layer, q_head, ctx - 1, q.data());
-          model.ask_needle(-1);
-        }
+        // query_asking, not ask_needle: the model's asked needle is shared, and the other
+        // threads' plain queries would see it (a race that made this measure flaky).
+        model.query_asking(layer, q_head, ctx - 1, static_cast<int>(n), q.data());
         softmax_weights(q.data(), keys, ctx, dim, w);
         r.needle_mass += w[static_cast<std::size_t>(needles[n])];
         r.needle_top1 += (std::max_element(w.begin(), w.end()) - w.begin()) == needles[n] ? 1.0 : 0.0;
