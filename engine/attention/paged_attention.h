@@ -12,7 +12,10 @@
 
 namespace kv {
 
-inline constexpr int kDefaultSplitPages = 8;
+// 32: each task starts with pages nobody requested ahead and ends in a merge per head. Against
+// 8, q4 decode at 32K on two threads took 0.965x the time (in-process alternation, 300 pairs,
+// 239 faster) and at 4K 0.987x; 16 gave 0.966x at 32K, 4 gave 1.075x.
+inline constexpr int kDefaultSplitPages = 32;
 inline constexpr int kMinDecodeTasks = 16;  // decode splits into at least this many tasks (or one per page position)
 inline constexpr int kPrefillQueryBlock = 16;
 
