@@ -32,6 +32,23 @@ inline __m256 exp_ps(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
 }
 
+// e^x for x <= 0 where about 2e-6 relative error is enough (page-relative softmax weights of
+// the integer V pass, which are rounded to 7 bits): one range reduction and a degree-5 Taylor
+// polynomial of 2^f on [-1/2, 1/2]; inputs are clamped at -87.
+inline __m256 exp_ps_fast(__m256 x) {
+  const __m256 t = _mm256_mul_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(1.44269504088896341f));
+  const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, n);
+  __m256 p = _mm256_set1_ps(1.3333558146e-3f);  // ln2^5 / 120
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076e-3f));  // ln2^4 / 24
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108665e-2f));  // ln2^3 / 6
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650696e-1f));  // ln2^2 / 2
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718056e-1f));  // ln2
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  const __m256i exponent = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), exponent));
+}
+
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
