@@ -43,11 +43,17 @@ IntScratch& int_scratch() {
   return s;
 }
 
-// Lane i of the result is the sum of the eight lanes of v[i].
+// Lane i of the result is the sum of the eight lanes of v[i]. Unpacks and adds, one uop each,
+// rather than vphaddd (several): 0.974-0.986x at 32K on two threads in three alternations,
+// 0.977x and 1.020x on one.
 __attribute__((always_inline)) inline __m256i hsum8_epi32(const __m256i* v) {
-  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+  // Pairs: lanes [a0+a2, b0+b2, a1+a3, b1+b3 | the same for lanes 4..7].
+  const auto pair = [](__m256i a, __m256i b) { return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)); };
+  const __m256i a01 = pair(v[0], v[1]), a23 = pair(v[2], v[3]), a45 = pair(v[4], v[5]), a67 = pair(v[6], v[7]);
+  // Quads: lane i (i < 4) the sum of v[i]'s lanes 0..3, lane 4 + i of its lanes 4..7.
+  const __m256i b0 = _mm256_add_epi32(_mm256_unpacklo_epi64(a01, a23), _mm256_unpackhi_epi64(a01, a23));
+  const __m256i b1 = _mm256_add_epi32(_mm256_unpacklo_epi64(a45, a67), _mm256_unpackhi_epi64(a45, a67));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
 inline float hmax1(__m256 v) { return _mm256_cvtss_f32(hmax8(v)); }
