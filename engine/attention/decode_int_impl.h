@@ -230,7 +230,8 @@ void quantize_weights(const PageView& page, const float* p, const float* p_sum, 
   const int groups = layout.v_groups();
   const int tokens = page.tokens;
   const int padded = (tokens + 31) & ~31;
-  // Head factors c from the softmax's sums and maxima; head-major numerators times 1 / c.
+  // Head factors c from the softmax's sums (the largest weight is 1); head-major numerators
+  // times 1 / c.
   float head_scale[4], head_inverse[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int g = 0; g < NG; ++g) {
     head_scale[g] = weight_head_scale(p_sum[g], 1.0f, tokens);
