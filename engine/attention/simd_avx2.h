@@ -32,9 +32,10 @@ inline __m256 exp_ps(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
 }
 
-// e^x for x <= 0 where about 2e-6 relative error is enough (page-relative softmax weights of
-// the integer V pass, which are rounded to 7 bits): one range reduction and a degree-5 Taylor
-// polynomial of 2^f on [-1/2, 1/2]; inputs are clamped at -87.
+// e^x for x <= 0 where a few 1e-6 of relative error are enough (page-relative softmax weights
+// of the integer V pass, which are rounded to 7 bits): one range reduction and a degree-5
+// Taylor polynomial of 2^f on [-1/2, 1/2]; inputs are clamped at -87. Against std::exp on 2M
+// points of [-30, 0]: at most 4.2e-6 relative (exp_ps: 1.2e-7).
 inline __m256 exp_ps_fast(__m256 x) {
   const __m256 t = _mm256_mul_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(1.44269504088896341f));
   const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
