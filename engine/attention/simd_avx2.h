@@ -70,6 +70,14 @@ inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
+// Maxima of four accumulators at once: lane g of the result is the largest lane of a_g.
+inline __m128 hmax4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 t0 = _mm256_max_ps(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+  const __m256 t1 = _mm256_max_ps(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+  const __m256 t = _mm256_max_ps(_mm256_shuffle_ps(t0, t1, 0x44), _mm256_shuffle_ps(t0, t1, 0xEE));
+  return _mm_max_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
 // Per-head reduction of a vector of scores laid out [token][head] (NG heads, 8 / NG tokens
 // per vector): lane g of the result holds the reduction for head g.
 template <int NG, typename Op>
