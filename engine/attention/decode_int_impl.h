@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -33,7 +35,9 @@ struct IntScratch {
   alignas(32) std::int8_t query[4][256];  // int8 folded queries
   alignas(32) float p[4][kMaxPageTokens + 32];   // softmax numerators, head-major
   alignas(32) float vs[8][kMaxPageTokens + 32];  // V group scales, group-major
-  alignas(32) std::int8_t w[8][4][kMaxPageTokens + 32];  // 7-bit weights [group][head][token]
+  // 7-bit weights of each V group: [head][token] for chunks of one or two heads, and
+  // [token pair][head][token of the pair] for four (quantize_weights_pairs).
+  alignas(32) std::int8_t w[8][4][kMaxPageTokens + 32];
   float w_scale[8][4];
   float w_shift[8][4];  // midpoint * sum_t w8, per (group, head)
 };
@@ -191,8 +195,9 @@ inline void transpose8x4(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float* c0, 
   _mm256_storeu_ps(c3, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(u1, u3, 0xEE), order));
 }
 
-// Quantizes the page's weights: p ([token][head], softmax numerators, zero past the page's
-// tokens up to a multiple of 32) and the V group scales into s.w, s.w_scale and s.w_shift.
+// Quantizes the page's weights for a chunk of one or two heads (four: quantize_weights_pairs):
+// p ([token][head], softmax numerators, zero past the page's tokens up to a multiple of 32) and
+// the V group scales into s.w, s.w_scale and s.w_shift.
 // p is page-relative (softmax_update<NG, true>): its largest value is exp(0) = 1, p_sum is its
 // sum per head as the softmax found it (a second pass over p for the sum and maximum, and one
 // to scale p in place, took 3% of a page at 32K), and page_scale carries it to the running max.
@@ -265,6 +270,131 @@ void quantize_weights(const PageView& page, const float* p, const float* p_sum, 
   }
 }
 
+// Lane-wise weight_inverse of four values.
+inline __m128 weight_inverse4(__m128 scale) {
+  const __m128 inv = _mm_div_ps(_mm_set1_ps(1.0f), scale);
+  const __m128 keep = _mm_and_ps(_mm_cmpgt_ps(scale, _mm_setzero_ps()), _mm_cmplt_ps(inv, _mm_set1_ps(INFINITY)));
+  return _mm_and_ps(inv, keep);
+}
+
+// Eight tokens' weights of four heads, int32 [t h0..h3 | t+1 h0..h3] for the pairs (t, t+1) of
+// w0..w3, as bytes [pair][head][token of the pair]: the packs leave the even tokens in the low
+// lane and the odd ones in the high lane; a quad permute and a byte shuffle interleave them.
+inline __m256i pack_pairs(__m256i w0, __m256i w1, __m256i w2, __m256i w3) {
+  const __m256i x = _mm256_packs_epi16(_mm256_packs_epi32(w0, w1), _mm256_packs_epi32(w2, w3));
+  const __m256i y = _mm256_permute4x64_epi64(x, 0xD8);
+  const __m256i interleave = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,  //
+                                              0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  return _mm256_shuffle_epi8(y, interleave);
+}
+
+// quantize_weights for a chunk of four heads, with the same integers (int_dot.h), written as
+// [group][token pair][head][token of the pair]: p's [token][head] vectors are used as they are,
+// so neither p nor the V scales are transposed, and each pair's four weights sit together for
+// the value pass. For four V groups (head_dim 128, groups of 32) a token pair's scales are one
+// f16 load, and each group's scale is spread over its heads' lanes by an in-lane permute.
+inline void quantize_weights_pairs(const PageView& page, const float* p, const float* p_sum, const float* page_scale, IntScratch& s) {
+  const PageLayout& layout = *page.layout;
+  const int groups = layout.v_groups();
+  const int tokens = page.tokens;
+  const int end = (tokens + 7) & ~7;  // whole blocks of four pairs; p is zero past the page's tokens
+  const __m128 head_scale = _mm_max_ps(_mm_div_ps(_mm_loadu_ps(p_sum), _mm_set1_ps(static_cast<float>(weight_sum_limit(tokens)))),
+                                       _mm_set1_ps(1.0f / kWeightCodeMax));  // weight_head_scale with p_max 1
+  const __m128 head_inverse = weight_inverse4(head_scale);
+  const __m256 hinv = _mm256_set_m128(head_inverse, head_inverse);
+  const auto* bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
+  // Pairs with a token past the page's tokens get scale 0 there: the rows read for them are a
+  // partial page's unused rows, padding or the key bounds (inside the page, but not scales).
+  const __m256i lane_token = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const auto valid = [&](int t) { return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(tokens - t), lane_token)); };
+  const float midpoint = v_code_midpoint(Format::Q4);
+  alignas(16) float max_vs[8];
+  alignas(32) std::int32_t sums[8][8];  // per group: lane h and h + 4, head h's even and odd tokens
+  // One group of a block of four pairs: weights, their sums and their bytes.
+  const auto block = [&](int t, int grp, const __m256* pv, const __m256* scales, __m256i& total) __attribute__((always_inline)) {
+    __m256i w[4];
+    for (int j = 0; j < 4; ++j) w[j] = _mm256_cvtps_epi32(_mm256_mul_ps(pv[j], scales[j]));
+    total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_add_epi32(w[0], w[1]), _mm256_add_epi32(w[2], w[3])));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(s.w[grp][0] + 4 * t), pack_pairs(w[0], w[1], w[2], w[3]));
+  };
+  const auto weights = [&](int t, __m256* pv) __attribute__((always_inline)) {
+    for (int j = 0; j < 4; ++j) pv[j] = _mm256_mul_ps(_mm256_loadu_ps(p + (t + 2 * j) * 4), hinv);
+  };
+  const int full = tokens & ~7;  // blocks without a pair past the page's tokens
+  if (groups == 4) {
+    const auto pair_scales = [&](int t) __attribute__((always_inline)) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + t * 4)));
+    };
+    __m256 mx0 = _mm256_setzero_ps(), mx1 = mx0;
+    for (int t = 0; t < full; t += 4) {
+      mx0 = _mm256_max_ps(mx0, pair_scales(t));
+      mx1 = _mm256_max_ps(mx1, pair_scales(t + 2));
+    }
+    for (int t = full; t < tokens; t += 2) mx0 = _mm256_max_ps(mx0, _mm256_and_ps(pair_scales(t), valid(t)));
+    mx0 = _mm256_max_ps(mx0, mx1);
+    const __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx0), _mm256_extractf128_ps(mx0, 1));  // lane: group
+    _mm_store_ps(max_vs, m);
+    const __m128 group_inverse = weight_inverse4(m);
+    const __m256 ginv = _mm256_set_m128(group_inverse, group_inverse);
+    __m256i total0 = _mm256_setzero_si256(), total1 = total0, total2 = total0, total3 = total0;
+    const auto groups4 = [&](int t, const __m256* xs) __attribute__((always_inline)) {
+      __m256 pv[4], scales[4];
+      weights(t, pv);
+      for (int j = 0; j < 4; ++j) scales[j] = _mm256_permute_ps(xs[j], 0x00);
+      block(t, 0, pv, scales, total0);
+      for (int j = 0; j < 4; ++j) scales[j] = _mm256_permute_ps(xs[j], 0x55);
+      block(t, 1, pv, scales, total1);
+      for (int j = 0; j < 4; ++j) scales[j] = _mm256_permute_ps(xs[j], 0xAA);
+      block(t, 2, pv, scales, total2);
+      for (int j = 0; j < 4; ++j) scales[j] = _mm256_permute_ps(xs[j], 0xFF);
+      block(t, 3, pv, scales, total3);
+    };
+    for (int t = 0; t < full; t += 8) {
+      __m256 xs[4];
+      for (int j = 0; j < 4; ++j) xs[j] = _mm256_mul_ps(pair_scales(t + 2 * j), ginv);
+      groups4(t, xs);
+    }
+    if (full < end) {
+      __m256 xs[4];
+      for (int j = 0; j < 4; ++j) xs[j] = _mm256_mul_ps(_mm256_and_ps(pair_scales(full + 2 * j), valid(full + 2 * j)), ginv);
+      groups4(full, xs);
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[0]), total0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[1]), total1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[2]), total2);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums[3]), total3);
+  } else {
+    // Other group counts: group-major scales times the group's inverse, zero past the tokens.
+    for (int grp = 0; grp < groups; ++grp) {
+      float mx = 0.0f;
+      for (int t = 0; t < tokens; ++t) mx = std::max(mx, _cvtsh_ss(bits[t * groups + grp]));
+      max_vs[grp] = mx;
+      const float inv = weight_inverse(mx);
+      for (int t = 0; t < end; ++t) s.vs[grp][t] = t < tokens ? _cvtsh_ss(bits[t * groups + grp]) * inv : 0.0f;
+    }
+    for (int grp = 0; grp < groups; ++grp) {
+      __m256i total = _mm256_setzero_si256();
+      for (int t = 0; t < end; t += 8) {
+        __m256 pv[4], scales[4];
+        weights(t, pv);
+        const float* vs = s.vs[grp] + t;
+        for (int j = 0; j < 4; ++j) scales[j] = _mm256_set_m128(_mm_set1_ps(vs[2 * j + 1]), _mm_set1_ps(vs[2 * j]));
+        block(t, grp, pv, scales, total);
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sums[grp]), total);
+    }
+  }
+  alignas(16) float hs[4], ps[4];
+  _mm_store_ps(hs, head_scale);
+  _mm_storeu_ps(ps, _mm_loadu_ps(page_scale));
+  for (int grp = 0; grp < groups; ++grp) {
+    for (int g = 0; g < 4; ++g) {
+      s.w_scale[grp][g] = max_vs[grp] * (hs[g] * ps[g]);
+      s.w_shift[grp][g] = midpoint * static_cast<float>(sums[grp][g] + sums[grp][g + 4]);
+    }
+  }
+}
+
 // The 32 channels c0..c0+31 of one V group: token pairs are interleaved byte by byte so that
 // vpmaddubsw multiplies each pair of codes with the pair's two weights. grp: the V group of the
 // block; row_bytes: the page's V row bytes (both from the caller, once per page: a division and a
@@ -283,10 +413,12 @@ void accumulate_block_int(const PageView& page, int c0, int grp, std::size_t row
   // A last odd token pairs with the row after it, whose weight is 0 (s.w is zero past the
   // page's tokens): that row lies inside the page (the V scales follow the V data and take at
   // least a row, page_layout.h), and a loop without a branch per pair took 0.966-0.978x the
-  // time at 32K. The heads' weights sit a fixed stride apart, so one pointer serves all four.
-  constexpr std::size_t kHeadStride = sizeof(s.w[0][0]);
+  // time at 32K. The heads' weights sit a fixed stride apart, so one pointer serves all four
+  // (layouts: IntScratch::w).
+  constexpr std::size_t kHeadStride = NG == 4 ? 2 : sizeof(s.w[0][0]);
+  constexpr std::size_t kPairStride = NG == 4 ? 2 * NG : 2;
   const std::int8_t* w = s.w[grp][0];
-  for (int t = 0; t < page.tokens; t += 2, rows += 2 * row_bytes, w += 2) {
+  for (int t = 0; t < page.tokens; t += 2, rows += 2 * row_bytes, w += kPairStride) {
     if (t % kPrefetchTokensV == 0) prefetch.step();
     __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows));
     __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + row_bytes));
@@ -334,7 +466,11 @@ template <int NG>
 void accumulate_values_int(const PageView& page, const float* p, const float* p_sum, const float* page_scale, float* states,
                            const float* rescale, PagePrefetch& prefetch) {
   IntScratch& s = int_scratch();
-  quantize_weights<NG>(page, p, p_sum, page_scale, s);
+  if constexpr (NG == 4) {
+    quantize_weights_pairs(page, p, p_sum, page_scale, s);
+  } else {
+    quantize_weights<NG>(page, p, p_sum, page_scale, s);
+  }
   const int dim = page.layout->head_dim;
   const int v_group = page.layout->v_group;  // 32 or a multiple (int_dot.h)
   const std::size_t row_bytes = page.layout->v_row_bytes();

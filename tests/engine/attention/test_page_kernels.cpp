@@ -28,6 +28,16 @@ TestPage make_page(Format kf, Format vf, int page_tokens, int dim, int tokens, s
   const auto k = kvtest::random_keys(tokens, 1, dim, seed);
   const auto v = kvtest::random_values(static_cast<std::size_t>(tokens) * dim, seed + 1);
   quantize_page(page.layout, k.data(), v.data(), tokens, page.bytes.data(), nullptr);
+  // The rows a partial page does not use hold garbage (large finite f16 scales, all-ones codes):
+  // kernels must not depend on them.
+  const PageLayout& l = page.layout;
+  const auto fill = [&](std::size_t offset, std::size_t row_bytes, std::uint8_t byte) {
+    std::fill(page.bytes.begin() + static_cast<std::ptrdiff_t>(offset + tokens * row_bytes),
+              page.bytes.begin() + static_cast<std::ptrdiff_t>(offset + page_tokens * row_bytes), std::byte{byte});
+  };
+  fill(l.k_data, l.k_row_bytes(), 0xFF);
+  fill(l.v_data, l.v_row_bytes(), 0xFF);
+  if (vf == Format::Q8 || vf == Format::Q4 || vf == Format::Q2) fill(l.v_scale, l.v_groups() * sizeof(std::uint16_t), 0x7B);
   return page;
 }
 
