@@ -34,12 +34,12 @@ inline std::size_t value_prefetch_steps(const PageView& page, int block) {
 struct IntScratch {
   alignas(32) std::int8_t query[4][256];  // int8 folded queries
   alignas(32) float p[4][kMaxPageTokens + 32];   // softmax numerators, head-major
-  alignas(32) float vs[8][kMaxPageTokens + 32];  // V group scales, group-major
+  alignas(32) float vs[kMaxIntVGroups][kMaxPageTokens + 32];  // V group scales, group-major
   // 7-bit weights of each V group: [head][token] for chunks of one or two heads, and
   // [token pair][head][token of the pair] for four (quantize_weights_pairs).
-  alignas(32) std::int8_t w[8][4][kMaxPageTokens + 32];
-  float w_scale[8][4];
-  float w_shift[8][4];  // midpoint * sum_t w8, per (group, head)
+  alignas(32) std::int8_t w[kMaxIntVGroups][4][kMaxPageTokens + 32];
+  float w_scale[kMaxIntVGroups][4];
+  float w_shift[kMaxIntVGroups][4];  // midpoint * sum_t w8, per (group, head)
 };
 IntScratch& int_scratch() {
   // local-exec (decode_simd_impl.h's scratch() says why).
@@ -308,8 +308,8 @@ inline void quantize_weights_pairs(const PageView& page, const float* p, const f
   const __m256i lane_token = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   const auto valid = [&](int t) { return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(tokens - t), lane_token)); };
   const float midpoint = v_code_midpoint(Format::Q4);
-  alignas(16) float max_vs[8];
-  alignas(32) std::int32_t sums[8][8];  // per group: lane h and h + 4, head h's even and odd tokens
+  alignas(16) float max_vs[kMaxIntVGroups];
+  alignas(32) std::int32_t sums[kMaxIntVGroups][8];  // per group: lane h and h + 4, head h's even and odd tokens
   // One group of a block of four pairs: weights, their sums and their bytes.
   const auto block = [&](int t, int grp, const __m256* pv, const __m256* scales, __m256i& total) __attribute__((always_inline)) {
     __m256i w[4];
@@ -384,12 +384,11 @@ inline void quantize_weights_pairs(const PageView& page, const float* p, const f
       _mm256_store_si256(reinterpret_cast<__m256i*>(sums[grp]), total);
     }
   }
-  alignas(16) float hs[4], ps[4];
+  alignas(16) float hs[4];
   _mm_store_ps(hs, head_scale);
-  _mm_storeu_ps(ps, _mm_loadu_ps(page_scale));
   for (int grp = 0; grp < groups; ++grp) {
     for (int g = 0; g < 4; ++g) {
-      s.w_scale[grp][g] = max_vs[grp] * (hs[g] * ps[g]);
+      s.w_scale[grp][g] = max_vs[grp] * (hs[g] * page_scale[g]);
       s.w_shift[grp][g] = midpoint * static_cast<float>(sums[grp][g] + sums[grp][g + 4]);
     }
   }

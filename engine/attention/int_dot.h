@@ -8,7 +8,7 @@
 // unsigned 4-bit codes with the signed query bytes; a whole row sums in int16 (at most
 // 8 products of 2 * 15 * 127 = 30480 for head_dim 256).
 //
-// V (q4 codes, head_dim a multiple of 64, V groups of 32 or 64 channels): per page, q head and
+// V (q4 codes, head_dim a multiple of 64, V groups of 32 or 64 channels, at most 8 groups): per page, q head and
 // V group the weights w[t] = p[t] * v_scale[t][g] (p: the softmax numerators relative to the
 // page's own maximum, exp(score - page max), so they and their integers do not depend on the
 // running maximum; exp(page max - running max) goes into the page's scale) are quantized to
@@ -31,12 +31,15 @@ struct IntDotPaths {
   bool v = false;  // p . v with 7-bit weights against q4 codes
 };
 
+// V groups the integer value pass holds weights for (its per-thread scratch).
+inline constexpr int kMaxIntVGroups = 8;
+
 // The paths the SIMD kernels (AVX2, AVX-512) take for a page layout; the scalar kernels never
 // use integer dot products.
 inline IntDotPaths int_dot_paths(const PageLayout& layout) {
   const bool blocks = layout.head_dim % 64 == 0;
   return {layout.k_format == Format::Q4 && blocks && layout.head_dim <= 256,
-          layout.v_format == Format::Q4 && blocks && layout.v_group % 32 == 0};
+          layout.v_format == Format::Q4 && blocks && layout.v_group % 32 == 0 && layout.v_groups() <= kMaxIntVGroups};
 }
 
 inline constexpr float kQueryCodeMax = 127.0f;

@@ -20,9 +20,9 @@ struct TestPage {
   int tokens = 0;
 };
 
-TestPage make_page(Format kf, Format vf, int page_tokens, int dim, int tokens, std::uint32_t seed) {
+TestPage make_page(Format kf, Format vf, int page_tokens, int dim, int tokens, std::uint32_t seed, int v_group = 32) {
   TestPage page;
-  page.layout = PageLayout::make({page_tokens, dim, kf, vf, 32, false});
+  page.layout = PageLayout::make({page_tokens, dim, kf, vf, v_group, false});
   page.bytes.resize(page.layout.bytes);
   page.tokens = tokens;
   const auto k = kvtest::random_keys(tokens, 1, dim, seed);
@@ -185,6 +185,38 @@ TEST_CASE("Every page_bounds kernel matches the reference on each page", "[atten
             REQUIRE(got[i] == Approx(page_bound_ref(views[i], q.data(), group)).margin(1e-4));
           }
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("Wide heads decode against the reference, with more V groups than the integer pass holds", "[attention]") {
+  // head_dim 512: groups of 32 make 16 V groups, past kMaxIntVGroups, so q4 values take the
+  // float value pass; groups of 64 make 8 and take the integer one. K stays on floats (> 256).
+  std::uint32_t seed = 7000;
+  for (Isa isa : supported_isas()) {
+    for (int v_group : {32, 64}) {
+      for (int tokens : {64, 37}) {
+        const int dim = 512, group = 4;
+        const TestPage page = make_page(Format::Q4, Format::Q4, 64, dim, tokens, seed++, v_group);
+        CAPTURE(isa_name(isa), v_group, tokens);
+        REQUIRE(int_dot_paths(page.layout).v == (v_group == 64));
+        REQUIRE_FALSE(int_dot_paths(page.layout).k);
+        const auto q = queries(group, dim, seed++);
+        const std::size_t stride = SoftmaxState::stride(dim);
+        std::vector<float> got(group * stride), want(group * stride);
+        for (int g = 0; g < group; ++g) {
+          SoftmaxState(got.data() + g * stride, dim).reset();
+          SoftmaxState(want.data() + g * stride, dim).reset();
+        }
+        page_kernels(isa).decode_page(page.view(), q.data(), group, got.data(), nullptr);
+        std::vector<float> slack(group, 0.0f);
+        if (isa != Isa::Scalar) {
+          decode_page_int_ref(page.view(), q.data(), group, want.data(), nullptr, slack.data());
+        } else {
+          decode_page_ref(page.view(), q.data(), group, want.data());
+        }
+        require_states_close(got, want, group, dim, slack);
       }
     }
   }
