@@ -41,6 +41,14 @@ TestPage make_page(Format kf, Format vf, int page_tokens, int dim, int tokens, s
   return page;
 }
 
+// `count` empty softmax states of head_dim `dim`, one after the other.
+std::vector<float> empty_states(int count, int dim) {
+  const std::size_t stride = SoftmaxState::stride(dim);
+  std::vector<float> states(static_cast<std::size_t>(count) * stride);
+  for (int i = 0; i < count; ++i) SoftmaxState(states.data() + i * stride, dim).reset();
+  return states;
+}
+
 std::vector<float> queries(int count, int dim, std::uint32_t seed) {
   auto q = kvtest::random_values(static_cast<std::size_t>(count) * dim, seed);
   for (float& x : q) x /= std::sqrt(static_cast<float>(dim));  // the softmax scale
@@ -95,12 +103,7 @@ TEST_CASE("Every decode kernel matches the reference on random shapes", "[attent
             const TestPage first = make_page(kf, vf, page_tokens, dim, page_tokens, seed++);
             const TestPage second = make_page(kf, vf, page_tokens, dim, tokens, seed++);
             const auto q = queries(group, dim, seed++);
-            const std::size_t stride = SoftmaxState::stride(dim);
-            std::vector<float> got(group * stride), want(group * stride);
-            for (int g = 0; g < group; ++g) {
-              SoftmaxState(got.data() + g * stride, dim).reset();
-              SoftmaxState(want.data() + g * stride, dim).reset();
-            }
+            std::vector<float> got = empty_states(group, dim), want = empty_states(group, dim);
             // Two pages: the second folds into a non-empty state. Each page's log-sum-exp too.
             std::vector<float> got_lse(2 * group), want_lse(2 * group);
             kernels.decode_page(first.view(), q.data(), group, got.data(), got_lse.data());
@@ -203,12 +206,7 @@ TEST_CASE("Wide heads decode against the reference, with more V groups than the 
         REQUIRE(int_dot_paths(page.layout).v == (v_group == 64));
         REQUIRE_FALSE(int_dot_paths(page.layout).k);
         const auto q = queries(group, dim, seed++);
-        const std::size_t stride = SoftmaxState::stride(dim);
-        std::vector<float> got(group * stride), want(group * stride);
-        for (int g = 0; g < group; ++g) {
-          SoftmaxState(got.data() + g * stride, dim).reset();
-          SoftmaxState(want.data() + g * stride, dim).reset();
-        }
+        std::vector<float> got = empty_states(group, dim), want = empty_states(group, dim);
         page_kernels(isa).decode_page(page.view(), q.data(), group, got.data(), nullptr);
         std::vector<float> slack(group, 0.0f);
         if (isa != Isa::Scalar) {
