@@ -209,15 +209,6 @@ const char* case_status_name(CaseStatus status) {
   return "unknown";
 }
 
-const char* clock_name(Clock clock) {
-  switch (clock) {
-    case Clock::Host: return "host";
-    case Clock::Model: return "model";
-    case Clock::Exact: return "exact";
-  }
-  return "unknown";
-}
-
 std::string boot_id() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;

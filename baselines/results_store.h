@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "metric_table.h"
+
 namespace kvbench {
 
 inline constexpr int kSchemaVersion = 2;
@@ -31,10 +33,6 @@ const char* run_status_name(RunStatus status);
 // failed (an error stopped it; the message is kept).
 enum class CaseStatus : std::uint8_t { Running, Complete, Skipped, Failed };
 const char* case_status_name(CaseStatus status);
-
-// The clock a figure carries: measured here, priced by a SoC profile, or timing-independent.
-enum class Clock : std::uint8_t { Host, Model, Exact };
-const char* clock_name(Clock clock);
 
 struct RunInfo {
   std::string git_sha;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -55,6 +56,30 @@ std::uint64_t copy_finite(const float* src, float* dst, int count) {
 }
 
 }  // namespace
+
+L1Minimum minimum_l1_bytes(const CacheConfig& config, int context_tokens) {
+  const ModelGeometry& g = config.geometry;
+  const int page = config.page_tokens;
+  const auto pages_of = [page](int tokens) { return tokens > 0 ? (tokens + page - 1) / page : 0; };
+  const int context_pages = pages_of(context_tokens);
+  L1Minimum m;
+  // The residual holds the newest residual_tokens beside the open page; sealed pages pinned are
+  // the sinks' and those of the window the residual does not cover (one more where the window
+  // does not start on a page boundary).
+  m.residual_pages = pages_of(config.residual_tokens) + 1;
+  const int window = std::max(0, config.memory.pin_window_tokens - config.residual_tokens);
+  m.pinned_pages = std::min(context_pages, pages_of(config.memory.pin_sink_tokens) + (window > 0 ? pages_of(window) + 1 : 0));
+  const std::size_t summaries = static_cast<std::size_t>(context_pages) * 4 * static_cast<std::size_t>(g.head_dim) * 2;
+  const std::size_t page_bytes = PageLayout::make(layout_spec(config, config.k_format, config.v_format)).bytes;
+  const std::size_t residual_bytes = PageLayout::make(layout_spec(config, Format::F32, Format::F32)).bytes;
+  const std::size_t per_head = static_cast<std::size_t>(m.pinned_pages) * page_bytes +
+                               static_cast<std::size_t>(m.residual_pages) * residual_bytes + summaries;
+  // An attention call streams its pages in waves of half the room left: room for two page
+  // positions (a page of every kv head each) lets a wave hold one.
+  m.bytes = per_head * static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.layers) +
+            2 * static_cast<std::size_t>(g.kv_heads) * page_bytes;
+  return m;
+}
 
 void validate_cache_config(const CacheConfig& config) {
   const std::string where = "cache config";
@@ -313,6 +338,7 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
   // (each head's calibration sees its pages in order), then report in a fixed order.
   std::vector<PageId> targets(static_cast<std::size_t>(heads) * ready);
   const std::uint64_t alloc_start = telemetry_ != nullptr ? monotonic_ns() : 0;
+  sealed_pool_.make_room(targets.size());
   for (PageId& id : targets) id = sealed_pool_.allocate();
   const std::uint64_t quant_start = telemetry_ != nullptr ? monotonic_ns() : 0;
   std::vector<PageSealed> events(targets.size());
@@ -329,8 +355,8 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
   });
   if (telemetry_ != nullptr) {
     const std::uint64_t quant_end = monotonic_ns();
-    telemetry_->on_span(phase_, EngineSpan::PageAlloc, quant_start - alloc_start);
-    telemetry_->on_span(phase_, EngineSpan::KvQuant, quant_end - quant_start);
+    telemetry_->on_span(phase_, Span::PageAlloc, quant_start - alloc_start);
+    telemetry_->on_span(phase_, Span::KvQuant, quant_end - quant_start);
   }
   for (int h = 0; h < heads; ++h) {
     HeadPages& head = state.heads[static_cast<std::size_t>(h)];
@@ -459,7 +485,6 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   }
   // L2 traffic of this call: demand loads in acquire_pages, demotions and prefetches after it.
   const std::uint64_t swap_in_before = sealed_pool_.swap_in_bytes(), swap_out_before = sealed_pool_.swap_out_bytes();
-  acquire_pages(state);
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -472,7 +497,6 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   args.extra_states = extra_states_.empty() ? nullptr : extra_states_.data();
   const int group = g.group();
   if (page_mass != nullptr && n_queries != 1) {
-    sealed_pool_.release_acquired();
     throw InputError("KVCache::attend", "page_mass", "page masses are reported for decode steps");
   }
   // The memory pool ranks pages by attention mass when no importance is given.
@@ -487,8 +511,21 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     args.page_lse = page_lse_.data();
     args.query_lse = query_lse_.data();
   }
+  step_read_bytes_ = 0;
   try {
-    if (config_.memory.l0_copy && n_queries == 1) {
+    const bool through_l0 = config_.memory.l0_copy && n_queries == 1;  // holds the step's pages while it stages them
+    const std::size_t wave_bytes = through_l0 ? 0 : stream_batch_bytes();
+    PageWaves waves;
+    if (wave_bytes > 0 && sealed_bytes(0, std::numeric_limits<std::size_t>::max()) > wave_bytes) {
+      waves.max_bytes = wave_bytes;
+      waves.bytes = [this](std::size_t position) { return sealed_bytes(position, position + 1); };
+      waves.acquire = [this, &state](std::size_t begin, std::size_t end) { acquire_pages(state, begin, end); };
+      waves.release = [this] { sealed_pool_.release_acquired(); };
+      args.waves = &waves;
+    } else {
+      acquire_pages(state, 0, std::numeric_limits<std::size_t>::max());
+    }
+    if (through_l0) {
       attend_through_l0(args);
     } else {
       paged_attention(*kernels_, pool_, args, workspace_);
@@ -637,13 +674,14 @@ void KVCache::attend_through_l0(const PagedAttentionArgs& whole) {
   }
 }
 
-void KVCache::acquire_pages(const LayerState& state) {
-  // The sealed pages the kernels will read, made resident and held for the step.
+void KVCache::acquire_pages(const LayerState& state, std::size_t begin, std::size_t end) {
+  // The sealed pages at positions [begin, end) of every head, made resident and held.
   step_pages_.clear();
-  step_read_bytes_ = 0;
+  std::uint64_t bytes = 0;
   for (std::size_t h = 0; h < views_.size(); ++h) {
-    for (const PageView& view : views_[h]) {
-      step_read_bytes_ += view.layout->k_read_bytes(view.tokens) + view.layout->v_read_bytes(view.tokens);
+    for (std::size_t p = begin; p < end && p < views_[h].size(); ++p) {
+      const PageView& view = views_[h][p];
+      bytes += view.layout->k_read_bytes(view.tokens) + view.layout->v_read_bytes(view.tokens);
       if (view.layout == &residual_layout_) continue;
       step_pages_.push_back(state.heads[h].sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)]);
     }
@@ -651,11 +689,31 @@ void KVCache::acquire_pages(const LayerState& state) {
   sealed_pool_.acquire(step_pages_, step_frames_);
   std::size_t next = 0;
   for (auto& head : views_) {
-    for (PageView& view : head) {
-      if (view.layout != &residual_layout_) view.data = step_frames_[next++];
+    for (std::size_t p = begin; p < end && p < head.size(); ++p) {
+      if (head[p].layout != &residual_layout_) head[p].data = step_frames_[next++];
     }
   }
-  sealed_pool_.stage_l0(step_read_bytes_);
+  sealed_pool_.stage_l0(bytes);
+  step_read_bytes_ += bytes;
+}
+
+std::size_t KVCache::sealed_bytes(std::size_t begin, std::size_t end) const {
+  std::size_t bytes = 0;
+  for (const auto& head : views_) {
+    for (std::size_t p = begin; p < end && p < head.size(); ++p) bytes += head[p].layout == &residual_layout_ ? 0 : head[p].layout->bytes;
+  }
+  return bytes;
+}
+
+std::size_t KVCache::stream_batch_bytes() const {
+  // Without a cap nothing is ever demoted, so a call may hold every page. With one, a call holds
+  // at most half of the room the pinned pages leave (and always at least one page position),
+  // so that no phase - a dense prefill chunk over a long context included - holds more than
+  // the cap.
+  const std::size_t cap = config_.memory.l1_bytes;
+  if (cap == 0) return 0;
+  const std::size_t pinned = sealed_pool_.pinned_bytes();
+  return cap > pinned ? (cap - pinned) / 2 : 0;
 }
 
 void KVCache::finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan,

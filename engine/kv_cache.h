@@ -61,6 +61,18 @@ struct CacheConfig {
 // Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.
 void validate_cache_config(const CacheConfig& config);
 
+// The least L1 capacity (the cap of a cache with `config.geometry`) that lets every layer run a
+// context of `context_tokens` without going over the cap: per layer and kv head, the pinned sink
+// and window pages, the full-precision residual and the page summaries (selection's index), which
+// no demotion can free, and room for the attention call in flight to hold one page position. A
+// prefill chunk passes through the residual while it is appended and sealed, uncounted.
+struct L1Minimum {
+  std::size_t bytes = 0;
+  int pinned_pages = 0;    // per layer and kv head
+  int residual_pages = 0;  // per layer and kv head
+};
+L1Minimum minimum_l1_bytes(const CacheConfig& config, int context_tokens);
+
 // Options of one attention call.
 struct AttendOptions {
   const SelectionPlan* plan = nullptr;  // attend to each kv head's planned pages (decode or prefill)
@@ -173,7 +185,11 @@ class KVCache {
   void update_pins(LayerState& state);
   bool requantize_page(PageId id);
   void sync_memory();
-  void acquire_pages(const LayerState& state);
+  // views_' sealed pages at positions [begin, end) of every head: made resident and held.
+  void acquire_pages(const LayerState& state, std::size_t begin, std::size_t end);
+  std::size_t sealed_bytes(std::size_t begin, std::size_t end) const;
+  // Bytes of sealed pages one attention call may hold at once under an L1 cap (0: no limit).
+  std::size_t stream_batch_bytes() const;
   void attend_through_l0(const PagedAttentionArgs& whole);
   void finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);

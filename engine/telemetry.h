@@ -81,18 +81,32 @@ struct SelectionQuality {
   double oracle_mass_recall = 0.0;
 };
 
-// Engine work the harness breaks a phase's time into (clock host, nanoseconds).
-enum class EngineSpan : std::uint8_t {
-  KvQuant,    // sealing pages: quantization and page summaries
-  PageAlloc,  // allocating sealed pages (may demote under memory pressure)
-  Select,     // sparse selection: page scores and the plan
+// Every span a phase's time is broken into (clock host): `total` is the phase's timed work,
+// the others are its parts, except `quality`, which is measurement work done outside every
+// timed region (exact attention checks, the reference model). The engine itself reports
+// kv_quant, page_alloc and select; the harness adds the rest. Names are written here once:
+// metrics are span_<phase>_<name>_ms.
+enum class Span : std::uint8_t {
+  Total,         // the phase's timed work
+  AttnCompute,   // attention kernels (attention calls less selection and waits for pages)
+  KvQuant,       // sealing pages: quantization and page summaries
+  PageAlloc,     // allocating sealed pages (may demote under memory pressure)
+  Select,        // sparse selection: page scores and the plan
+  DmaWait,       // waiting for pages from L2
+  ModelCompute,  // the model outside attention (llama backend)
+  Quality,       // quality checks and reference model: never inside a timed figure
 };
-inline constexpr int kEngineSpanCount = 3;
-inline std::string_view engine_span_name(EngineSpan span) {
+inline constexpr int kSpanCount = 8;
+inline std::string_view span_name(Span span) {
   switch (span) {
-    case EngineSpan::KvQuant: return "kv_quant";
-    case EngineSpan::PageAlloc: return "page_alloc";
-    case EngineSpan::Select: return "select";
+    case Span::Total: return "total";
+    case Span::AttnCompute: return "attn_compute";
+    case Span::KvQuant: return "kv_quant";
+    case Span::PageAlloc: return "page_alloc";
+    case Span::Select: return "select";
+    case Span::DmaWait: return "dma_wait";
+    case Span::ModelCompute: return "model_compute";
+    case Span::Quality: return "quality";
   }
   return "unknown";
 }
@@ -110,6 +124,8 @@ struct BudgetChange {
   int step = 0;
   float budget = 0.0f;   // fraction, or 0 when given in pages
   int budget_pages = 0;  // pages, or 0 when given as a fraction
+  float from_budget = 0.0f;  // the budget before the change, likewise
+  int from_budget_pages = 0;
 };
 
 class Telemetry {
@@ -132,7 +148,7 @@ class Telemetry {
   virtual void on_memory_event(const MemoryEvent& /*event*/) {}
   virtual void on_memory_sample(const MemorySample& /*sample*/) {}
   // Wall time of one piece of engine work (reported only when a sink is set).
-  virtual void on_span(Phase /*phase*/, EngineSpan /*span*/, std::uint64_t /*ns*/) {}
+  virtual void on_span(Phase /*phase*/, Span /*span*/, std::uint64_t /*ns*/) {}
 };
 
 }  // namespace kv

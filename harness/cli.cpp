@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "build_info.h"
+#include "metric_table.h"
 #include "run_command.h"
 #include "score_command.h"
 #include "sparse_eval_command.h"
@@ -30,6 +31,7 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", version_text());
   auto* version = app.add_subcommand("version", "Print the version, build and kernel paths");
+  auto* metrics = app.add_subcommand("metrics", "Print the metric glossary (name, unit, clock, better, what it covers) as Markdown");
   ScoreOptions score;
   add_score_command(app, score);
   SynthStatsOptions synth_stats;
@@ -50,6 +52,10 @@ int run_cli(int argc, char** argv) {
   try {
     if (version->parsed()) {
       fmt::print("{}\n", version_text());
+      return kExitOk;
+    }
+    if (metrics->parsed()) {
+      fmt::print("{}", metric_glossary_markdown());
       return kExitOk;
     }
     if (app.got_subcommand("score")) return run_score(score);

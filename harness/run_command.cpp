@@ -14,6 +14,7 @@
 #include "builtin_suites.h"
 #include "case_metrics.h"
 #include "cli.h"
+#include "degradation.h"
 #include "results_store.h"
 #include "runtime/error.h"
 
@@ -123,17 +124,19 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.exporter->add_option("--out", o.out, "output file (default: stdout)");
 }
 
+std::string run_json(const RunSummary& s) {
+  return json{{"run_id", s.run_id},   {"status", run_status_name(s.status)},
+              {"db", s.db},           {"cases", s.cases},
+              {"skipped", s.skipped}, {"failed", s.failed},
+              {"degraded", s.degraded}}
+      .dump();
+}
+
 int run_run(const RunCommandOptions& o) {
   const SuiteConfig suite = find_suite(o.suite);
   const RunSummary s = run_suite(suite, o.run);
   if (o.json) {
-    fmt::print("{}\n", json{{"run_id", s.run_id},
-                            {"status", run_status_name(s.status)},
-                            {"db", s.db},
-                            {"cases", s.cases},
-                            {"skipped", s.skipped},
-                            {"failed", s.failed}}
-                           .dump());
+    fmt::print("{}\n", run_json(s));
   } else {
     ResultsCommandOptions show;
     show.db = s.db;
@@ -160,7 +163,7 @@ int run_list(const ResultsCommandOptions& o) {
   return kExitOk;
 }
 
-int run_show(const ResultsCommandOptions& o) {
+int run_show(const ResultsCommandOptions& o, std::FILE* out) {
   require_db(o.db);
   ResultsStore store(o.db);
   require_run(store, o.run_id);
@@ -170,28 +173,61 @@ int run_show(const ResultsCommandOptions& o) {
                         " json_extract(meta_json, '$.suite'), json_extract(meta_json, '$.cpu_model'),"
                         " json_extract(meta_json, '$.cores'), json_extract(meta_json, '$.l2_fs_type') FROM runs WHERE id = ?",
                         {id})[0];
-  fmt::print("run {} [{}] suite {}  {} -> {}\n  git {}{}  config {}  tags [{}]\n  {} ({} cores), L2 on {}\n", o.run_id,
+  fmt::print(out, "run {} [{}] suite {}  {} -> {}\n  git {}{}  config {}  tags [{}]\n  {} ({} cores), L2 on {}\n", o.run_id,
              run[0].value_or(""), run[7].value_or(""), run[1].value_or(""), run[2].value_or(""), run[3].value_or(""),
              run[4].value_or("0") == "1" ? " (dirty)" : "", run[5].value_or(""), run[6].value_or(""), run[8].value_or(""),
              run[9].value_or(""), run[10].value_or(""));
-  // Medians over repetitions of the headline figures; * marks extrapolated, ~ noisy.
-  const std::vector<std::pair<std::string, std::string>> columns = {
-      {"ttft_ms", "ttft ms"},          {"tpot_ms_p50", "tpot p50"}, {"decode_tps", "tok/s"},
-      {"kv_bytes_per_token", "B/tok"}, {"token_drop_ratio", "drop"}, {"attn_mass_recall", "recall"},
-      {"needle_recall", "needle"},     {"ppl_delta_pct", "ppl d%"},  {"peak_rss_bytes", "RSS MiB"}};
-  fmt::print("\n{:<52}", "case");
-  for (const auto& c : columns) fmt::print(" {:>10}", c.second);
-  fmt::print("\n");
+  // Medians over repetitions of the headline figures; * marks extrapolated, ~ noisy, ! degraded.
+  struct Column {
+    std::string metric, label;
+    double divisor = 1.0;  // shown in label's unit
+  };
+  const std::vector<Column> columns = {{"ttft_ms", "ttft ms"},           {"prefill_tps", "pre tok/s"},
+                                       {"tpot_ms_p50", "tpot p50"},      {"decode_tps", "tok/s"},
+                                       {"kv_bytes_per_token", "B/tok"},  {"token_drop_ratio", "drop"},
+                                       {"attn_mass_recall", "recall"},   {"ppl_delta_pct", "ppl d%"},
+                                       {"peak_l1_bytes", "L1 MiB", 1024.0 * 1024.0}};
+  fmt::print(out, "\n{:<52}", "case");
+  for (const auto& c : columns) fmt::print(out, " {:>10}", c.label);
+  fmt::print(out, "\n");
   const auto cases = query(store, "SELECT id, name, status FROM cases WHERE run_id = ? ORDER BY id", {id});
+  std::vector<std::pair<std::string, std::vector<std::string>>> degraded;
   for (const Row& c : cases) {
-    fmt::print("{:<52}", c[1].value_or("").substr(0, 52));
+    // Degradation: the counts and the events that explain them, per repetition.
+    std::map<int, std::map<std::string, double>> counts;
+    for (const Row& r : query(store,
+                              "SELECT repetition, name, value FROM metrics WHERE case_id = ? AND value IS NOT NULL AND"
+                              " name IN ('l2_errors', 'pressure_danger_steps', 'requantized_pages', 'l1_overflow_events')",
+                              {*c[0]})) {
+      counts[std::stoi(*r[0])][*r[1]] = std::stod(*r[2]);
+    }
+    std::map<int, std::vector<EventRecord>> events;
+    for (const Row& r : query(store,
+                              "SELECT repetition, step, kind, detail FROM events WHERE case_id = ? AND kind IN"
+                              " ('l2_failed', 'l2_full', 'budget_change', 'requantized', 'l1_overflow') ORDER BY rowid",
+                              {*c[0]})) {
+      events[std::stoi(*r[0])].push_back({std::stoll(*r[1]), *r[2], *r[3]});
+    }
+    std::vector<std::string> lines;
+    int degraded_reps = 0;
+    for (const auto& [repetition, rep_counts] : counts) {
+      const auto rep_lines = degradation_lines(rep_counts, events[repetition]);
+      if (rep_lines.empty()) continue;
+      if (degraded_reps++ == 0) lines = rep_lines;
+    }
+    const std::string name = c[1].value_or("") + (lines.empty() ? "" : " !");
+    fmt::print(out, "{:<52}", name.size() > 52 ? name.substr(name.size() - 52) : name);
+    if (!lines.empty()) {
+      lines.push_back(fmt::format("in {} of {} repetitions", degraded_reps, counts.size()));
+      degraded.emplace_back(c[1].value_or(""), lines);
+    }
     if (c[2].value_or("") != "complete") {
-      fmt::print(" {}\n", c[2].value_or(""));
+      fmt::print(out, " {}\n", c[2].value_or(""));
       continue;
     }
     for (const auto& column : columns) {
-      const auto values = query(store, "SELECT value, extrapolated, noisy, clock FROM metrics WHERE case_id = ? AND name = ?",
-                                {*c[0], column.first});
+      const auto values = query(store, "SELECT value, extrapolated, noisy FROM metrics WHERE case_id = ? AND name = ?",
+                                {*c[0], column.metric});
       std::vector<double> v;
       bool extrapolated = false, noisy = false;
       for (const Row& r : values) {
@@ -200,17 +236,28 @@ int run_show(const ResultsCommandOptions& o) {
         noisy = noisy || r[2].value_or("0") == "1";
       }
       if (v.empty()) {
-        fmt::print(" {:>10}", "-");
+        fmt::print(out, " {:>10}", "-");
         continue;
       }
-      double median = percentile(v, 50.0);
-      if (column.first == "peak_rss_bytes") median /= 1024.0 * 1024.0;
+      const double median = percentile(v, 50.0) / column.divisor;
       const std::string mark = std::string(extrapolated ? "*" : "") + (noisy ? "~" : "");
-      fmt::print(" {:>10}", fmt::format("{:.4g}{}", median, mark));
+      fmt::print(out, " {:>10}", fmt::format("{:.4g}{}", median, mark));
     }
-    fmt::print("\n");
+    fmt::print(out, "\n");
   }
-  fmt::print("\nmedians over repetitions; clocks: ttft/tpot/tok/s/RSS host, the rest exact; * extrapolated, ~ noisy\n");
+  fmt::print(out, "\nmedians over repetitions; * extrapolated (sampled layers or probed prefill), ~ noisy, ! degraded (below)\n");
+  std::string host, exact;
+  for (const auto& column : columns) {
+    std::string& list = metric(column.metric).clock == Clock::Host ? host : exact;
+    list += (list.empty() ? "" : ", ") + column.label;
+  }
+  fmt::print(out, "clocks: host {}; exact {}\n", host, exact);
+  fmt::print(out, "synthetic backend: ttft, tpot and tok/s time the engine's work for every layer (KV append, quantization,\n"
+             "  pages, selection, attention), not model compute; quality checks are never inside a timed figure\n");
+  for (const auto& [name, lines] : degraded) {
+    fmt::print(out, "degraded {}:\n", name);
+    for (const std::string& line : lines) fmt::print(out, "  {}\n", line);
+  }
   return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,10 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& options);
 SuiteConfig find_suite(const std::string& name_or_path);
 
 int run_run(const RunCommandOptions& options);
+// What `run --json` prints: {run_id, status, db, cases, skipped, failed, degraded}.
+std::string run_json(const RunSummary& summary);
 int run_list(const ResultsCommandOptions& options);
-int run_show(const ResultsCommandOptions& options);
+int run_show(const ResultsCommandOptions& options, std::FILE* out = stdout);
 int run_export(const ResultsCommandOptions& options);
 
 }  // namespace kvbench

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "build_info.h"
 #include "case_metrics.h"
+#include "degradation.h"
 #include "executor.h"
 #include "machine.h"
 #include "memory/l2_store.h"
@@ -91,9 +93,11 @@ struct Repetition {
   std::map<std::string, std::vector<double>> series;
   std::map<std::string, std::vector<std::int64_t>> histograms;
   std::vector<EventRecord> events;
+  bool degraded = false;
 };
 
-Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_threshold, const std::string& l2_dir, int repetition) {
+Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_threshold, const std::string& l2_dir, kv::FileIo* l2_io,
+                          int repetition) {
   const auto started = std::chrono::steady_clock::now();
   const bool rss_reset = reset_peak_rss();
   const CpuSample before = cpu_sample();
@@ -102,6 +106,7 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
   Recorder recorder;
   kv::CacheConfig cache_config = policy.cache;
   if (cache_config.memory.l1_bytes > 0 && cache_config.memory.l2.dir.empty()) cache_config.memory.l2.dir = l2_dir;
+  if (l2_io != nullptr) cache_config.memory.l2.io = l2_io;
   kv::ThreadPool pool(cache_config.threads);
   RepetitionFacts facts;
   ExecutionResult result;
@@ -123,6 +128,12 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
     synthetic.needles = script.needles;
     synthetic.window = std::min(synthetic.window, synthetic.calibration_ctx / 4);
     const int samples = std::min(c.model->config->sample_layers, preset.layers);
+    // Budgets are the whole model's; the executed layers get their share.
+    const auto share = [&](std::size_t bytes) {
+      return static_cast<std::size_t>(static_cast<double>(bytes) * samples / preset.layers);
+    };
+    cache_config.memory.l1_bytes = share(cache_config.memory.l1_bytes);
+    cache_config.memory.l2.max_bytes = share(cache_config.memory.l2.max_bytes);
     kv::SyntheticModel model(preset, synthetic, sampled_layers(preset.layers, samples), script.positions, pool);
     cache_config.geometry = model.geometry();
     kv::KVCache cache(cache_config, &recorder);
@@ -181,15 +192,50 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
   rep.series["tpot_ms"] = result.tpot_ms;
   rep.series["request_tpot_ms"] = result.request_tpot_ms;
   rep.histograms = recorder.histograms();
+  std::size_t dropped = 0;
   for (const RecordedEvent& e : recorder.events()) {
-    if (rep.events.size() == kMaxEvents) {
-      rep.events.push_back({e.step, "events_truncated",
-                            fmt::format("{} more events not stored", recorder.events().size() - kMaxEvents)});
-      break;
+    if (rep.events.size() >= kMaxEvents && !is_degradation_event(e.kind)) {
+      ++dropped;
+      continue;
     }
     rep.events.push_back({e.step, e.kind, e.detail});
   }
+  if (dropped > 0) rep.events.push_back({0, "events_truncated", fmt::format("{} more events not stored", dropped)});
+  rep.degraded = !degradation_lines(rep.metrics, rep.events).empty();
   return rep;
+}
+
+// A whole-model L1 budget must hold what no demotion can free; otherwise the run could only
+// overflow its cap, so it is refused before anything is written.
+void check_l1_budget(const SuiteConfig& suite, const Case& c) {
+  const kv::MemoryConfig& memory = c.policy->cache.memory;
+  if (memory.l1_bytes == 0) return;
+  // The executed layers' minimum at their share of the budget, stated for the whole model.
+  kv::CacheConfig executed = c.policy->cache;
+  int layers = 0, samples = 0;
+  const int positions = c.script.script.positions;
+  if (c.model->preset != nullptr) {
+    const kv::SyntheticPreset& p = *c.model->preset;
+    layers = p.layers;
+    samples = std::min(c.model->config->sample_layers, p.layers);
+    executed.geometry = {samples, p.q_heads, p.kv_heads, p.head_dim, positions};
+  } else {
+    const kv::LlamaConfig& l = c.model->llama.weights->config;
+    layers = samples = l.layers;
+    executed.geometry = {l.layers, l.heads, l.kv_heads, l.head_dim(), positions};
+  }
+  const kv::L1Minimum m = kv::minimum_l1_bytes(executed, positions);
+  const auto whole = static_cast<std::uint64_t>(std::ceil(static_cast<double>(m.bytes) * layers / samples));
+  if (memory.l1_bytes >= whole) return;
+  const auto index = static_cast<std::size_t>(c.policy - suite.policies.data());
+  throw kv::InputError(suite.file, fmt::format("/policies/{}/memory/l1_bytes", index),
+                       fmt::format("{} bytes ({:.1f} MiB) is below the {} bytes ({:.1f} MiB) that case {} needs for the whole "
+                                   "model: {} layers x {} kv heads, each with {} pinned pages (sinks and window), {} residual "
+                                   "pages and the page summaries of {} tokens, which no demotion can free, plus one page "
+                                   "position of the attention call in flight",
+                                   memory.l1_bytes, static_cast<double>(memory.l1_bytes) / (1 << 20), whole,
+                                   static_cast<double>(whole) / (1 << 20), c.info.name(), layers, executed.geometry.kv_heads,
+                                   m.pinned_pages, m.residual_pages, positions));
 }
 
 std::string config_hash(const std::string& json) {
@@ -288,6 +334,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       throw kv::InputError(suite.file, "/workloads/" + std::to_string(c.workload_index) + "/" + e.field(), e.reason());
     }
     c.info.skipped_reason = c.script.skipped;
+    if (c.script.skipped.empty()) check_l1_budget(suite, c);
   }
 
   // The database and the L2 directory beside it.
@@ -340,13 +387,15 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         done += repetitions + suite.warmup;
         continue;
       }
+      bool degraded = false;
       try {
         for (int r = 1 - suite.warmup; r <= repetitions; ++r) {
           progress.show(done, static_cast<int>(i) + 1, static_cast<int>(cases.size()), c.info.name(),
                         r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
-          Repetition rep = run_repetition(c, suite.seed, suite.noise_threshold, l2_dir, std::max(r, 1));
+          Repetition rep = run_repetition(c, suite.seed, suite.noise_threshold, l2_dir, options.l2_io, std::max(r, 1));
           ++done;
           if (r < 1) continue;  // warmup: not stored
+          degraded = degraded || rep.degraded;
           store.add_metrics(case_id, rep.metrics);
           for (const auto& [name, values] : rep.series) store.add_series(case_id, r, name, values);
           for (const auto& [name, counts] : rep.histograms) store.add_histogram(case_id, r, name, counts);
@@ -355,6 +404,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         }
         store.finish_case(case_id, CaseStatus::Complete);
         summary.lines.push_back({c.info.name(), "complete", ""});
+        summary.degraded += degraded ? 1 : 0;
       } catch (const std::exception& e) {
         // A case that fails is recorded with its error; the others still run.
         store.finish_case(case_id, CaseStatus::Failed, e.what());

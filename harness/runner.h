@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "memory/file_io.h"
 #include "results_store.h"
 #include "suite_config.h"
 
@@ -23,6 +24,7 @@ struct RunOptions {
   std::string filter;               // ECMAScript regex searched in model/workload/policy/soc
   std::string models_dir;           // "": KVBENCH_MODELS_DIR, else the configure-time default
   bool progress = true;             // on a terminal only
+  kv::FileIo* l2_io = nullptr;      // tests: the L2 tier's file I/O (fault injection); nullptr: POSIX
 };
 
 struct RunSummary {
@@ -32,6 +34,7 @@ struct RunSummary {
   int cases = 0;
   int skipped = 0;
   int failed = 0;
+  int degraded = 0;  // complete cases whose engine degraded (L2 faults, danger, requantization, overflow)
   struct CaseLine {
     std::string name;
     std::string status;  // complete, skipped, failed

@@ -55,6 +55,7 @@ int run_sparse_eval(const SparseEvalOptions& o) {
     cache.append(seq, 0, k.data(), v.data(), 1);
     for (int h = 0; h < preset.q_heads; ++h) model.query(preset.layers / 2, h, pos, q.data() + static_cast<std::size_t>(h) * dim);
     decoder.attend(seq, 0, q.data(), out.data());
+    decoder.check_quality(q.data(), out.data());
     decoder.end_step();
   };
   kv::SparseDecoder decode(cache, policy, nullptr, &model);

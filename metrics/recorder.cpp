@@ -1,12 +1,16 @@
 #include "recorder.h"
 
+#include "metric_table.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
 namespace kvbench {
 
-void Recorder::add_span(kv::Phase phase, const std::string& name, double ms) {
-  spans_["span_" + std::string(kv::phase_name(phase)) + "_" + name + "_ms"] += ms;
+void Recorder::add_span(kv::Phase phase, kv::Span span, double ms) {
+  span_ms_[static_cast<int>(phase)][static_cast<int>(span)] += ms;
 }
 
 void Recorder::on_page_sealed(const kv::PageSealed& event) {
@@ -45,8 +49,12 @@ void Recorder::on_selection(const kv::SelectionEvent& event) {
 }
 
 void Recorder::on_budget_change(const kv::BudgetChange& change) {
+  // "budget 10% -> 5%" or "budget 40 pages -> 20 pages": read as it is by `kvbench show`.
+  const auto budget = [](float fraction, int pages) {
+    return pages > 0 ? fmt::format("{} pages", pages) : fmt::format("{:.3g}%", 100.0 * fraction);
+  };
   event(change.step, "budget_change",
-        change.budget_pages > 0 ? "budget_pages=" + std::to_string(change.budget_pages) : "budget=" + std::to_string(change.budget));
+        "budget " + budget(change.from_budget, change.from_budget_pages) + " -> " + budget(change.budget, change.budget_pages));
 }
 
 void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
@@ -70,6 +78,8 @@ void Recorder::on_memory_event(const kv::MemoryEvent& e) {
   std::string detail = std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to)) +
                        " l1_used=" + std::to_string(e.l1_used_bytes) + "/" + std::to_string(e.l1_capacity_bytes) + " " + e.reason;
   event(static_cast<std::int64_t>(e.step), std::string(kv::memory_event_name(e.kind)), std::move(detail));
+  if (e.kind == kv::MemoryEvent::Kind::L2Failed) add("l2_errors");
+  if (e.kind == kv::MemoryEvent::Kind::Overflow) add("l1_overflow_events");
 }
 
 void Recorder::on_memory_sample(const kv::MemorySample& sample) {
@@ -80,11 +90,10 @@ void Recorder::on_memory_sample(const kv::MemorySample& sample) {
   append("swap_in_gb_per_s", seconds > 0.0 ? static_cast<double>(sample.swap_in_bytes) / seconds * 1e-9 : 0.0);
   append("swap_out_gb_per_s", seconds > 0.0 ? static_cast<double>(sample.swap_out_bytes) / seconds * 1e-9 : 0.0);
   gauge("l1_used_bytes", static_cast<double>(sample.l1_used_bytes));
+  if (sample.level == kv::PressureLevel::Danger) add("pressure_danger_steps");
 }
 
-void Recorder::on_span(kv::Phase phase, kv::EngineSpan span, std::uint64_t ns) {
-  engine_ns_[static_cast<int>(phase)][static_cast<int>(span)] += ns;
-}
+void Recorder::on_span(kv::Phase phase, kv::Span span, std::uint64_t ns) { add_span(phase, span, static_cast<double>(ns) * 1e-6); }
 
 double Recorder::counter(const std::string& name) const {
   const auto it = counters_.find(name);
@@ -102,13 +111,12 @@ const std::vector<double>* Recorder::find_series(const std::string& name) const 
 }
 
 std::map<std::string, double> Recorder::scalars() const {
-  std::map<std::string, double> out = spans_;
+  std::map<std::string, double> out;
   for (int phase = 0; phase < kv::kPhaseCount; ++phase) {
-    for (int span = 0; span < kv::kEngineSpanCount; ++span) {
-      const std::uint64_t ns = engine_ns_[phase][span];
-      if (ns == 0) continue;
-      out["span_" + std::string(kv::phase_name(static_cast<kv::Phase>(phase))) + "_" +
-          std::string(kv::engine_span_name(static_cast<kv::EngineSpan>(span))) + "_ms"] += static_cast<double>(ns) * 1e-6;
+    for (int span = 0; span < kv::kSpanCount; ++span) {
+      const double ms = span_ms_[phase][span];
+      if (ms == 0.0) continue;
+      out[span_metric_name(kv::phase_name(static_cast<kv::Phase>(phase)), kv::span_name(static_cast<kv::Span>(span)))] = ms;
     }
   }
   out["nan_inf_count"] = counter("nan_inf_count");

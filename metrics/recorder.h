@@ -41,24 +41,24 @@ class Recorder final : public kv::Telemetry {
   void event(std::int64_t step, std::string kind, std::string detail) {
     events_.push_back({step, std::move(kind), std::move(detail)});
   }
-  void add_span(kv::Phase phase, const std::string& name, double ms);
+  void add_span(kv::Phase phase, kv::Span span, double ms);
 
   // RAII: the wall time between construction and destruction joins span_<phase>_<name>_ms.
-  class Span {
+  class ScopedSpan {
    public:
-    Span(Recorder& recorder, kv::Phase phase, std::string name)
-        : recorder_(recorder), phase_(phase), name_(std::move(name)), start_(std::chrono::steady_clock::now()) {}
-    ~Span() {
-      recorder_.add_span(phase_, name_,
+    ScopedSpan(Recorder& recorder, kv::Phase phase, kv::Span span)
+        : recorder_(recorder), phase_(phase), span_(span), start_(std::chrono::steady_clock::now()) {}
+    ~ScopedSpan() {
+      recorder_.add_span(phase_, span_,
                          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count());
     }
-    Span(const Span&) = delete;
-    Span& operator=(const Span&) = delete;
+    ScopedSpan(const ScopedSpan&) = delete;
+    ScopedSpan& operator=(const ScopedSpan&) = delete;
 
    private:
     Recorder& recorder_;
     kv::Phase phase_;
-    std::string name_;
+    kv::Span span_;
     std::chrono::steady_clock::time_point start_;
   };
 
@@ -73,7 +73,7 @@ class Recorder final : public kv::Telemetry {
   void on_token_dropped(const kv::TokenDropped& drop) override;
   void on_memory_event(const kv::MemoryEvent& event) override;
   void on_memory_sample(const kv::MemorySample& sample) override;
-  void on_span(kv::Phase phase, kv::EngineSpan span, std::uint64_t ns) override;
+  void on_span(kv::Phase phase, kv::Span span, std::uint64_t ns) override;
 
   double counter(const std::string& name) const;
   const Gauge* find_gauge(const std::string& name) const;
@@ -93,10 +93,9 @@ class Recorder final : public kv::Telemetry {
   std::map<std::string, std::vector<double>> series_;
   std::map<std::string, std::vector<std::int64_t>> histograms_;
   std::vector<RecordedEvent> events_;
-  // Engine spans in ns, [phase][span], converted to span_<phase>_<name>_ms by scalars().
-  std::uint64_t engine_ns_[kv::kPhaseCount][kv::kEngineSpanCount] = {};
+  // Spans in ms, [phase][span], named span_<phase>_<name>_ms by scalars().
+  double span_ms_[kv::kPhaseCount][kv::kSpanCount] = {};
   kv::OpCounts ops_[kv::kPhaseCount];
-  std::map<std::string, double> spans_;  // span_<phase>_<name>_ms
   // Quantization health over sealed pages that had a reference.
   double drift_sum_ = 0.0, drift_max_ = 0.0, outlier_sum_ = 0.0, clip_sum_ = 0.0;
   std::uint64_t health_pages_ = 0;

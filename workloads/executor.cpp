@@ -126,6 +126,10 @@ Executor::LayerTimes Executor::step(int n, int attend) {
       cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
     }
     t.attend_ms += ms_since(start);
+    if (n == 1) {  // outside the timed region: the check costs far more than the step
+      start = Clock::now();
+      if (decoder_.check_quality(buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);
+    }
     start = Clock::now();
     model_.layer_output(layer, buffers_.attn.data());
     t.model_ms += ms_since(start);
@@ -144,8 +148,9 @@ Executor::LayerTimes Executor::step(int n, int attend) {
 
 // The lockstep reference on the same tokens, then every position whose next token lies in the
 // sequence is scored. Not timed.
-void Executor::score(int n) {
-  if (!llama_) return;
+double Executor::score(int n) {
+  if (!llama_) return 0.0;
+  const auto start = Clock::now();
   const int* tokens = llama_->tokens->data() + offset_ + pos_;
   kv::run_step(*llama_->reference, *llama_->reference_cache, *ref_seq_, tokens, n, pos_, buffers_);
   const std::vector<float>& reference = llama_->reference->logits();
@@ -155,6 +160,7 @@ void Executor::score(int n) {
     accuracy_->add(reference.data() + static_cast<std::size_t>(i) * vocab, tested.data() + static_cast<std::size_t>(i) * vocab,
                    tokens[i + 1]);
   }
+  return ms_since(start);
 }
 
 void Executor::run_prefill(const Op& op, ExecutionResult& result, double& request_ttft) {
@@ -166,7 +172,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   const int first = pos_;
   std::vector<std::pair<double, double>> samples;  // (position, attend ms per query)
   bool partial = false;
-  double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0;
+  double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0, quality_ms = 0.0;
   // Probed chunks: evenly spread from the first to the last.
   std::vector<bool> probed(static_cast<std::size_t>(chunks), chunks <= options_.probe_chunks);
   for (int j = 0; j < options_.probe_chunks && chunks > options_.probe_chunks; ++j) {
@@ -184,7 +190,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
     model_ms += t.model_ms;
     attend_ms += t.attend_ms;
     if (attend > 0) samples.emplace_back(static_cast<double>(pos_ + n), t.attend_ms / attend);
-    score(n);
+    quality_ms += t.quality_ms + score(n);
     pos_ += n;
   }
   if (partial) {
@@ -198,6 +204,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   result.prefill.attend_ms += attend_ms * scale_;
   result.prefill.model_ms += model_ms * scale_;
   result.prefill.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
+  result.prefill.quality_ms += quality_ms;
   result.prefill_tokens += op.tokens;
 }
 
@@ -210,7 +217,7 @@ double Executor::decode_step(ExecutionResult& result) {
   result.decode.attend_ms += t.attend_ms * scale_;
   result.decode.model_ms += t.model_ms * scale_;
   ++result.decode_tokens;
-  score(1);
+  result.decode.quality_ms += t.quality_ms + score(1);
   ++pos_;
   return ms;
 }

@@ -3,7 +3,8 @@
 //
 // Synthetic backend: the generator stands in for the model, so its time is not counted; what
 // is timed is the engine work of the sampled layers (append, selection, attention), scaled by
-// layers / sampled layers and flagged extrapolated. Long prefills attend `probe_queries`
+// layers / sampled layers and flagged extrapolated. The sparse decoder's quality checks run
+// after each attention call, outside the timed region (PhaseTimes::quality_ms). Long prefills attend `probe_queries`
 // queries at the end of up to `probe_chunks` chunks per request (every chunk still appends
 // all its tokens); the per-query attention time is fitted as a + b * position and summed over
 // every query of the request - also extrapolated.
@@ -41,6 +42,9 @@ struct PhaseTimes {
   double attend_ms = 0.0;  // attention calls: selection, waits for pages, kernels
   double model_ms = 0.0;   // llama: the transformer outside attention (0 on synthetic)
   double dma_wait_ms = 0.0;
+  // Not part of total_ms or of any latency: quality checks against exact attention and the
+  // llama side's reference model, measured so their cost is visible (not scaled).
+  double quality_ms = 0.0;
 };
 
 struct ExecutionResult {
@@ -76,13 +80,15 @@ class Executor {
  private:
   struct LayerTimes {
     double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0;
+    double quality_ms = 0.0;  // untimed work: the decoder's checks
   };
   void new_sequence(const Op& op);
   void run_prefill(const Op& op, ExecutionResult& result, double& request_ttft);
   double decode_step(ExecutionResult& result);
   // Runs n tokens at pos_; attends the last `attend` queries of each layer (n: all, 0: none).
   LayerTimes step(int n, int attend);
-  void score(int n);
+  // The llama side's reference model and scoring; returns its (untimed) milliseconds.
+  double score(int n);
   double dma_wait_ms() const;
 
   kv::ModelBackend& model_;

@@ -17,6 +17,24 @@ int context_tokens(const std::vector<PageView>& pages) {
   return tokens;
 }
 
+// Runs body(begin, end) over [0, positions): once without waves, else wave by wave with the
+// wave's pages held.
+template <class Body>
+void for_each_wave(const PageWaves* waves, std::size_t positions, Body&& body) {
+  if (waves == nullptr) {
+    body(std::size_t{0}, positions);
+    return;
+  }
+  for (std::size_t begin = 0; begin < positions;) {
+    std::size_t end = begin + 1, bytes = waves->bytes(begin);
+    while (end < positions && bytes + waves->bytes(end) <= waves->max_bytes) bytes += waves->bytes(end++);
+    waves->acquire(begin, end);
+    body(begin, end);
+    waves->release();
+    begin = end;
+  }
+}
+
 void scale_queries(const PagedAttentionArgs& args, AttentionWorkspace& ws) {
   const std::size_t count = static_cast<std::size_t>(args.n_queries) * static_cast<std::size_t>(args.shape.q_heads) *
                             static_cast<std::size_t>(args.shape.head_dim);
@@ -58,38 +76,47 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   // a page's passes, q4 decode at 32K on two threads took 0.81-0.91x the time of reading
   // position by position (README, Performance). Each (head, chunk) keeps its own state; merging
   // stays in order.
-  pool.parallel_for(static_cast<std::size_t>(chunks), [&](std::size_t task) {
-    const int chunk = static_cast<int>(task);
-    const std::size_t begin = static_cast<std::size_t>(chunk) * longest / chunks;
-    const std::size_t end = static_cast<std::size_t>(chunk + 1) * longest / chunks;
-    static thread_local std::vector<std::pair<int, std::size_t>> items;  // (head, page) in reading order
-    items.clear();
-    for (int head = 0; head < shape.kv_heads; ++head) {
-      for (std::size_t p = begin; p < end; ++p) {
-        if (p < pages[static_cast<std::size_t>(head)].size()) items.emplace_back(head, p);
-      }
-    }
+  const auto reset_chunk = [&](int chunk) {
     for (int head = 0; head < shape.kv_heads; ++head) {
       float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;
       for (int g = 0; g < group; ++g) SoftmaxState(states + g * stride, dim).reset();
     }
-    const auto view = [&](std::size_t i) -> const PageView& {
-      return pages[static_cast<std::size_t>(items[i].first)][items[i].second];
-    };
-    // The first item is requested at once; the kernels request the rest as they go.
-    if (!items.empty()) PagePrefetch(&view(0), 1).step();
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      const auto [head, p] = items[i];
-      // The kernel requests the next item while it computes this one (PageView::next): 0.984x
-      // the time of asking for the item after next at 32K on two threads (222 of 400 calls
-      // faster), likely because three pages in flight and the scratch overfill a 32 KiB L1.
-      PageView page = view(i);
-      page.next = i + 1 < items.size() ? &view(i + 1) : nullptr;
-      float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;
-      const float* q = ws.q_scaled.data() + static_cast<std::size_t>(head) * group * dim;
-      float* lse = args.page_lse == nullptr ? nullptr : args.page_lse + lse_offset[static_cast<std::size_t>(head)] + p * group;
-      kernels.decode_page(page, q, group, states, lse);
-    }
+  };
+  if (args.waves != nullptr) {
+    pool.parallel_for(static_cast<std::size_t>(chunks), [&](std::size_t task) { reset_chunk(static_cast<int>(task)); });
+  }
+  for_each_wave(args.waves, longest, [&](std::size_t wave_begin, std::size_t wave_end) {
+    pool.parallel_for(static_cast<std::size_t>(chunks), [&](std::size_t task) {
+      const int chunk = static_cast<int>(task);
+      const std::size_t begin = std::max(wave_begin, static_cast<std::size_t>(chunk) * longest / chunks);
+      const std::size_t end = std::min(wave_end, static_cast<std::size_t>(chunk + 1) * longest / chunks);
+      if (args.waves == nullptr) reset_chunk(chunk);
+      if (begin >= end) return;
+      static thread_local std::vector<std::pair<int, std::size_t>> items;  // (head, page) in reading order
+      items.clear();
+      for (int head = 0; head < shape.kv_heads; ++head) {
+        for (std::size_t p = begin; p < end; ++p) {
+          if (p < pages[static_cast<std::size_t>(head)].size()) items.emplace_back(head, p);
+        }
+      }
+      const auto view = [&](std::size_t i) -> const PageView& {
+        return pages[static_cast<std::size_t>(items[i].first)][items[i].second];
+      };
+      // The first item is requested at once; the kernels request the rest as they go.
+      if (!items.empty()) PagePrefetch(&view(0), 1).step();
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        const auto [head, p] = items[i];
+        // The kernel requests the next item while it computes this one (PageView::next):
+        // asking for the item after next was slower, likely because three pages in flight and
+        // the scratch overfill a 32 KiB L1.
+        PageView page = view(i);
+        page.next = i + 1 < items.size() ? &view(i + 1) : nullptr;
+        float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;
+        const float* q = ws.q_scaled.data() + static_cast<std::size_t>(head) * group * dim;
+        float* lse = args.page_lse == nullptr ? nullptr : args.page_lse + lse_offset[static_cast<std::size_t>(head)] + p * group;
+        kernels.decode_page(page, q, group, states, lse);
+      }
+    });
   });
 
   // Each kv head merges its chunks in order; heads in parallel.
@@ -128,38 +155,69 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
   const int first_query_pos = ctx - args.n_queries;
   const int blocks = (args.n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
 
-  pool.parallel_for(static_cast<std::size_t>(shape.kv_heads) * blocks, [&](std::size_t task) {
+  // One task per (kv head, block of queries). Without waves a task's states live in its thread
+  // for the whole call; with waves they persist in the workspace between waves.
+  const std::size_t task_floats = static_cast<std::size_t>(kPrefillQueryBlock) * group * stride;
+  if (args.waves != nullptr) ws.prefill_states.resize(static_cast<std::size_t>(shape.kv_heads) * blocks * task_floats);
+  const auto run_task = [&](std::size_t task, std::size_t page_begin, std::size_t page_end, bool first, bool last) {
     const int head = static_cast<int>(task) / blocks;
     const int block = static_cast<int>(task) % blocks;
     const int q_begin = block * kPrefillQueryBlock;
     const int q_count = std::min(kPrefillQueryBlock, args.n_queries - q_begin);
     // Per-task buffers: [q_count][group] states, the block's queries and a dequantized page.
-    static thread_local std::vector<float> states, queries, scratch;
-    states.resize(static_cast<std::size_t>(q_count) * group * stride);
+    static thread_local std::vector<float> own_states, queries, scratch;
+    float* states = ws.prefill_states.data() + task * task_floats;
+    if (args.waves == nullptr) {
+      own_states.resize(static_cast<std::size_t>(q_count) * group * stride);
+      states = own_states.data();
+    }
     queries.resize(static_cast<std::size_t>(q_count) * group * dim);
     scratch.resize(2 * static_cast<std::size_t>(kMaxPageTokens) * dim);
-    for (int i = 0; i < q_count * group; ++i) SoftmaxState(states.data() + i * stride, dim).reset();
+    if (first) {
+      for (int i = 0; i < q_count * group; ++i) SoftmaxState(states + i * stride, dim).reset();
+    }
     for (int i = 0; i < q_count; ++i) {
       const float* src = ws.q_scaled.data() + (static_cast<std::size_t>(q_begin + i) * shape.q_heads + head * group) * dim;
       std::copy(src, src + static_cast<std::size_t>(group) * dim, queries.data() + static_cast<std::size_t>(i) * group * dim);
     }
     const int last_query_pos = first_query_pos + q_begin + q_count - 1;
+    const auto& head_pages = pages[static_cast<std::size_t>(head)];
     int token_pos = 0;
-    for (const PageView& page : pages[head]) {
+    for (std::size_t p = 0; p < page_end && p < head_pages.size(); ++p) {
+      const PageView& page = head_pages[p];
       if (page.first_token >= 0) token_pos = page.first_token;  // a page subset (sparse prefill)
       if (token_pos > last_query_pos) break;
-      PrefillPageArgs page_args{page, token_pos, queries.data(), q_count, group, first_query_pos + q_begin,
-                                states.data(), scratch.data()};
-      kernels.prefill_page(page_args);
+      if (p >= page_begin) {
+        PrefillPageArgs page_args{page, token_pos, queries.data(), q_count, group, first_query_pos + q_begin, states,
+                                  scratch.data()};
+        kernels.prefill_page(page_args);
+      }
       token_pos += page.tokens;
     }
+    if (!last) return;
     for (int i = 0; i < q_count; ++i) {
       for (int g = 0; g < group; ++g) {
-        float* dst = args.out + (static_cast<std::size_t>(q_begin + i) * shape.q_heads + head * group + g) * dim;
-        SoftmaxState(states.data() + (static_cast<std::size_t>(i) * group + g) * stride, dim).write_output(dst);
+        const std::size_t row = static_cast<std::size_t>(q_begin + i) * shape.q_heads + head * group + g;
+        const SoftmaxState state(states + (static_cast<std::size_t>(i) * group + g) * stride, dim);
+        state.write_output(args.out + row * dim);
+        if (args.query_lse != nullptr) args.query_lse[row] = state.empty() ? -INFINITY : state.max() + std::log(state.sum());
       }
     }
+  };
+  std::size_t longest = 0;
+  for (const auto& head : pages) longest = std::max(longest, head.size());
+  const std::size_t tasks = static_cast<std::size_t>(shape.kv_heads) * blocks;
+  if (args.waves == nullptr) {
+    pool.parallel_for(tasks, [&](std::size_t task) { run_task(task, 0, longest, true, true); });
+    return;
+  }
+  KV_ASSERT(pages.empty() || pages[0].empty() || pages[0][0].first_token >= 0, "prefill in waves needs each page's first token");
+  bool first = true;
+  for_each_wave(args.waves, longest, [&](std::size_t begin, std::size_t end) {
+    pool.parallel_for(tasks, [&](std::size_t task) { run_task(task, begin, end, first, false); });
+    first = false;
   });
+  pool.parallel_for(tasks, [&](std::size_t task) { run_task(task, longest, longest, first, true); });
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // any number of threads.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "attention/attention_ref.h"
@@ -19,6 +21,17 @@ inline constexpr int kDefaultSplitPages = 32;
 inline constexpr int kMinDecodeTasks = 16;  // decode splits into at least this many tasks (or one per page position)
 inline constexpr int kPrefillQueryBlock = 16;
 
+// Pages made resident in waves of page positions (position p: page p of every kv head), so that
+// one call never holds more than a bounded share of the pages it reads - a memory tier's cap.
+// Results are bit-identical to one wave: every partial softmax state still takes its pages in
+// order, and the states merge as they would.
+struct PageWaves {
+  std::size_t max_bytes = 0;                                 // per wave; one position always goes
+  std::function<std::size_t(std::size_t position)> bytes;    // what holding one position costs
+  std::function<void(std::size_t begin, std::size_t end)> acquire;  // positions [begin, end); sets the views' data
+  std::function<void()> release;
+};
+
 struct PagedAttentionArgs {
   AttentionShape shape;
   // pages[h]: kv head h's pages in logical order; every head holds the same token count.
@@ -28,19 +41,24 @@ struct PagedAttentionArgs {
   float* out = nullptr;  // like q
   int split_pages = kDefaultSplitPages;  // decode: pages per task
   int context_tokens = 0;  // tokens stored (0: the sum over head 0's pages, when no page is skipped)
-  // Decode only, optional: per-page log-sum-exp, head after head ([pages of head h][group]), and
-  // [q_heads] the query's final log-sum-exp; a page's attention mass is exp(page - final).
+  // Decode only, optional: per-page log-sum-exp, head after head ([pages of head h][group]); a
+  // page's attention mass is exp(page - final).
   float* page_lse = nullptr;
+  // Optional: [n_queries][q_heads] each query's final log-sum-exp (-inf where no token was
+  // visible), so that calls over disjoint page sets can be merged.
   float* query_lse = nullptr;
   // Decode only, optional: [q_heads] extra partial softmax states (stride SoftmaxState::stride)
   // merged after the pages, e.g. the compensation for dropped pages.
   const float* extra_states = nullptr;
+  // Optional: read the pages in waves (nullptr: every page is resident for the whole call).
+  const PageWaves* waves = nullptr;
 };
 
 // Buffers reused across calls so that the decode path does not allocate.
 struct AttentionWorkspace {
   std::vector<float> q_scaled;
   std::vector<float> states;
+  std::vector<float> prefill_states;  // prefill in waves: every query block's states across waves
 };
 
 // n_queries == 1 runs the fused decode kernel; more runs the chunked prefill kernel.

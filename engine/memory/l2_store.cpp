@@ -122,6 +122,7 @@ struct L2Store::Batch {
   AlignedBuffer buffer;
   std::size_t capacity = 0;
   std::size_t used = 0;
+  std::size_t appended = 0;  // of `used`, page bytes from append() (compaction's relocations excluded)
   std::uint32_t segment = 0;
   std::uint64_t file_offset = 0;
   State state = State::Free;
@@ -210,7 +211,8 @@ bool L2Store::open_segment(std::unique_lock<std::mutex>& lock) {
   segment->fd = io_->open(segment->path, flags, 0600);
   if (segment->fd < 0) {
     failed_ = true;
-    failure_ = segment->path + ": cannot create the segment: " + std::strerror(-segment->fd);
+    failure_ = segment->path + ": cannot create the segment: " + strerrorname_np(-segment->fd) + " (" +
+               std::strerror(-segment->fd) + ")";
     return false;
   }
   current_segment_ = static_cast<std::uint32_t>(segments_.size());
@@ -255,6 +257,7 @@ L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std:
       batch->state = Batch::State::Filling;
       batch->capacity = capacity;
       batch->used = 0;
+      batch->appended = 0;
       batch->segment = current_segment_;
       batch->file_offset = segment->used;
       batch->slots.clear();
@@ -304,6 +307,7 @@ L2Slot L2Store::append(const std::byte* page, std::size_t bytes, bool wait) {
   slot.live = true;
   std::memcpy(batch->buffer.data.get() + batch->used, page, bytes);
   batch->used += bytes;
+  batch->appended += bytes;
   batch->slots.push_back(id);
   Segment& segment = *segments_[batch->segment];
   segment.live_bytes += bytes;
@@ -436,12 +440,14 @@ bool L2Store::write_batch(Batch& batch) {
     const int error = sync != 0 ? -sync : (n < 0 ? static_cast<int>(-n) : EIO);
     failed_ = true;
     failure_ = path + ": writing " + std::to_string(length) + " bytes at offset " + std::to_string(batch.file_offset) +
-               " failed: " + std::strerror(error);
+               " failed: " + strerrorname_np(error) + " (" + std::strerror(error) + ")";
     batch.state = Batch::State::Failed;  // its pages stay readable from memory
     buffer_free_.notify_all();
     return false;
   }
   ++stats_.batches_written;
+  stats_.flushed_device_bytes += length;
+  stats_.flushed_page_bytes += batch.appended;
   for (L2Slot id : batch.slots) {
     if (slots_[id].batch == &batch) slots_[id].batch = nullptr;
   }

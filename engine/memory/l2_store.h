@@ -65,6 +65,10 @@ struct L2Stats {
   std::uint64_t pages_read = 0;
   std::uint64_t reads_from_buffer = 0;    // reads served by a batch not yet on the device
   std::uint64_t batches_written = 0;
+  // Of the batches written intact: their device bytes (padding and relocated pages included)
+  // and the appended page bytes they carried. Their ratio is the write amplification, >= 1.
+  std::uint64_t flushed_device_bytes = 0;
+  std::uint64_t flushed_page_bytes = 0;
   std::uint64_t write_ns = 0;             // time inside pwrite/fdatasync
   std::uint64_t read_ns = 0;              // time inside pread
   std::uint64_t append_wait_ns = 0;       // appends blocked on a full set of write buffers

@@ -73,7 +73,8 @@ double MemoryStats::l1_cache_hit_rate() const {
   return cold_reads > 0 ? static_cast<double>(cold_hits) / static_cast<double>(cold_reads) : 1.0;
 }
 double MemoryStats::write_amplification() const {
-  return swap_out_bytes > 0 ? static_cast<double>(l2_bytes_written) / static_cast<double>(swap_out_bytes) : 0.0;
+  return l2_flushed_page_bytes > 0 ? static_cast<double>(l2_flushed_device_bytes) / static_cast<double>(l2_flushed_page_bytes)
+                                   : 0.0;
 }
 double MemoryStats::swap_in_gb_per_s() const {
   return l2_read_ns > 0 ? static_cast<double>(swap_in_bytes) / static_cast<double>(l2_read_ns) : 0.0;
@@ -169,6 +170,12 @@ PageId TieredPool::allocate() {
   ++live_;
   peak_live_ = std::max(peak_live_, live_);
   return id;
+}
+
+void TieredPool::make_room(std::size_t pages) {
+  const std::size_t bytes = pages * page_bytes_;
+  if (store_ == nullptr || config_.l1_bytes == 0 || l1_used() + bytes <= config_.l1_bytes) return;
+  demote_bytes(l1_used() + bytes - config_.l1_bytes);
 }
 
 void TieredPool::retain(PageId id) {
@@ -612,6 +619,8 @@ MemoryStats TieredPool::stats() const {
   if (store_ != nullptr) {
     const L2Stats l2 = store_->stats();
     s.l2_bytes_written = l2.device_bytes_written;
+    s.l2_flushed_device_bytes = l2.flushed_device_bytes;
+    s.l2_flushed_page_bytes = l2.flushed_page_bytes;
     s.l2_live_bytes = l2.live_bytes;
     s.peak_l2_bytes = l2.peak_disk_bytes;
     s.l2_read_ns = l2.read_ns;

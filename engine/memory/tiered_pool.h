@@ -66,6 +66,8 @@ struct MemoryStats {
   std::uint64_t swap_in_bytes = 0;   // page bytes loaded from L2 (demand and prefetch)
   std::uint64_t swap_out_bytes = 0;  // page bytes demoted to L2
   std::uint64_t l2_bytes_written = 0;  // device bytes (padding and compaction included)
+  std::uint64_t l2_flushed_device_bytes = 0;  // of intact batches (L2Stats::flushed_device_bytes)
+  std::uint64_t l2_flushed_page_bytes = 0;    // the appended page bytes those batches carried
   std::uint64_t l2_live_bytes = 0;
   std::uint64_t peak_l2_bytes = 0;     // segment bytes on disk
   std::uint64_t pages_read = 0;        // pages acquired by steps
@@ -89,7 +91,7 @@ struct MemoryStats {
 
   double prefetch_hit_rate() const;   // prefetch_hits / (prefetch_hits + demand_loads)
   double l1_cache_hit_rate() const;   // cold_hits / cold_reads
-  double write_amplification() const; // l2_bytes_written / swap_out_bytes
+  double write_amplification() const; // l2_flushed_device_bytes / l2_flushed_page_bytes (>= 1; 0: none)
   double swap_in_gb_per_s() const;    // swap_in_bytes / L2 read time (decimal GB/s)
   double swap_out_gb_per_s() const;   // device bytes written / L2 write time
 };
@@ -105,6 +107,10 @@ class TieredPool {
   // A new page with an L1 frame (refcount 1). May demote others first; never fails for lack
   // of L1 (the overflow is an event).
   PageId allocate();
+  // Demotes until `pages` new pages fit under the L1 cap (as far as demotion can go): a batch of
+  // pages allocated together - a prefill chunk being sealed - must fit like one page loaded on
+  // demand. Pages allocated but not yet filled are never demoted: call this before allocating.
+  void make_room(std::size_t pages);
   void retain(PageId id);
   void release(PageId id);
   // The L1 frame of a resident page (a new page's, to fill it), or nullptr when in L2 only.
@@ -124,6 +130,8 @@ class TieredPool {
   std::size_t live_pages() const { return live_; }
   std::size_t peak_live_pages() const { return peak_live_; }
   std::size_t page_bytes() const { return page_bytes_; }
+  // L1 bytes that demotion can never free: pinned pages and the external (residual) bytes.
+  std::size_t pinned_bytes() const { return pinned_pages_ * page_bytes_ + external_bytes_; }
 
   void pin(PageId id);
   void unpin(PageId id);

@@ -35,8 +35,8 @@ void SparseDecoder::set_budget(float fraction, int pages) {
   next.budget = fraction;
   next.budget_pages = pages;
   validate_sparse_policy(next, "SparseDecoder::set_budget");
+  if (telemetry_ != nullptr) telemetry_->on_budget_change({step_, fraction, pages, policy_.budget, policy_.budget_pages});
   policy_ = next;
-  if (telemetry_ != nullptr) telemetry_->on_budget_change({step_, fraction, pages});
 }
 
 const std::vector<std::vector<float>>& SparseDecoder::accumulated(SeqId seq, int layer) const {
@@ -78,7 +78,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   }
   const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input, &cache_.pool());
-  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Decode, EngineSpan::Select, monotonic_ns() - select_start);
+  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Decode, Span::Select, monotonic_ns() - select_start);
   std::vector<std::vector<float>> mass;
   AttendOptions options;
   options.plan = &last_plan_;
@@ -117,16 +117,22 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     }
     telemetry_->on_selection(event);
   }
-  if (exact_ != nullptr && step_ % policy_.sample_every == 0) {
-    const SelectionQuality quality = check_quality(layer, q, out, context);
-    recall_sum_ += quality.attn_mass_recall;
-    oracle_sum_ += quality.oracle_mass_recall;
-    miss_sum_ += quality.critical_miss_rate;
-    ++quality_checks_;
-    needles_seen_ += quality.needles;
-    needles_kept_ += quality.needles_kept;
-    if (telemetry_ != nullptr) telemetry_->on_selection_quality(quality);
-  }
+  last_layer_ = layer;
+  last_context_ = context;
+}
+
+bool SparseDecoder::check_quality(const float* q, const float* out) {
+  if (!quality_due() || last_layer_ < 0) return false;
+  const SelectionQuality quality = measure_quality(last_layer_, q, out, last_context_);
+  last_layer_ = -1;
+  recall_sum_ += quality.attn_mass_recall;
+  oracle_sum_ += quality.oracle_mass_recall;
+  miss_sum_ += quality.critical_miss_rate;
+  ++quality_checks_;
+  needles_seen_ += quality.needles;
+  needles_kept_ += quality.needles_kept;
+  if (telemetry_ != nullptr) telemetry_->on_selection_quality(quality);
+  return true;
 }
 
 void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {
@@ -135,6 +141,7 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   cache_.key_bounds(seq, layer, key_bounds_);
   const auto pages = key_bounds_[0].pages(g.head_dim);
   const int context = cache_.length(seq, layer);
+  last_layer_ = -1;  // the plan below is a prefill chunk's: nothing to check
   // The chunk's mean query per q head scores the pages.
   const auto row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
   const std::uint64_t select_start = telemetry_ != nullptr ? monotonic_ns() : 0;
@@ -150,13 +157,13 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   SparsePolicy chunk_policy = policy_;
   chunk_policy.window = policy_.window + n_queries;  // the chunk's own pages are always attended
   last_plan_ = plan_selection(chunk_policy, {context, cache_.config().page_tokens, g.kv_heads, &bounds, &no_history});
-  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Prefill, EngineSpan::Select, monotonic_ns() - select_start);
+  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Prefill, Span::Select, monotonic_ns() - select_start);
   AttendOptions options;
   options.plan = &last_plan_;
   cache_.attend(seq, layer, q, n_queries, out, options);
 }
 
-SelectionQuality SparseDecoder::check_quality(int layer, const float* q, const float* out, int context) {
+SelectionQuality SparseDecoder::measure_quality(int layer, const float* q, const float* out, int context) {
   const ModelGeometry& g = cache_.config().geometry;
   const int dim = g.head_dim, group = g.group(), page_tokens = cache_.config().page_tokens;
   const auto row = static_cast<std::size_t>(dim);

@@ -19,10 +19,10 @@ namespace kv {
 
 class SparseDecoder {
  public:
-  // Throws InputError for an invalid policy. With `exact`, every `sample_every`-th step is
-  // checked against exact attention over exact K/V (attn_mass_recall and its oracle ceiling,
-  // critical_miss_rate over the top `top_m` tokens, needles kept, and a drop-log event per
-  // critical token dropped).
+  // Throws InputError for an invalid policy. With `exact`, check_quality() compares every
+  // `sample_every`-th step with exact attention over exact K/V (attn_mass_recall and its oracle
+  // ceiling, critical_miss_rate over the top `top_m` tokens, needles kept, and a drop-log event
+  // per critical token dropped).
   SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr,
                 const ExactKV* exact = nullptr);
   ~SparseDecoder();
@@ -32,6 +32,11 @@ class SparseDecoder {
   // One decode step of (seq, layer): q [q_heads][head_dim] is the query of the newest token,
   // whose K/V are already appended; out like q.
   void attend(SeqId seq, int layer, const float* q, float* out);
+  // The quality check of the last attend() call, when one is due (an exact source and a sampled
+  // step), with that call's q and out; returns whether it ran. Kept apart from attend() so that
+  // a caller times the engine's work without the checks, which cost far more than the step.
+  bool check_quality(const float* q, const float* out);
+  bool quality_due() const { return exact_ != nullptr && step_ % policy_.sample_every == 0; }
   // Sparse prefill: a chunk of n queries (their K/V already appended) attends to the sinks, the
   // window before and across the chunk, and the top pages by the same scores, computed for the
   // chunk's mean query. No accumulation (prefill has no decode history yet).
@@ -64,7 +69,7 @@ class SparseDecoder {
   double needle_recall() const { return needles_seen_ > 0 ? static_cast<double>(needles_kept_) / needles_seen_ : 1.0; }
 
  private:
-  SelectionQuality check_quality(int layer, const float* q, const float* out, int context);
+  SelectionQuality measure_quality(int layer, const float* q, const float* out, int context);
 
   KVCache& cache_;
   SparsePolicy policy_;
@@ -80,6 +85,7 @@ class SparseDecoder {
   };
   std::map<std::pair<SeqId, int>, History> history_;
   SelectionPlan last_plan_;
+  int last_layer_ = -1, last_context_ = 0;  // of the last decode attend() (-1: none to check)
   std::vector<HeadKeyBounds> key_bounds_;  // this call's key bounds (buffers kept across calls)
   double dropped_share_sum_ = 0.0;
   long selections_ = 0;

@@ -142,7 +142,7 @@ TEST_CASE("kvbench run --suite smoke records every contract metric for every cas
   CHECK(std::stoi(scalar(db, "SELECT count(*) FROM events WHERE kind = 'pressure'")) > 0);
   // Metadata: machine, config and its hash.
   CHECK(scalar(db, "SELECT json_extract(meta_json, '$.cores') > 0 FROM runs") == "1");
-  CHECK(scalar(db, "SELECT json_extract(config_json, '$.policies[1].memory.l1_bytes') FROM runs") == "2097152");
+  CHECK(scalar(db, "SELECT json_extract(config_json, '$.policies[1].memory.l1_bytes') FROM runs") == "71303168");
   CHECK(scalar(db, "SELECT length(config_hash) FROM runs") == "16");
 }
 

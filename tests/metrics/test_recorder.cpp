@@ -35,7 +35,7 @@ TEST_CASE("the recorder aggregates what the engine reports", "[recorder]") {
   recorder.on_memory_event(pressure);
   recorder.on_memory_sample({1, 0, 100, 0, 2'000'000, 0, 0, 1'000'000, kv::PressureLevel::Safe});
   recorder.on_memory_sample({2, 0, 300, 0, 0, 0, 0, 1'000'000, kv::PressureLevel::Safe});
-  { Recorder::Span span(recorder, kv::Phase::Decode, "select"); }
+  { Recorder::ScopedSpan span(recorder, kv::Phase::Decode, kv::Span::Select); }
 
   const auto s = recorder.scalars();
   CHECK(recorder.counter("pages_sealed") == 3);

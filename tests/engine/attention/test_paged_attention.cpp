@@ -123,3 +123,78 @@ TEST_CASE("Paged attention is bit-identical whatever the thread count", "[attent
     }
   }
 }
+
+TEST_CASE("Paged attention in waves of resident pages is bit-identical to one pass, and reads only held pages",
+          "[attention]") {
+  ThreadPool pool(2);
+  for (Isa isa : supported_isas()) {
+    for (Format f : {Format::F16, Format::Q4, Format::Q8}) {
+      for (int n_queries : {1, 33}) {
+        for (std::size_t wave_pages : {1, 3, 7}) {
+          CAPTURE(isa_name(isa), format_name(f), n_queries, wave_pages);
+          const int kv_heads = 4, q_heads = 8, dim = 64, page_tokens = 16, ctx = 16 * 20 + 5;
+          PagedKV kv = build(f, kv_heads, dim, page_tokens, ctx, 31);
+          for (auto& head : kv.views) {
+            for (std::size_t p = 0; p < head.size(); ++p) head[p].first_token = static_cast<int>(p) * page_tokens;
+          }
+          const AttentionShape shape{q_heads, kv_heads, dim, 0.125f};
+          const auto q = kvtest::random_values(static_cast<std::size_t>(n_queries) * q_heads * dim, 3);
+          const std::size_t positions = kv.views[0].size();
+          PagedAttentionArgs args;
+          args.shape = shape;
+          args.q = q.data();
+          args.n_queries = n_queries;
+          args.split_pages = 4;
+          args.context_tokens = ctx;
+          std::vector<float> whole_out(q.size()), waves_out(q.size());
+          std::vector<float> whole_lse(static_cast<std::size_t>(n_queries) * q_heads), waves_lse(whole_lse.size());
+          std::vector<float> whole_page_lse(positions * kv_heads * 2), waves_page_lse(whole_page_lse.size());
+          AttentionWorkspace ws;
+          args.pages = &kv.views;
+          args.out = whole_out.data();
+          args.query_lse = whole_lse.data();
+          if (n_queries == 1) args.page_lse = whole_page_lse.data();
+          paged_attention(page_kernels(isa), pool, args, ws);
+
+          // The same pages, resident only while their wave is held.
+          std::vector<std::vector<PageView>> streamed = kv.views;
+          for (auto& head : streamed) {
+            for (PageView& page : head) page.data = nullptr;
+          }
+          PageWaves waves;
+          waves.max_bytes = wave_pages * kv_heads * kv.layout.bytes;
+          waves.bytes = [&](std::size_t) { return static_cast<std::size_t>(kv_heads) * kv.layout.bytes; };
+          std::size_t held_begin = 0, held_end = 0, waves_run = 0;
+          waves.acquire = [&](std::size_t begin, std::size_t end) {
+            REQUIRE(end > begin);
+            REQUIRE((end - begin) * kv_heads * kv.layout.bytes <= std::max(waves.max_bytes, kv_heads * kv.layout.bytes));
+            REQUIRE(begin == held_end);  // waves cover the positions in order, once
+            held_begin = begin;
+            held_end = end;
+            ++waves_run;
+            for (std::size_t h = 0; h < streamed.size(); ++h) {
+              for (std::size_t p = begin; p < end; ++p) streamed[h][p].data = kv.views[h][p].data;
+            }
+          };
+          waves.release = [&] {
+            for (auto& head : streamed) {
+              for (std::size_t p = held_begin; p < held_end; ++p) head[p].data = nullptr;
+            }
+          };
+          AttentionWorkspace ws2;
+          args.pages = &streamed;
+          args.out = waves_out.data();
+          args.query_lse = waves_lse.data();
+          if (n_queries == 1) args.page_lse = waves_page_lse.data();
+          args.waves = &waves;
+          paged_attention(page_kernels(isa), pool, args, ws2);
+          CHECK(held_end == positions);
+          CHECK(waves_run == (positions + wave_pages - 1) / wave_pages);
+          REQUIRE(std::memcmp(whole_out.data(), waves_out.data(), whole_out.size() * sizeof(float)) == 0);
+          REQUIRE(std::memcmp(whole_lse.data(), waves_lse.data(), whole_lse.size() * sizeof(float)) == 0);
+          REQUIRE(std::memcmp(whole_page_lse.data(), waves_page_lse.data(), whole_page_lse.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}

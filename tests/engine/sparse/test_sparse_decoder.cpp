@@ -164,6 +164,7 @@ TEST_CASE("Sampled steps measure recall against exact attention and log dropped 
   for (int step = 0; step < 4; ++step) {
     const auto q = s.next_query();
     decoder.attend(s.seq, 0, q.data(), out.data());
+    CHECK(decoder.check_quality(q.data(), out.data()) == (step % 2 == 0));
     decoder.end_step();
   }
   REQUIRE(drops.quality.size() == 2);  // steps 0 and 2
@@ -189,6 +190,9 @@ TEST_CASE("Sampled steps measure recall against exact attention and log dropped 
   SparseDecoder exact_full(s.cache, full, nullptr, &s.model);
   const auto q = s.next_query();
   exact_full.attend(s.seq, 0, q.data(), out.data());
+  CHECK(exact_full.attn_mass_recall() == 0.0);  // attend() alone checks nothing
+  REQUIRE(exact_full.check_quality(q.data(), out.data()));
+  CHECK_FALSE(exact_full.check_quality(q.data(), out.data()));  // one check per attend()
   CHECK(exact_full.attn_mass_recall() == Approx(1.0));
   CHECK(exact_full.oracle_mass_recall() == Approx(1.0));
   CHECK(exact_full.critical_miss_rate() == 0.0);

@@ -1,0 +1,26 @@
+// Degradation in plain words: what the engine gave up to keep running (an L2 fault, a
+// tightened sparse budget, pages requantized to INT2, L1 over its cap), from a repetition's
+// degradation counts and its stored events. A degraded case still completes, but `run` and
+// `show` mark it and list these lines under the table.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "results_store.h"
+
+namespace kvbench {
+
+// The metric names that count degradation (gated exactly: any new degradation is a regression).
+const std::vector<std::string>& degradation_metric_names();
+
+// Event kinds that explain a degradation; they are stored even past the per-repetition cap.
+bool is_degradation_event(const std::string& kind);
+
+// counts: degradation metric -> value; events: the repetition's (any kinds, in order).
+// Empty when nothing degraded.
+std::vector<std::string> degradation_lines(const std::map<std::string, double>& counts, const std::vector<EventRecord>& events);
+std::vector<std::string> degradation_lines(const std::vector<MetricRecord>& metrics, const std::vector<EventRecord>& events);
+
+}  // namespace kvbench

@@ -1,0 +1,182 @@
+#include "metric_table.h"
+
+#include <stdexcept>
+#include <unordered_map>
+
+#include "telemetry.h"
+
+namespace kvbench {
+
+namespace {
+
+constexpr Clock H = Clock::Host;
+constexpr Clock E = Clock::Exact;
+constexpr Better Lo = Better::Lower;
+constexpr Better Hi = Better::Higher;
+constexpr Better No = Better::None;
+
+const char* const kSynthHost =
+    " On the synthetic backend this is the engine's work alone (append, quantization, page management, selection and "
+    "attention of every layer; sampled layers scaled, flagged extrapolated) with no model compute: no projections, MLP "
+    "or logits. On the llama backend it is the whole forward pass. Quality checks and the reference model are never "
+    "inside it.";
+
+std::string span_description(kv::Phase phase, kv::Span span) {
+  const std::string p(kv::phase_name(phase));
+  switch (span) {
+    case kv::Span::Total: return "The " + p + " phase's timed work; ttft_ms and tpot_ms_* are made of it." + kSynthHost;
+    case kv::Span::AttnCompute: return "Attention kernels during " + p + ": attention calls less selection and L2 waits.";
+    case kv::Span::KvQuant: return "Sealing pages during " + p + ": quantization and page summaries.";
+    case kv::Span::PageAlloc: return "Allocating sealed pages during " + p + " (includes demotions under memory pressure).";
+    case kv::Span::Select: return "Sparse selection during " + p + ": page scores and the plan.";
+    case kv::Span::DmaWait: return "Waiting for pages from L2 during " + p + ".";
+    case kv::Span::ModelCompute:
+      return "The model outside attention during " + p + " (llama backend; NULL on the synthetic backend, whose generator stands in for it).";
+    case kv::Span::Quality:
+      return "Measurement work during " + p +
+             ": exact-attention quality checks and the llama backend's f32 reference model. Outside every timed figure; "
+             "it shows what the checks cost, not the engine.";
+  }
+  return "";
+}
+
+std::vector<MetricDef> build_table() {
+  std::vector<MetricDef> t = {
+      {"ttft_ms", "ms", H, Lo, true,
+       std::string("Prompt arrival to the first generated token's logits, mean over requests with a prompt.") + kSynthHost +
+           " Long synthetic prefills attend probe queries and fit the rest (extrapolated)."},
+      {"prefill_tps", "tokens/s", H, Hi, true, "Prompt tokens / prefill time (span_prefill_total_ms): the same work as ttft_ms."},
+      {"tpot_ms_p50", "ms", H, Lo, true, std::string("Median per-decode-token latency.") + kSynthHost},
+      {"tpot_ms_p90", "ms", H, Lo, true, "90th percentile (nearest rank) of the per-decode-token latency; covers what tpot_ms_p50 covers."},
+      {"tpot_ms_p99", "ms", H, Lo, true, "99th percentile (nearest rank) of the per-decode-token latency; covers what tpot_ms_p50 covers."},
+      {"decode_tps", "tokens/s", H, Hi, true, "Decode tokens / decode time (span_decode_total_ms); covers what tpot_ms_p50 covers."},
+      {"goodput", "ratio", H, Hi, false,
+       "Share of requests that met the workload's ttft and tpot targets (llama backend; the synthetic backend runs no model)."},
+      {"peak_l0_bytes", "bytes", E, Lo, false, "Most bytes one attention call staged through the L0 arena (a per-step staging arena, not scaled)."},
+      {"peak_l1_bytes", "bytes", E, Lo, true,
+       "Peak L1 (DRAM) occupancy of the whole model's KV: sealed page frames, residual and page summaries (sampled layers "
+       "scaled). Never above the policy's l1_bytes cap."},
+      {"peak_l2_bytes", "bytes", E, Lo, true, "Peak L2 segment bytes on disk for the whole model (sampled layers scaled)."},
+      {"peak_rss_bytes", "bytes", H, Lo, false, "Peak resident set of the process during the repetition (generator and checks included)."},
+      {"kv_bytes_per_token", "bytes", E, Lo, false, "Stored KV bytes per token over all layers and kv heads (sealed page layout)."},
+      {"kv_compression_ratio", "ratio", E, Hi, false, "F16 page bytes per token / kv_bytes_per_token."},
+      {"swap_in_bytes", "bytes", E, Lo, true, "Page bytes loaded from L2, demand and prefetch, for the whole model (sampled layers scaled)."},
+      {"swap_out_bytes", "bytes", E, Lo, true, "Page bytes demoted to L2 for the whole model (sampled layers scaled)."},
+      {"l2_bytes_written", "bytes", E, Lo, true,
+       "Device bytes written to L2 (padding and compaction included) for the whole model (sampled layers scaled)."},
+      {"swap_in_gb_per_s", "GB/s", H, Hi, false, "swap_in_bytes over the time spent reading L2 (decimal GB/s)."},
+      {"swap_out_gb_per_s", "GB/s", H, Hi, false, "l2_bytes_written over the time spent writing L2 (decimal GB/s)."},
+      {"prefetch_hit_rate", "ratio", E, Hi, false, "Pages a step needed from L2 that a prefetch had brought / all pages it needed from L2."},
+      {"l1_cache_hit_rate", "ratio", E, Hi, false, "Reads of pages with an L2 copy served by an L1 copy / all such reads."},
+      {"write_amplification", "ratio", E, Lo, false,
+       "Device bytes written to L2 (padding, compaction) / page bytes those writes carried; >= 1 by construction."},
+      {"dma_wait_ms", "ms", H, Lo, true, "Time the decode and prefill paths waited for pages from L2 (sampled layers scaled)."},
+      {"token_drop_ratio", "ratio", E, Lo, false, "Context tokens not attended, mean over decode steps, layers and kv heads."},
+      {"attn_mass_recall", "ratio", E, Hi, false,
+       "Exact attention mass held by the selected tokens, mean over sampled checks (synthetic backend: exact K/V)."},
+      {"oracle_mass_recall", "ratio", E, Hi, false,
+       "The most attention mass any selection of as many pages could hold: the ceiling of attn_mass_recall."},
+      {"critical_miss_rate", "ratio", E, Lo, false, "Share of the exact top tokens (top_m per q head) that selection dropped, sampled checks."},
+      {"needle_recall", "ratio", E, Hi, false, "Planted needles kept by every kv head / needles present, over sampled checks."},
+      {"scale_drift_mean", "ratio", E, Lo, false, "Mean relative change of sealed pages' K channel ranges and V group absmax against prefill's reference."},
+      {"scale_drift_max", "ratio", E, Lo, false, "Largest scale drift of any sealed page."},
+      {"outlier_channel_ratio", "ratio", E, Lo, false, "K channels whose absmax exceeds the outlier factor x the median, mean over sealed pages."},
+      {"clip_ratio", "ratio", E, Lo, false, "Share of values the reference scales would have clipped, mean over sealed pages."},
+      {"nan_inf_count", "count", E, Lo, false, "Non-finite K/V inputs replaced by 0 (they never enter a page)."},
+      {"attn_rel_error", "ratio", E, Lo, false,
+       "||o - o*|| / ||o*|| of the attention output against exact attention over exact K/V, sampled checks (quantization and "
+       "selection together)."},
+      {"attn_cosine", "ratio", E, Hi, false, "cos(o, o*) of the attention output against exact attention, sampled checks."},
+      {"l2_errors", "count", E, Lo, false, "L2 device faults (a failed write or read, ENOSPC): the tier stopped taking pages."},
+      {"pressure_danger_steps", "count", E, Lo, false, "Steps that ended at the danger watermark (pinned pages fill L1)."},
+      {"requantized_pages", "count", E, Lo, true, "Long-tail pages requantized to INT2 under danger (sampled layers scaled)."},
+      {"l1_overflow_events", "count", E, Lo, false, "Episodes in which L1 went above its cap because nothing could be demoted."},
+      {"noise_cpu_share", "ratio", H, No, false, "Share of the CPU other processes (and steal) took during the repetition."},
+      {"noise_loadavg", "load", H, No, false, "1-minute load average at the end of the repetition."},
+      {"ppl", "ppl", E, Lo, false, "Perplexity of the tested KV configuration on the workload's text (llama backend)."},
+      {"ppl_delta_pct", "%", E, Lo, false, "Perplexity change against the same model with an f32 cache and full attention, percent."},
+      {"kl_mean", "nats", E, Lo, false, "Mean KL divergence of the next-token distribution from the f32-cache reference."},
+      {"kl_p99", "nats", E, Lo, false, "99th percentile of that KL divergence."},
+      {"kl_max", "nats", E, Lo, false, "Largest KL divergence at any scored position."},
+      {"top1_agree", "ratio", E, Hi, false, "Positions whose most likely next token equals the reference's."},
+      {"dp_rms", "prob", E, Lo, false, "RMS difference of the probability given to the true next token."},
+  };
+  for (kv::Phase phase : {kv::Phase::Prefill, kv::Phase::Decode}) {
+    for (int s = 0; s < kv::kSpanCount; ++s) {
+      const auto span = static_cast<kv::Span>(s);
+      const bool quality = span == kv::Span::Quality;
+      t.push_back({span_metric_name(kv::phase_name(phase), kv::span_name(span)), "ms", H, quality ? No : Lo,
+                   !quality && span != kv::Span::ModelCompute, span_description(phase, span)});
+    }
+  }
+  t.push_back({"case_wall_ms", "ms", H, No, false,
+               "Wall time of the repetition here, generator, checks and reference included: sizes suites, not the engine."});
+  return t;
+}
+
+}  // namespace
+
+const char* clock_name(Clock clock) {
+  switch (clock) {
+    case Clock::Host: return "host";
+    case Clock::Model: return "model";
+    case Clock::Exact: return "exact";
+  }
+  return "unknown";
+}
+
+const char* better_name(Better better) {
+  switch (better) {
+    case Better::Lower: return "lower";
+    case Better::Higher: return "higher";
+    case Better::None: return "none";
+  }
+  return "unknown";
+}
+
+std::string span_metric_name(std::string_view phase, std::string_view span) {
+  return "span_" + std::string(phase) + "_" + std::string(span) + "_ms";
+}
+
+const std::vector<MetricDef>& metric_table() {
+  static const std::vector<MetricDef> table = build_table();
+  return table;
+}
+
+const MetricDef* find_metric(std::string_view name) {
+  static const std::unordered_map<std::string_view, const MetricDef*> index = [] {
+    std::unordered_map<std::string_view, const MetricDef*> m;
+    for (const MetricDef& d : metric_table()) m.emplace(d.name, &d);
+    return m;
+  }();
+  const auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
+}
+
+const MetricDef& metric(std::string_view name) {
+  const MetricDef* d = find_metric(name);
+  if (d == nullptr) throw std::logic_error("metric table: no metric named " + std::string(name));
+  return *d;
+}
+
+std::string metric_glossary_markdown() {
+  std::string out =
+      "# Metrics\n\n"
+      "Every scalar a case repetition records. This page is generated from the metric table in code "
+      "(`metrics/metric_table.cpp`; `kvbench metrics` prints it) and a test checks that they are equal.\n\n"
+      "- **clock**: `host` measured on the machine that ran the harness; `model` priced by a SoC profile; `exact` "
+      "counts, bytes and accuracy, which do not depend on timing.\n"
+      "- **better**: the direction of an improvement; `none` is never gated.\n"
+      "- **extrapolable**: scaled from sampled layers or probed prefill chunks when a case ran those; each such value "
+      "is flagged `extrapolated` in the store.\n"
+      "- A metric that does not apply to a case is stored as NULL with the reason (`na_reason`), never left out.\n\n"
+      "| name | unit | clock | better | extrapolable | what it covers |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const MetricDef& d : metric_table()) {
+    out += "| `" + d.name + "` | " + d.unit + " | " + clock_name(d.clock) + " | " + better_name(d.better) + " | " +
+           (d.extrapolable ? "yes" : "no") + " | " + d.description + " |\n";
+  }
+  return out;
+}
+
+}  // namespace kvbench
