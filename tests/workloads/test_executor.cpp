@@ -1,8 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "accuracy.h"
 #include "executor.h"
@@ -102,4 +104,67 @@ TEST_CASE("Synthetic prefill is probed and extrapolated; decode steps are timed 
   for (double t : result.tpot_ms) CHECK(t > 0.0);
   CHECK(decoder.needle_recall() == 1.0);  // full attention keeps the needle
   CHECK(cache.stats().sealed_pages == 0);  // the sequence was released at the end
+}
+
+namespace {
+
+// The exact source of the sparse decoder's checks, slowed by a known time per check: what a
+// costly measurement looks like to the executor.
+class SleepingExact final : public kv::ExactKV {
+ public:
+  SleepingExact(const kv::ExactKV& inner, std::chrono::milliseconds sleep) : inner_(inner), sleep_(sleep) {}
+  void exact_key(int layer, int kv_head, int pos, float* out) const override { inner_.exact_key(layer, kv_head, pos, out); }
+  void exact_value(int layer, int kv_head, int pos, float* out) const override { inner_.exact_value(layer, kv_head, pos, out); }
+  std::vector<int> needle_positions() const override {  // called once per check
+    ++checks;
+    std::this_thread::sleep_for(sleep_);
+    return inner_.needle_positions();
+  }
+  mutable int checks = 0;
+
+ private:
+  const kv::ExactKV& inner_;
+  std::chrono::milliseconds sleep_;
+};
+
+}  // namespace
+
+TEST_CASE("Quality checks run outside every timed figure: a sleeping checker is not in tpot, decode or ttft", "[workloads]") {
+  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
+  WorkloadConfig w;
+  w.name = w.kind = "rag";
+  w.context_tokens = 1024;
+  w.gen_tokens = 6;
+  ScriptTarget target;
+  target.max_positions = 8192;
+  const Script script = build_script(with_defaults(w, 8192), target).script;
+  kv::SyntheticConfig config;
+  config.calibration_ctx = 1024;
+  config.needles = script.needles;
+  kv::ThreadPool pool(2);
+  kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
+  kv::CacheConfig cache_config;
+  cache_config.geometry = model.geometry();
+  cache_config.k_format = cache_config.v_format = kv::Format::Q4;
+  kv::KVCache cache(cache_config);
+  kv::SparsePolicy policy;
+  policy.sample_every = 1;  // every decode step is checked
+  const auto sleep = std::chrono::milliseconds(400);
+  SleepingExact exact(model, sleep);
+  kv::SparseDecoder decoder(cache, policy, nullptr, &exact);
+  Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt);
+  const ExecutionResult result = executor.run(script);
+  REQUIRE(exact.checks == 6);  // one per decode step (one executed layer)
+  REQUIRE(result.tpot_ms.size() == 6);
+  const double slept_ms = static_cast<double>(sleep.count());
+  // The engine's own work for one q4 step of one layer at 1K tokens is far below the sleep,
+  // even under a sanitizer; a step that held a check would take at least the sleep.
+  for (double t : result.tpot_ms) CHECK(t < slept_ms);
+  CHECK(result.decode.total_ms < slept_ms);
+  CHECK(result.decode.quality_ms >= 6 * slept_ms);
+  CHECK(result.decode_tokens / (result.decode.total_ms * 1e-3) > 1000.0 / slept_ms);  // with the checks: <= 2.5 tok/s
+  REQUIRE(result.ttft_ms.size() == 1);
+  CHECK(result.ttft_ms[0] < slept_ms);
+  CHECK(result.prefill.quality_ms == 0.0);  // the synthetic prefill runs no checks
+  CHECK(decoder.attn_mass_recall() > 0.99);  // the checks did run, on the full policy
 }
