@@ -65,6 +65,11 @@ std::string show_text(const std::string& db_path) {
   return text.str();
 }
 
+RunOptions quiet_options(const kvtest::TempDir& dir) {
+  RunOptions options = quiet_options(dir);
+  return options;
+}
+
 const char* const kRag4k = R"({"name": "rag-4k", "kind": "rag", "context_tokens": 4096, "gen_tokens": 8})";
 
 }  // namespace
@@ -72,9 +77,7 @@ const char* const kRag4k = R"({"name": "rag-4k", "kind": "rag", "context_tokens"
 TEST_CASE("a whole-model L1 budget below what no demotion can free is refused before anything is written", "[runner]") {
   const kvtest::TempDir dir("kvbench-runner-min");
   const SuiteConfig suite = parse_suite(suite_json(kRag4k, 1, R"({"l1_bytes": "16MiB"})"), "tight.json", dir.path);
-  RunOptions options;
-  options.db_path = dir.path + "/results.sqlite";
-  options.progress = false;
+  RunOptions options = quiet_options(dir);
   try {
     run_suite(suite, options);
     FAIL("a 16 MiB budget for the whole 32-layer model ran");
@@ -95,9 +98,7 @@ TEST_CASE("L1 budgets are the whole model's: sampled layers get their share and 
   // is about 170 MB for the whole model): read per layer it would never offload.
   const std::uint64_t budget = 96ull << 20;
   const SuiteConfig suite = parse_suite(suite_json(kRag4k, 1, R"({"l1_bytes": "96MiB"})"), "share.json", dir.path);
-  RunOptions options;
-  options.db_path = dir.path + "/results.sqlite";
-  options.progress = false;
+  RunOptions options = quiet_options(dir);
   const RunSummary summary = run_suite(suite, options);
   REQUIRE(summary.status == RunStatus::Complete);
   const auto m = metrics_of(options.db_path);
@@ -116,9 +117,7 @@ TEST_CASE("an L2 device that fails with ENOSPC degrades the run visibly: metrics
                                         "enospc.json", dir.path);
   kv::FaultyFileIo io;
   io.fail_writes_after(0, ENOSPC);
-  RunOptions options;
-  options.db_path = dir.path + "/results.sqlite";
-  options.progress = false;
+  RunOptions options = quiet_options(dir);
   options.l2_io = &io;
   const RunSummary summary = run_suite(suite, options);
   // Degrading instead of stopping is the design: the run completes, but never looks clean.
@@ -144,9 +143,7 @@ TEST_CASE("an L2 device that fails with ENOSPC degrades the run visibly: metrics
 TEST_CASE("a clean run is not marked degraded", "[runner]") {
   const kvtest::TempDir dir("kvbench-runner-clean");
   const SuiteConfig suite = parse_suite(suite_json(kRag4k, 1, R"({"l1_bytes": "4GiB"})"), "clean.json", dir.path);
-  RunOptions options;
-  options.db_path = dir.path + "/results.sqlite";
-  options.progress = false;
+  RunOptions options = quiet_options(dir);
   const RunSummary summary = run_suite(suite, options);
   CHECK(summary.degraded == 0);
   CHECK(run_json(summary).find("\"degraded\":0") != std::string::npos);
@@ -165,9 +162,7 @@ TEST_CASE("no phase holds more than the L1 cap: a 64K codebase case with a tight
       suite_json(R"({"name": "codebase-64k", "kind": "codebase", "context_tokens": 65536, "gen_tokens": 16})", 1,
                  R"({"l1_bytes": "384MiB"})"),
       "tight-64k.json", dir.path);
-  RunOptions options;
-  options.db_path = dir.path + "/results.sqlite";
-  options.progress = false;
+  RunOptions options = quiet_options(dir);
   const RunSummary summary = run_suite(suite, options);
   REQUIRE(summary.status == RunStatus::Complete);
   const auto m = metrics_of(options.db_path);
