@@ -66,7 +66,9 @@ std::string show_text(const std::string& db_path) {
 }
 
 RunOptions quiet_options(const kvtest::TempDir& dir) {
-  RunOptions options = quiet_options(dir);
+  RunOptions options;
+  options.db_path = dir.path + "/results.sqlite";
+  options.progress = false;
   return options;
 }
 
