@@ -160,7 +160,7 @@ TEST_CASE("Quality checks run outside every timed figure: a sleeping checker is 
   // The engine's own work for one q4 step of one layer at 1K tokens is far below the sleep,
   // even under a sanitizer; a step that held a check would take at least the sleep.
   for (double t : result.tpot_ms) CHECK(t < slept_ms);
-  CHECK(result.decode.total_ms < slept_ms);
+  CHECK(result.decode.total_ms < 6 * slept_ms);  // with the checks inside it would be at least that
   CHECK(result.decode.quality_ms >= 6 * slept_ms);
   CHECK(result.decode_tokens / (result.decode.total_ms * 1e-3) > 1000.0 / slept_ms);  // with the checks: <= 2.5 tok/s
   // TTFT is the prefill's timed work alone; the synthetic prefill runs no checks at all.
