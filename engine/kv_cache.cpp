@@ -712,8 +712,9 @@ std::size_t KVCache::stream_batch_bytes() const {
   // the cap.
   const std::size_t cap = config_.memory.l1_bytes;
   if (cap == 0) return 0;
+  // When pinned pages fill the cap (danger), waves shrink to one position each, not to "no limit".
   const std::size_t pinned = sealed_pool_.pinned_bytes();
-  return cap > pinned ? (cap - pinned) / 2 : 0;
+  return std::max<std::size_t>(1, cap > pinned ? (cap - pinned) / 2 : 0);
 }
 
 void KVCache::finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan,
