@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
@@ -187,7 +188,66 @@ CREATE TABLE histograms (
 );
 )sql";
 
+// Version 3: runs can be `interrupted`. SQLite cannot alter a CHECK constraint, so the runs
+// table is rebuilt (foreign keys are off during migration: dropping the old table must not
+// cascade into cases) and the view over it recreated.
+constexpr const char* kSchemaV3 = R"sql(
+DROP VIEW metric_values;
+CREATE TABLE runs_v3 (
+  id INTEGER PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'aborted', 'interrupted')),
+  pid INTEGER NOT NULL,
+  boot_id TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL,
+  git_sha TEXT NOT NULL,
+  git_dirty INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  config_hash TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  meta_json TEXT NOT NULL
+);
+INSERT INTO runs_v3 (id, started_at, ended_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,
+                     config_hash, tags, meta_json)
+  SELECT id, started_at, ended_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json, config_hash,
+         tags, meta_json FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v3 RENAME TO runs;
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
+int read_user_version(sqlite3* db) {
+  Statement user_version(db, "PRAGMA user_version");
+  return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
+}
+
+std::int64_t table_count(sqlite3* db) {
+  Statement tables(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  return tables.step() ? tables.int64(0) : 0;
+}
+
 }  // namespace
+
+std::optional<RunStatus> parse_run_status(const std::string& name) {
+  for (RunStatus s : {RunStatus::Running, RunStatus::Complete, RunStatus::Failed, RunStatus::Aborted, RunStatus::Interrupted}) {
+    if (name == run_status_name(s)) return s;
+  }
+  return std::nullopt;
+}
+
+bool run_process_gone(std::int64_t pid, const std::string& run_boot_id) {
+  if (run_boot_id != boot_id()) return true;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+std::string reported_run_status(const std::string& stored, std::int64_t pid, const std::string& run_boot_id) {
+  if (stored == "running" && run_process_gone(pid, run_boot_id)) return "aborted";
+  return stored;
+}
 
 const char* run_status_name(RunStatus status) {
   switch (status) {
@@ -195,6 +255,7 @@ const char* run_status_name(RunStatus status) {
     case RunStatus::Complete: return "complete";
     case RunStatus::Failed: return "failed";
     case RunStatus::Aborted: return "aborted";
+    case RunStatus::Interrupted: return "interrupted";
   }
   return "unknown";
 }
@@ -216,7 +277,11 @@ std::string boot_id() {
   return id;
 }
 
-ResultsStore::ResultsStore(const std::string& path) : path_(path) {
+ResultsStore::ResultsStore(const std::string& path, Access access) : path_(path), access_(access) {
+  if (access == Access::ReadOnly) {
+    open_read_only();
+    return;
+  }
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
       SQLITE_OK) {
     const std::string reason = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
@@ -226,7 +291,6 @@ ResultsStore::ResultsStore(const std::string& path) : path_(path) {
   }
   sqlite3_busy_timeout(db_, 30000);
   try {
-    exec("PRAGMA foreign_keys = ON");
     // Two processes creating one database at once: switching a new file to WAL and creating
     // the schema can meet SQLITE_BUSY without the busy handler (SQLite's deadlock avoidance),
     // so the setup is retried for as long as the busy timeout.
@@ -243,13 +307,71 @@ ResultsStore::ResultsStore(const std::string& path) : path_(path) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
+    // After the migration: a table rebuild must not cascade.
+    exec("PRAGMA foreign_keys = ON");
   } catch (const std::runtime_error& e) {
+    const int code = sqlite3_errcode(db_) & 0xff;
     sqlite3_close(db_);
     db_ = nullptr;
     if (const auto* input = dynamic_cast<const kv::InputError*>(&e)) throw *input;
+    if (code == SQLITE_READONLY) {
+      throw kv::InputError(path, "--db", std::string("cannot write: ") + e.what() +
+                                             " (`list`, `show` and `export` read a read-only database)");
+    }
     throw kv::InputError(path, "database", e.what());
   }
   mark_abandoned_runs();
+}
+
+void ResultsStore::open_read_only() {
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) throw kv::InputError(path_, "--db", "no such database (run `kvbench run` first)");
+  if (!std::filesystem::is_regular_file(path_, ec)) throw kv::InputError(path_, "--db", "not a file");
+  // A WAL database needs its -shm index; where it cannot be created (a read-only directory or
+  // file) the database is opened immutable: nothing can be writing it then either.
+  for (const bool immutable : {false, true}) {
+    const std::string uri = "file:" + path_ + (immutable ? "?immutable=1" : "");
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+      const std::string reason = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw kv::InputError(path_, "--db", "cannot open: " + reason);
+    }
+    sqlite3_busy_timeout(db_, 30000);
+    try {
+      schema_version_ = read_user_version(db_);
+      const std::int64_t tables = table_count(db_);
+      if (schema_version_ > kSchemaVersion) {
+        throw kv::InputError(path_, "schema_version",
+                             "the database has schema version " + std::to_string(schema_version_) +
+                                 "; this kvbench reads up to " + std::to_string(kSchemaVersion) + " (use a newer kvbench)");
+      }
+      if (schema_version_ == 0) {
+        throw kv::InputError(path_, "schema_version",
+                             tables > 0 ? "not a kvbench database (tables without a kvbench schema version)"
+                                        : "not a kvbench database (no kvbench schema; `kvbench run --db` creates one)");
+      }
+      if (schema_version_ < kOldestReadableSchema) {
+        throw kv::InputError(path_, "schema_version",
+                             "schema version " + std::to_string(schema_version_) +
+                                 " is older than the readers take; any `kvbench run --db` on it migrates it");
+      }
+      return;
+    } catch (const kv::InputError&) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw;
+    } catch (const std::runtime_error& e) {
+      const int code = sqlite3_errcode(db_) & 0xff;
+      if (!immutable && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN)) continue;
+      const std::string reason = e.what();
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw kv::InputError(path_, "--db", "cannot read: " + reason);
+    }
+  }
 }
 
 ResultsStore::~ResultsStore() { sqlite3_close(db_); }
@@ -265,19 +387,14 @@ void ResultsStore::exec(const char* sql) {
 
 void ResultsStore::migrate() {
   Transaction tx(db_);
-  int version = 0;
-  {
-    Statement user_version(db_, "PRAGMA user_version");
-    if (user_version.step()) version = static_cast<int>(user_version.int64(0));
-  }
+  int version = read_user_version(db_);
   if (version > kSchemaVersion) {
     throw kv::InputError(path_, "schema_version",
                          "the database has schema version " + std::to_string(version) + "; this kvbench reads up to " +
                              std::to_string(kSchemaVersion) + " (use a newer kvbench)");
   }
   if (version == 0) {
-    Statement tables(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
-    if (tables.step() && tables.int64(0) > 0) {
+    if (table_count(db_) > 0) {
       throw kv::InputError(path_, "schema_version", "not a kvbench database (tables without a kvbench schema version)");
     }
     exec(kSchemaV1);
@@ -287,8 +404,13 @@ void ResultsStore::migrate() {
     exec(kSchemaV2);
     version = 2;
   }
+  if (version == 2) {
+    exec(kSchemaV3);
+    version = 3;
+  }
   exec(("PRAGMA user_version = " + std::to_string(version)).c_str());
   tx.commit();
+  schema_version_ = version;
 }
 
 std::int64_t ResultsStore::begin_run(const RunInfo& info) {
@@ -334,25 +456,48 @@ void ResultsStore::finish_case(std::int64_t case_id, CaseStatus status, const st
   update.bind(1, std::string(case_status_name(status))).bind(2, error).bind(3, case_id).run();
 }
 
+void ResultsStore::add_repetition(std::int64_t case_id, const RepetitionRecord& record) {
+  Transaction tx(db_);
+  insert_metrics(case_id, record.metrics);
+  for (const auto& [name, values] : record.series) insert_series(case_id, record.repetition, name, values);
+  for (const auto& [name, counts] : record.histograms) insert_histogram(case_id, record.repetition, name, counts);
+  insert_events(case_id, record.repetition, record.events);
+  tx.commit();
+}
+
 void ResultsStore::add_histogram(std::int64_t case_id, int repetition, const std::string& name,
                                  const std::vector<std::int64_t>& counts) {
   Transaction tx(db_);
+  insert_histogram(case_id, repetition, name, counts);
+  tx.commit();
+}
+
+void ResultsStore::insert_histogram(std::int64_t case_id, int repetition, const std::string& name,
+                                    const std::vector<std::int64_t>& counts) {
   Statement insert(db_, "INSERT INTO histograms (case_id, repetition, name, bin, count) VALUES (?, ?, ?, ?, ?)");
   for (std::size_t i = 0; i < counts.size(); ++i) {
     insert.bind(1, case_id).bind(2, repetition).bind(3, name).bind(4, static_cast<std::int64_t>(i)).bind(5, counts[i]).run();
   }
-  tx.commit();
 }
 
 void ResultsStore::add_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events) {
   Transaction tx(db_);
+  insert_events(case_id, repetition, events);
+  tx.commit();
+}
+
+void ResultsStore::insert_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events) {
   Statement insert(db_, "INSERT INTO events (case_id, repetition, step, kind, detail) VALUES (?, ?, ?, ?, ?)");
   for (const EventRecord& e : events) insert.bind(1, case_id).bind(2, repetition).bind(3, e.step).bind(4, e.kind).bind(5, e.detail).run();
-  tx.commit();
 }
 
 void ResultsStore::add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics) {
   Transaction tx(db_);
+  insert_metrics(case_id, metrics);
+  tx.commit();
+}
+
+void ResultsStore::insert_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics) {
   Statement insert(db_,
                    "INSERT INTO metrics (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)"
                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -368,16 +513,19 @@ void ResultsStore::add_metrics(std::int64_t case_id, const std::vector<MetricRec
     insert.bind(5, m.na_reason).bind(6, m.unit).bind(7, std::string(clock_name(m.clock)));
     insert.bind(8, m.extrapolated ? 1 : 0).bind(9, m.noisy ? 1 : 0).run();
   }
-  tx.commit();
 }
 
 void ResultsStore::add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values) {
   Transaction tx(db_);
+  insert_series(case_id, repetition, name, values);
+  tx.commit();
+}
+
+void ResultsStore::insert_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values) {
   Statement insert(db_, "INSERT INTO series (case_id, repetition, name, step, value) VALUES (?, ?, ?, ?, ?)");
   for (std::size_t i = 0; i < values.size(); ++i) {
     insert.bind(1, case_id).bind(2, repetition).bind(3, name).bind(4, static_cast<std::int64_t>(i)).bind(5, values[i]).run();
   }
-  tx.commit();
 }
 
 void ResultsStore::add_event(std::int64_t case_id, int repetition, std::int64_t step, const std::string& kind,
@@ -388,15 +536,11 @@ void ResultsStore::add_event(std::int64_t case_id, int repetition, std::int64_t 
 
 std::vector<RunRow> ResultsStore::runs() {
   std::vector<RunRow> rows;
-  Statement select(db_, "SELECT id, status, started_at, coalesce(ended_at, ''), tags FROM runs ORDER BY id");
+  Statement select(db_, "SELECT id, status, started_at, coalesce(ended_at, ''), tags, pid, boot_id FROM runs ORDER BY id");
   while (select.step()) {
     RunRow row;
     row.id = select.int64(0);
-    const std::string status = select.text(1);
-    row.status = status == "complete" ? RunStatus::Complete
-                 : status == "failed" ? RunStatus::Failed
-                 : status == "aborted" ? RunStatus::Aborted
-                                       : RunStatus::Running;
+    row.status = parse_run_status(reported_run_status(select.text(1), select.int64(5), select.text(6))).value_or(RunStatus::Aborted);
     row.started_at = select.text(2);
     row.ended_at = select.text(3);
     const std::string tags = select.text(4);
@@ -412,15 +556,11 @@ std::vector<RunRow> ResultsStore::runs() {
 
 int ResultsStore::mark_abandoned_runs() {
   Transaction tx(db_);
-  const std::string boot = boot_id();
   std::vector<std::int64_t> gone;
   {
     Statement select(db_, "SELECT id, pid, boot_id FROM runs WHERE status = 'running'");
     while (select.step()) {
-      const auto pid = static_cast<pid_t>(select.int64(1));
-      const bool other_boot = select.text(2) != boot;
-      const bool dead = ::kill(pid, 0) != 0 && errno == ESRCH;
-      if (other_boot || dead) gone.push_back(select.int64(0));
+      if (run_process_gone(select.int64(1), select.text(2))) gone.push_back(select.int64(0));
     }
   }
   Statement update(db_, "UPDATE runs SET status = 'aborted', ended_at = ? WHERE id = ? AND status = 'running'");

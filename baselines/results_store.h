@@ -3,9 +3,11 @@
 // every write in a transaction; SQL only with bound parameters.
 //
 // Runs have a status: `running` (with its pid, the boot id and a heartbeat), `complete`,
-// `failed` or `aborted`. Opening the store marks `aborted` the running runs whose process is
+// `failed`, `interrupted` (stopped by SIGINT/SIGTERM, its finished repetitions kept) or
+// `aborted`. Opening the store for writing marks `aborted` the running runs whose process is
 // gone (another boot, or no such pid), so two processes can write one database at once and a
-// killed run is never taken for a finished one.
+// killed run is never taken for a finished one. Readers open it read-only: they never write,
+// never create a schema, and report such a run as aborted without marking it.
 //
 // The view metric_values(run_id, run_status, case_name, model, workload, policy, soc,
 // repetition, name, value, na_reason, unit, clock, extrapolated, noisy) is the contract the
@@ -24,10 +26,14 @@
 
 namespace kvbench {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
+// The oldest schema the read-only tools read as it is (writers migrate anything older).
+inline constexpr int kOldestReadableSchema = 2;
 
-enum class RunStatus : std::uint8_t { Running, Complete, Failed, Aborted };
+enum class RunStatus : std::uint8_t { Running, Complete, Failed, Aborted, Interrupted };
 const char* run_status_name(RunStatus status);
+// The status a name stands for; nullopt for a name no schema has.
+std::optional<RunStatus> parse_run_status(const std::string& name);
 
 // A case: running until its repetitions are stored, skipped (could not run, with its reason),
 // failed (an error stopped it; the message is kept).
@@ -66,18 +72,34 @@ struct EventRecord {
   std::string detail;
 };
 
+// Everything one repetition of a case stores; written in one transaction, so a repetition is
+// either whole in the database or absent.
+struct RepetitionRecord {
+  int repetition = 1;
+  std::vector<MetricRecord> metrics;
+  std::vector<std::pair<std::string, std::vector<double>>> series;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> histograms;
+  std::vector<EventRecord> events;
+};
+
 struct RunRow {
   std::int64_t id = 0;
-  RunStatus status = RunStatus::Running;
+  RunStatus status = RunStatus::Running;  // as reported: a running run whose process is gone reads aborted
   std::string started_at, ended_at;
   std::vector<std::string> tags;
 };
 
+enum class Access : std::uint8_t { ReadWrite, ReadOnly };
+
 class ResultsStore {
  public:
-  // Opens or creates the database. Throws kv::InputError naming the file for a database that
-  // cannot be opened, is not a kvbench database, or has a newer schema than this binary.
-  explicit ResultsStore(const std::string& path);
+  // ReadWrite opens or creates the database and migrates it to this binary's schema.
+  // ReadOnly opens an existing database without writing anything: it works on a 0444 file, in a
+  // read-only directory and on an immutable file, and refuses a file with no kvbench schema (an
+  // empty or foreign file) instead of creating one. Both throw kv::InputError naming the file
+  // for a database that cannot be opened, is not a kvbench database, or has a newer schema than
+  // this binary.
+  explicit ResultsStore(const std::string& path, Access access = Access::ReadWrite);
   ~ResultsStore();
   ResultsStore(const ResultsStore&) = delete;
   ResultsStore& operator=(const ResultsStore&) = delete;
@@ -86,6 +108,8 @@ class ResultsStore {
   void heartbeat(std::int64_t run_id);
   void finish_run(std::int64_t run_id, RunStatus status);
   std::int64_t add_case(std::int64_t run_id, const CaseInfo& info);
+  // One repetition: metrics, series, histograms and events in one transaction.
+  void add_repetition(std::int64_t case_id, const RepetitionRecord& record);
   // One repetition's metrics of a case, in one transaction.
   void add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics);
   void add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values);
@@ -99,14 +123,28 @@ class ResultsStore {
   int mark_abandoned_runs();
   sqlite3* db() { return db_; }
   const std::string& path() const { return path_; }
+  int schema_version() const { return schema_version_; }
+  Access access() const { return access_; }
 
  private:
   void exec(const char* sql);
   void migrate();
+  void open_read_only();
+  void insert_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics);
+  void insert_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values);
+  void insert_histogram(std::int64_t case_id, int repetition, const std::string& name, const std::vector<std::int64_t>& counts);
+  void insert_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events);
 
   std::string path_;
+  Access access_ = Access::ReadWrite;
+  int schema_version_ = 0;
   sqlite3* db_ = nullptr;
 };
+
+// Whether a `running` run's process is gone: another boot, or no such pid.
+bool run_process_gone(std::int64_t pid, const std::string& run_boot_id);
+// The status readers show: a `running` run whose process is gone is reported aborted.
+std::string reported_run_status(const std::string& stored, std::int64_t pid, const std::string& run_boot_id);
 
 // The kernel's boot id (/proc/sys/kernel/random/boot_id), "" when unreadable.
 std::string boot_id();

@@ -4,9 +4,36 @@
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
+#include <grp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+
 namespace kvtest {
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+int run_unprivileged(const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child < 0) return 255;
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(255);
+    int code = 255;
+    try {
+      code = body();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
 
 std::vector<float> random_values(std::size_t count, std::uint32_t seed, float stddev) {
   std::mt19937 rng(seed);

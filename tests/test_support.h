@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,15 @@ float relative_error(const std::vector<float>& a, const std::vector<float>& b);
 std::string model_file(const std::string& name);
 // A fresh temporary file path for the test to write (removed by the caller).
 std::string temp_path(const std::string& stem);
+
+// The whole content of a file ("" when it cannot be read): compare it before and after to show
+// that something left a file untouched.
+std::string file_bytes(const std::string& path);
+
+// Runs `body` in a forked child without root's privileges (uid and gid 65534 when the test runs
+// as root, so permission bits apply); returns its exit status, 255 when it threw or could not
+// drop privileges. Files the child reads must be readable by "other".
+int run_unprivileged(const std::function<int()>& body);
 
 // A fresh temporary directory, removed with everything in it when the object dies.
 struct TempDir {

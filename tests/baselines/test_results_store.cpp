@@ -152,3 +152,144 @@ TEST_CASE("a database from a newer schema, or not ours, is refused naming the fi
   CHECK_THROWS_AS(ResultsStore(text), kv::InputError);
   CHECK_THROWS_AS(ResultsStore(dir.path + "/missing-dir/results.sqlite"), kv::InputError);
 }
+
+namespace {
+
+// A copy of the schema-v2 database written by the v2 binary (tests/data/README.md).
+std::string copy_v2_fixture(const kvtest::TempDir& dir) {
+  const std::string path = dir.path + "/results-v2.sqlite";
+  std::filesystem::copy_file(std::string(KVBENCH_SOURCE_DIR) + "/tests/data/results-v2.sqlite", path);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("a schema-v2 database migrates to v3 in place with its runs intact", "[store]") {
+  kvtest::TempDir dir("store-v2");
+  const std::string path = copy_v2_fixture(dir);
+  std::int64_t metrics_before = 0;
+  {
+    ResultsStore old(path, Access::ReadOnly);  // readers take v2 as it is
+    CHECK(old.schema_version() == 2);
+    metrics_before = count(old, "SELECT count(*) FROM metric_values");
+    REQUIRE(metrics_before > 100);
+  }
+  ResultsStore store(path);
+  CHECK(store.schema_version() == 3);
+  CHECK(count(store, "PRAGMA user_version") == 3);
+  CHECK(count(store, "SELECT count(*) FROM metric_values") == metrics_before);
+  CHECK(count(store, "SELECT count(*) FROM cases") == 3);
+  CHECK(count(store, "SELECT count(*) FROM runs WHERE status = 'complete'") == 2);
+  CHECK(count(store, "SELECT count(*) FROM runs WHERE tags = 'fixture,second'") == 1);
+  CHECK(count(store, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
+  // The new status is accepted, and cases still cascade with their run.
+  const std::int64_t id = store.begin_run(info("v3"));
+  store.finish_run(id, RunStatus::Interrupted);
+  CHECK(store.runs().back().status == RunStatus::Interrupted);
+  const std::int64_t c = store.add_case(id, {"m", "w", "p", "host", ""});
+  store.add_metrics(c, metrics(1));
+  REQUIRE(sqlite3_exec(store.db(), ("DELETE FROM runs WHERE id = " + std::to_string(id)).c_str(), nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  CHECK(count(store, "SELECT count(*) FROM cases WHERE run_id = " + std::to_string(id)) == 0);
+  CHECK(count(store, "SELECT count(*) FROM metric_values") == metrics_before);
+  CHECK(count(store, "PRAGMA integrity_check") == 0);  // "ok" reads as 0
+}
+
+TEST_CASE("a repetition is stored whole in one transaction", "[store]") {
+  kvtest::TempDir dir("store-repetition");
+  ResultsStore store(dir.path + "/r.sqlite");
+  const std::int64_t run = store.begin_run(info("rep"));
+  const std::int64_t c = store.add_case(run, {"m", "w", "p", "host", ""});
+  RepetitionRecord record;
+  record.repetition = 1;
+  record.metrics = metrics(1);
+  record.series = {{"tpot_ms", {1.0, 2.0}}};
+  record.histograms = {{"bits", {3, 4, 5}}};
+  record.events = {{1, "pressure", "warn"}};
+  store.add_repetition(c, record);
+  CHECK(count(store, "SELECT count(*) FROM metrics") == 3);
+  CHECK(count(store, "SELECT count(*) FROM series") == 2);
+  // A bad record in the middle rolls back everything of its repetition.
+  RepetitionRecord bad = record;
+  bad.repetition = 2;
+  for (MetricRecord& m : bad.metrics) m.repetition = 2;
+  bad.events.push_back({2, "x", "y"});
+  bad.histograms.push_back({"bits", {1}});  // duplicate (case, repetition, name, bin)
+  CHECK_THROWS(store.add_repetition(c, bad));
+  CHECK(count(store, "SELECT count(*) FROM metrics WHERE repetition = 2") == 0);
+  CHECK(count(store, "SELECT count(*) FROM series WHERE repetition = 2") == 0);
+  CHECK(count(store, "SELECT count(*) FROM events WHERE repetition = 2") == 0);
+}
+
+TEST_CASE("a read-only store never writes and refuses files with no kvbench schema", "[store]") {
+  kvtest::TempDir dir("store-readonly");
+  const std::string missing = dir.path + "/missing.sqlite";
+  CHECK_THROWS_WITH(ResultsStore(missing, Access::ReadOnly), Catch::Contains("no such database"));
+  CHECK_FALSE(std::filesystem::exists(missing));
+
+  const std::string empty = dir.path + "/empty.sqlite";
+  std::ofstream(empty).close();
+  CHECK_THROWS_WITH(ResultsStore(empty, Access::ReadOnly), Catch::Contains("not a kvbench database"));
+  CHECK(std::filesystem::file_size(empty) == 0);
+
+  const std::string foreign = dir.path + "/foreign.sqlite";
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(foreign.c_str(), &db);
+    sqlite3_exec(db, "CREATE TABLE t (x)", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  const std::string before = kvtest::file_bytes(foreign);
+  CHECK_THROWS_WITH(ResultsStore(foreign, Access::ReadOnly), Catch::Contains("not a kvbench database"));
+  CHECK(kvtest::file_bytes(foreign) == before);
+
+  // A running run whose process is gone reads as aborted, and stays `running` in the file.
+  const std::string path = dir.path + "/r.sqlite";
+  {
+    ResultsStore store(path);
+    store.begin_run(info("dead"));
+    REQUIRE(sqlite3_exec(store.db(), "UPDATE runs SET pid = 999999999", nullptr, nullptr, nullptr) == SQLITE_OK);
+  }
+  const std::string bytes = kvtest::file_bytes(path);
+  {
+    ResultsStore reader(path, Access::ReadOnly);
+    REQUIRE(reader.runs().size() == 1);
+    CHECK(reader.runs()[0].status == RunStatus::Aborted);
+    CHECK(count(reader, "SELECT count(*) FROM runs WHERE status = 'running'") == 1);
+  }
+  CHECK(kvtest::file_bytes(path) == bytes);
+}
+
+TEST_CASE("a read-only store opens a 0444 file and a database in a read-only directory", "[store]") {
+  kvtest::TempDir dir("store-readonly-perm");
+  std::filesystem::permissions(dir.path, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                             std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                             std::filesystem::perms::others_exec);
+  const std::string path = copy_v2_fixture(dir);
+  { ResultsStore migrate(path); }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::group_read |
+                                         std::filesystem::perms::others_read);
+  const std::string bytes = kvtest::file_bytes(path);
+  // The child has no write permission on the file nor on the directory: the writer fails with
+  // a clear error, the reader reads.
+  const auto read_runs = [&] {
+    ResultsStore reader(path, Access::ReadOnly);
+    return reader.runs().size() == 2 ? 0 : 1;
+  };
+  const auto write = [&] {
+    try {
+      ResultsStore writer(path);
+      writer.begin_run(info("x"));
+    } catch (const kv::InputError& e) {
+      return std::string(e.what()).find("cannot write") != std::string::npos ? 0 : 2;
+    }
+    return 1;
+  };
+  CHECK(kvtest::run_unprivileged(read_runs) == 0);
+  CHECK(kvtest::run_unprivileged(write) == 0);
+  std::filesystem::permissions(dir.path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec |
+                                             std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
+  CHECK(kvtest::run_unprivileged(read_runs) == 0);
+  std::filesystem::permissions(dir.path, std::filesystem::perms::owner_all);
+  CHECK(kvtest::file_bytes(path) == bytes);
+}
