@@ -1,6 +1,10 @@
 #include "cli.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -26,6 +30,42 @@ std::string version_text() {
                      KVBENCH_BUILD_TYPE, KVBENCH_COMPILER, kv::isa_name(kv::best_isa()), supported);
 }
 
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// CLI11's messages as `<argument>: <reason>`, the arguments named as typed.
+std::string usage_message(const CLI::ParseError& error, const std::string& command) {
+  const std::string what = trim(error.what());
+  const std::string convert = "Could not convert: ";
+  if (what.rfind(convert, 0) == 0) {  // "Could not convert: NAME = VALUE"
+    const std::string rest = what.substr(convert.size());
+    const auto eq = rest.find(" = ");
+    if (eq != std::string::npos) return fmt::format("{}: '{}' is not a number", rest.substr(0, eq), rest.substr(eq + 3));
+  }
+  const std::string extras = "not expected: ";
+  if (const auto at = what.find(extras); at != std::string::npos) {
+    // CLI11 lists them last first.
+    std::vector<std::string> args;
+    std::stringstream in(what.substr(at + extras.size()));
+    for (std::string arg; in >> arg;) args.insert(args.begin(), arg);
+    if (!args.empty()) {
+      return fmt::format("{}: unexpected argument{} to `kvbench{}{}`", args.front(), args.size() > 1 ? " (and " + std::to_string(args.size() - 1) + " more)" : "",
+                         command.empty() ? "" : " ", command);
+    }
+  }
+  const std::string required = " is required";
+  if (what.size() > required.size() && what.compare(what.size() - required.size(), required.size(), required) == 0) {
+    return what.substr(0, what.size() - required.size()) + ": required";
+  }
+  return what;
+}
+
+}  // namespace
+
 int run_cli(int argc, char** argv) {
   CLI::App app{"kvbench: KV-cache benchmark and regression harness for on-device LLM inference"};
   app.require_subcommand(0, 1);
@@ -43,10 +83,28 @@ int run_cli(int argc, char** argv) {
   ResultsCommandOptions results;
   add_results_commands(app, results);
 
+  // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string name = argv[1];
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      fmt::print(stderr, "kvbench: {}: unknown subcommand (one of: {}; `kvbench --help` says what each does)\n", name,
+                 fmt::join(names, ", "));
+      return kExitBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+    std::string command;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->parsed()) command = sub->get_name();
+    }
+    fmt::print(stderr, "kvbench: {}\n(`kvbench {}--help` for usage)\n", usage_message(error, command),
+               command.empty() ? "" : command + " ");
+    return kExitBadInput;
   }
 
   try {
@@ -68,7 +126,7 @@ int run_cli(int argc, char** argv) {
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {
-    fmt::print(stderr, "kvbench: error: {}\n", error.what());
+    fmt::print(stderr, "kvbench: {}\n", error.what());
     return kExitBadInput;
   } catch (const std::exception& error) {
     fmt::print(stderr, "kvbench: internal error: {}\n", error.what());

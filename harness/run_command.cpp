@@ -1,9 +1,13 @@
 #include "run_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sqlite3.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +19,10 @@
 #include "case_metrics.h"
 #include "cli.h"
 #include "degradation.h"
+#include "interrupt.h"
 #include "results_store.h"
+#include "run_view.h"
+#include "summary_table.h"
 #include "runtime/error.h"
 
 namespace kvbench {
@@ -53,17 +60,6 @@ std::vector<Row> query(ResultsStore& store, const std::string& sql, const std::v
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) throw std::runtime_error("sqlite step: " + error);
   return rows;
-}
-
-// Reading tools open an existing database only: a typo must not create an empty one.
-void require_db(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw kv::InputError(path, "--db", "no such database (run `kvbench run` first)");
-}
-
-void require_run(ResultsStore& store, std::int64_t run_id) {
-  if (query(store, "SELECT id FROM runs WHERE id = ?", {std::to_string(run_id)}).empty()) {
-    throw kv::InputError(store.path(), "RUN_ID", fmt::format("no run {} in this database", run_id));
-  }
 }
 
 std::string csv_field(const std::optional<std::string>& v) {
@@ -105,20 +101,29 @@ void add_run_command(CLI::App& app, RunCommandOptions& o) {
   cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(CLI::Range(1, 1000));
   cmd->add_option("--filter", o.run.filter, "ECMAScript regex searched in model/workload/policy/soc");
   cmd->add_option("--models-dir", o.run.models_dir, "directory of the llama models (default: $KVBENCH_MODELS_DIR, else ../shared/models)");
-  cmd->add_option("--l2-dir", o.run.l2_dir, "L2 directory for policies that leave l2_dir empty (default: beside the database)");
-  cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed} as JSON");
+  cmd->add_option("--l2-dir", o.run.l2_dir,
+                  "existing L2 directory for policies that leave l2_dir empty (default: l2/ beside the database, created when a policy offloads)");
+  cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
   o.command = cmd;
 }
 
 void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
-  o.list = app.add_subcommand("list", "List what the results database holds");
+  o.list = app.add_subcommand("list", "List what the results database holds (read-only)");
   o.list->add_option("what", o.what, "runs")->required()->check(CLI::IsMember({"runs"}));
   o.list->add_option("--db", o.db, "results database")->capture_default_str();
-  o.show = app.add_subcommand("show", "A run's metadata and per-case medians");
-  o.show->add_option("RUN_ID", o.run_id, "run id")->required();
+  o.list->add_flag("--json", o.json, "print the runs as a JSON array");
+  o.list->add_option("--status", o.status, "only runs with this status")
+      ->check(CLI::IsMember({"running", "complete", "failed", "aborted", "interrupted"}));
+  o.list->add_option("--suite", o.suite, "only runs of this suite");
+  o.list->add_option("--tag", o.tags, "only runs with this tag (repeatable: every one)");
+  o.list->add_option("--last", o.last, "only the newest N runs")->check(CLI::PositiveNumber);
+  o.show = app.add_subcommand("show", "A run's metadata and per-case medians (read-only)");
+  o.show->add_option("RUN_ID", o.run_id_text, "run id")->required();
   o.show->add_option("--db", o.db, "results database")->capture_default_str();
-  o.exporter = app.add_subcommand("export", "Export a run's metrics as JSON or CSV");
-  o.exporter->add_option("RUN_ID", o.run_id, "run id")->required();
+  o.show->add_option("--metrics", o.metrics, "comma-separated metric names for the columns (\"all\": every metric)");
+  o.show->add_flag("--json", o.json, "print the same medians as JSON");
+  o.exporter = app.add_subcommand("export", "Export a run's metrics as JSON or CSV (read-only)");
+  o.exporter->add_option("RUN_ID", o.run_id_text, "run id")->required();
   o.exporter->add_option("--db", o.db, "results database")->capture_default_str();
   o.exporter->add_option("--format", o.format, "json or csv")->check(CLI::IsMember({"json", "csv"}))->capture_default_str();
   o.exporter->add_option("--out", o.out, "output file (default: stdout)");
@@ -128,144 +133,117 @@ std::string run_json(const RunSummary& s) {
   return json{{"run_id", s.run_id},   {"status", run_status_name(s.status)},
               {"db", s.db},           {"cases", s.cases},
               {"skipped", s.skipped}, {"failed", s.failed},
-              {"degraded", s.degraded}}
+              {"degraded", s.degraded}, {"stored_repetitions", s.stored_repetitions}}
       .dump();
 }
 
+namespace {
+
+std::int64_t parse_run_id(const std::string& text) {
+  std::int64_t id = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (error != std::errc() || end != text.data() + text.size() || id < 1) {
+    throw kv::InputError("RUN_ID", text, "not a run id (a positive integer; `kvbench list runs` shows them)");
+  }
+  return id;
+}
+
+// Read by a writer: the run just wrote this database, and a writer's close leaves no -wal/-shm.
+void print_summary(const std::string& db, std::int64_t run_id, std::FILE* out) {
+  ResultsStore store(db);
+  fmt::print(out, "{}", render_summary(load_run_view(store, run_id), default_summary_columns()));
+}
+
+}  // namespace
+
 int run_run(const RunCommandOptions& o) {
   const SuiteConfig suite = find_suite(o.suite);
-  const RunSummary s = run_suite(suite, o.run);
+  InterruptScope interrupts;
+  RunOptions options = o.run;
+  options.stop = &InterruptScope::flag();
+  RunSummary s;
+  try {
+    s = run_suite(suite, options);
+  } catch (const RunInterrupted& e) {
+    fmt::print(stderr, "kvbench: {}\n", e.what());
+    return kExitInterrupted;
+  }
   if (o.json) {
     fmt::print("{}\n", run_json(s));
   } else {
-    ResultsCommandOptions show;
-    show.db = s.db;
-    show.run_id = s.run_id;
-    run_show(show);
-    for (const auto& line : s.lines) {
-      if (line.status != "complete") fmt::print("  {} {}: {}\n", line.status, line.name, line.note);
-    }
+    print_summary(s.db, s.run_id, stdout);
+  }
+  std::fflush(stdout);
+  if (s.interrupted) {
+    const int number = InterruptScope::signal_number();
+    fmt::print(stderr,
+               "kvbench: interrupted by {}: run {} is marked interrupted in {}; kept {} finished repetition{} of {} case{} "
+               "(`kvbench show {} --db {}`); its L2 files are removed\n",
+               number == SIGTERM ? "SIGTERM" : "SIGINT", s.run_id, s.db, s.stored_repetitions, s.stored_repetitions == 1 ? "" : "s",
+               s.cases, s.cases == 1 ? "" : "s", s.run_id, s.db);
+    return kExitInterrupted;
   }
   return s.status == RunStatus::Complete ? kExitOk : kExitRunFailed;
 }
 
-int run_list(const ResultsCommandOptions& o) {
-  require_db(o.db);
-  ResultsStore store(o.db);
+int run_list(const ResultsCommandOptions& o, std::FILE* out) {
+  ResultsStore store(o.db, Access::ReadOnly);
   const auto rows = query(store,
-                          "SELECT r.id, r.status, r.started_at, coalesce(r.ended_at, ''), r.tags, json_extract(r.meta_json, '$.suite'),"
+                          "SELECT r.id, r.status, r.pid, r.boot_id, r.started_at, coalesce(r.ended_at, ''), r.tags,"
+                          " coalesce(json_extract(r.meta_json, '$.suite'), ''), r.git_sha,"
                           " (SELECT count(*) FROM cases c WHERE c.run_id = r.id) FROM runs r ORDER BY r.id");
-  fmt::print("{:>6}  {:<9} {:<21} {:<21} {:<10} {:>5}  {}\n", "run", "status", "started", "ended", "suite", "cases", "tags");
+  struct Listed {
+    std::int64_t id;
+    std::string status, started, ended, suite, git_sha;
+    std::vector<std::string> tags;
+    int cases;
+  };
+  std::vector<Listed> runs;
   for (const Row& r : rows) {
-    fmt::print("{:>6}  {:<9} {:<21} {:<21} {:<10} {:>5}  {}\n", r[0].value_or(""), r[1].value_or(""), r[2].value_or(""),
-               r[3].value_or(""), r[5].value_or(""), r[6].value_or(""), r[4].value_or(""));
+    Listed l{std::stoll(*r[0]), reported_run_status(*r[1], std::stoll(*r[2]), *r[3]), *r[4], *r[5], *r[7], *r[8], {}, std::stoi(*r[9])};
+    std::stringstream tags(*r[6]);
+    for (std::string tag; std::getline(tags, tag, ',');) l.tags.push_back(tag);
+    const auto has = [&](const std::string& tag) { return std::find(l.tags.begin(), l.tags.end(), tag) != l.tags.end(); };
+    if (!o.status.empty() && l.status != o.status) continue;
+    if (!o.suite.empty() && l.suite != o.suite) continue;
+    if (!std::all_of(o.tags.begin(), o.tags.end(), has)) continue;
+    runs.push_back(std::move(l));
   }
+  if (o.last > 0 && runs.size() > static_cast<std::size_t>(o.last)) runs.erase(runs.begin(), runs.end() - o.last);
+  if (o.json) {
+    json array = json::array();
+    for (const Listed& l : runs) {
+      array.push_back({{"id", l.id},       {"status", l.status}, {"started_at", l.started},
+                       {"ended_at", l.ended.empty() ? json(nullptr) : json(l.ended)},
+                       {"suite", l.suite}, {"cases", l.cases},   {"tags", l.tags}, {"git_sha", l.git_sha}});
+    }
+    fmt::print(out, "{}\n", array.dump(2));
+    return kExitOk;
+  }
+  fmt::print(out, "{:>5}  {:<11} {:<20}  {:<20}  {:<12} {:>5}  {:<12}  {}\n", "run", "status", "started", "ended", "suite", "cases",
+             "git", "tags");
+  for (const Listed& l : runs) {
+    fmt::print(out, "{:>5}  {:<11} {:<20}  {:<20}  {:<12} {:>5}  {:<12}  {}\n", l.id, l.status, l.started, l.ended.empty() ? "-" : l.ended,
+               l.suite, l.cases, l.git_sha, fmt::join(l.tags, ","));
+  }
+  if (runs.empty()) fmt::print(out, "(no run matches)\n");
   return kExitOk;
 }
 
 int run_show(const ResultsCommandOptions& o, std::FILE* out) {
-  require_db(o.db);
-  ResultsStore store(o.db);
-  require_run(store, o.run_id);
-  const std::string id = std::to_string(o.run_id);
-  const Row run = query(store,
-                        "SELECT status, started_at, coalesce(ended_at, ''), git_sha, git_dirty, config_hash, tags,"
-                        " json_extract(meta_json, '$.suite'), json_extract(meta_json, '$.cpu_model'),"
-                        " json_extract(meta_json, '$.cores'), json_extract(meta_json, '$.l2_fs_type') FROM runs WHERE id = ?",
-                        {id})[0];
-  fmt::print(out, "run {} [{}] suite {}  {} -> {}\n  git {}{}  config {}  tags [{}]\n  {} ({} cores), L2 on {}\n", o.run_id,
-             run[0].value_or(""), run[7].value_or(""), run[1].value_or(""), run[2].value_or(""), run[3].value_or(""),
-             run[4].value_or("0") == "1" ? " (dirty)" : "", run[5].value_or(""), run[6].value_or(""), run[8].value_or(""),
-             run[9].value_or(""), run[10].value_or(""));
-  // Medians over repetitions of the headline figures; * marks extrapolated, ~ noisy, ! degraded.
-  struct Column {
-    std::string metric, label;
-    double divisor = 1.0;  // shown in label's unit
-  };
-  const std::vector<Column> columns = {{"ttft_ms", "ttft ms"},           {"prefill_tps", "pre tok/s"},
-                                       {"tpot_ms_p50", "tpot p50"},      {"decode_tps", "tok/s"},
-                                       {"kv_bytes_per_token", "B/tok"},  {"token_drop_ratio", "drop"},
-                                       {"attn_mass_recall", "recall"},   {"ppl_delta_pct", "ppl d%"},
-                                       {"peak_l1_bytes", "L1 MiB", 1024.0 * 1024.0}};
-  fmt::print(out, "\n{:<52}", "case");
-  for (const auto& c : columns) fmt::print(out, " {:>10}", c.label);
-  fmt::print(out, "\n");
-  const auto cases = query(store, "SELECT id, name, status FROM cases WHERE run_id = ? ORDER BY id", {id});
-  std::vector<std::pair<std::string, std::vector<std::string>>> degraded;
-  for (const Row& c : cases) {
-    // Degradation: the counts and the events that explain them, per repetition.
-    std::map<int, std::map<std::string, double>> counts;
-    for (const Row& r : query(store,
-                              "SELECT repetition, name, value FROM metrics WHERE case_id = ? AND value IS NOT NULL AND"
-                              " name IN ('l2_errors', 'pressure_danger_steps', 'requantized_pages', 'l1_overflow_events')",
-                              {*c[0]})) {
-      counts[std::stoi(*r[0])][*r[1]] = std::stod(*r[2]);
-    }
-    std::map<int, std::vector<EventRecord>> events;
-    for (const Row& r : query(store,
-                              "SELECT repetition, step, kind, detail FROM events WHERE case_id = ? AND kind IN"
-                              " ('l2_failed', 'l2_full', 'budget_change', 'requantized', 'l1_overflow') ORDER BY rowid",
-                              {*c[0]})) {
-      events[std::stoi(*r[0])].push_back({std::stoll(*r[1]), *r[2], *r[3]});
-    }
-    std::vector<std::string> lines;
-    int degraded_reps = 0;
-    for (const auto& [repetition, rep_counts] : counts) {
-      const auto rep_lines = degradation_lines(rep_counts, events[repetition]);
-      if (rep_lines.empty()) continue;
-      if (degraded_reps++ == 0) lines = rep_lines;
-    }
-    const std::string name = c[1].value_or("") + (lines.empty() ? "" : " !");
-    fmt::print(out, "{:<52}", name.size() > 52 ? name.substr(name.size() - 52) : name);
-    if (!lines.empty()) {
-      lines.push_back(fmt::format("in {} of {} repetitions", degraded_reps, counts.size()));
-      degraded.emplace_back(c[1].value_or(""), lines);
-    }
-    if (c[2].value_or("") != "complete") {
-      fmt::print(out, " {}\n", c[2].value_or(""));
-      continue;
-    }
-    for (const auto& column : columns) {
-      const auto values = query(store, "SELECT value, extrapolated, noisy FROM metrics WHERE case_id = ? AND name = ?",
-                                {*c[0], column.metric});
-      std::vector<double> v;
-      bool extrapolated = false, noisy = false;
-      for (const Row& r : values) {
-        if (r[0]) v.push_back(std::stod(*r[0]));
-        extrapolated = extrapolated || r[1].value_or("0") == "1";
-        noisy = noisy || r[2].value_or("0") == "1";
-      }
-      if (v.empty()) {
-        fmt::print(out, " {:>10}", "-");
-        continue;
-      }
-      const double median = percentile(v, 50.0) / column.divisor;
-      const std::string mark = std::string(extrapolated ? "*" : "") + (noisy ? "~" : "");
-      fmt::print(out, " {:>10}", fmt::format("{:.4g}{}", median, mark));
-    }
-    fmt::print(out, "\n");
-  }
-  fmt::print(out, "\nmedians over repetitions; * extrapolated (sampled layers or probed prefill), ~ noisy, ! degraded (below)\n");
-  std::string host, exact;
-  for (const auto& column : columns) {
-    std::string& list = metric(column.metric).clock == Clock::Host ? host : exact;
-    list += (list.empty() ? "" : ", ") + column.label;
-  }
-  fmt::print(out, "clocks: host {}; exact {}\n", host, exact);
-  fmt::print(out, "synthetic backend: ttft, tpot and tok/s time the engine's work for every layer (KV append, quantization,\n"
-             "  pages, selection, attention), not model compute; quality checks are never inside a timed figure\n");
-  for (const auto& [name, lines] : degraded) {
-    fmt::print(out, "degraded {}:\n", name);
-    for (const std::string& line : lines) fmt::print(out, "  {}\n", line);
-  }
+  const std::int64_t run_id = o.run_id > 0 ? o.run_id : parse_run_id(o.run_id_text);
+  const auto columns = o.metrics.empty() ? default_summary_columns() : summary_columns(o.metrics);
+  ResultsStore store(o.db, Access::ReadOnly);
+  const RunView view = load_run_view(store, run_id);
+  fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns));
   return kExitOk;
 }
 
 int run_export(const ResultsCommandOptions& o) {
-  require_db(o.db);
-  ResultsStore store(o.db);
-  require_run(store, o.run_id);
-  const std::string id = std::to_string(o.run_id);
+  const std::int64_t run_id = o.run_id > 0 ? o.run_id : parse_run_id(o.run_id_text);
+  ResultsStore store(o.db, Access::ReadOnly);
+  load_run_view(store, run_id);  // names a missing run
+  const std::string id = std::to_string(run_id);
   std::ostringstream out;
   const auto metrics = query(store,
                              "SELECT run_id, run_status, case_name, model, workload, policy, soc, repetition, name, value,"

@@ -21,9 +21,15 @@ struct RunCommandOptions {
 struct ResultsCommandOptions {
   std::string db = "kvbench-results/results.sqlite";
   std::string what;            // list: "runs"
-  std::int64_t run_id = 0;
+  std::string run_id_text;     // show, export: as typed
+  std::int64_t run_id = 0;     // parsed from run_id_text
   std::string format = "json"; // export: json | csv
   std::string out;             // export: "" = stdout
+  std::string metrics;         // show: "" = the default columns
+  bool json = false;           // show, list
+  std::string status, suite;   // list filters
+  std::vector<std::string> tags;
+  int last = 0;                // list: the newest N (0: all)
   CLI::App* list = nullptr;
   CLI::App* show = nullptr;
   CLI::App* exporter = nullptr;
@@ -37,7 +43,7 @@ SuiteConfig find_suite(const std::string& name_or_path);
 int run_run(const RunCommandOptions& options);
 // What `run --json` prints: {run_id, status, db, cases, skipped, failed, degraded}.
 std::string run_json(const RunSummary& summary);
-int run_list(const ResultsCommandOptions& options);
+int run_list(const ResultsCommandOptions& options, std::FILE* out = stdout);
 int run_show(const ResultsCommandOptions& options, std::FILE* out = stdout);
 int run_export(const ResultsCommandOptions& options);
 

@@ -6,6 +6,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "model_loader.h"
+#include "progress.h"
 #include "recorder.h"
 #include "runtime/error.h"
 #include "sparse/sparse_decoder.h"
@@ -68,36 +70,22 @@ std::vector<int> sampled_layers(int layers, int samples) {
   return out;
 }
 
-// One terminal line, rewritten in place; nothing when stderr is not a terminal.
-class Progress {
- public:
-  Progress(int units, bool enabled) : units_(units), enabled_(enabled && ::isatty(STDERR_FILENO) != 0) {}
-  void show(int done, int case_index, int cases, const std::string& name, const std::string& what) {
-    if (!enabled_) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const std::string eta = done > 0 ? fmt::format("ETA {:.0f}s", elapsed / done * (units_ - done)) : "ETA -";
-    fmt::print(stderr, "\r\033[K[{}/{}] {} {} ({})", case_index, cases, name, what, eta);
-  }
-  void finish() {
-    if (enabled_) fmt::print(stderr, "\r\033[K");
-  }
-
- private:
-  int units_;
-  bool enabled_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
-
 struct Repetition {
-  std::vector<MetricRecord> metrics;
-  std::map<std::string, std::vector<double>> series;
-  std::map<std::string, std::vector<std::int64_t>> histograms;
-  std::vector<EventRecord> events;
+  RepetitionRecord record;
   bool degraded = false;
 };
 
-Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_threshold, const std::string& l2_dir, kv::FileIo* l2_io,
-                          int repetition) {
+struct RepetitionContext {
+  std::uint64_t seed = 0;
+  double noise_threshold = 0.0;
+  const std::string* l2_dir = nullptr;  // the run's own L2 subdirectory for this case ("" none)
+  kv::FileIo* l2_io = nullptr;
+  const std::atomic<bool>* stop = nullptr;
+};
+
+Repetition run_repetition(const Case& c, const RepetitionContext& context, int repetition) {
+  const std::uint64_t seed = context.seed;
+  const double noise_threshold = context.noise_threshold;
   const auto started = std::chrono::steady_clock::now();
   const bool rss_reset = reset_peak_rss();
   const CpuSample before = cpu_sample();
@@ -105,8 +93,10 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
   const PolicyConfig& policy = *c.policy;
   Recorder recorder;
   kv::CacheConfig cache_config = policy.cache;
-  if (cache_config.memory.l1_bytes > 0 && cache_config.memory.l2.dir.empty()) cache_config.memory.l2.dir = l2_dir;
-  if (l2_io != nullptr) cache_config.memory.l2.io = l2_io;
+  if (cache_config.memory.l1_bytes > 0) cache_config.memory.l2.dir = *context.l2_dir;
+  if (context.l2_io != nullptr) cache_config.memory.l2.io = context.l2_io;
+  ExecutionOptions execution;
+  execution.stop = context.stop;
   kv::ThreadPool pool(cache_config.threads);
   RepetitionFacts facts;
   ExecutionResult result;
@@ -139,7 +129,7 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
     kv::KVCache cache(cache_config, &recorder);
     kv::SparseDecoder decoder(cache, policy.sparse, &recorder, &model);
     Executor executor(model, cache, decoder, static_cast<double>(preset.layers) / samples, [&](int i) { model.ask_needle(i); },
-                      std::nullopt);
+                      std::nullopt, execution);
     result = executor.run(script);
     fill_cache_facts(cache, decoder);
     facts.model_layers = preset.layers;
@@ -158,7 +148,7 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
     kv::KVCache reference_cache(reference_config);
     kv::SparseDecoder decoder(cache, policy.sparse, &recorder, nullptr);
     const std::vector<int>& tokens = c.model->texts.at(c.text);
-    Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens});
+    Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens}, execution);
     result = executor.run(script);
     fill_cache_facts(cache, decoder);
     facts.model_layers = weights->config.layers;
@@ -176,7 +166,9 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
   facts.noisy = facts.noise.cpu_share > noise_threshold;
 
   Repetition rep;
-  rep.metrics = contract_metrics(facts, repetition);
+  RepetitionRecord& record = rep.record;
+  record.repetition = repetition;
+  record.metrics = contract_metrics(facts, repetition);
   // How long the repetition took here, generator and reference checks included (not a figure
   // of the engine: it sizes suites).
   MetricRecord wall;
@@ -186,22 +178,24 @@ Repetition run_repetition(const Case& c, std::uint64_t seed, double noise_thresh
   wall.unit = "ms";
   wall.clock = Clock::Host;
   wall.noisy = facts.noisy;
-  rep.metrics.push_back(wall);
-  rep.series = recorder.series();
-  rep.series["ttft_ms"] = result.ttft_ms;
-  rep.series["tpot_ms"] = result.tpot_ms;
-  rep.series["request_tpot_ms"] = result.request_tpot_ms;
-  rep.histograms = recorder.histograms();
+  record.metrics.push_back(wall);
+  std::map<std::string, std::vector<double>> series = recorder.series();
+  series["ttft_ms"] = result.ttft_ms;
+  series["tpot_ms"] = result.tpot_ms;
+  series["request_tpot_ms"] = result.request_tpot_ms;
+  record.series.assign(series.begin(), series.end());
+  const auto histograms = recorder.histograms();
+  record.histograms.assign(histograms.begin(), histograms.end());
   std::size_t dropped = 0;
   for (const RecordedEvent& e : recorder.events()) {
-    if (rep.events.size() >= kMaxEvents && !is_degradation_event(e.kind)) {
+    if (record.events.size() >= kMaxEvents && !is_degradation_event(e.kind)) {
       ++dropped;
       continue;
     }
-    rep.events.push_back({e.step, e.kind, e.detail});
+    record.events.push_back({e.step, e.kind, e.detail});
   }
-  if (dropped > 0) rep.events.push_back({0, "events_truncated", fmt::format("{} more events not stored", dropped)});
-  rep.degraded = !degradation_lines(rep.metrics, rep.events).empty();
+  if (dropped > 0) record.events.push_back({0, "events_truncated", fmt::format("{} more events not stored", dropped)});
+  rep.degraded = !degradation_lines(record.metrics, record.events).empty();
   return rep;
 }
 
@@ -237,6 +231,33 @@ void check_l1_budget(const SuiteConfig& suite, const Case& c) {
                                    static_cast<double>(whole) / (1 << 20), c.info.name(), layers, executed.geometry.kv_heads,
                                    m.pinned_pages, m.residual_pages, positions));
 }
+
+// The run's own L2 subdirectories, removed with everything in them when the run ends.
+class RunL2Dirs {
+ public:
+  RunL2Dirs() = default;
+  RunL2Dirs(const RunL2Dirs&) = delete;
+  RunL2Dirs& operator=(const RunL2Dirs&) = delete;
+  ~RunL2Dirs() {
+    for (const fs::path& dir : dirs_) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  }
+  std::string create(const std::string& base, std::int64_t run_id) {
+    const fs::path dir = fs::path(base) / fmt::format("kvbench-run-{}-{}", ::getpid(), run_id);
+    std::error_code ec;
+    if (!fs::create_directory(dir, ec)) {
+      throw kv::InputError(base, "l2_dir", fmt::format("cannot create the run's L2 directory {}: {}", dir.string(),
+                                                       ec ? ec.message() : "it already exists"));
+    }
+    dirs_.push_back(dir);
+    return dir.string();
+  }
+
+ private:
+  std::vector<fs::path> dirs_;
+};
 
 std::string config_hash(const std::string& json) {
   return fmt::format("{:016x}", XXH3_64bits(json.data(), json.size()));
@@ -337,19 +358,38 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     if (c.script.skipped.empty()) check_l1_budget(suite, c);
   }
 
-  // The database and the L2 directory beside it.
+  // The L2 directories: an explicit one must exist; the default one beside the database is
+  // created, and only when some policy offloads.
   const fs::path db_path(options.db_path);
+  const std::string l2_base = options.l2_dir.empty()
+                                  ? (db_path.has_parent_path() ? db_path.parent_path() / "l2" : fs::path("l2")).string()
+                                  : options.l2_dir;
+  if (!options.l2_dir.empty()) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(options.l2_dir, ec);
+    if (!fs::exists(status)) throw kv::InputError(options.l2_dir, "--l2-dir", "does not exist");
+    if (!fs::is_directory(status)) throw kv::InputError(options.l2_dir, "--l2-dir", "is not a directory");
+  }
+  std::vector<std::string> l2_bases;  // distinct, in first-use order
+  for (const Case& c : cases) {
+    if (!c.script.skipped.empty() || c.policy->cache.memory.l1_bytes == 0) continue;
+    const std::string& own = c.policy->cache.memory.l2.dir;
+    const std::string base = own.empty() ? l2_base : own;
+    if (std::find(l2_bases.begin(), l2_bases.end(), base) == l2_bases.end()) l2_bases.push_back(base);
+  }
+  if (options.stop != nullptr && options.stop->load()) throw RunInterrupted();
+
+  // The database, then the run's own L2 subdirectories.
   if (db_path.has_parent_path()) {
     std::error_code ec;
     fs::create_directories(db_path.parent_path(), ec);
     if (ec) throw kv::InputError(options.db_path, "--db", "cannot create its directory: " + ec.message());
   }
-  const std::string l2_dir = options.l2_dir.empty() ? (db_path.has_parent_path() ? db_path.parent_path() / "l2" : fs::path("l2")).string()
-                                                    : options.l2_dir;
-  {
+  if (options.l2_dir.empty() && std::find(l2_bases.begin(), l2_bases.end(), l2_base) != l2_bases.end()) {
     std::error_code ec;
-    fs::create_directories(l2_dir, ec);
-    if (ec) throw kv::InputError(l2_dir, "l2_dir", "cannot create the default L2 directory: " + ec.message());
+    fs::create_directories(l2_base, ec);
+    if (ec) throw kv::InputError(l2_base, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
+    if (!fs::is_directory(l2_base)) throw kv::InputError(l2_base, "l2_dir", "is not a directory (the L2 directory beside the database)");
   }
   ResultsStore store(options.db_path);
 
@@ -367,60 +407,91 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   meta["filter"] = options.filter;
   meta["repetitions"] = repetitions;
   meta["models_dir"] = models_dir;
-  meta["l2_dir"] = l2_dir;
-  meta["l2_fs_type"] = kv::filesystem_type(l2_dir);
+  meta["l2_dir"] = l2_base;
+  meta["l2_fs_type"] = l2_bases.empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(l2_bases.front());
   info.meta_json = meta.dump();
 
   RunSummary summary;
   summary.db = options.db_path;
   summary.run_id = store.begin_run(info);
-  Progress progress(static_cast<int>(cases.size()) * (repetitions + suite.warmup), options.progress);
-  int done = 0;
+  // Each run writes L2 files only inside its own subdirectories, removed whatever the outcome:
+  // a concurrent run's files and the directories the user gave are never touched.
+  RunL2Dirs l2_dirs;
+  std::map<std::string, std::string> l2_run_dir;  // base -> the run's subdirectory
   try {
-    for (std::size_t i = 0; i < cases.size(); ++i) {
+    for (const std::string& base : l2_bases) l2_run_dir[base] = l2_dirs.create(base, summary.run_id);
+  } catch (...) {
+    store.finish_run(summary.run_id, RunStatus::Failed);
+    throw;
+  }
+  const auto case_l2_dir = [&](const Case& c) -> std::string {
+    if (c.policy->cache.memory.l1_bytes == 0) return "";
+    const std::string& own = c.policy->cache.memory.l2.dir;
+    return l2_run_dir.at(own.empty() ? l2_base : own);
+  };
+
+  const int units_per_case = repetitions + suite.warmup;
+  Progress progress(static_cast<int>(cases.size()), static_cast<int>(cases.size()) * units_per_case,
+                    Progress::mode_for(stderr, options.progress));
+  const auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
+  try {
+    for (std::size_t i = 0; i < cases.size() && !stopped(); ++i) {
       const Case& c = cases[i];
+      const int index = static_cast<int>(i) + 1;
+      const auto case_started = std::chrono::steady_clock::now();
+      const auto wall_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - case_started).count(); };
       const std::int64_t case_id = store.add_case(summary.run_id, c.info);
       ++summary.cases;
       if (!c.script.skipped.empty()) {
         ++summary.skipped;
         summary.lines.push_back({c.info.name(), "skipped", c.script.skipped});
-        done += repetitions + suite.warmup;
+        progress.skip_units(units_per_case);
+        progress.case_done(index, c.info.name(), "skipped", 0.0);
         continue;
       }
+      const std::string l2_dir = case_l2_dir(c);
+      const RepetitionContext context{suite.seed, suite.noise_threshold, &l2_dir, options.l2_io, options.stop};
       bool degraded = false;
       try {
         for (int r = 1 - suite.warmup; r <= repetitions; ++r) {
-          progress.show(done, static_cast<int>(i) + 1, static_cast<int>(cases.size()), c.info.name(),
-                        r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
-          Repetition rep = run_repetition(c, suite.seed, suite.noise_threshold, l2_dir, options.l2_io, std::max(r, 1));
-          ++done;
+          if (stopped()) throw ExecutionStopped();
+          progress.start(index, c.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
+          Repetition rep = run_repetition(c, context, std::max(r, 1));
+          progress.unit_done();
           if (r < 1) continue;  // warmup: not stored
           degraded = degraded || rep.degraded;
-          store.add_metrics(case_id, rep.metrics);
-          for (const auto& [name, values] : rep.series) store.add_series(case_id, r, name, values);
-          for (const auto& [name, counts] : rep.histograms) store.add_histogram(case_id, r, name, counts);
-          store.add_events(case_id, r, rep.events);
+          store.add_repetition(case_id, rep.record);
+          ++summary.stored_repetitions;
           store.heartbeat(summary.run_id);
         }
         store.finish_case(case_id, CaseStatus::Complete);
         summary.lines.push_back({c.info.name(), "complete", ""});
         summary.degraded += degraded ? 1 : 0;
+        progress.case_done(index, c.info.name(), degraded ? "complete (degraded)" : "complete", wall_s());
+      } catch (const ExecutionStopped&) {
+        store.finish_case(case_id, CaseStatus::Failed, "interrupted");
+        ++summary.failed;
+        summary.interrupted = true;
+        summary.lines.push_back({c.info.name(), "failed", "interrupted"});
+        progress.case_done(index, c.info.name(), "interrupted", wall_s());
       } catch (const std::exception& e) {
         // A case that fails is recorded with its error; the others still run.
         store.finish_case(case_id, CaseStatus::Failed, e.what());
         ++summary.failed;
         summary.lines.push_back({c.info.name(), "failed", e.what()});
-        progress.finish();
+        progress.clear();
         fmt::print(stderr, "kvbench: case {} failed: {}\n", c.info.name(), e.what());
+        progress.case_done(index, c.info.name(), "failed", wall_s());
       }
     }
   } catch (...) {
-    progress.finish();
+    progress.clear();
     store.finish_run(summary.run_id, RunStatus::Failed);
     throw;
   }
-  progress.finish();
-  summary.status = summary.failed > 0 ? RunStatus::Failed : RunStatus::Complete;
+  progress.clear();
+  summary.interrupted = summary.interrupted || stopped();
+  summary.status = summary.interrupted ? RunStatus::Interrupted : summary.failed > 0 ? RunStatus::Failed : RunStatus::Complete;
   store.finish_run(summary.run_id, summary.status);
   return summary;
 }

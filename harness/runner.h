@@ -6,7 +6,9 @@
 // the next process that opens the database).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,13 +20,19 @@ namespace kvbench {
 
 struct RunOptions {
   std::string db_path = "kvbench-results/results.sqlite";
-  std::string l2_dir;               // "": <directory of the database>/l2
+  // L2 directory of the policies that leave l2_dir empty; it must exist. "": <directory of the
+  // database>/l2, created when a policy offloads. Each run writes only inside a subdirectory of
+  // its own (kvbench-run-<pid>-<run id>) and removes it when it ends.
+  std::string l2_dir;
   std::vector<std::string> tags;
   int repetitions = 0;              // 0: the suite's
   std::string filter;               // ECMAScript regex searched in model/workload/policy/soc
   std::string models_dir;           // "": KVBENCH_MODELS_DIR, else the configure-time default
   bool progress = true;             // on a terminal only
   kv::FileIo* l2_io = nullptr;      // tests: the L2 tier's file I/O (fault injection); nullptr: POSIX
+  // When it reads true (SIGINT/SIGTERM), the repetition in flight is dropped, the case failed
+  // with "interrupted" and the run stored as interrupted.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct RunSummary {
@@ -35,6 +43,8 @@ struct RunSummary {
   int skipped = 0;
   int failed = 0;
   int degraded = 0;  // complete cases whose engine degraded (L2 faults, danger, requantization, overflow)
+  bool interrupted = false;
+  int stored_repetitions = 0;  // recorded repetitions in the database, over every case
   struct CaseLine {
     std::string name;
     std::string status;  // complete, skipped, failed
@@ -46,8 +56,13 @@ struct RunSummary {
 // --models-dir, else $KVBENCH_MODELS_DIR, else ../shared/models beside the source tree.
 std::string resolve_models_dir(const std::string& flag);
 
+struct RunInterrupted : std::runtime_error {
+  RunInterrupted() : std::runtime_error("interrupted before the run started; nothing was stored") {}
+};
+
 // Validates everything that can be checked before running (models load, texts exist, windows
-// fit the models) - an InputError leaves the database untouched - then runs and stores.
+// fit the models, the L2 directory exists) - an InputError leaves the database untouched - then
+// runs and stores. Throws RunInterrupted when stopped before anything was stored.
 RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options);
 
 }  // namespace kvbench

@@ -43,7 +43,8 @@ std::string scaled(double value, const std::array<const char*, N>& units, const 
 std::string significant(double value, int digits) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  if (value != 0.0 && std::fabs(value) < 1e-5) return value > 0 ? "<0.00001" : ">-0.00001";
+  if (value == 0.0) return "0";
+  if (std::fabs(value) < 1e-5) return value > 0 ? "<0.00001" : ">-0.00001";
   const auto [rounded, decimals] = round_significant(value, digits);
   return fmt::format("{:.{}f}", rounded, decimals);
 }

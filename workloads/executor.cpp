@@ -94,6 +94,7 @@ void Executor::new_sequence(const Op& op) {
 }
 
 Executor::LayerTimes Executor::step(int n, int attend) {
+  if (options_.stop != nullptr && options_.stop->load(std::memory_order_relaxed)) throw ExecutionStopped();
   const kv::ModelGeometry& g = model_.geometry();
   const auto rows = static_cast<std::size_t>(n);
   const auto q_row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);

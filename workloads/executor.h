@@ -16,9 +16,11 @@
 // models see the same stream.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "accuracy.h"
@@ -31,9 +33,16 @@
 namespace kvbench {
 
 struct ExecutionOptions {
+  // Polled before every step; when it reads true the run stops with ExecutionStopped (an
+  // interrupted repetition is dropped, never half stored).
+  const std::atomic<bool>* stop = nullptr;
   int prefill_chunk = 512;  // tokens per prefill step
   int probe_queries = 16;   // synthetic: queries attended per probed chunk
   int probe_chunks = 4;     // synthetic: probed chunks per request
+};
+
+struct ExecutionStopped : std::runtime_error {
+  ExecutionStopped() : std::runtime_error("interrupted") {}
 };
 
 struct PhaseTimes {

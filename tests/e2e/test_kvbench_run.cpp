@@ -156,7 +156,8 @@ TEST_CASE("kvbench list, show and export read a run", "[e2e]") {
   CHECK(out.text.find("complete") != std::string::npos);
   out = run_kvbench("show 1 --db " + db);
   CHECK(out.status == 0);
-  CHECK(out.text.find("syn-7b/multimodal-1i/q4-hybrid-tight/host") != std::string::npos);
+  CHECK(out.text.find("every case: model syn-7b, soc host") != std::string::npos);
+  CHECK(out.text.find("\nmultimodal-1i/q4-hybrid-tight") != std::string::npos);
   out = run_kvbench("export 1 --format csv --db " + db);
   CHECK(out.status == 0);
   CHECK(out.text.rfind("run_id,run_status,case_name", 0) == 0);
@@ -193,10 +194,17 @@ TEST_CASE("a run killed with SIGKILL is aborted and earlier runs stay intact", "
   int status = 0;
   ::waitpid(child, &status, 0);
   REQUIRE(stored);
-  // Any kvbench that opens the database finds the dead run and marks it.
-  const Output out = run_kvbench("list runs --db " + db);
+  // Readers report the dead run as aborted without writing; the next writer marks it.
+  Output out = run_kvbench("list runs --status aborted --json --db " + db);
   INFO(out.text);
   REQUIRE(out.status == 0);
+  CHECK(out.text.find("\"id\": 2") != std::string::npos);
+  CHECK(out.text.find("\"id\": 1") == std::string::npos);
+  CHECK(scalar(db, "SELECT status FROM runs WHERE id = 2") == "running");
+  out = run_kvbench("show 2 --db " + db);
+  CHECK(out.text.find("run 2 [aborted]") != std::string::npos);
+  CHECK(out.text.find("the run was aborted") != std::string::npos);
+  REQUIRE(run_kvbench("run --suite smoke --filter rag-2k/f16 --repetitions 1 --db " + db).status == 0);
   CHECK(scalar(db, "SELECT status FROM runs WHERE id = 1") == "complete");
   CHECK(scalar(db, "SELECT status FROM runs WHERE id = 2") == "aborted");
   CHECK(std::stoi(scalar(db, "SELECT count(*) FROM metric_values WHERE run_id = 1")) > 30);

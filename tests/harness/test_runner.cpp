@@ -135,8 +135,10 @@ TEST_CASE("an L2 device that fails with ENOSPC degrades the run visibly: metrics
   CHECK(m.at("pressure_danger_steps") > 0);
   const std::string shown = show_text(options.db_path);
   INFO(shown);
-  CHECK(shown.find("syn-7b/rag-4k/q4-tight/host !") != std::string::npos);
-  CHECK(shown.find("degraded syn-7b/rag-4k/q4-tight/host:") != std::string::npos);
+  CHECK(shown.find("every case: model syn-7b, soc host") != std::string::npos);
+  CHECK(shown.find("\nrag-4k/q4-tight !") != std::string::npos);
+  CHECK(shown.find("degraded rag-4k/q4-tight (in 1 of 1 repetitions):") != std::string::npos);
+  CHECK(shown.find("! degraded: the engine gave something up") != std::string::npos);
   CHECK(shown.find("L2 write failed at step") != std::string::npos);
   CHECK(shown.find("ENOSPC") != std::string::npos);
   CHECK(shown.find("layer steps at the danger watermark") != std::string::npos);
@@ -150,8 +152,8 @@ TEST_CASE("a clean run is not marked degraded", "[runner]") {
   CHECK(summary.degraded == 0);
   CHECK(run_json(summary).find("\"degraded\":0") != std::string::npos);
   const std::string shown = show_text(options.db_path);
-  CHECK(shown.find("/host !") == std::string::npos);
-  CHECK(shown.find("degraded syn") == std::string::npos);
+  CHECK(shown.find("q4-tight !") == std::string::npos);
+  CHECK(shown.find("degraded") == std::string::npos);
 }
 
 // Slow (a 64K context): run by name from ci/test.sh in the Release step.
@@ -171,4 +173,55 @@ TEST_CASE("no phase holds more than the L1 cap: a 64K codebase case with a tight
   CHECK(m.at("swap_out_bytes") > 1e9);
   CHECK(m.at("peak_l1_bytes") <= static_cast<double>(budget));
   CHECK(m.at("l1_overflow_events") == 0);
+}
+
+TEST_CASE("a run writes L2 files only in a subdirectory of its own and removes it", "[runner]") {
+  const kvtest::TempDir dir("kvbench-runner-l2dirs");
+  const SuiteConfig suite = parse_suite(suite_json(kRag4k, 1, R"({"l1_bytes": "72MiB"})"), "l2.json", dir.path);
+  // A user's directory holding another run's files: they stay, and so does the directory.
+  const std::string l2 = dir.path + "/mine";
+  std::filesystem::create_directory(l2);
+  std::filesystem::create_directory(l2 + "/kvbench-run-1-1");
+  std::ofstream(l2 + "/kvbench-run-1-1/other.seg") << "another run's page";
+  RunOptions options = quiet_options(dir);
+  options.l2_dir = l2;
+  const RunSummary summary = run_suite(suite, options);
+  REQUIRE(summary.status == RunStatus::Complete);
+  CHECK(metrics_of(options.db_path).at("swap_out_bytes") > 0);
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(l2)) left.push_back(entry.path().string());
+  CHECK(left == std::vector<std::string>{l2 + "/kvbench-run-1-1", l2 + "/kvbench-run-1-1/other.seg"});
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/l2"));  // the default one was not needed
+}
+
+TEST_CASE("an explicit L2 directory must exist and be a directory; the default one only appears when a policy offloads",
+          "[runner]") {
+  const kvtest::TempDir dir("kvbench-runner-l2check");
+  const SuiteConfig offloading = parse_suite(suite_json(kRag4k, 1, R"({"l1_bytes": "72MiB"})"), "o.json", dir.path);
+  RunOptions options = quiet_options(dir);
+  options.l2_dir = dir.path + "/missing";
+  CHECK_THROWS_MATCHES(run_suite(offloading, options), kv::InputError, Catch::Predicate<kv::InputError>([&](const kv::InputError& e) {
+                         return e.where() == options.l2_dir && e.field() == "--l2-dir" && e.reason() == "does not exist";
+                       }));
+  std::ofstream(dir.path + "/file") << "x";
+  options.l2_dir = dir.path + "/file";
+  CHECK_THROWS_WITH(run_suite(offloading, options), Catch::Contains("is not a directory"));
+  CHECK_FALSE(std::filesystem::exists(options.db_path));  // nothing written
+
+  // No policy offloads: no L2 directory at all, even beside a database in a fresh directory.
+  const SuiteConfig resident = parse_suite(suite_json(kRag4k, 1, "{}"), "r.json", dir.path);
+  RunOptions plain = quiet_options(dir);
+  plain.db_path = dir.path + "/fresh/results.sqlite";
+  REQUIRE(run_suite(resident, plain).status == RunStatus::Complete);
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/fresh/l2"));
+}
+
+TEST_CASE("a stop before the run starts stores nothing", "[runner]") {
+  const kvtest::TempDir dir("kvbench-runner-stop");
+  const SuiteConfig suite = parse_suite(suite_json(kRag4k, 1, "{}"), "s.json", dir.path);
+  std::atomic<bool> stop{true};
+  RunOptions options = quiet_options(dir);
+  options.stop = &stop;
+  CHECK_THROWS_AS(run_suite(suite, options), RunInterrupted);
+  CHECK_FALSE(std::filesystem::exists(options.db_path));
 }

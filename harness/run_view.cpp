@@ -1,0 +1,149 @@
+#include "run_view.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "case_metrics.h"
+#include "degradation.h"
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+// A prepared read with bound parameters.
+class Query {
+ public:
+  Query(ResultsStore& store, const char* sql) : db_(store.db()) {
+    if (sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db_));
+  }
+  ~Query() { sqlite3_finalize(stmt_); }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+  Query& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) throw std::runtime_error(std::string("sqlite step: ") + sqlite3_errmsg(db_));
+    return false;
+  }
+  bool null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  std::int64_t int64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double real(int c) const { return sqlite3_column_double(stmt_, c); }
+  std::string text(int c) const {
+    const auto* s = sqlite3_column_text(stmt_, c);
+    return s == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(s));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void load_header(ResultsStore& store, RunView& view) {
+  Query q(store,
+          "SELECT status, pid, boot_id, started_at, coalesce(ended_at, ''), git_sha, git_dirty, config_hash, tags, meta_json,"
+          " config_json FROM runs WHERE id = ?");
+  q.bind(1, view.id);
+  if (!q.step()) throw kv::InputError(store.path(), "RUN_ID", fmt::format("no run {} in this database", view.id));
+  view.status = reported_run_status(q.text(0), q.int64(1), q.text(2));
+  view.started_at = q.text(3);
+  view.ended_at = q.text(4);
+  view.git_sha = q.text(5);
+  view.git_dirty = q.int64(6) != 0;
+  view.config_hash = q.text(7);
+  view.tags = q.text(8);
+  const auto meta = nlohmann::json::parse(q.text(9), nullptr, false);
+  const auto config = nlohmann::json::parse(q.text(10), nullptr, false);
+  if (meta.is_object()) {
+    view.suite = meta.value("suite", "");
+    view.cpu_model = meta.value("cpu_model", "");
+    view.cores = meta.value("cores", 0);
+    view.l2_fs_type = meta.value("l2_fs_type", "");
+    view.planned_repetitions = meta.value("repetitions", 0);
+  }
+  if (config.is_object()) {
+    view.noise_threshold = config.value("noise_threshold", 0.0);
+    if (config.contains("models") && config["models"].is_array()) {
+      for (const auto& m : config["models"]) view.synthetic = view.synthetic || (m.is_object() && m.value("backend", "") == "synthetic");
+    }
+  }
+}
+
+void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c) {
+  struct Values {
+    std::vector<double> values;
+    CaseFigure figure;
+  };
+  std::map<std::string, Values> by_name;
+  std::map<int, std::map<std::string, double>> degradation_counts;  // repetition -> counts
+  std::map<int, bool> repetitions;
+  Query q(store, "SELECT repetition, name, value, na_reason, extrapolated, noisy FROM metrics WHERE case_id = ? ORDER BY repetition");
+  q.bind(1, case_id);
+  const auto& degradation_names = degradation_metric_names();
+  while (q.step()) {
+    const int repetition = static_cast<int>(q.int64(0));
+    repetitions[repetition] = true;
+    Values& v = by_name[q.text(1)];
+    if (!q.null(2)) {
+      v.values.push_back(q.real(2));
+      if (std::find(degradation_names.begin(), degradation_names.end(), q.text(1)) != degradation_names.end()) {
+        degradation_counts[repetition][q.text(1)] = q.real(2);
+      }
+    } else if (v.figure.na_reason.empty()) {
+      v.figure.na_reason = q.text(3);
+    }
+    v.figure.extrapolated = v.figure.extrapolated || q.int64(4) != 0;
+    v.figure.noisy = v.figure.noisy || q.int64(5) != 0;
+  }
+  c.repetitions = static_cast<int>(repetitions.size());
+  for (auto& [name, v] : by_name) {
+    if (!v.values.empty()) v.figure.median = percentile(v.values, 50.0);
+    c.figures[name] = v.figure;
+  }
+  // Degradation in plain words: the first degraded repetition's lines, and how many were.
+  std::map<int, std::vector<EventRecord>> events;
+  Query e(store,
+          "SELECT repetition, step, kind, detail FROM events WHERE case_id = ? AND kind IN"
+          " ('l2_failed', 'l2_full', 'budget_change', 'requantized', 'l1_overflow') ORDER BY rowid");
+  e.bind(1, case_id);
+  while (e.step()) events[static_cast<int>(e.int64(0))].push_back({e.int64(1), e.text(2), e.text(3)});
+  for (const auto& [repetition, counts] : degradation_counts) {
+    const auto lines = degradation_lines(counts, events[repetition]);
+    if (lines.empty()) continue;
+    if (c.degraded_repetitions++ == 0) c.degradation = lines;
+  }
+}
+
+}  // namespace
+
+RunView load_run_view(ResultsStore& store, std::int64_t run_id) {
+  RunView view;
+  view.id = run_id;
+  load_header(store, view);
+  Query q(store, "SELECT id, name, model, workload, policy, soc, status, skipped_reason, error FROM cases WHERE run_id = ? ORDER BY id");
+  q.bind(1, run_id);
+  std::vector<std::int64_t> ids;
+  while (q.step()) {
+    CaseView c;
+    ids.push_back(q.int64(0));
+    c.name = q.text(1);
+    c.model = q.text(2);
+    c.workload = q.text(3);
+    c.policy = q.text(4);
+    c.soc = q.text(5);
+    c.status = q.text(6);
+    c.note = c.status == "skipped" ? q.text(7) : q.text(8);
+    view.cases.push_back(std::move(c));
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) load_figures(store, ids[i], view.cases[i]);
+  return view;
+}
+
+}  // namespace kvbench

@@ -1,0 +1,48 @@
+// A stored run as the readers see it: its header and, per case, the median over the stored
+// repetitions of every metric, with the marks the summary prints and the degradation in plain
+// words. `show`, `run`'s summary and the JSON forms are views of this one structure.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results_store.h"
+
+namespace kvbench {
+
+struct CaseFigure {
+  std::optional<double> median;  // nullopt: no repetition has a value (na_reason says why)
+  std::string na_reason;
+  bool extrapolated = false;     // some repetition's value was extrapolated
+  bool noisy = false;            // some repetition was noisy
+};
+
+struct CaseView {
+  std::string name, model, workload, policy, soc;
+  std::string status;  // running, complete, skipped, failed
+  std::string note;    // the skip reason or the error ("interrupted")
+  int repetitions = 0; // stored
+  std::map<std::string, CaseFigure> figures;
+  std::vector<std::string> degradation;  // plain lines; empty: not degraded
+  int degraded_repetitions = 0;
+};
+
+struct RunView {
+  std::int64_t id = 0;
+  std::string status;  // as reported (a running run whose process is gone reads aborted)
+  std::string suite, started_at, ended_at, git_sha, config_hash, tags, cpu_model, l2_fs_type;
+  bool git_dirty = false;
+  int cores = 0;
+  int planned_repetitions = 0;
+  double noise_threshold = 0.0;
+  bool synthetic = false;  // some model runs on the synthetic backend
+  std::vector<CaseView> cases;
+};
+
+// Throws kv::InputError (file, RUN_ID) for a run the database does not hold.
+RunView load_run_view(ResultsStore& store, std::int64_t run_id);
+
+}  // namespace kvbench

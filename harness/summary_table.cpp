@@ -1,0 +1,283 @@
+#include "summary_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "human_units.h"
+#include "metric_table.h"
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+using Style = SummaryColumn::Style;
+
+// The parts of the case names: model, workload, policy, soc.
+std::vector<std::string> parts(const CaseView& c) { return {c.model, c.workload, c.policy, c.soc}; }
+const char* const kPartNames[] = {"model", "workload", "policy", "soc"};
+
+// Which parts differ between cases; with one case, workload and policy name it.
+std::vector<bool> differing_parts(const RunView& run) {
+  std::vector<bool> differ(4, false);
+  for (const CaseView& c : run.cases) {
+    for (std::size_t p = 0; p < 4; ++p) differ[p] = differ[p] || parts(c)[p] != parts(run.cases.front())[p];
+  }
+  if (std::none_of(differ.begin(), differ.end(), [](bool d) { return d; })) differ[1] = differ[2] = true;
+  return differ;
+}
+
+std::string short_name(const CaseView& c, const std::vector<bool>& differ) {
+  std::string name;
+  const auto p = parts(c);
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (differ[i]) name += (name.empty() ? "" : "/") + p[i];
+  }
+  return name;
+}
+
+// What a case's row says in place of figures, and its mark after the name.
+std::string case_state(const RunView& run, const CaseView& c) {
+  if (c.status == "running" && run.status != "running") return "aborted";
+  return c.status;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) { return s.size() >= width ? s : std::string(width - s.size(), ' ') + s; }
+std::string pad_right(const std::string& s, std::size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+std::string column_label(const SummaryColumn& c) { return c.sub.empty() ? c.head : c.head + " " + c.sub; }
+
+void header(std::ostringstream& out, const RunView& run, const std::vector<bool>& differ) {
+  out << fmt::format("run {} [{}] suite {}, {} -> {}\n", run.id, run.status, run.suite, run.started_at,
+                     run.ended_at.empty() ? "(not ended)" : run.ended_at);
+  out << fmt::format("  git {}{}, config {}, tags {}\n", run.git_sha, run.git_dirty ? " (dirty)" : "", run.config_hash,
+                     run.tags.empty() ? "(none)" : run.tags);
+  out << fmt::format("  {}, {} cores; L2 on {}\n", run.cpu_model, run.cores, run.l2_fs_type);
+  std::vector<std::string> common;
+  if (!run.cases.empty()) {
+    const auto p = parts(run.cases.front());
+    for (std::size_t i = 0; i < 4; ++i) {
+      if (!differ[i]) common.push_back(fmt::format("{} {}", kPartNames[i], p[i]));
+    }
+  }
+  if (!common.empty()) out << "  every case: " << join(common, ", ") << "\n";
+}
+
+// marks: every mark character the table printed.
+void legend(std::ostringstream& out, const RunView& run, const std::vector<SummaryColumn>& columns, const std::vector<bool>& differ,
+            const std::string& marks) {
+  out << fmt::format("\nmedians over each case's stored repetitions ({} planned per case)\n", run.planned_repetitions);
+  if (marks.find('*') != std::string::npos) {
+    out << "* extrapolated: scaled from the sampled layers (or probed prefill chunks) to the whole model\n";
+  }
+  if (marks.find('~') != std::string::npos) {
+    out << fmt::format("~ noisy: in some repetition other processes took more than {}% of the CPU; its host figures are less sure\n",
+                       significant(run.noise_threshold * 100.0, 2));
+  }
+  if (marks.find('!') != std::string::npos) out << "! degraded: the engine gave something up to keep running (said below)\n";
+  std::vector<std::string> by_clock[3];
+  for (const SummaryColumn& c : columns) {
+    const MetricDef* def = find_metric(c.metric);
+    if (def != nullptr) by_clock[static_cast<int>(def->clock)].push_back(column_label(c));
+  }
+  static const char* const kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)"};
+  for (int k = 0; k < 3; ++k) {
+    if (!by_clock[k].empty()) out << fmt::format("clock {}: {}\n", kClocks[k], join(by_clock[k], ", "));
+  }
+  if (run.synthetic) {
+    out << "synthetic backend: ttft, tpot and tok/s time the engine's work for every layer (KV append, quantization,\n"
+           "  pages, selection, attention), not model compute; quality checks are never inside a timed figure\n";
+  }
+  for (const CaseView& c : run.cases) {
+    const std::string name = short_name(c, differ);
+    const std::string state = case_state(run, c);
+    if (state == "skipped") out << fmt::format("skipped {}: {}\n", name, c.note);
+    if (state == "failed" && c.note == "interrupted") {
+      out << fmt::format("interrupted {}: the run was stopped during this case; {} of {} repetitions were stored{}\n", name,
+                         c.repetitions, run.planned_repetitions, c.repetitions > 0 ? " and its medians are over those" : "");
+    } else if (state == "failed") {
+      out << fmt::format("failed {}: {} ({} repetitions stored)\n", name, c.note, c.repetitions);
+    }
+    if (state == "aborted" || state == "running") {
+      out << fmt::format("{} {}: {} repetitions stored so far\n", state, name, c.repetitions);
+    }
+    if (!c.degradation.empty()) {
+      out << fmt::format("degraded {} (in {} of {} repetitions):\n", name, c.degraded_repetitions, c.repetitions);
+      for (const std::string& line : c.degradation) out << "  " << line << "\n";
+    }
+  }
+  if (run.status == "interrupted") out << "the run was interrupted (SIGINT or SIGTERM); every finished repetition was kept\n";
+  if (run.status == "aborted") out << "the run was aborted: its process died before it ended; stored repetitions are kept\n";
+}
+
+}  // namespace
+
+const std::vector<SummaryColumn>& default_summary_columns() {
+  static const std::vector<SummaryColumn> columns = {
+      {"ttft_ms", "ttft", "", Style::Unit},
+      {"prefill_tps", "prefill", "tok/s", Style::Unit},
+      {"tpot_ms_p50", "tpot", "p50", Style::Unit},
+      {"tpot_ms_p99", "tpot", "p99", Style::Unit},
+      {"decode_tps", "decode", "tok/s", Style::Unit},
+      {"kv_bytes_per_token", "KV", "per tok", Style::Unit},
+      {"kv_compression_ratio", "compr", "vs f16", Style::Times},
+      {"peak_l1_bytes", "peak", "L1", Style::Unit},
+      {"token_drop_ratio", "token", "drop", Style::Percent},
+      {"attn_mass_recall", "attn", "recall", Style::Unit},
+      {"attn_rel_error", "attn", "rel err", Style::Unit},
+      {"ppl_delta_pct", "ppl", "delta", Style::Unit},
+      {"noise_cpu_share", "noise", "share", Style::Percent},
+  };
+  return columns;
+}
+
+std::vector<SummaryColumn> summary_columns(const std::string& list) {
+  std::vector<SummaryColumn> columns;
+  if (list == "all") {
+    for (const MetricDef& def : metric_table()) columns.push_back({def.name, def.name, "", Style::Unit});
+    return columns;
+  }
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (name.empty()) continue;
+    if (find_metric(name) == nullptr) {
+      throw kv::InputError("--metrics", name, "not a metric (`kvbench metrics` lists them; \"all\" shows every one)");
+    }
+    const auto defaults = default_summary_columns();
+    const auto it = std::find_if(defaults.begin(), defaults.end(), [&](const SummaryColumn& c) { return c.metric == name; });
+    columns.push_back(it != defaults.end() ? *it : SummaryColumn{name, name, "", Style::Unit});
+  }
+  if (columns.empty()) throw kv::InputError("--metrics", list, "names no metric");
+  return columns;
+}
+
+std::string summary_cell(const SummaryColumn& column, const CaseFigure& figure) {
+  if (!figure.median) return "-";
+  const double v = *figure.median;
+  std::string text;
+  switch (column.style) {
+    case Style::Percent: text = significant(v * 100.0) + "%"; break;
+    case Style::Times: text = significant(v) + "x"; break;
+    case Style::Unit: {
+      const MetricDef* def = find_metric(column.metric);
+      text = human_value(v, def != nullptr ? def->unit : "");
+      break;
+    }
+  }
+  if (figure.extrapolated) text += "*";
+  if (figure.noisy && column.metric == "noise_cpu_share") text += "~";
+  return text;
+}
+
+std::string render_summary(const RunView& run, const std::vector<SummaryColumn>& columns, int width) {
+  const std::vector<bool> differ = differing_parts(run);
+  std::ostringstream out;
+  header(out, run, differ);
+  // Cells first: the widths follow from them.
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> cells;
+  std::vector<std::size_t> widths;
+  for (const SummaryColumn& c : columns) widths.push_back(std::max(c.head.size(), c.sub.size()));
+  std::size_t name_width = 4;
+  for (const CaseView& c : run.cases) {
+    const std::string state = case_state(run, c);
+    std::string name = short_name(c, differ) + (c.degradation.empty() ? "" : " !");
+    if (state != "complete") name += " [" + (state == "failed" && c.note == "interrupted" ? std::string("interrupted") : state) + "]";
+    names.push_back(name);
+    name_width = std::max(name_width, name.size());
+    std::vector<std::string> row;
+    if (c.repetitions > 0) {
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        const auto it = c.figures.find(columns[i].metric);
+        row.push_back(it == c.figures.end() ? "-" : summary_cell(columns[i], it->second));
+        widths[i] = std::max(widths[i], row.back().size());
+      }
+    }
+    cells.push_back(std::move(row));
+  }
+  std::size_t figures_width = 0;
+  for (std::size_t w : widths) figures_width += w + 1;
+  // Names wrap onto their own line when the figures need the room.
+  const bool wrap = name_width + figures_width > static_cast<std::size_t>(width);
+  const std::size_t lead = wrap ? 2 : name_width;
+  const auto row_line = [&](const std::string& first, const std::vector<std::string>& items) {
+    std::string line = pad_right(first, lead);
+    for (std::size_t i = 0; i < items.size(); ++i) line += " " + pad_left(items[i], widths[i]);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return line + "\n";
+  };
+  std::vector<std::string> heads, subs;
+  for (const SummaryColumn& c : columns) {
+    heads.push_back(c.head);
+    subs.push_back(c.sub);
+  }
+  out << "\n" << row_line(wrap ? "" : "case", heads) << row_line("", subs);
+  for (std::size_t i = 0; i < run.cases.size(); ++i) {
+    const CaseView& c = run.cases[i];
+    if (wrap) out << names[i] << "\n";
+    if (cells[i].empty()) {
+      const std::string what = case_state(run, c) == "skipped" ? "skipped (below)" : "no repetition stored (below)";
+      out << pad_right(wrap ? "" : names[i], lead) << " " << what << "\n";
+      continue;
+    }
+    out << row_line(wrap ? "" : names[i], cells[i]);
+  }
+  std::string marks;
+  for (const CaseView& c : run.cases) marks += c.degradation.empty() ? "" : "!";
+  for (const auto& row : cells) {
+    for (const std::string& cell : row) marks += cell;
+  }
+  legend(out, run, columns, differ, marks);
+  return out.str();
+}
+
+std::string summary_json(const RunView& run, const std::vector<SummaryColumn>& columns) {
+  using json = nlohmann::json;
+  json cases = json::array();
+  for (const CaseView& c : run.cases) {
+    json metrics = json::object();
+    for (const SummaryColumn& column : columns) {
+      const MetricDef& def = metric(column.metric);
+      const auto it = c.figures.find(column.metric);
+      const CaseFigure figure = it == c.figures.end() ? CaseFigure{std::nullopt, "not recorded", false, false} : it->second;
+      metrics[column.metric] = {{"median", figure.median ? json(*figure.median) : json(nullptr)},
+                                {"na_reason", figure.median ? "" : figure.na_reason},
+                                {"unit", def.unit},
+                                {"clock", clock_name(def.clock)},
+                                {"extrapolated", figure.extrapolated},
+                                {"noisy", figure.noisy}};
+    }
+    cases.push_back({{"name", c.name},
+                     {"status", case_state(run, c)},
+                     {"note", c.note},
+                     {"repetitions", c.repetitions},
+                     {"degraded", c.degradation},
+                     {"degraded_repetitions", c.degraded_repetitions},
+                     {"metrics", metrics}});
+  }
+  json doc{{"run",
+            {{"id", run.id},
+             {"status", run.status},
+             {"suite", run.suite},
+             {"started_at", run.started_at},
+             {"ended_at", run.ended_at},
+             {"git_sha", run.git_sha},
+             {"git_dirty", run.git_dirty},
+             {"config_hash", run.config_hash},
+             {"tags", run.tags},
+             {"planned_repetitions", run.planned_repetitions}}},
+           {"cases", cases}};
+  return doc.dump(2);
+}
+
+}  // namespace kvbench
