@@ -26,16 +26,48 @@ void add_score_command(CLI::App& app, ScoreOptions& o) {
   cmd->add_option("--threads", o.threads, "engine threads");
   cmd->add_flag("--json", o.json, "print the report as JSON");
   cmd->add_option("--selector", o.selector, "sparse decode: full, window, quest, h2o, recency or hybrid");
-  cmd->add_option("--budget", o.budget, "sparse budget, a fraction of the context's pages");
+  o.budget_option = cmd->add_option("--budget", o.budget, "sparse budget, a fraction of the context's pages (needs --selector)");
+  o.budget_pages_option = cmd->add_option("--budget-pages", o.budget_pages, "sparse budget, a page count (needs --selector)");
   cmd->add_option("--sinks", o.sinks, "sparse: sink tokens");
   cmd->add_option("--sparse-window", o.sparse_window, "sparse: local window tokens");
   cmd->add_flag("--compensate", o.compensate, "sparse: compensation mean_v");
 }
 
 
+namespace {
+
+// Everything the flags say before any model is loaded or text read.
+void check_flags(const ScoreOptions& o, const kv::SparsePolicy& sparse) {
+  const bool fraction = o.budget_option != nullptr && o.budget_option->count() > 0;
+  const bool pages = o.budget_pages_option != nullptr && o.budget_pages_option->count() > 0;
+  if (!sparse.needs_budget() && (fraction || pages)) {
+    throw kv::InputError(fraction ? "--budget" : "--budget-pages", fraction ? fmt::format("{}", o.budget) : std::to_string(o.budget_pages),
+                         fmt::format("selector {} takes no budget (give --selector quest, h2o, recency or hybrid)", o.selector));
+  }
+  if (sparse.needs_budget() && fraction == pages) {
+    throw kv::InputError("--selector", o.selector,
+                         fraction ? "give one of --budget and --budget-pages, not both"
+                                  : "needs a budget: --budget (a fraction of the context's pages) or --budget-pages (a page count)");
+  }
+  if (o.window < 1) throw kv::InputError("--window", std::to_string(o.window), "must be >= 1");
+  if (o.chunk < 1 || o.chunk > o.window) throw kv::InputError("--chunk", std::to_string(o.chunk), "must be in [1, --window]");
+}
+
+}  // namespace
+
 int run_score(const ScoreOptions& o) {
+  const kv::Selector selector = kv::parse_selector(o.selector, "kvbench score --selector");
+  {
+    kv::SparsePolicy sparse;
+    sparse.selector = selector;
+    check_flags(o, sparse);
+  }
   const LoadedLlama model = load_llama(o.model, o.tokenizer);
   const std::shared_ptr<const kv::LlamaWeights>& weights = model.weights;
+  if (o.window > weights->config.seq_len) {
+    throw kv::InputError("--window", std::to_string(o.window),
+                         fmt::format("is larger than the context of {} ({} positions)", o.model, weights->config.seq_len));
+  }
   const std::vector<int> tokens = model.tokenizer.encode(read_text_file(o.text, "--text"), true, false);
 
   kv::CacheConfig reference;
@@ -50,8 +82,10 @@ int run_score(const ScoreOptions& o) {
   tested.v_format = kv::parse_format(o.v, "kvbench score", "--v");
   tested.residual_tokens = o.residual_tokens;
   ScoringConfig scoring{o.window, o.chunk, o.max_windows, {}};
-  scoring.sparse.selector = kv::parse_selector(o.selector, "kvbench score --selector");
-  scoring.sparse.budget = scoring.sparse.needs_budget() ? o.budget : 0.0f;
+  scoring.sparse.selector = selector;
+  const bool pages = o.budget_pages_option != nullptr && o.budget_pages_option->count() > 0;
+  scoring.sparse.budget = scoring.sparse.needs_budget() && !pages ? o.budget : 0.0f;
+  scoring.sparse.budget_pages = scoring.sparse.needs_budget() && pages ? o.budget_pages : 0;
   scoring.sparse.sinks = o.sinks;
   scoring.sparse.window = o.sparse_window;
   scoring.sparse.compensation = o.compensate ? kv::Compensation::MeanV : kv::Compensation::None;
@@ -60,11 +94,11 @@ int run_score(const ScoreOptions& o) {
   const AccuracyReport r = score_tokens(weights, reference, tested, tokens, scoring, pool);
   if (o.json) {
     fmt::print(
-        "{{\"k\": \"{}\", \"v\": \"{}\", \"selector\": \"{}\", \"budget\": {}, \"residual_tokens\": {}, "
+        "{{\"k\": \"{}\", \"v\": \"{}\", \"selector\": \"{}\", \"budget\": {}, \"budget_pages\": {}, \"residual_tokens\": {}, "
         "\"page_tokens\": {}, \"predictions\": {}, "
         "\"ppl\": {:.6f}, \"reference_ppl\": {:.6f}, \"ppl_delta_pct\": {:.6f}, \"kl_mean\": {:.8f}, "
         "\"kl_p99\": {:.8f}, \"kl_max\": {:.8f}, \"top1_agree\": {:.6f}, \"dp_rms\": {:.8f}, \"clock\": \"exact\"}}\n",
-        o.k, o.v, o.selector, o.budget, o.residual_tokens, o.page_tokens, r.predictions, r.ppl, r.reference_ppl, r.ppl_delta_pct, r.kl_mean,
+        o.k, o.v, o.selector, scoring.sparse.budget, scoring.sparse.budget_pages, o.residual_tokens, o.page_tokens, r.predictions, r.ppl, r.reference_ppl, r.ppl_delta_pct, r.kl_mean,
         r.kl_p99, r.kl_max, r.top1_agree, r.dp_rms);
   } else {
     fmt::print("predictions {}  ppl {:.4f} (f32 KV {:.4f}, {:+.3f}%)  kl_mean {:.6f}  kl_p99 {:.6f}  kl_max {:.6f}  "

@@ -21,6 +21,9 @@ struct ScoreOptions {
   bool json = false;
   std::string selector = "full";
   float budget = 0.0f;
+  int budget_pages = 0;
+  CLI::Option* budget_option = nullptr;  // to tell a given --budget from the default
+  CLI::Option* budget_pages_option = nullptr;
   int sinks = 4;
   int sparse_window = 64;
   bool compensate = false;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <set>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "model/synthetic_presets.h"
@@ -369,6 +371,10 @@ namespace kvbench {
 
 namespace {
 
+// A float field as the decimal it was written as (0.9, not 0.8999999761581421): fmt prints the
+// shortest text that reads back as the same float.
+double shortest(float value) { return std::stod(fmt::format("{}", value)); }
+
 json memory_json(const kv::MemoryConfig& m) {
   return json{{"l0_bytes", m.l0_bytes},
               {"l0_copy", m.l0_copy},
@@ -384,19 +390,19 @@ json memory_json(const kv::MemoryConfig& m) {
               {"danger_pinned", m.danger_pinned},
               {"demote_batch_pages", m.demote_batch_pages},
               {"mem_available_floor_bytes", m.mem_available_floor_bytes},
-              {"importance_decay", m.importance_decay}};
+              {"importance_decay", shortest(m.importance_decay)}};
 }
 
 json sparse_json(const kv::SparsePolicy& s) {
   return json{{"selector", std::string(kv::selector_name(s.selector))},
               {"sinks", s.sinks},
               {"window", s.window},
-              {"budget", s.budget},
+              {"budget", shortest(s.budget)},
               {"budget_pages", s.budget_pages},
-              {"alpha", s.alpha},
-              {"beta", s.beta},
-              {"gamma", s.gamma},
-              {"decay", s.decay},
+              {"alpha", shortest(s.alpha)},
+              {"beta", shortest(s.beta)},
+              {"gamma", shortest(s.gamma)},
+              {"decay", shortest(s.decay)},
               {"compensation", s.compensation == kv::Compensation::MeanV ? "mean_v" : "none"},
               {"sparse_prefill", s.sparse_prefill},
               {"sample_every", s.sample_every},

@@ -54,6 +54,42 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
   return out;
 }
 
+// Each line broken at spaces to fit `width`, continuations indented two more than the line; a
+// word longer than the room (a path) is cut.
+std::string wrap_lines(const std::string& text, std::size_t width) {
+  std::string out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t indent = line.find_first_not_of(' ') == std::string::npos ? 0 : line.find_first_not_of(' ');
+    const std::string pad(indent + 2, ' ');
+    std::string current = line.substr(0, indent);
+    bool fresh = true;  // nothing but indentation on the current line
+    std::istringstream words(line.substr(indent));
+    for (std::string word; words >> word;) {
+      while (true) {
+        const std::size_t need = current.size() + (fresh ? 0 : 1) + word.size();
+        if (need <= width) {
+          current += (fresh ? "" : " ") + word;
+          fresh = false;
+          break;
+        }
+        if (!fresh) {
+          out += current + "\n";
+          current = pad;
+          fresh = true;
+          continue;
+        }
+        const std::size_t room = width > current.size() ? width - current.size() : 1;
+        out += current + word.substr(0, room) + "\n";
+        word = word.substr(room);
+        current = pad;
+      }
+    }
+    out += current + "\n";
+  }
+  return out;
+}
+
 std::string column_label(const SummaryColumn& c) { return c.sub.empty() ? c.head : c.head + " " + c.sub; }
 
 void header(std::ostringstream& out, const RunView& run, const std::vector<bool>& differ) {
@@ -181,8 +217,10 @@ std::string summary_cell(const SummaryColumn& column, const CaseFigure& figure) 
 
 std::string render_summary(const RunView& run, const std::vector<SummaryColumn>& columns, int width) {
   const std::vector<bool> differ = differing_parts(run);
+  std::ostringstream head;
+  header(head, run, differ);
   std::ostringstream out;
-  header(out, run, differ);
+  out << wrap_lines(head.str(), static_cast<std::size_t>(width));
   // Cells first: the widths follow from them.
   std::vector<std::string> names;
   std::vector<std::vector<std::string>> cells;
@@ -205,40 +243,58 @@ std::string render_summary(const RunView& run, const std::vector<SummaryColumn>&
     }
     cells.push_back(std::move(row));
   }
+  // One table when it fits, names inline or on their own line; else blocks of columns that fit,
+  // each repeating the names.
   std::size_t figures_width = 0;
   for (std::size_t w : widths) figures_width += w + 1;
-  // Names wrap onto their own line when the figures need the room.
-  const bool wrap = name_width + figures_width > static_cast<std::size_t>(width);
+  const auto limit = static_cast<std::size_t>(width);
+  bool wrap = name_width + figures_width > limit;
+  if (wrap && 2 + figures_width > limit) wrap = name_width > limit / 2;
   const std::size_t lead = wrap ? 2 : name_width;
-  const auto row_line = [&](const std::string& first, const std::vector<std::string>& items) {
-    std::string line = pad_right(first, lead);
-    for (std::size_t i = 0; i < items.size(); ++i) line += " " + pad_left(items[i], widths[i]);
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    return line + "\n";
-  };
-  std::vector<std::string> heads, subs;
-  for (const SummaryColumn& c : columns) {
-    heads.push_back(c.head);
-    subs.push_back(c.sub);
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;  // [begin, end) of columns
+  for (std::size_t begin = 0, used = lead; begin < columns.size();) {
+    std::size_t end = begin;
+    used = lead;
+    while (end < columns.size() && (end == begin || used + widths[end] + 1 <= limit)) used += widths[end++] + 1;
+    blocks.emplace_back(begin, end);
+    begin = end;
   }
-  out << "\n" << row_line(wrap ? "" : "case", heads) << row_line("", subs);
-  for (std::size_t i = 0; i < run.cases.size(); ++i) {
-    const CaseView& c = run.cases[i];
-    if (wrap) out << names[i] << "\n";
-    if (cells[i].empty()) {
-      const std::string what = case_state(run, c) == "skipped" ? "skipped (below)" : "no repetition stored (below)";
-      out << pad_right(wrap ? "" : names[i], lead) << " " << what << "\n";
-      continue;
+  for (const auto& [begin, end] : blocks) {
+    const auto row_line = [&, begin = begin, end = end](const std::string& first, const std::vector<std::string>& items) {
+      std::string line = pad_right(first, lead);
+      for (std::size_t i = begin; i < end; ++i) line += " " + pad_left(items[i], widths[i]);
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      return line + "\n";
+    };
+    std::vector<std::string> heads, subs;
+    for (const SummaryColumn& c : columns) {
+      heads.push_back(c.head);
+      subs.push_back(c.sub);
     }
-    out << row_line(wrap ? "" : names[i], cells[i]);
+    out << "\n" << row_line(wrap ? "" : "case", heads);
+    if (std::any_of(subs.begin() + static_cast<std::ptrdiff_t>(begin), subs.begin() + static_cast<std::ptrdiff_t>(end),
+                    [](const std::string& sub) { return !sub.empty(); })) {
+      out << row_line("", subs);
+    }
+    for (std::size_t i = 0; i < run.cases.size(); ++i) {
+      const CaseView& c = run.cases[i];
+      if (wrap) out << names[i] << "\n";
+      if (cells[i].empty()) {
+        const std::string what = case_state(run, c) == "skipped" ? "skipped (below)" : "no repetition stored (below)";
+        out << pad_right(wrap ? "" : names[i], lead) << " " << what << "\n";
+        continue;
+      }
+      out << row_line(wrap ? "" : names[i], cells[i]);
+    }
   }
   std::string marks;
   for (const CaseView& c : run.cases) marks += c.degradation.empty() ? "" : "!";
   for (const auto& row : cells) {
     for (const std::string& cell : row) marks += cell;
   }
-  legend(out, run, columns, differ, marks);
-  return out.str();
+  std::ostringstream notes;
+  legend(notes, run, columns, differ, marks);
+  return out.str() + wrap_lines(notes.str(), limit);
 }
 
 std::string summary_json(const RunView& run, const std::vector<SummaryColumn>& columns) {

@@ -159,3 +159,12 @@ TEST_CASE("the built-in suites parse and hold what the README says", "[config]")
   CHECK(suites.at("smoke").workloads.size() == 4);
   CHECK(suites.at("accuracy").models[0].backend == "llama");
 }
+
+TEST_CASE("the resolved configuration prints floats as they were written", "[config]") {
+  const std::string resolved = resolved_json(parse_suite(suite(), "suite.json", "."));
+  INFO(resolved);
+  CHECK(resolved.find("\"budget\":0.1,") != std::string::npos);
+  CHECK(resolved.find("\"importance_decay\":0.9") != std::string::npos);
+  CHECK(resolved.find("99999") == std::string::npos);
+  CHECK(resolved.find("00000001") == std::string::npos);
+}
