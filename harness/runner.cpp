@@ -435,7 +435,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
                     Progress::mode_for(stderr, options.progress));
   const auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
   try {
-    for (std::size_t i = 0; i < cases.size() && !stopped(); ++i) {
+    // A stop seen between cases interrupts the next one before its first repetition.
+    for (std::size_t i = 0; i < cases.size() && !summary.interrupted; ++i) {
       const Case& c = cases[i];
       const int index = static_cast<int>(i) + 1;
       const auto case_started = std::chrono::steady_clock::now();
@@ -490,7 +491,6 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     throw;
   }
   progress.clear();
-  summary.interrupted = summary.interrupted || stopped();
   summary.status = summary.interrupted ? RunStatus::Interrupted : summary.failed > 0 ? RunStatus::Failed : RunStatus::Complete;
   store.finish_run(summary.run_id, summary.status);
   return summary;

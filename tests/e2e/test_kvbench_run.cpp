@@ -19,55 +19,18 @@
 #include <vector>
 
 #include "case_metrics.h"
+#include "e2e/e2e_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Output {
-  int status = -1;
-  std::string text;  // stdout and stderr
-};
-
-Output run_kvbench(const std::string& args) {
-  const std::string command = std::string(KVBENCH_BIN) + " " + args + " 2>&1";
-  Output out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
-  const int status = ::pclose(pipe);
-  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
-// Rows of a query as strings ("NULL" for NULL).
-std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_busy_timeout(db, 10000);
-  sqlite3_stmt* stmt = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, query.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
-  std::vector<std::vector<std::string>> rows;
-  while (sqlite3_step(stmt) == SQLITE_ROW) {
-    std::vector<std::string> row;
-    for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
-      const auto* text = sqlite3_column_text(stmt, c);
-      row.emplace_back(text == nullptr ? "NULL" : reinterpret_cast<const char*>(text));
-    }
-    rows.push_back(std::move(row));
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return rows;
-}
-
-std::string scalar(const std::string& db, const std::string& query) {
-  const auto rows = sql(db, query);
-  REQUIRE(rows.size() == 1);
-  return rows[0][0];
-}
+using kvtest::Output;
+using kvtest::run_kvbench;
+using kvtest::scalar;
+using kvtest::sql;
+using kvtest::write_file;
 
 // The smoke suite run once into a database shared by the checks below.
 const std::string& smoke_db() {
@@ -81,10 +44,6 @@ const std::string& smoke_db() {
     return db;
   }();
   return path;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
 }
 
 }  // namespace

@@ -1,0 +1,25 @@
+// What the end-to-end tests share: running the real kvbench binary (KVBENCH_BIN) and reading
+// the databases it writes with plain SQL.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvtest {
+
+struct Output {
+  int status = -1;   // the exit code; -1 when killed by a signal
+  std::string text;  // stdout and stderr
+};
+
+// `kvbench <args>` through the shell, stdout and stderr together.
+Output run_kvbench(const std::string& args);
+
+// Rows of a query as strings ("NULL" for NULL), on a read-only connection.
+std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query);
+// The one value of a one-row query.
+std::string scalar(const std::string& db, const std::string& query);
+
+void write_file(const std::string& path, const std::string& text);
+
+}  // namespace kvtest
