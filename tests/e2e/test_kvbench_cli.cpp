@@ -62,7 +62,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("every usage error exits 2 naming the argument; --help and --version exit 0", "[e2e][cli]") {
+TEST_CASE("every usage error exits 2 naming the argument, --help and --version exit 0", "[e2e][cli]") {
   const kvtest::TempDir temp("kvbench-cli-usage");
   const std::string db = temp.path + "/results.sqlite";
   small_run(db);
@@ -233,7 +233,7 @@ TEST_CASE("list runs filters by status, suite and tag, keeps the newest N, and p
   CHECK(table.text.find("a,b") != std::string::npos);
 }
 
-TEST_CASE("a piped run logs one line per finished case on stderr; stdout is the JSON object alone", "[e2e][cli]") {
+TEST_CASE("a piped run logs one line per finished case on stderr, stdout is the JSON object alone", "[e2e][cli]") {
   const kvtest::TempDir temp("kvbench-cli-logs");
   const std::string db = temp.path + "/results.sqlite";
   const Split s = run_split("run --suite smoke --filter multimodal-1i --repetitions 1 --json --db " + db, temp.path);

@@ -247,7 +247,7 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
   CHECK(missing.text.find("neither a built-in suite") != std::string::npos);
 }
 
-TEST_CASE("a missing model is an error, not a skip; an impossible size is a skipped case", "[e2e]") {
+TEST_CASE("a missing model is an error, not a skip, an impossible size is a skipped case", "[e2e]") {
   const kvtest::TempDir temp("kvbench-e2e-models");
   const std::string dir = temp.path;
   const std::string db = dir + "/results.sqlite";

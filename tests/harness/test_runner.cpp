@@ -194,7 +194,7 @@ TEST_CASE("a run writes L2 files only in a subdirectory of its own and removes i
   CHECK_FALSE(std::filesystem::exists(dir.path + "/l2"));  // the default one was not needed
 }
 
-TEST_CASE("an explicit L2 directory must exist and be a directory; the default one only appears when a policy offloads",
+TEST_CASE("an explicit L2 directory must exist and be a directory, the default one only appears when a policy offloads",
           "[runner]") {
   const kvtest::TempDir dir("kvbench-runner-l2check");
   const SuiteConfig offloading = parse_suite(suite_json(kRag4k, 1, R"({"l1_bytes": "72MiB"})"), "o.json", dir.path);

@@ -93,7 +93,7 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
   }
 }
 
-TEST_CASE("named policies resolve beside the suite; sizes take units", "[config]") {
+TEST_CASE("named policies resolve beside the suite, sizes take units", "[config]") {
   kvtest::TempDir dir("suite-named");
   std::filesystem::create_directories(dir.path + "/policies");
   std::ofstream(dir.path + "/policies/f16-full.json") << R"({"name": "f16-full", "k": "f16", "v": "f16"})";

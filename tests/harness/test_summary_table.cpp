@@ -89,7 +89,7 @@ TEST_CASE("the summary of every built-in suite fits 120 columns with no exponent
   }
 }
 
-TEST_CASE("case names keep the parts that differ; the common ones go in a key", "[summary]") {
+TEST_CASE("case names keep the parts that differ, the common ones go in a key", "[summary]") {
   const SuiteConfig nightly = parse_suite(builtin_suites().at(1).second, "builtin", ".");
   REQUIRE(builtin_suites().at(1).first == "nightly");
   const RunView run = view_of(nightly, 3);
@@ -127,7 +127,7 @@ TEST_CASE("cells: units by the metric table, marks, and a dash for what does not
   CHECK(summary_cell(column("attn_rel_error"), {0.0990123, "", false, false}) == "0.0990");
 }
 
-TEST_CASE("--metrics picks columns by name and refuses unknown ones; the JSON holds the same medians", "[summary]") {
+TEST_CASE("show --metrics picks columns by name and refuses unknown ones, the JSON holds the same medians", "[summary]") {
   const auto columns = summary_columns("ttft_ms,swap_out_gb_per_s");
   REQUIRE(columns.size() == 2);
   CHECK(columns[0].head == "ttft");

@@ -45,7 +45,7 @@ CacheConfig cache(Format k, Format v, int residual = 0) {
 
 }  // namespace
 
-TEST_CASE("Accuracy of identical logits is perfect; of different logits is not", "[metrics]") {
+TEST_CASE("Accuracy of identical logits is perfect, of different logits is not", "[metrics]") {
   AccuracyAccumulator same(4), different(4);
   const float a[4] = {1.0f, 2.0f, 3.0f, 0.5f};
   const float b[4] = {3.0f, 2.0f, 1.0f, 0.5f};
@@ -120,7 +120,7 @@ TEST_CASE("Test vector 4: perplexity of the whole sample", "[.perplexity]") {
   CHECK(r.reference_ppl == Approx(4.0282).margin(1e-3));
 }
 
-TEST_CASE("Sparse scoring: a covering budget changes nothing; a tight one costs accuracy", "[metrics][sparse]") {
+TEST_CASE("Sparse scoring: a covering budget changes nothing, a tight one costs accuracy", "[metrics][sparse]") {
   ThreadPool pool(1);
   ScoringConfig dense;
   dense.max_windows = 1;

@@ -64,7 +64,7 @@ TEST_CASE("The perplexity workload reproduces kvbench score's protocol exactly",
   CHECK(result.accuracy->top1_agree == expected.top1_agree);
 }
 
-TEST_CASE("Synthetic prefill is probed and extrapolated; decode steps are timed and scaled", "[workloads]") {
+TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed and scaled", "[workloads]") {
   const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
   WorkloadConfig w;
   w.name = w.kind = "rag";

@@ -103,7 +103,7 @@ TEST_CASE("roleplay: turns on one sequence, the persona fact asked in the last r
   CHECK_THROWS_WITH(build_script(w, synthetic()), Catch::Contains("gen_tokens"));
 }
 
-TEST_CASE("multimodal: needles inside the images, one question each; the llama backend skips it", "[workloads]") {
+TEST_CASE("multimodal: needles inside the images, one question each, the llama backend skips it", "[workloads]") {
   const WorkloadConfig w = workload("multimodal");
   const Script s = build_script(w, synthetic()).script;
   REQUIRE(s.needles.size() == 2);
@@ -125,7 +125,7 @@ TEST_CASE("multimodal: needles inside the images, one question each; the llama b
   CHECK_THAT(build_script(w, llama).skipped, Catch::Contains("vision encoder"));
 }
 
-TEST_CASE("perplexity: windows of the text from an empty cache; synthetic and oversized cases are skipped", "[workloads]") {
+TEST_CASE("perplexity: windows of the text from an empty cache, synthetic and oversized cases are skipped", "[workloads]") {
   ScriptTarget llama;
   llama.synthetic = false;
   llama.max_positions = 512;

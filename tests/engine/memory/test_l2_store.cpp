@@ -186,7 +186,7 @@ TEST_CASE("a missing or unusable L2 directory is an error at open", "[memory][l2
   CHECK_THROWS_WITH(L2Store(bad), Catch::Contains("l2_segment_bytes"));
 }
 
-TEST_CASE("files go when the store closes; directories of dead stores are cleaned at open", "[memory][l2]") {
+TEST_CASE("files go when the store closes, directories of dead stores are cleaned at open", "[memory][l2]") {
   kvtest::TempDir dir("l2-cleanup");
   // A store directory left by a killed process: a lock file nobody holds.
   const fs::path stale = fs::path(dir.path) / "kvbench-l2-999999-0";

@@ -89,7 +89,7 @@ TEST_CASE("watermarks: warning at 15% free demotes to 25% free, then safe", "[me
   CHECK(calm.take_events().empty());
 }
 
-TEST_CASE("demoted pages come back intact; clean copies are dropped, not rewritten", "[memory][tiers]") {
+TEST_CASE("demoted pages come back intact, clean copies are dropped, not rewritten", "[memory][tiers]") {
   kvtest::TempDir dir("tiers-roundtrip");
   TieredPool pool(kPage, 64, tiered(dir.path, 32));
   const auto ids = allocate(pool, 60);
@@ -210,7 +210,7 @@ TEST_CASE("ENOSPC or EIO on an L2 write: demotion stops, an event says why, page
   pool.end_step({});
 }
 
-TEST_CASE("EIO on an L2 read is an error naming the store; healed, the read is retried", "[memory][tiers]") {
+TEST_CASE("EIO on an L2 read is an error naming the store, healed, the read is retried", "[memory][tiers]") {
   kvtest::TempDir dir("tiers-eio");
   FaultyFileIo io;
   TieredPool pool(kPage, 64, tiered(dir.path, 20, &io));

@@ -29,7 +29,7 @@ Page make_page(int tokens, int dim, std::uint32_t seed, float v_gain = 1.0f, flo
 
 }  // namespace
 
-TEST_CASE("The first page has no reference; the same page again has no drift", "[quant]") {
+TEST_CASE("The first page has no reference, the same page again has no drift", "[quant]") {
   Calibration calibration;
   const Page page = make_page(64, 64, 1);
   const PageHealth first = calibration.observe(page.stats, page.k.data(), page.v.data(), 64, 32, true);

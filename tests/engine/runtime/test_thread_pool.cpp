@@ -31,7 +31,7 @@ TEST_CASE("A pool is reusable many times in a row", "[runtime]") {
   CHECK(total.load() == 500L * 10L);
 }
 
-TEST_CASE("Thread count 0 means all cores; negative is refused", "[runtime]") {
+TEST_CASE("Thread count 0 means all cores, negative is refused", "[runtime]") {
   ThreadPool pool(0);
   CHECK(pool.size() >= 1);
   CHECK_THROWS_AS(ThreadPool(-1), InputError);

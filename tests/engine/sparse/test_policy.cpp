@@ -5,7 +5,7 @@
 
 using namespace kv;
 
-TEST_CASE("Selector names round-trip; unknown ones name the file", "[sparse]") {
+TEST_CASE("Selector names round-trip, unknown ones name the file", "[sparse]") {
   for (Selector s : {Selector::Full, Selector::Window, Selector::Quest, Selector::H2O, Selector::Recency, Selector::Hybrid}) {
     CHECK(parse_selector(selector_name(s), "t") == s);
   }

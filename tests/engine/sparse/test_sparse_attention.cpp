@@ -95,7 +95,7 @@ TEST_CASE("Attention over a plan equals the reference over the selected pages", 
   CHECK_THROWS_WITH(cache.attend(seq, 0, q.data(), 1, out.data(), {&wrong}), Catch::Contains("planned for"));
 }
 
-TEST_CASE("Quest and hybrid keep planted needles at a 10% budget; window does not", "[sparse]") {
+TEST_CASE("Quest and hybrid keep planted needles at a 10% budget, window does not", "[sparse]") {
   ThreadPool pool(2);
   const SyntheticPreset& preset = find_synthetic_preset("qwen-0.5b-gqa", "test");
   const int ctx = 4096;

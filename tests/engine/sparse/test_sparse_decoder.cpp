@@ -97,7 +97,7 @@ TEST_CASE("A full-budget sparse decoder equals plain attention", "[sparse]") {
   CHECK(decoder.token_drop_ratio() == 0.0);
 }
 
-TEST_CASE("H2O keeps what attention used; tightening is reported", "[sparse]") {
+TEST_CASE("H2O keeps what attention used, tightening is reported", "[sparse]") {
   auto recall_after_tightening = [](Selector selector, Recorder& recorder) {
     Setup s(4096);
     SparseDecoder decoder(s.cache, policy(selector, 1.0f), &recorder);
@@ -198,7 +198,7 @@ TEST_CASE("Sampled steps measure recall against exact attention and log dropped 
   CHECK(exact_full.critical_miss_rate() == 0.0);
 }
 
-TEST_CASE("Sparse prefill: a covering budget equals dense prefill; a tight one keeps the chunk causal", "[sparse]") {
+TEST_CASE("Sparse prefill: a covering budget equals dense prefill, a tight one keeps the chunk causal", "[sparse]") {
   Setup s(1024);
   const int n = 40, dim = s.preset.head_dim;
   const int start = s.cache.length(s.seq, 0);
