@@ -242,7 +242,8 @@ int run_show(const ResultsCommandOptions& o, std::FILE* out) {
 int run_export(const ResultsCommandOptions& o) {
   const std::int64_t run_id = o.run_id > 0 ? o.run_id : parse_run_id(o.run_id_text);
   ResultsStore store(o.db, Access::ReadOnly);
-  load_run_view(store, run_id);  // names a missing run
+  // Names a missing run; a `running` run whose process is gone is exported as aborted.
+  const std::string status = load_run_view(store, run_id).status;
   const std::string id = std::to_string(run_id);
   std::ostringstream out;
   const auto metrics = query(store,
@@ -256,7 +257,7 @@ int run_export(const ResultsCommandOptions& o) {
     for (std::size_t i = 0; i < std::size(kColumns); ++i) out << (i ? "," : "") << kColumns[i];
     out << "\n";
     for (const Row& r : metrics) {
-      for (std::size_t i = 0; i < r.size(); ++i) out << (i ? "," : "") << csv_field(r[i]);
+      for (std::size_t i = 0; i < r.size(); ++i) out << (i ? "," : "") << csv_field(i == 1 ? std::optional<std::string>(status) : r[i]);
       out << "\n";
     }
   } else {
@@ -266,7 +267,7 @@ int run_export(const ResultsCommandOptions& o) {
                           {id})[0];
     json doc{{"run",
               {{"id", std::stoll(*run[0])},
-               {"status", *run[1]},
+               {"status", status},
                {"started_at", *run[2]},
                {"ended_at", cell(run[3], false)},
                {"git_sha", *run[4]},

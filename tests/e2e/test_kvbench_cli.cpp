@@ -163,6 +163,20 @@ TEST_CASE("list, show and export read a 0444 database and one in a read-only dir
   CHECK(write.err.find(db) != std::string::npos);
   chmod_or_fail(dir, 0755);
   chmod_or_fail(db, 0644);
+  // An immutable file (chattr +i: not even root may write it), where the filesystem has them.
+  if (std::system(("chattr +i " + db + " 2>/dev/null").c_str()) == 0) {
+    for (const std::string& args : {"list runs --db " + db, "show 1 --db " + db, "export 1 --db " + db}) {
+      const Split s = run_split(args, temp.path);
+      INFO("immutable: " << args << "\n" << s.out << s.err);
+      CHECK(s.status == 0);
+      CHECK(s.err.empty());
+    }
+    const Split refused = run_split("run --suite smoke --filter multimodal-1i/f16 --repetitions 1 --db " + db, temp.path);
+    CHECK(refused.status == 2);
+    CHECK(std::system(("chattr -i " + db).c_str()) == 0);
+  } else {
+    WARN("chattr +i is not available here: the immutable-file case is not exercised");
+  }
   CHECK(kvtest::file_bytes(db) == before);
 }
 
