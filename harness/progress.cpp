@@ -12,10 +12,10 @@ Progress::Mode Progress::mode_for(std::FILE* stream, bool enabled) {
   return ::isatty(::fileno(stream)) != 0 ? Mode::Terminal : Mode::Log;
 }
 
-Progress::Progress(int cases, int units, Mode mode, std::FILE* out) : cases_(cases), total_(units), mode_(mode), out_(out) {}
+Progress::Progress(int cases, double work, Mode mode, std::FILE* out) : cases_(cases), total_(work), mode_(mode), out_(out) {}
 
 std::string Progress::eta() const {
-  if (done_ == 0) return "ETA -";
+  if (done_ <= 0.0) return "ETA -";
   if (done_ >= total_) return "ETA 0 s";
   const double elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
   return "ETA " + human_duration_ms(elapsed_ms / done_ * (total_ - done_));

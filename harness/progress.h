@@ -15,23 +15,24 @@ class Progress {
   // Terminal when `stream` is a terminal, else Log; Off when disabled.
   static Mode mode_for(std::FILE* stream, bool enabled);
 
-  // `units`: every repetition the run will execute, warmups included.
-  Progress(int cases, int units, Mode mode, std::FILE* out = stderr);
+  // `work`: the whole run's work, in any unit (the runner counts the positions each repetition
+  // processes, so a 64K case weighs more than a 1K one in the ETA).
+  Progress(int cases, double work, Mode mode, std::FILE* out = stderr);
   // A repetition of case `case_index` (from 1) starts; `what` says which.
   void start(int case_index, const std::string& name, const std::string& what);
-  void unit_done() { ++done_; }
+  void done(double work) { done_ += work; }
   // A case ended: one log line (a terminal shows it only when it did not complete).
   void case_done(int case_index, const std::string& name, const std::string& status, double wall_s);
-  // Skipped units (a skipped case's repetitions) count as done for the ETA.
-  void skip_units(int units) { total_ -= units; }
+  // Work that will not run (a skipped case) leaves the total.
+  void skip(double work) { total_ -= work; }
   void clear();
 
  private:
   std::string eta() const;
 
   int cases_;
-  int total_;
-  int done_ = 0;
+  double total_;
+  double done_ = 0.0;
   Mode mode_;
   std::FILE* out_;
   bool drawn_ = false;

@@ -430,9 +430,12 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     return l2_run_dir.at(own.empty() ? l2_base : own);
   };
 
+  // The ETA weighs each repetition by the positions it processes.
   const int units_per_case = repetitions + suite.warmup;
-  Progress progress(static_cast<int>(cases.size()), static_cast<int>(cases.size()) * units_per_case,
-                    Progress::mode_for(stderr, options.progress));
+  const auto work_of = [](const Case& c) { return static_cast<double>(std::max(c.script.script.positions, 1)); };
+  double work = 0.0;
+  for (const Case& c : cases) work += work_of(c) * units_per_case;
+  Progress progress(static_cast<int>(cases.size()), work, Progress::mode_for(stderr, options.progress));
   const auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
   try {
     // A stop seen between cases interrupts the next one before its first repetition.
@@ -446,7 +449,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       if (!c.script.skipped.empty()) {
         ++summary.skipped;
         summary.lines.push_back({c.info.name(), "skipped", c.script.skipped});
-        progress.skip_units(units_per_case);
+        progress.skip(work_of(c) * units_per_case);
         progress.case_done(index, c.info.name(), "skipped", 0.0);
         continue;
       }
@@ -458,7 +461,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
           if (stopped()) throw ExecutionStopped();
           progress.start(index, c.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
           Repetition rep = run_repetition(c, context, std::max(r, 1));
-          progress.unit_done();
+          progress.done(work_of(c));
           if (r < 1) continue;  // warmup: not stored
           degraded = degraded || rep.degraded;
           store.add_repetition(case_id, rep.record);
