@@ -15,6 +15,10 @@ step() { printf '\n=== %s (%d s in) ===\n' "$*" "$SECONDS"; }
 step "dependencies"
 bash ci/install-deps.sh
 
+step "test models (models/SHA256SUMS)"
+# The tests' accuracy oracle lives in the repository; a missing or changed file stops here, named.
+(cd models && sha256sum --check --strict SHA256SUMS) || { echo "ci/test.sh: a file in models/ is missing or changed (see above)" >&2; exit 1; }
+
 step "release build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
@@ -56,7 +60,7 @@ step "fuzz runs (${KVBENCH_FUZZ_SECONDS:-30} s each)"
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 mkdir -p "$corpus/gguf" "$corpus/llama2c"
-models=../shared/models
+models=models
 cp "$models/stories260K.gguf" "$corpus/gguf/"
 cp "$models/tok512.bin" "$corpus/llama2c/"
 head -c 4096 "$models/stories260K.bin" >"$corpus/llama2c/checkpoint-head.bin"

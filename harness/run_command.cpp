@@ -100,7 +100,7 @@ void add_run_command(CLI::App& app, RunCommandOptions& o) {
   cmd->add_option("--tag", o.run.tags, "tag the run (repeatable)");
   cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(CLI::Range(1, 1000));
   cmd->add_option("--filter", o.run.filter, "ECMAScript regex searched in model/workload/policy/soc");
-  cmd->add_option("--models-dir", o.run.models_dir, "directory of the llama models (default: $KVBENCH_MODELS_DIR, else ../shared/models)");
+  cmd->add_option("--models-dir", o.run.models_dir, "directory of the llama models (default: $KVBENCH_MODELS_DIR, else the repository's models/)");
   cmd->add_option("--l2-dir", o.run.l2_dir,
                   "existing L2 directory for policies that leave l2_dir empty (default: l2/ beside the database, created when a policy offloads)");
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");

@@ -53,7 +53,7 @@ struct RunSummary {
   std::vector<CaseLine> lines;
 };
 
-// --models-dir, else $KVBENCH_MODELS_DIR, else ../shared/models beside the source tree.
+// --models-dir, else $KVBENCH_MODELS_DIR, else the repository's models/.
 std::string resolve_models_dir(const std::string& flag);
 
 struct RunInterrupted : std::runtime_error {

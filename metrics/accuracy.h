@@ -55,7 +55,7 @@ struct ScoringConfig {
   kv::SparsePolicy sparse;
 };
 
-// Teacher-forced scoring of a token stream (the protocol of ../shared/models test vector 4):
+// Teacher-forced scoring of a token stream (the protocol of test vector 4 in models/README.md):
 // consecutive non-overlapping windows, -log p(t[i+1] | t[0..i]) within each. The reference
 // cache config (f32, full attention) and the tested one run in lockstep on the same tokens.
 AccuracyReport score_tokens(std::shared_ptr<const kv::LlamaWeights> weights, const kv::CacheConfig& reference,

@@ -18,7 +18,7 @@ std::vector<float> random_keys(int tokens, int heads, int dim, std::uint32_t see
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 float relative_error(const std::vector<float>& a, const std::vector<float>& b);
 
-// A file of ../shared/models (KVBENCH_MODELS_DIR at configure time); fails the test when it
+// A file of models/ (KVBENCH_MODELS_DIR at configure time); fails the test when it
 // does not exist.
 std::string model_file(const std::string& name);
 // A fresh temporary file path for the test to write (removed by the caller).

@@ -11,7 +11,7 @@
 //   multimodal  text interleaved with images (visual tokens, static after prefill), then one
 //               question per image about a small region of it (a needle inside the image)
 //   perplexity  teacher-forced scoring of a text in consecutive windows, each from an empty
-//               cache, one token per step (test vector 4 of ../shared/models/README.md)
+//               cache, one token per step (test vector 4 of models/README.md)
 #pragma once
 
 #include <cstdint>
