@@ -47,6 +47,22 @@ std::string scalar(const std::string& db, const std::string& query) {
   return rows[0][0];
 }
 
+std::string scalar_if_ready(const std::string& db_path, const std::string& query) {
+  sqlite3* db = nullptr;
+  std::string value;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, query.c_str(), -1, &stmt, nullptr) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(stmt, 0);
+      if (text != nullptr) value = reinterpret_cast<const char*>(text);
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return value;
+}
+
 void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace kvtest

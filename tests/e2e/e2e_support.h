@@ -19,6 +19,9 @@ Output run_kvbench(const std::string& args);
 std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query);
 // The one value of a one-row query.
 std::string scalar(const std::string& db, const std::string& query);
+// The same for a database another process may be creating: "" while it has no such table yet
+// (or no file), never a test failure.
+std::string scalar_if_ready(const std::string& db, const std::string& query);
 
 void write_file(const std::string& path, const std::string& text);
 

@@ -147,7 +147,10 @@ TEST_CASE("a run killed with SIGKILL is aborted and earlier runs stay intact", "
   bool stored = false;
   while (!stored && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (fs::exists(db)) stored = sql(db, "SELECT count(*) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = 2")[0][0] != "0";
+    if (fs::exists(db)) {
+      const std::string n = kvtest::scalar_if_ready(db, "SELECT count(*) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = 2");
+      stored = !n.empty() && n != "0";
+    }
   }
   ::kill(child, SIGKILL);
   int status = 0;

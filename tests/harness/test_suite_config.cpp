@@ -3,7 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include "builtin_suites.h"
 #include "runtime/error.h"
@@ -167,4 +170,103 @@ TEST_CASE("the resolved configuration prints floats as they were written", "[con
   CHECK(resolved.find("\"importance_decay\":0.9") != std::string::npos);
   CHECK(resolved.find("99999") == std::string::npos);
   CHECK(resolved.find("00000001") == std::string::npos);
+}
+
+namespace {
+
+// docs/suites.md's field rows: "| `path` | default | meaning |".
+std::map<std::string, std::string> documented_defaults(const std::string& text) {
+  std::map<std::string, std::string> rows;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const auto end = line.find('`', 3);
+    const auto bar = line.find('|', end);
+    const auto next = line.find('|', bar + 1);
+    if (end == std::string::npos || bar == std::string::npos || next == std::string::npos) continue;
+    std::string value = line.substr(bar + 1, next - bar - 1);
+    value = value.substr(value.find_first_not_of(' '));
+    value = value.substr(0, value.find_last_not_of(' ') + 1);
+    rows[line.substr(3, end - 3)] = value;
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("docs/suites.md states the parser's defaults for every field", "[config][docs]") {
+  const std::string minimal = R"({"name": "m",
+    "models": [{"name": "s", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}, {"name": "l", "backend": "llama", "path": "a.bin", "tokenizer": "t.bin"}],
+    "workloads": [{"name": "a", "kind": "rag"}, {"name": "b", "kind": "codebase"}, {"name": "c", "kind": "roleplay"},
+                  {"name": "d", "kind": "multimodal"}, {"name": "e", "kind": "perplexity"}],
+    "policies": [{"name": "p"}]})";
+  const auto resolved = nlohmann::json::parse(resolved_json(parse_suite(minimal, "m.json", ".")));
+  const std::string page = kvtest::file_bytes(std::string(KVBENCH_SOURCE_DIR) + "/docs/suites.md");
+  REQUIRE(!page.empty());
+  const auto rows = documented_defaults(page);
+  // The resolved value a documented path names.
+  const auto lookup = [&](const std::string& path) -> const nlohmann::json* {
+    const auto dot = path.find('.');
+    const std::string head = path.substr(0, dot);
+    std::string rest = path.substr(dot + 1);
+    const nlohmann::json* node = &resolved;
+    if (head == "models[synthetic]" || head == "models[]") node = &resolved["models"][0];
+    else if (head == "models[llama]") node = &resolved["models"][1];
+    else if (head == "workloads[]") node = &resolved["workloads"][0];
+    else if (head == "policies[]") node = &resolved["policies"][0];
+    else if (head != "suite") return nullptr;
+    for (std::size_t at = 0; at != std::string::npos;) {
+      const auto next = rest.find('.', at);
+      const std::string key = rest.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      if (!node->contains(key)) return nullptr;
+      node = &(*node)[key];
+      at = next == std::string::npos ? next : next + 1;
+    }
+    return node;
+  };
+  int checked = 0;
+  for (const auto& [path, value] : rows) {
+    if (value.size() < 2 || value.front() != '`') continue;  // "required", "by kind"
+    const nlohmann::json* actual = lookup(path);
+    INFO(path << " documented " << value);
+    REQUIRE(actual != nullptr);
+    const auto documented = nlohmann::json::parse(value.substr(1, value.size() - 2));
+    if (documented.is_number()) {
+      CHECK(documented.get<double>() == Approx(actual->get<double>()));
+    } else {
+      CHECK(documented == *actual);
+    }
+    ++checked;
+  }
+  CHECK(checked >= 40);
+  // Every resolved field of a policy, its sparse and memory sections and a workload has a row.
+  const auto every_key = [&](const nlohmann::json& node, const std::string& prefix) {
+    for (const auto& [key, value] : node.items()) {
+      if (value.is_object()) continue;
+      INFO(prefix + key);
+      CHECK(rows.count(prefix + key) == 1);
+    }
+  };
+  every_key(resolved["policies"][0], "policies[].");
+  every_key(resolved["policies"][0]["sparse"], "policies[].sparse.");
+  every_key(resolved["policies"][0]["memory"], "policies[].memory.");
+  every_key(resolved["workloads"][0], "workloads[].");
+  // The kinds' defaults table.
+  std::istringstream lines(page);
+  int kinds = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, std::regex(R"(\| `(\w+)` \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|)"))) continue;
+    for (const auto& w : resolved["workloads"]) {
+      if (w["kind"] != m[1].str()) continue;
+      INFO(line);
+      CHECK(w["context_tokens"] == std::stoi(m[2]));
+      CHECK(w["gen_tokens"] == std::stoi(m[3]));
+      CHECK(w["turns"] == std::stoi(m[4]));
+      CHECK(w["images"] == std::stoi(m[5]));
+      CHECK(w["visual_tokens"] == std::stoi(m[6]));
+      ++kinds;
+    }
+  }
+  CHECK(kinds == 5);
 }
