@@ -12,5 +12,6 @@ else()
 endif()
 
 set(KVBENCH_AVX2_FLAGS -mavx2 -mfma -mf16c)
-# The float kernels use F/BW/VL/DQ; VNNI is not required (see engine/attention/README.md).
+# The float kernels use F/BW/VL/DQ; the integer paths use AVX-512BW byte/word dot products, so
+# VNNI is not required (docs/engine.md, kernel paths).
 set(KVBENCH_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c)

@@ -5,8 +5,8 @@ Usage: median_table.py run1.json run2.json run3.json
 Each file is `kvbench-micro --benchmark_out=FILE --benchmark_out_format=json`. Prints, per
 benchmark, the median real time and bytes_per_second and the highest noise_cpu_pct of the runs
 (others' share of the CPU while it ran), then the ratios the runs allow: q4 vs f32 decode at 32K
-and q4 KV bandwidth vs BM_StreamRead (issue 2), and each BM_SparseDecode selector at 10% against
-a tenth of the q4 full decode (issue 4). Each ratio is given from the medians and, beside it,
+and q4 KV bandwidth vs BM_StreamRead, and each BM_SparseDecode selector at 10% against
+a tenth of the q4 full decode. Each ratio is given from the medians and, beside it,
 within each run (both figures from the same run, seconds apart), as the median and range over
 the runs: this VM's memory bandwidth drifts from minute to minute, and a ratio of figures
 measured together drifts less than one of medians taken at different times.

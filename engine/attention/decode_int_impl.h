@@ -48,8 +48,7 @@ IntScratch& int_scratch() {
 }
 
 // Lane i of the result is the sum of the eight lanes of v[i]. Unpacks and adds, one uop each,
-// rather than vphaddd (several): 0.974-0.986x at 32K on two threads in three alternations,
-// 0.977x and 1.020x on one.
+// rather than vphaddd (several uops each).
 __attribute__((always_inline)) inline __m256i hsum8_epi32(const __m256i* v) {
   // Pairs: lanes [a0+a2, b0+b2, a1+a3, b1+b3 | the same for lanes 4..7].
   const auto pair = [](__m256i a, __m256i b) { return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)); };
@@ -147,8 +146,8 @@ void score_tokens_int(const PageView& page, const float* q, float* scores, PageP
   IntScratch& s = int_scratch();
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   // The group's heads together: each K scale and zero vector is loaded once, the heads' chains
-  // interleave, and one vector max, division and sum serve all of them (0.982-0.987x at 32K
-  // against one head after the other). Lanes of heads past NG stay 0 and are not used.
+  // interleave, and one vector max, division and sum serve all of them (cheaper than one head
+  // after the other). Lanes of heads past NG stay 0 and are not used.
   alignas(32) float folded[4][256];
   __m256 b0 = _mm256_setzero_ps(), b1 = b0, b2 = b0, b3 = b0, m0 = b0, m1 = b0, m2 = b0, m3 = b0;
   for (int c = 0; c < dim; c += 8) {
@@ -199,8 +198,8 @@ inline void transpose8x4(__m256 r0, __m256 r1, __m256 r2, __m256 r3, float* c0, 
 // p ([token][head], softmax numerators, zero past the page's tokens up to a multiple of 32) and
 // the V group scales into s.w, s.w_scale and s.w_shift.
 // p is page-relative (softmax_update<NG, true>): its largest value is exp(0) = 1, p_sum is its
-// sum per head as the softmax found it (a second pass over p for the sum and maximum, and one
-// to scale p in place, took 3% of a page at 32K), and page_scale carries it to the running max.
+// sum per head as the softmax found it (no second pass over p for the sum and maximum, nor one
+// to scale p in place), and page_scale carries it to the running max.
 template <int NG>
 void quantize_weights(const PageView& page, const float* p, const float* p_sum, const float* page_scale, IntScratch& s) {
   const PageLayout& layout = *page.layout;
@@ -411,8 +410,7 @@ void accumulate_block_int(const PageView& page, int c0, int grp, std::size_t row
   __m256i hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
   // A last odd token pairs with the row after it, whose weight is 0 (s.w is zero past the
   // page's tokens): that row lies inside the page (the V scales follow the V data and take at
-  // least a row, page_layout.h), and a loop without a branch per pair took 0.966-0.978x the
-  // time at 32K. The heads' weights sit a fixed stride apart, so one pointer serves all four
+  // least a row, page_layout.h), so the loop needs no branch per pair. The heads' weights sit a fixed stride apart, so one pointer serves all four
   // (layouts: IntScratch::w).
   constexpr std::size_t kHeadStride = NG == 4 ? 2 : sizeof(s.w[0][0]);
   constexpr std::size_t kPairStride = NG == 4 ? 2 * NG : 2;

@@ -72,10 +72,8 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   // use at a time, so they stay in L1 beside the pages in flight; all heads' states together
   // (16 KB for 8 heads of 4) did not. A head's pages sit apart in memory (an append allocates a
   // block's pages head by head, decode one position at a time for every head), which the
-  // kernels' software prefetch of the next item covers. With the prefetch spread over both of
-  // a page's passes, q4 decode at 32K on two threads took 0.81-0.91x the time of reading
-  // position by position (README, Performance). Each (head, chunk) keeps its own state; merging
-  // stays in order.
+  // kernels' software prefetch of the next item covers, spread over both of a page's passes.
+  // Each (head, chunk) keeps its own state; merging stays in order.
   const auto reset_chunk = [&](int chunk) {
     for (int head = 0; head < shape.kv_heads; ++head) {
       float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;

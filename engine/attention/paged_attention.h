@@ -14,9 +14,9 @@
 
 namespace kv {
 
-// 32: each task starts with pages nobody requested ahead and ends in a merge per head. Against
-// 8, q4 decode at 32K on two threads took 0.965x the time (in-process alternation, 300 pairs,
-// 239 faster) and at 4K 0.987x; 16 gave 0.966x at 32K, 4 gave 1.075x.
+// 32: each task starts with pages nobody requested ahead and ends in a merge per head, so
+// fewer, longer tasks pay that less often; 32 was the fastest of 4, 8, 16 and 32 on q4 decode
+// at 4K and 32K (bench_decode.cpp's BM_DecodeAttention).
 inline constexpr int kDefaultSplitPages = 32;
 inline constexpr int kMinDecodeTasks = 16;  // decode splits into at least this many tasks (or one per page position)
 inline constexpr int kPrefillQueryBlock = 16;

@@ -43,9 +43,9 @@ struct SelectionRecord {
 // pages kept in the recent history but not now (selections oscillate), then the best-scored
 // middle pages just outside this step's selection - ceil(widen x the pages the selection
 // changed by per step over the history) per lookahead step, at least one. history: oldest
-// first, the last entry is the current step. The default widening, 4, was measured on the
-// 128K BM_OffloadDecode case: 1 caught 82% of the pages the next steps loaded, 4 caught 98%
-// for 23% more swap-in traffic, 16 caught 99% for 2.2x the traffic (README).
+// first, the last entry is the current step. The default widening, 4, is where
+// BM_OffloadDecode at 128K stops gaining: a narrower one misses pages the next steps load, a
+// wider one adds swap-in traffic for almost no more hits (docs/performance.md).
 inline constexpr double kPrefetchWidening = 4.0;
 std::vector<int> plan_prefetch(const std::vector<const SelectionRecord*>& history, int lookahead,
                                double widen = kPrefetchWidening);

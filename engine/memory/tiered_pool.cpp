@@ -20,8 +20,7 @@ namespace kv {
 namespace {
 
 // L1 slabs are one transparent huge page each (2 MiB, aligned, madvise'd): decode walks every
-// page of a long context, and with 4 KiB pages each 10 KB KV page costs TLB misses. q4 decode
-// at 32K on two threads took 0.986-0.989x the time (in-process alternation, 200-300 pairs).
+// page of a long context, and with 4 KiB pages each 10 KB KV page costs TLB misses.
 constexpr std::size_t kSlabBytes = 2u << 20;
 
 }  // namespace

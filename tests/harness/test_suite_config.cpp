@@ -17,7 +17,7 @@ using namespace kvbench;
 
 namespace {
 
-// The suite of issue 6's example, with a placeholder to swap one fragment at a time.
+// An example suite, with a placeholder to swap one fragment at a time.
 std::string suite(const std::string& policy_extra = "", const std::string& top_extra = "") {
   return R"({
     "name": "smoke", "seed": 1, "repetitions": 5, "warmup": 1)" + top_extra + R"(,
