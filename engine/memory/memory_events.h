@@ -1,5 +1,5 @@
-// What the memory pool reports: pressure transitions, faults and one sample per decode step
-// (the time series of tier occupancy and swap traffic).
+// What the memory pool reports: pressure transitions, faults and one sample per attention call,
+// prefill included (the time series of tier occupancy and swap traffic).
 #pragma once
 
 #include <cstdint>

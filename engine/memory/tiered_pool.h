@@ -41,9 +41,11 @@ struct MemoryConfig {
   int prefetch_lookahead = 2;       // steps of selection history and lookahead; 0: no prefetch
   double warning_free = 0.15;       // warning when the free share of L1 is at or below this
   double target_free = 0.25;        // demotion in warning frees L1 up to this share
-  double danger_pinned = 0.95;      // danger when pinned bytes reach this share of L1
-  // Optional watermark on the machine: below this MemAvailable (/proc/meminfo) L1 is treated as
-  // at the warning level. 0: off (the default: it makes runs depend on the machine).
+  // Danger is entered when demotion cannot bring L1 free above warning_free; at or above this
+  // share of L1 in pinned bytes the danger event names the pinned pages as the reason.
+  double danger_pinned = 0.95;
+  // Optional watermark on the machine: below this MemAvailable (/proc/meminfo) L1 counts as
+  // full (demotion, then danger). 0: off (the default: it makes runs depend on the machine).
   std::size_t mem_available_floor_bytes = 0;
   std::size_t demote_batch_pages = 64;  // pages per demotion batch
   int pin_sink_tokens = 4;          // pages holding the first tokens stay in L1
