@@ -12,6 +12,7 @@ packages=(
   libfmt-dev              # formatting (libstdc++ 12 has no <format>)
   libcli11-dev            # command line
   libxxhash-dev           # L2 page checksums
+  libboost-math-dev       # the gate's statistics (t and normal distributions)
   gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev  # reports
   g++-aarch64-linux-gnu   # compile-only check of the Arm (NEON) path
   clang libclang-rt-14-dev  # libFuzzer targets
