@@ -1,0 +1,67 @@
+// Comparing a candidate run with a baseline, one (case, metric) at a time, on the raw
+// per-repetition samples. Two classes of figure:
+//
+// - Deterministic (clock exact or model, and what the rules put there): the same seed gives
+//   the same value, so the medians are compared value to value; any change beyond the
+//   relative tolerance is regressed or improved, with no statistics.
+// - Statistical (host timings): noisy repetitions are left out; Welch's t-test on the log
+//   values gives the ratio candidate / baseline, its 95% interval and a p-value; the p-values
+//   of one comparison are adjusted by Benjamini-Hochberg. A row is regressed when it is
+//   significant after the adjustment and its estimate lies beyond the threshold in the worse
+//   direction, improved symmetrically, unchanged when its interval lies inside the threshold
+//   band, and inconclusive otherwise (with the repetitions that would likely settle it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "metric_table.h"
+
+namespace kvbench {
+
+enum class GateClass : std::uint8_t { Deterministic, Statistical };
+
+// How one metric is judged (configs/gate.json; see gate_rules.h).
+struct MetricRule {
+  bool gated = true;
+  Better better = Better::Lower;  // None: reported, never gated
+  GateClass kind = GateClass::Statistical;
+  double relative = 0.05;  // statistical: the threshold band; deterministic: the tolerance
+  double absolute = 0.0;   // differences at or below it are no change (both classes)
+};
+
+enum class Verdict : std::uint8_t { Regressed, Improved, Unchanged, Inconclusive, NotGated };
+const char* verdict_name(Verdict verdict);
+
+struct Sample {
+  double value = 0.0;
+  bool noisy = false;
+};
+
+struct MetricComparison {
+  std::string metric;
+  Verdict verdict = Verdict::Unchanged;
+  std::optional<double> baseline_median, candidate_median;
+  double ratio = 1.0;       // statistical: exp(mean log difference); deterministic: candidate / baseline
+  double low = 1.0, high = 1.0;  // statistical: the 95% interval of the ratio
+  double p = 1.0;           // statistical: Welch's p before adjustment
+  double adjusted_p = 1.0;  // after Benjamini-Hochberg over the comparison's statistical rows
+  int baseline_used = 0, candidate_used = 0;  // repetitions compared (noisy ones left out)
+  int baseline_noisy = 0, candidate_noisy = 0;
+  double spread = 0.0;         // statistical: pooled standard deviation of the log values
+  int repetitions_needed = 0;  // inconclusive: per side, to likely settle it
+  std::string note;            // why inconclusive or not gated
+};
+
+// One (case, metric) before the adjustment: Verdict is provisional for statistical rows until
+// decide() has seen every row of the comparison.
+MetricComparison compare_samples(const std::string& metric, const std::vector<Sample>& baseline,
+                                 const std::vector<Sample>& candidate, const MetricRule& rule);
+
+// Adjusts the p-values of the statistical rows (rules[i] belongs to rows[i]) at false
+// discovery rate `fdr` and sets every statistical row's verdict.
+void decide(std::vector<MetricComparison>& rows, const std::vector<MetricRule>& rules, double fdr = 0.05);
+
+}  // namespace kvbench

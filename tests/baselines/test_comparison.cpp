@@ -1,0 +1,128 @@
+// The gate's decision on synthetic comparisons: A/A at 5 repetitions rarely fails, a 10% shift
+// at 10 repetitions is found and nothing else is, deterministic figures change on any
+// difference, and noisy repetitions are left out.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "comparison.h"
+
+using namespace kvbench;
+
+namespace {
+
+std::vector<Sample> lognormal(std::mt19937& rng, int n, double median, double cv) {
+  const double sigma = std::sqrt(std::log1p(cv * cv));
+  std::normal_distribution<double> normal(std::log(median), sigma);
+  std::vector<Sample> v(static_cast<std::size_t>(n));
+  for (Sample& s : v) s.value = std::exp(normal(rng));
+  return v;
+}
+
+MetricRule timing() { return MetricRule{true, Better::Lower, GateClass::Statistical, 0.05, 0.0}; }
+
+// One comparison of `metrics` host timings; metric 0 is shifted by `shift`.
+std::vector<MetricComparison> comparison(std::mt19937& rng, int metrics, int n, double cv, double shift) {
+  std::vector<MetricComparison> rows;
+  std::vector<MetricRule> rules(static_cast<std::size_t>(metrics), timing());
+  for (int m = 0; m < metrics; ++m) {
+    const auto base = lognormal(rng, n, 10.0, cv);
+    const auto cand = lognormal(rng, n, 10.0 * (m == 0 ? 1.0 + shift : 1.0), cv);
+    rows.push_back(compare_samples("metric" + std::to_string(m), base, cand, rules.back()));
+  }
+  decide(rows, rules, 0.05);
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("A/A: comparisons of one distribution rarely regress", "[gate]") {
+  std::mt19937 rng(7);
+  for (double cv : {0.05, 0.15}) {
+    int failing = 0, unchanged = 0, rows_total = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+      const auto rows = comparison(rng, 30, 5, cv, 0.0);
+      bool failed = false;
+      for (const auto& row : rows) {
+        failed = failed || row.verdict == Verdict::Regressed;
+        unchanged += row.verdict == Verdict::Unchanged ? 1 : 0;
+        ++rows_total;
+      }
+      failing += failed ? 1 : 0;
+    }
+    INFO("cv " << cv << ": " << failing << " of 200 comparisons with a false regression; " << unchanged << " of " << rows_total
+               << " rows unchanged");
+    CHECK(failing <= 10);  // 5%
+  }
+}
+
+TEST_CASE("A/B: a 10% shift at 10 repetitions is found, and only it", "[gate]") {
+  std::mt19937 rng(11);
+  int detected = 0, other_regressions = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto rows = comparison(rng, 30, 10, 0.03, 0.10);
+    detected += rows[0].verdict == Verdict::Regressed ? 1 : 0;
+    for (std::size_t i = 1; i < rows.size(); ++i) other_regressions += rows[i].verdict == Verdict::Regressed ? 1 : 0;
+  }
+  INFO(detected << " of 200 detected; " << other_regressions << " false regressions elsewhere");
+  CHECK(detected >= 180);
+  CHECK(other_regressions == 0);
+}
+
+TEST_CASE("A statistical row: direction, interval and the inconclusive middle", "[gate]") {
+  std::mt19937 rng(3);
+  // Throughput: higher is better, so a drop regresses.
+  MetricRule tps = timing();
+  tps.better = Better::Higher;
+  std::vector<MetricComparison> rows = {compare_samples("decode_tps", lognormal(rng, 10, 100.0, 0.02), lognormal(rng, 10, 80.0, 0.02), tps)};
+  decide(rows, {tps});
+  CHECK(rows[0].verdict == Verdict::Regressed);
+  CHECK(rows[0].ratio == Approx(0.8).epsilon(0.05));
+  CHECK(rows[0].low < rows[0].ratio);
+  CHECK(rows[0].high > rows[0].ratio);
+  // The same drop on a lower-is-better metric is an improvement.
+  rows = {compare_samples("tpot_ms_p50", lognormal(rng, 10, 100.0, 0.02), lognormal(rng, 10, 80.0, 0.02), timing())};
+  decide(rows, {timing()});
+  CHECK(rows[0].verdict == Verdict::Improved);
+  // Noise far above the band at 3 repetitions: inconclusive, with a number that would settle it.
+  rows = {compare_samples("ttft_ms", lognormal(rng, 3, 100.0, 0.3), lognormal(rng, 3, 100.0, 0.3), timing())};
+  decide(rows, {timing()});
+  CHECK(rows[0].verdict == Verdict::Inconclusive);
+  CHECK(rows[0].repetitions_needed > 10);
+  CHECK(rows[0].note.find("repetitions per side") != std::string::npos);
+}
+
+TEST_CASE("Noisy repetitions are left out, and too few left is inconclusive", "[gate]") {
+  std::vector<Sample> base = {{10.0, false}, {10.1, false}, {9.9, false}, {10.0, true}, {50.0, true}};
+  std::vector<Sample> cand = {{10.0, false}, {10.05, false}, {9.95, false}, {10.0, false}, {10.02, false}};
+  std::vector<MetricComparison> rows = {compare_samples("tpot_ms_p50", base, cand, timing())};
+  decide(rows, {timing()});
+  CHECK(rows[0].baseline_used == 3);
+  CHECK(rows[0].baseline_noisy == 2);
+  CHECK(rows[0].verdict == Verdict::Unchanged);
+  for (Sample& s : base) s.noisy = true;
+  rows = {compare_samples("tpot_ms_p50", base, cand, timing())};
+  decide(rows, {timing()});
+  CHECK(rows[0].verdict == Verdict::Inconclusive);
+  CHECK(rows[0].note.find("too few quiet repetitions") != std::string::npos);
+}
+
+TEST_CASE("Deterministic figures change on any difference beyond the tolerance", "[gate]") {
+  const MetricRule exact{true, Better::Higher, GateClass::Deterministic, 1e-9, 0.0};
+  const std::vector<Sample> base = {{0.9557, false}, {0.9557, true}};
+  std::vector<MetricComparison> rows = {compare_samples("attn_mass_recall", base, {{0.9557, false}, {0.9557, false}}, exact)};
+  CHECK(rows[0].verdict == Verdict::Unchanged);
+  rows = {compare_samples("attn_mass_recall", base, {{0.9556, false}}, exact)};
+  CHECK(rows[0].verdict == Verdict::Regressed);  // no statistics: any drop
+  rows = {compare_samples("attn_mass_recall", base, {{0.96, false}}, exact)};
+  CHECK(rows[0].verdict == Verdict::Improved);
+  // Degradation counts: any new one regresses.
+  const MetricRule count{true, Better::Lower, GateClass::Deterministic, 0.0, 0.0};
+  rows = {compare_samples("l2_errors", {{0.0, false}}, {{1.0, false}}, count)};
+  CHECK(rows[0].verdict == Verdict::Regressed);
+  // better: none is reported, never gated.
+  const MetricRule none{true, Better::None, GateClass::Statistical, 0.05, 0.0};
+  rows = {compare_samples("noise_cpu_share", {{0.0, false}}, {{0.5, false}}, none)};
+  CHECK(rows[0].verdict == Verdict::NotGated);
+}
