@@ -97,6 +97,7 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
   if (context.l2_io != nullptr) cache_config.memory.l2.io = context.l2_io;
   ExecutionOptions execution;
   execution.stop = context.stop;
+  execution.test_slowdown = policy.test_slowdown;
   kv::ThreadPool pool(cache_config.threads);
   RepetitionFacts facts;
   ExecutionResult result;

@@ -185,6 +185,8 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   const std::string isa = f.string("isa", "auto");
   rethrow_at(file, path, [&] { p.cache.isa = kv::parse_isa(isa, "isa"); });
   p.cache.split_pages = static_cast<int>(f.integer("split_pages", p.cache.split_pages, 1, 1 << 16));
+  p.test_slowdown = f.number("test_slowdown", 0.0);
+  if (!(p.test_slowdown >= 0.0 && p.test_slowdown <= 100.0)) fail(file, f.at("test_slowdown"), "must be in [0, 100]");
   if (const json* sparse = f.child("sparse")) {
     Fields s(*sparse, f.at("sparse"), file);
     read_sparse(s, p.sparse, file);
@@ -461,6 +463,7 @@ std::string resolved_json(const SuiteConfig& suite) {
                             {"threads", c.threads},
                             {"isa", std::string(kv::isa_name(c.isa))},
                             {"split_pages", c.split_pages},
+                            {"test_slowdown", p.test_slowdown},
                             {"sparse", sparse_json(p.sparse)},
                             {"memory", memory_json(c.memory)}});
   }

@@ -25,6 +25,7 @@ struct ModelConfig {
 
 struct PolicyConfig {
   std::string name;
+  double test_slowdown = 0.0; // only to test gates: busy-wait this share of each attention call's time
   kv::CacheConfig cache;      // formats, groups, pages, residual, threads, memory tiers
   kv::SparsePolicy sparse;    // selector {full} when absent
 };

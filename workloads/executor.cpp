@@ -126,6 +126,11 @@ Executor::LayerTimes Executor::step(int n, int attend) {
     } else {
       cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
     }
+    if (options_.test_slowdown > 0.0) {
+      const auto until = Clock::now() + (Clock::now() - start) * options_.test_slowdown;
+      while (Clock::now() < until) {
+      }
+    }
     t.attend_ms += ms_since(start);
     if (n == 1) {  // outside the timed region: the check costs far more than the step
       start = Clock::now();

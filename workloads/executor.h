@@ -36,6 +36,9 @@ struct ExecutionOptions {
   // Polled before every step; when it reads true the run stops with ExecutionStopped (an
   // interrupted repetition is dropped, never half stored).
   const std::atomic<bool>* stop = nullptr;
+  // Exists only to test gates: after each attention call, busy-wait this share of the time the
+  // call took, inside its timed region (0: off). Nothing else may set it.
+  double test_slowdown = 0.0;
   int prefill_chunk = 512;  // tokens per prefill step
   int probe_queries = 16;   // synthetic: queries attended per probed chunk
   int probe_chunks = 4;     // synthetic: probed chunks per request
