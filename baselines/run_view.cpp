@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "case_metrics.h"
 #include "degradation.h"
+#include "statistics.h"
 #include "runtime/error.h"
 
 namespace kvbench {
@@ -104,7 +104,7 @@ void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c) {
   }
   c.repetitions = static_cast<int>(repetitions.size());
   for (auto& [name, v] : by_name) {
-    if (!v.values.empty()) v.figure.median = percentile(v.values, 50.0);
+    if (!v.values.empty()) v.figure.median = median(v.values);
     c.figures[name] = v.figure;
   }
   // Degradation in plain words: the first degraded repetition's lines, and how many were.
