@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <iterator>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -220,6 +221,49 @@ CREATE VIEW metric_values AS
   FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
 )sql";
 
+// Version 4: what compares runs - named baselines, acknowledgements of accepted changes,
+// detected change points, and every gate's verdict (so a report can show it).
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE baselines (
+  name TEXT PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  set_at TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE acks (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  case_glob TEXT NOT NULL,
+  metric_glob TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  expires_at TEXT
+);
+CREATE TABLE change_points (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  case_name TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  before_value REAL,
+  after_value REAL,
+  detected_at TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE verdicts (
+  id INTEGER PRIMARY KEY,
+  created_at TEXT NOT NULL,
+  baseline_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  candidate_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  outcome TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'inconclusive')),
+  regressed INTEGER NOT NULL,
+  improved INTEGER NOT NULL,
+  inconclusive INTEGER NOT NULL,
+  rules_json TEXT NOT NULL,
+  rows_json TEXT NOT NULL
+);
+CREATE INDEX change_points_by_case ON change_points(case_name, metric);
+)sql";
+
 int read_user_version(sqlite3* db) {
   Statement user_version(db, "PRAGMA user_version");
   return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
@@ -385,7 +429,9 @@ void ResultsStore::exec(const char* sql) {
   }
 }
 
-void ResultsStore::migrate() {
+void ResultsStore::migrate() { migrate_to(kSchemaVersion); }
+
+void ResultsStore::migrate_to(int target) {
   Transaction tx(db_);
   int version = read_user_version(db_);
   if (version > kSchemaVersion) {
@@ -400,17 +446,28 @@ void ResultsStore::migrate() {
     exec(kSchemaV1);
     version = 1;
   }
-  if (version == 1) {
-    exec(kSchemaV2);
-    version = 2;
-  }
-  if (version == 2) {
-    exec(kSchemaV3);
-    version = 3;
-  }
+  // Each version's migration, in order; a shipped one is never edited.
+  static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4};
+  static_assert(std::size(kMigrations) == kSchemaVersion);
+  for (; version < target; ++version) exec(kMigrations[version]);
   exec(("PRAGMA user_version = " + std::to_string(version)).c_str());
   tx.commit();
   schema_version_ = version;
+}
+
+void ResultsStore::create_at_version(const std::string& path, int version) {
+  if (version < 1 || version > kSchemaVersion) throw std::invalid_argument("create_at_version: no schema version " + std::to_string(version));
+  ResultsStore store(path, Access::ReadWrite, version);
+}
+
+ResultsStore::ResultsStore(const std::string& path, Access, int version) : path_(path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw std::runtime_error("create_at_version: cannot create " + path);
+  }
+  exec("PRAGMA journal_mode = WAL");
+  migrate_to(version);
 }
 
 std::int64_t ResultsStore::begin_run(const RunInfo& info) {

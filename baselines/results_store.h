@@ -26,7 +26,7 @@
 
 namespace kvbench {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 // The oldest schema the read-only tools read as it is (writers migrate anything older).
 inline constexpr int kOldestReadableSchema = 2;
 
@@ -124,11 +124,15 @@ class ResultsStore {
   sqlite3* db() { return db_; }
   const std::string& path() const { return path_; }
   int schema_version() const { return schema_version_; }
+  // Tests: a new, empty database at an earlier schema version, to migrate from.
+  static void create_at_version(const std::string& path, int version);
   Access access() const { return access_; }
 
  private:
+  ResultsStore(const std::string& path, Access, int version);  // create_at_version
   void exec(const char* sql);
   void migrate();
+  void migrate_to(int version);
   void open_read_only();
   void insert_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics);
   void insert_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values);

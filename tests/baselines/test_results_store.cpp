@@ -164,7 +164,7 @@ std::string copy_v2_fixture(const kvtest::TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("a schema-v2 database migrates to v3 in place with its runs intact", "[store]") {
+TEST_CASE("the schema-v2 database of the v2 binary migrates in place with its runs intact", "[store]") {
   kvtest::TempDir dir("store-v2");
   const std::string path = copy_v2_fixture(dir);
   std::int64_t metrics_before = 0;
@@ -175,8 +175,8 @@ TEST_CASE("a schema-v2 database migrates to v3 in place with its runs intact", "
     REQUIRE(metrics_before > 100);
   }
   ResultsStore store(path);
-  CHECK(store.schema_version() == 3);
-  CHECK(count(store, "PRAGMA user_version") == 3);
+  CHECK(store.schema_version() == kSchemaVersion);
+  CHECK(count(store, "PRAGMA user_version") == kSchemaVersion);
   CHECK(count(store, "SELECT count(*) FROM metric_values") == metrics_before);
   CHECK(count(store, "SELECT count(*) FROM cases") == 3);
   CHECK(count(store, "SELECT count(*) FROM runs WHERE status = 'complete'") == 2);
@@ -292,4 +292,35 @@ TEST_CASE("a read-only store opens a 0444 file and a database in a read-only dir
   CHECK(kvtest::run_unprivileged(read_runs) == 0);
   std::filesystem::permissions(dir.path, std::filesystem::perms::owner_all);
   CHECK(kvtest::file_bytes(path) == bytes);
+}
+
+TEST_CASE("every earlier schema version migrates to the current one", "[store]") {
+  kvtest::TempDir dir("store-versions");
+  for (int version = 1; version < kSchemaVersion; ++version) {
+    INFO("from version " << version);
+    const std::string path = dir.path + "/v" + std::to_string(version) + ".sqlite";
+    ResultsStore::create_at_version(path, version);
+    {
+      sqlite3* db = nullptr;
+      REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+      // A run with a case and a metric, as that version stores them.
+      REQUIRE(sqlite3_exec(db,
+                           "INSERT INTO runs (started_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
+                           " config_hash, tags, meta_json) VALUES ('t', 'complete', 1, 'b', 't', 'g', 0, '{}', 'h', 'x', '{}');"
+                           "INSERT INTO cases (run_id, name, model, workload, policy, soc) VALUES (1, 'm/w/p/s', 'm', 'w', 'p', 's');"
+                           "INSERT INTO metrics (case_id, repetition, name, value, unit, clock, extrapolated, noisy)"
+                           " VALUES (1, 1, 'ttft_ms', 2.5, 'ms', 'host', 0, 0);",
+                           nullptr, nullptr, nullptr) == SQLITE_OK);
+      sqlite3_close(db);
+    }
+    ResultsStore store(path);
+    CHECK(store.schema_version() == kSchemaVersion);
+    CHECK(count(store, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND value = 2.5 AND run_status = 'complete'") == 1);
+    CHECK(count(store, "SELECT count(*) FROM cases WHERE status = 'complete'") == 1);
+    CHECK(count(store, "SELECT count(*) FROM baselines") == 0);
+    CHECK(count(store, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
+    const std::int64_t id = store.begin_run(info("new"));
+    store.finish_run(id, RunStatus::Interrupted);
+    CHECK(count(store, "SELECT count(*) FROM runs WHERE status = 'interrupted'") == 1);
+  }
 }
