@@ -591,6 +591,36 @@ void ResultsStore::add_event(std::int64_t case_id, int repetition, std::int64_t 
   insert.bind(1, case_id).bind(2, repetition).bind(3, step).bind(4, kind).bind(5, detail).run();
 }
 
+void ResultsStore::set_baseline(const std::string& name, std::int64_t run_id, const std::string& reason) {
+  Transaction tx(db_);
+  Statement upsert(db_,
+                   "INSERT INTO baselines (name, run_id, set_at, reason) VALUES (?, ?, ?, ?)"
+                   " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id, set_at = excluded.set_at, reason = excluded.reason");
+  upsert.bind(1, name).bind(2, run_id).bind(3, now_utc()).bind(4, reason).run();
+  tx.commit();
+}
+
+bool ResultsStore::remove_baseline(const std::string& name) {
+  Transaction tx(db_);
+  Statement remove(db_, "DELETE FROM baselines WHERE name = ?");
+  remove.bind(1, name).run();
+  const bool removed = sqlite3_changes(db_) > 0;
+  tx.commit();
+  return removed;
+}
+
+std::int64_t ResultsStore::add_verdict(const VerdictRecord& v) {
+  Transaction tx(db_);
+  Statement insert(db_,
+                   "INSERT INTO verdicts (created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive,"
+                   " rules_json, rows_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, now_utc()).bind(2, v.baseline_run).bind(3, v.candidate_run).bind(4, v.outcome).bind(5, v.regressed);
+  insert.bind(6, v.improved).bind(7, v.inconclusive).bind(8, v.rules_json).bind(9, v.rows_json).run();
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  tx.commit();
+  return id;
+}
+
 std::vector<RunRow> ResultsStore::runs() {
   std::vector<RunRow> rows;
   Statement select(db_, "SELECT id, status, started_at, coalesce(ended_at, ''), tags, pid, boot_id FROM runs ORDER BY id");

@@ -118,6 +118,18 @@ class ResultsStore {
   void add_histogram(std::int64_t case_id, int repetition, const std::string& name, const std::vector<std::int64_t>& counts);
   void finish_case(std::int64_t case_id, CaseStatus status, const std::string& error = "");
 
+  // A named baseline points at a run (replacing an earlier one of that name); remove: whether
+  // there was one.
+  void set_baseline(const std::string& name, std::int64_t run_id, const std::string& reason);
+  bool remove_baseline(const std::string& name);
+  struct VerdictRecord {
+    std::int64_t baseline_run = 0, candidate_run = 0;
+    std::string outcome;  // pass, fail, inconclusive
+    int regressed = 0, improved = 0, inconclusive = 0;
+    std::string rules_json, rows_json;
+  };
+  std::int64_t add_verdict(const VerdictRecord& verdict);
+
   std::vector<RunRow> runs();
   // Marks aborted the running runs whose process is gone; returns how many.
   int mark_abandoned_runs();

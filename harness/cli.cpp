@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "build_info.h"
+#include "compare_command.h"
 #include "metric_table.h"
 #include "run_command.h"
 #include "score_command.h"
@@ -82,6 +83,8 @@ int run_cli(int argc, char** argv) {
   add_run_command(app, run);
   ResultsCommandOptions results;
   add_results_commands(app, results);
+  CompareCommandOptions compare;
+  add_compare_commands(app, compare);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -123,6 +126,7 @@ int run_cli(int argc, char** argv) {
     if (results.list->parsed()) return run_list(results);
     if (results.show->parsed()) return run_show(results);
     if (results.exporter->parsed()) return run_export(results);
+    if (int code = 0; run_compare_commands(compare, code)) return code;
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

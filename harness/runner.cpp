@@ -28,6 +28,7 @@
 #include "progress.h"
 #include "recorder.h"
 #include "runtime/error.h"
+#include "runtime/isa.h"
 #include "sparse/sparse_decoder.h"
 
 namespace kvbench {
@@ -408,6 +409,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   meta["filter"] = options.filter;
   meta["repetitions"] = repetitions;
   meta["models_dir"] = models_dir;
+  meta["kernel_path"] = kv::isa_name(kv::best_isa());
   meta["l2_dir"] = l2_base;
   meta["l2_fs_type"] = l2_bases.empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(l2_bases.front());
   info.meta_json = meta.dump();

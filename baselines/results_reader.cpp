@@ -1,0 +1,150 @@
+#include "results_reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+#include "runtime/error.h"
+#include "sql_query.h"
+
+namespace kvbench {
+
+namespace {
+
+bool has_table(ResultsStore& store, const char* name) {
+  Query q(store, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?");
+  q.bind(1, std::string(name));
+  return q.step() && q.int64(0) > 0;
+}
+
+std::vector<std::string> split_tags(const std::string& tags) {
+  std::vector<std::string> out;
+  std::stringstream in(tags);
+  for (std::string tag; std::getline(in, tag, ',');) {
+    if (!tag.empty()) out.push_back(tag);
+  }
+  return out;
+}
+
+constexpr const char* kRunColumns =
+    "SELECT r.id, r.status, r.pid, r.boot_id, r.started_at, coalesce(r.ended_at, ''), r.tags,"
+    " coalesce(json_extract(r.meta_json, '$.suite'), ''), r.git_sha, r.git_dirty, r.config_hash, r.config_json, r.meta_json,"
+    " (SELECT count(*) FROM cases c WHERE c.run_id = r.id) FROM runs r";
+
+RunRecord run_of(const Query& q) {
+  RunRecord r;
+  r.id = q.int64(0);
+  r.status = reported_run_status(q.text(1), q.int64(2), q.text(3));
+  r.started_at = q.text(4);
+  r.ended_at = q.text(5);
+  r.tags = split_tags(q.text(6));
+  r.suite = q.text(7);
+  r.git_sha = q.text(8);
+  r.git_dirty = q.int64(9) != 0;
+  r.config_hash = q.text(10);
+  r.config_json = q.text(11);
+  r.meta_json = q.text(12);
+  r.cases = static_cast<int>(q.int64(13));
+  return r;
+}
+
+}  // namespace
+
+std::vector<RunRecord> list_runs(ResultsStore& store, const RunFilter& filter) {
+  Query q(store, (std::string(kRunColumns) + " ORDER BY r.id").c_str());
+  std::vector<RunRecord> runs;
+  while (q.step()) {
+    RunRecord r = run_of(q);
+    const auto has = [&](const std::string& tag) { return std::find(r.tags.begin(), r.tags.end(), tag) != r.tags.end(); };
+    if (!filter.status.empty() && r.status != filter.status) continue;
+    if (!filter.suite.empty() && r.suite != filter.suite) continue;
+    if (!std::all_of(filter.tags.begin(), filter.tags.end(), has)) continue;
+    runs.push_back(std::move(r));
+  }
+  if (filter.last > 0 && runs.size() > static_cast<std::size_t>(filter.last)) runs.erase(runs.begin(), runs.end() - filter.last);
+  return runs;
+}
+
+RunRecord get_run(ResultsStore& store, std::int64_t id, const std::string& what) {
+  Query q(store, (std::string(kRunColumns) + " WHERE r.id = ?").c_str());
+  q.bind(1, id);
+  if (!q.step()) throw kv::InputError(store.path(), what, fmt::format("no run {} in this database", id));
+  return run_of(q);
+}
+
+std::int64_t resolve_run(ResultsStore& store, const std::string& selector, const std::string& flag) {
+  std::int64_t id = 0;
+  const auto [end, error] = std::from_chars(selector.data(), selector.data() + selector.size(), id);
+  if (error == std::errc() && end == selector.data() + selector.size()) {
+    if (id < 1) throw kv::InputError(flag, selector, "not a run id (a positive integer)");
+    return get_run(store, id, flag).id;
+  }
+  if (selector == "latest" || selector.rfind("latest:", 0) == 0) {
+    RunFilter filter;
+    filter.status = "complete";
+    const std::string what = selector.size() > 7 ? selector.substr(7) : "";
+    if (what.rfind("suite=", 0) == 0) {
+      filter.suite = what.substr(6);
+    } else if (!what.empty()) {
+      filter.tags = {what};
+    }
+    const auto runs = list_runs(store, filter);
+    if (runs.empty()) throw kv::InputError(flag, selector, "no complete run matches in " + store.path());
+    return runs.back().id;
+  }
+  if (const auto baseline = find_baseline(store, selector)) return baseline->run_id;
+  throw kv::InputError(flag, selector,
+                       "neither a run id, latest, latest:TAG, latest:suite=NAME nor a baseline name (`kvbench baseline list`)");
+}
+
+std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id) {
+  std::vector<CaseSamples> cases;
+  std::vector<std::int64_t> ids;
+  {
+    Query q(store, "SELECT id, name, model, workload, policy, soc, status FROM cases WHERE run_id = ? ORDER BY id");
+    q.bind(1, run_id);
+    while (q.step()) {
+      ids.push_back(q.int64(0));
+      CaseSamples c;
+      c.name = q.text(1);
+      c.model = q.text(2);
+      c.workload = q.text(3);
+      c.policy = q.text(4);
+      c.soc = q.text(5);
+      c.status = q.text(6);
+      cases.push_back(std::move(c));
+    }
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    Query q(store, "SELECT name, value, na_reason, noisy FROM metrics WHERE case_id = ? ORDER BY repetition");
+    q.bind(1, ids[i]);
+    while (q.step()) {
+      if (q.null(1)) {
+        cases[i].na_reason.emplace(q.text(0), q.text(2));
+        continue;
+      }
+      cases[i].samples[q.text(0)].push_back({q.real(1), q.int64(3) != 0});
+    }
+  }
+  return cases;
+}
+
+std::vector<BaselineRecord> list_baselines(ResultsStore& store) {
+  std::vector<BaselineRecord> out;
+  if (!has_table(store, "baselines")) return out;
+  Query q(store, "SELECT name, run_id, set_at, reason FROM baselines ORDER BY name");
+  while (q.step()) out.push_back({q.text(0), q.int64(1), q.text(2), q.text(3)});
+  return out;
+}
+
+std::optional<BaselineRecord> find_baseline(ResultsStore& store, const std::string& name) {
+  if (!has_table(store, "baselines")) return std::nullopt;
+  Query q(store, "SELECT name, run_id, set_at, reason FROM baselines WHERE name = ?");
+  q.bind(1, name);
+  if (!q.step()) return std::nullopt;
+  return BaselineRecord{q.text(0), q.int64(1), q.text(2), q.text(3)};
+}
+
+}  // namespace kvbench

@@ -1,0 +1,56 @@
+// Typed reads of the results store, for everything that compares runs: run records and
+// selectors, per-repetition metric samples, baselines and verdicts. The SQL lives here and in
+// results_store.cpp and run_view.cpp, nowhere else.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comparison.h"
+#include "results_store.h"
+
+namespace kvbench {
+
+struct RunRecord {
+  std::int64_t id = 0;
+  std::string status;  // as reported: a running run whose process is gone reads aborted
+  std::string started_at, ended_at, suite, git_sha, config_hash, config_json, meta_json;
+  bool git_dirty = false;
+  std::vector<std::string> tags;
+  int cases = 0;
+};
+
+struct RunFilter {
+  std::string status, suite;
+  std::vector<std::string> tags;  // every one
+  int last = 0;                   // the newest N (0: all)
+};
+
+std::vector<RunRecord> list_runs(ResultsStore& store, const RunFilter& filter = {});
+// Throws kv::InputError (the file, `what`) for a run the database does not hold.
+RunRecord get_run(ResultsStore& store, std::int64_t id, const std::string& what = "RUN_ID");
+
+// A run selector: an id, `latest`, `latest:TAG`, `latest:suite=NAME`, or a baseline name.
+// `flag` names the argument in errors.
+std::int64_t resolve_run(ResultsStore& store, const std::string& selector, const std::string& flag);
+
+struct CaseSamples {
+  std::string name, model, workload, policy, soc, status;
+  std::map<std::string, std::vector<Sample>> samples;  // metric -> its values per repetition
+  std::map<std::string, std::string> na_reason;        // metric -> why it has no value
+};
+std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id);
+
+struct BaselineRecord {
+  std::string name;
+  std::int64_t run_id = 0;
+  std::string set_at, reason;
+};
+// Empty on a database older than version 4 (no baselines there yet).
+std::vector<BaselineRecord> list_baselines(ResultsStore& store);
+std::optional<BaselineRecord> find_baseline(ResultsStore& store, const std::string& name);
+
+}  // namespace kvbench

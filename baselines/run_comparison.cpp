@@ -1,0 +1,171 @@
+#include "run_comparison.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The named entry of one of the resolved configuration's arrays.
+json entry(const json& config, const char* array, const std::string& name) {
+  if (config.contains(array) && config[array].is_array()) {
+    for (const json& e : config[array]) {
+      if (e.is_object() && e.value("name", "") == name) return e;
+    }
+  }
+  return json::object();
+}
+
+void flatten(const json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) flatten(value, prefix.empty() ? key : prefix + "." + key, out);
+  } else {
+    out[prefix] = j.dump();
+  }
+}
+
+// "models.sample_layers: 2 -> 4" for every field of the case's model, workload and policy
+// that differs.
+std::vector<std::string> config_changes(const json& base, const json& cand, const CaseSamples& c) {
+  std::map<std::string, std::string> a, b;
+  for (const auto& [array, name] : {std::pair<const char*, std::string>{"models", c.model}, {"workloads", c.workload}, {"policies", c.policy}}) {
+    flatten(entry(base, array, name), array, a);
+    flatten(entry(cand, array, name), array, b);
+  }
+  for (const char* top : {"seed", "warmup"}) {
+    if (base.contains(top)) a[top] = base[top].dump();
+    if (cand.contains(top)) b[top] = cand[top].dump();
+  }
+  std::vector<std::string> changes;
+  for (const auto& [key, value] : a) {
+    const auto it = b.find(key);
+    if (it == b.end()) changes.push_back(fmt::format("{}: {} -> (absent)", key, value));
+    else if (it->second != value) changes.push_back(fmt::format("{}: {} -> {}", key, value, it->second));
+  }
+  for (const auto& [key, value] : b) {
+    if (a.count(key) == 0) changes.push_back(fmt::format("{}: (absent) -> {}", key, value));
+  }
+  return changes;
+}
+
+std::string meta_field(const RunRecord& run, const char* key) {
+  const json meta = json::parse(run.meta_json, nullptr, false);
+  return meta.is_object() && meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : "";
+}
+
+void require_complete(const RunRecord& run, const char* role) {
+  if (run.status != "complete") {
+    throw kv::InputError(role, std::to_string(run.id),
+                         fmt::format("run {} is {}; only complete runs can be {}", run.id, run.status,
+                                     std::string(role) == "--baseline" ? "baselines" : "candidates"));
+  }
+}
+
+}  // namespace
+
+int RunComparison::count(Verdict verdict) const {
+  int n = 0;
+  for (const CaseComparison& c : cases) {
+    for (const MetricComparison& row : c.rows) n += row.verdict == verdict ? 1 : 0;
+  }
+  return n;
+}
+
+std::string run_kernel_path(const RunRecord& run) {
+  const std::string path = meta_field(run, "kernel_path");
+  if (!path.empty()) return path;
+  const std::string flags = " " + meta_field(run, "cpu_flags") + " ";
+  const auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+  if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq")) return "avx512";
+  if (has("avx2") && has("fma") && has("f16c")) return "avx2";
+  return "scalar";
+}
+
+RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int64_t candidate, const GateRules& rules,
+                           const CompareOptions& options) {
+  RunComparison out;
+  out.fdr = rules.fdr;
+  out.baseline = get_run(store, baseline, "--baseline");
+  out.candidate = get_run(store, candidate, "--candidate");
+  require_complete(out.baseline, "--baseline");
+  require_complete(out.candidate, "--candidate");
+  if (out.baseline.suite != out.candidate.suite) {
+    throw kv::InputError("--candidate", std::to_string(candidate),
+                         fmt::format("run {} is of suite '{}', the baseline run {} of suite '{}': only runs of one suite compare",
+                                     candidate, out.candidate.suite, baseline, out.baseline.suite));
+  }
+  // The machines: host timings need one CPU, every figure one kernel path.
+  const std::string path_a = run_kernel_path(out.baseline), path_b = run_kernel_path(out.candidate);
+  const std::string cpu_a = meta_field(out.baseline, "cpu_model"), cpu_b = meta_field(out.candidate, "cpu_model");
+  std::string host_why, exact_why;
+  if (path_a != path_b) exact_why = host_why = fmt::format("kernel path {} vs {}", path_a, path_b);
+  if (cpu_a != cpu_b) host_why = fmt::format("CPU '{}' vs '{}'", cpu_a, cpu_b) + (host_why.empty() ? "" : ", " + host_why);
+  if (!host_why.empty() && options.allow_machine_change) {
+    out.caveats.push_back("host timings are gated across a machine change (" + host_why +
+                          "): a difference may be the machine's, not the change's");
+    host_why.clear();
+  }
+
+  const json base_config = json::parse(out.baseline.config_json, nullptr, false);
+  const json cand_config = json::parse(out.candidate.config_json, nullptr, false);
+  const std::vector<CaseSamples> a = load_samples(store, baseline), b = load_samples(store, candidate);
+  std::map<std::string, const CaseSamples*> by_name;
+  for (const CaseSamples& c : b) by_name[c.name] = &c;
+  std::vector<MetricRule> row_rules;
+  std::vector<std::pair<std::size_t, std::size_t>> where;  // (case, row) of every row, for decide()
+  std::vector<MetricComparison> all;
+  for (const CaseSamples& base : a) {
+    const auto it = by_name.find(base.name);
+    if (it == by_name.end()) {
+      out.only_in_baseline.push_back(base.name);
+      continue;
+    }
+    const CaseSamples& cand = *it->second;
+    by_name.erase(it);
+    CaseComparison c;
+    c.name = base.name;
+    c.config_changes = config_changes(base_config, cand_config, base);
+    if (options.require_same_config && !c.config_changes.empty()) {
+      throw kv::InputError("--require-same-config", c.name, "the configuration differs: " + c.config_changes.front() +
+                                                                (c.config_changes.size() > 1 ? fmt::format(" (and {} more)", c.config_changes.size() - 1) : ""));
+    }
+    std::map<std::string, bool> metrics;
+    for (const auto& [name, samples] : base.samples) metrics[name] = true;
+    for (const auto& [name, samples] : cand.samples) metrics[name] = true;
+    for (const auto& [name, unused] : metrics) {
+      const auto pick = [&](const CaseSamples& s) {
+        const auto found = s.samples.find(name);
+        return found == s.samples.end() ? std::vector<Sample>{} : found->second;
+      };
+      MetricRule rule = rules.rule_for(name);
+      const MetricDef* def = find_metric(name);
+      const bool host = def != nullptr && def->clock == Clock::Host;
+      MetricComparison row = compare_samples(name, pick(base), pick(cand), rule);
+      const std::string& why = host ? host_why : exact_why;
+      if (!why.empty() && row.verdict != Verdict::NotGated) {
+        row.verdict = Verdict::NotGated;
+        row.note = "not comparable: " + why;
+        c.not_comparable = why;
+      }
+      where.emplace_back(out.cases.size(), c.rows.size());
+      c.rows.push_back(row);
+      row_rules.push_back(rule);
+    }
+    out.cases.push_back(std::move(c));
+  }
+  for (const auto& [name, unused] : by_name) out.only_in_candidate.push_back(name);
+  // One Benjamini-Hochberg adjustment over the whole comparison's statistical rows.
+  for (const auto& [ci, ri] : where) all.push_back(out.cases[ci].rows[ri]);
+  decide(all, row_rules, rules.fdr);
+  for (std::size_t i = 0; i < where.size(); ++i) out.cases[where[i].first].rows[where[i].second] = all[i];
+  return out;
+}
+
+}  // namespace kvbench

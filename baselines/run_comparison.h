@@ -1,0 +1,45 @@
+// A candidate run against a baseline run: cases matched by (model, workload, policy, soc), every
+// metric of a matched case compared under the gate rules, unmatched cases listed, pairs whose
+// resolved configuration differs marked with the fields that differ, and pairs measured on
+// another kernel path or CPU marked not comparable (not gated) unless allowed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gate_rules.h"
+#include "results_reader.h"
+
+namespace kvbench {
+
+struct CompareOptions {
+  bool require_same_config = false;   // refuse pairs whose configuration differs
+  bool allow_machine_change = false;  // gate host timings across CPUs or kernel paths, with a caveat
+};
+
+struct CaseComparison {
+  std::string name;                         // model/workload/policy/soc
+  std::vector<std::string> config_changes;  // "policies.sparse.budget: 0.25 -> 0.1"
+  std::string not_comparable;               // why host (and maybe exact) rows are not gated; "" comparable
+  std::vector<MetricComparison> rows;
+};
+
+struct RunComparison {
+  RunRecord baseline, candidate;
+  std::vector<CaseComparison> cases;
+  std::vector<std::string> only_in_baseline, only_in_candidate;
+  std::vector<std::string> caveats;
+  double fdr = 0.05;
+  int count(Verdict verdict) const;
+};
+
+// Throws kv::InputError for a run that is not complete (naming its status), runs of different
+// suites, or (require_same_config) a pair whose configuration differs.
+RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int64_t candidate, const GateRules& rules,
+                           const CompareOptions& options);
+
+// The kernel path a run's attention used: its metadata's kernel_path, else what its CPU flags
+// allow.
+std::string run_kernel_path(const RunRecord& run);
+
+}  // namespace kvbench

@@ -1,0 +1,371 @@
+#include "compare_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "builtin_gate_rules.h"
+#include "cli.h"
+#include "human_units.h"
+#include "model_loader.h"
+#include "runtime/error.h"
+
+namespace kvbench {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Regressed first, then improved, inconclusive, unchanged, not gated.
+int verdict_order(Verdict v) {
+  switch (v) {
+    case Verdict::Regressed: return 0;
+    case Verdict::Improved: return 1;
+    case Verdict::Inconclusive: return 2;
+    case Verdict::Unchanged: return 3;
+    case Verdict::NotGated: return 4;
+  }
+  return 5;
+}
+
+struct Row {
+  const CaseComparison* c;
+  const MetricComparison* m;
+};
+
+std::vector<Row> sorted_rows(const RunComparison& cmp) {
+  std::vector<Row> rows;
+  for (const CaseComparison& c : cmp.cases) {
+    for (const MetricComparison& m : c.rows) rows.push_back({&c, &m});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return verdict_order(a.m->verdict) < verdict_order(b.m->verdict); });
+  return rows;
+}
+
+std::string value_text(const std::optional<double>& v, const std::string& metric) {
+  if (!v) return "-";
+  const MetricDef* def = find_metric(metric);
+  return human_value(*v, def != nullptr ? def->unit : "");
+}
+
+std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
+
+// "+14.6% [+9.8%, +19.6%] p=0.0004" for statistical rows; the delta alone for deterministic.
+std::string change_text(const MetricComparison& m) {
+  if (!m.baseline_median || !m.candidate_median) return "";
+  const double base = *m.baseline_median, cand = *m.candidate_median;
+  std::string text = base != 0.0 ? percent(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
+  if (m.low != m.high) text += fmt::format(" [{}, {}] p={}", percent(m.low), percent(m.high), significant(m.adjusted_p, 2));
+  return text;
+}
+
+std::string outcome(const RunComparison& c, bool inconclusive_fails) {
+  if (c.count(Verdict::Regressed) > 0) return "fail";
+  if (c.count(Verdict::Inconclusive) > 0) return inconclusive_fails ? "fail" : "inconclusive";
+  return "pass";
+}
+
+std::string summary_line(const RunComparison& c) {
+  return fmt::format("{} regressed, {} improved, {} inconclusive, {} unchanged, {} not gated", c.count(Verdict::Regressed),
+                     c.count(Verdict::Improved), c.count(Verdict::Inconclusive), c.count(Verdict::Unchanged), c.count(Verdict::NotGated));
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+std::string row_line(const Row& r) {
+  return fmt::format("{} {} {}: {} -> {} {}{}", verdict_name(r.m->verdict), r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
+                     value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), r.m->note.empty() ? "" : " (" + r.m->note + ")");
+}
+
+GateRules load_rules(const std::string& path) {
+  if (path.empty()) return parse_gate_rules(kBuiltinGateRules, "builtin:configs/gate.json");
+  return parse_gate_rules(read_text_file(path, "--rules"), path);
+}
+
+RunComparison run_comparison(const CompareCommandOptions& o, ResultsStore& store) {
+  if (o.baseline.empty()) throw kv::InputError("--baseline", "", "is required (a run id, latest, latest:TAG, latest:suite=NAME or a baseline name)");
+  if (o.candidate.empty()) throw kv::InputError("--candidate", "", "is required (a run id, latest, latest:TAG, latest:suite=NAME or a baseline name)");
+  const GateRules rules = load_rules(o.rules);
+  const std::int64_t base = resolve_run(store, o.baseline, "--baseline");
+  const std::int64_t cand = resolve_run(store, o.candidate, "--candidate");
+  return compare_runs(store, base, cand, rules, {o.require_same_config, o.allow_machine_change});
+}
+
+// Written beside the target and renamed: never a half-written report.
+void write_file_atomically(const std::string& path, const std::string& text, const char* flag) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream file(partial, std::ios::binary);
+    file << text;
+    if (!file.flush()) throw kv::InputError(path, flag, "cannot write");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) throw kv::InputError(path, flag, "cannot write: " + ec.message());
+}
+
+int run_baseline(const CompareCommandOptions& o) {
+  if (o.set->parsed()) {
+    ResultsStore store(o.db);
+    const std::int64_t id = resolve_run(store, o.run, "RUN");
+    const RunRecord run = get_run(store, id, "RUN");
+    if (run.status != "complete") {
+      throw kv::InputError("RUN", o.run, fmt::format("run {} is {}; only complete runs can be baselines", id, run.status));
+    }
+    store.set_baseline(o.name, id, o.reason);
+    fmt::print("baseline {} -> run {} (suite {}, {})\n", o.name, id, run.suite, run.started_at);
+    return kExitOk;
+  }
+  if (o.rm->parsed()) {
+    ResultsStore store(o.db);
+    if (!store.remove_baseline(o.name)) throw kv::InputError(o.db, "NAME", "no baseline named '" + o.name + "'");
+    fmt::print("baseline {} removed\n", o.name);
+    return kExitOk;
+  }
+  ResultsStore store(o.db, Access::ReadOnly);
+  if (o.show->parsed()) {
+    const auto b = find_baseline(store, o.name);
+    if (!b) throw kv::InputError(o.db, "NAME", "no baseline named '" + o.name + "' (`kvbench baseline list`)");
+    const RunRecord run = get_run(store, b->run_id);
+    fmt::print("baseline {}\n  run {} [{}] suite {}, {} -> {}\n  git {}{}, config {}\n  set {}{}\n", b->name, run.id, run.status, run.suite,
+               run.started_at, run.ended_at, run.git_sha, run.git_dirty ? " (dirty)" : "", run.config_hash, b->set_at,
+               b->reason.empty() ? "" : ": " + b->reason);
+    return kExitOk;
+  }
+  const auto baselines = list_baselines(store);
+  fmt::print("{:<24} {:>5}  {:<20}  {}\n", "baseline", "run", "set", "reason");
+  for (const BaselineRecord& b : baselines) fmt::print("{:<24} {:>5}  {:<20}  {}\n", b.name, b.run_id, b.set_at, b.reason);
+  if (baselines.empty()) fmt::print("(no baselines; `kvbench baseline set NAME RUN`)\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+std::string comparison_table(const RunComparison& c, bool all) {
+  std::ostringstream out;
+  out << fmt::format("candidate run {} against baseline run {} (suite {})\n", c.candidate.id, c.baseline.id, c.candidate.suite);
+  for (const std::string& caveat : c.caveats) out << "caveat: " << caveat << "\n";
+  int noisy = 0, used = 0;
+  for (const CaseComparison& k : c.cases) {
+    for (const MetricComparison& m : k.rows) {
+      noisy += m.baseline_noisy + m.candidate_noisy;
+      used += m.baseline_used + m.candidate_used;
+    }
+  }
+  for (const Row& r : sorted_rows(c)) {
+    if (!all && (r.m->verdict == Verdict::Unchanged || r.m->verdict == Verdict::NotGated)) continue;
+    out << row_line(r) << "\n";
+  }
+  for (const CaseComparison& k : c.cases) {
+    for (const std::string& change : k.config_changes) out << "config changed " << k.name << ": " << change << "\n";
+    if (!k.not_comparable.empty()) out << "not comparable " << k.name << ": " << k.not_comparable << " (not gated)\n";
+  }
+  for (const std::string& name : c.only_in_baseline) out << "only in the baseline: " << name << "\n";
+  for (const std::string& name : c.only_in_candidate) out << "only in the candidate: " << name << "\n";
+  out << fmt::format("{} (host timings: Welch on log values, Benjamini-Hochberg at FDR {}; noisy repetitions left out: {} of {})\n",
+                     summary_line(c), c.fdr, noisy, noisy + used);
+  return out.str();
+}
+
+std::string comparison_json(const RunComparison& c) {
+  json rows = json::array();
+  for (const Row& r : sorted_rows(c)) {
+    const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    rows.push_back({{"case", r.c->name},
+                    {"metric", r.m->metric},
+                    {"verdict", verdict_name(r.m->verdict)},
+                    {"baseline_median", opt(r.m->baseline_median)},
+                    {"candidate_median", opt(r.m->candidate_median)},
+                    {"ratio", r.m->ratio},
+                    {"ratio_low", r.m->low},
+                    {"ratio_high", r.m->high},
+                    {"p", r.m->p},
+                    {"adjusted_p", r.m->adjusted_p},
+                    {"baseline_repetitions", r.m->baseline_used},
+                    {"candidate_repetitions", r.m->candidate_used},
+                    {"noisy_left_out", r.m->baseline_noisy + r.m->candidate_noisy},
+                    {"repetitions_needed", r.m->repetitions_needed},
+                    {"note", r.m->note}});
+  }
+  json cases = json::array();
+  for (const CaseComparison& k : c.cases) cases.push_back({{"case", k.name}, {"config_changes", k.config_changes}, {"not_comparable", k.not_comparable}});
+  return json{{"baseline_run", c.baseline.id},
+              {"candidate_run", c.candidate.id},
+              {"suite", c.candidate.suite},
+              {"fdr", c.fdr},
+              {"regressed", c.count(Verdict::Regressed)},
+              {"improved", c.count(Verdict::Improved)},
+              {"inconclusive", c.count(Verdict::Inconclusive)},
+              {"unchanged", c.count(Verdict::Unchanged)},
+              {"not_gated", c.count(Verdict::NotGated)},
+              {"caveats", c.caveats},
+              {"only_in_baseline", c.only_in_baseline},
+              {"only_in_candidate", c.only_in_candidate},
+              {"cases", cases},
+              {"rows", rows}}
+      .dump(2);
+}
+
+std::string comparison_markdown(const RunComparison& c) {
+  std::ostringstream out;
+  const bool failed = c.count(Verdict::Regressed) > 0;
+  out << fmt::format("**kvbench gate: {}** — candidate run {} against baseline run {} (suite {}): {}\n\n", failed ? "FAIL" : "pass",
+                     c.candidate.id, c.baseline.id, c.candidate.suite, summary_line(c));
+  for (const std::string& caveat : c.caveats) out << "> caveat: " << caveat << "\n\n";
+  const auto table = [&](const std::vector<Row>& rows) {
+    out << "| verdict | case | metric | baseline | candidate | change | note |\n|---|---|---|---|---|---|---|\n";
+    for (const Row& r : rows) {
+      out << fmt::format("| {} | `{}` | `{}` | {} | {} | {} | {} |\n", verdict_name(r.m->verdict), r.c->name, r.m->metric,
+                         value_text(r.m->baseline_median, r.m->metric), value_text(r.m->candidate_median, r.m->metric), change_text(*r.m),
+                         r.m->note);
+    }
+  };
+  std::vector<Row> regressed, rest;
+  for (const Row& r : sorted_rows(c)) (r.m->verdict == Verdict::Regressed ? regressed : rest).push_back(r);
+  if (!regressed.empty()) {
+    out << "### Regressions\n\n";
+    table(regressed);
+    out << "\n";
+  }
+  out << "<details><summary>Every other row (" << rest.size() << ")</summary>\n\n";
+  table(rest);
+  for (const CaseComparison& k : c.cases) {
+    for (const std::string& change : k.config_changes) out << "\nconfig changed `" << k.name << "`: " << change << "\n";
+  }
+  for (const std::string& name : c.only_in_baseline) out << "\nonly in the baseline: `" << name << "`\n";
+  for (const std::string& name : c.only_in_candidate) out << "\nonly in the candidate: `" << name << "`\n";
+  out << "\n</details>\n";
+  return out.str();
+}
+
+std::string comparison_junit(const RunComparison& c, bool inconclusive_fails) {
+  std::ostringstream suites;
+  int tests = 0, failures = 0;
+  for (const CaseComparison& k : c.cases) {
+    std::ostringstream cases;
+    int case_tests = 0, case_failures = 0, skipped = 0;
+    for (const MetricComparison& m : k.rows) {
+      if (m.verdict == Verdict::NotGated) continue;
+      ++case_tests;
+      const std::string line = row_line({&k, &m});
+      cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">", xml_escape(k.name), xml_escape(m.metric));
+      if (m.verdict == Verdict::Regressed || (m.verdict == Verdict::Inconclusive && inconclusive_fails)) {
+        ++case_failures;
+        cases << fmt::format("\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    ", xml_escape(line), verdict_name(m.verdict),
+                             xml_escape(line));
+      } else if (m.verdict == Verdict::Inconclusive) {
+        ++skipped;
+        cases << fmt::format("\n      <skipped message=\"{}\"/>\n    ", xml_escape(line));
+      }
+      cases << "</testcase>\n";
+    }
+    tests += case_tests;
+    failures += case_failures;
+    suites << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" errors=\"0\">\n{}  </testsuite>\n",
+                          xml_escape(k.name), case_tests, case_failures, skipped, cases.str());
+  }
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kvbench gate: run {} against run {}\" tests=\"{}\" "
+                     "failures=\"{}\">\n{}</testsuites>\n",
+                     c.candidate.id, c.baseline.id, tests, failures, suites.str());
+}
+
+void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
+  o.baseline_cmd = app.add_subcommand("baseline", "Name runs as baselines: set, list, show, rm");
+  o.baseline_cmd->require_subcommand(1);
+  o.set = o.baseline_cmd->add_subcommand("set", "Point a baseline name at a complete run");
+  o.set->add_option("NAME", o.name, "baseline name")->required();
+  o.set->add_option("RUN", o.run, "run selector: id, latest, latest:TAG, latest:suite=NAME or a baseline name")->required();
+  o.set->add_option("--reason", o.reason, "why this run is the baseline");
+  o.list = o.baseline_cmd->add_subcommand("list", "Every baseline and its run");
+  o.show = o.baseline_cmd->add_subcommand("show", "A baseline's run");
+  o.show->add_option("NAME", o.name, "baseline name")->required();
+  o.rm = o.baseline_cmd->add_subcommand("rm", "Remove a baseline name (the run stays)");
+  o.rm->add_option("NAME", o.name, "baseline name")->required();
+  for (CLI::App* sub : {o.set, o.list, o.show, o.rm}) sub->add_option("--db", o.db, "results database")->capture_default_str();
+
+  const auto common = [&](CLI::App* cmd) {
+    cmd->add_option("--baseline", o.baseline, "baseline run selector: id, latest, latest:TAG, latest:suite=NAME or a baseline name")->required();
+    cmd->add_option("--candidate", o.candidate, "candidate run selector (the same forms)")->required();
+    cmd->add_option("--db", o.db, "results database")->capture_default_str();
+    cmd->add_option("--rules", o.rules, "gate rules JSON (default: the built-in configs/gate.json)");
+    cmd->add_flag("--require-same-config", o.require_same_config, "refuse case pairs whose resolved configuration differs");
+    cmd->add_flag("--allow-machine-change", o.allow_machine_change, "gate host timings across CPUs or kernel paths (with a caveat)");
+  };
+  o.compare = app.add_subcommand("compare", "A candidate run against a baseline, row by (case, metric) (read-only)");
+  common(o.compare);
+  o.compare->add_option("--format", o.format, "table, json, markdown or junit")->check(CLI::IsMember({"table", "json", "markdown", "junit"}))
+      ->capture_default_str();
+  o.compare->add_flag("--all", o.all, "table: unchanged and not-gated rows too");
+  o.gate = app.add_subcommand("gate", "compare, store the verdict, exit 1 on a regression (4: inconclusive with --inconclusive=fail)");
+  common(o.gate);
+  o.gate->add_option("--junit", o.junit, "write a JUnit XML report");
+  o.gate->add_option("--markdown", o.markdown, "write a Markdown summary (a PR comment)");
+  o.gate->add_option("--json", o.json, "write the comparison as JSON");
+  o.gate->add_option("--inconclusive", o.inconclusive, "pass (with a warning) or fail")->check(CLI::IsMember({"pass", "fail"}))->capture_default_str();
+}
+
+bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
+  if (o.baseline_cmd->parsed()) {
+    exit_code = run_baseline(o);
+    return true;
+  }
+  if (o.compare->parsed()) {
+    ResultsStore store(o.db, Access::ReadOnly);
+    const RunComparison c = run_comparison(o, store);
+    if (o.format == "json") fmt::print("{}\n", comparison_json(c));
+    else if (o.format == "markdown") fmt::print("{}", comparison_markdown(c));
+    else if (o.format == "junit") fmt::print("{}", comparison_junit(c, false));
+    else fmt::print("{}", comparison_table(c, o.all));
+    exit_code = kExitOk;
+    return true;
+  }
+  if (!o.gate->parsed()) return false;
+  ResultsStore store(o.db);
+  const RunComparison c = run_comparison(o, store);
+  const bool inconclusive_fails = o.inconclusive == "fail";
+  // Every file first: a gate that cannot write its report stores no verdict.
+  if (!o.junit.empty()) write_file_atomically(o.junit, comparison_junit(c, inconclusive_fails), "--junit");
+  if (!o.markdown.empty()) write_file_atomically(o.markdown, comparison_markdown(c), "--markdown");
+  if (!o.json.empty()) write_file_atomically(o.json, comparison_json(c), "--json");
+  ResultsStore::VerdictRecord verdict;
+  verdict.baseline_run = c.baseline.id;
+  verdict.candidate_run = c.candidate.id;
+  verdict.outcome = outcome(c, inconclusive_fails);
+  verdict.regressed = c.count(Verdict::Regressed);
+  verdict.improved = c.count(Verdict::Improved);
+  verdict.inconclusive = c.count(Verdict::Inconclusive);
+  verdict.rules_json = o.rules.empty() ? std::string(kBuiltinGateRules) : read_text_file(o.rules, "--rules");
+  verdict.rows_json = comparison_json(c);
+  store.add_verdict(verdict);
+  fmt::print("{}", comparison_table(c, false));
+  if (verdict.regressed > 0) {
+    fmt::print("gate: FAIL ({} regressed)\n", verdict.regressed);
+    exit_code = kExitRunFailed;
+  } else if (verdict.inconclusive > 0 && inconclusive_fails) {
+    fmt::print("gate: FAIL ({} inconclusive, --inconclusive=fail)\n", verdict.inconclusive);
+    exit_code = kExitInconclusive;
+  } else {
+    if (verdict.inconclusive > 0) fmt::print(stderr, "kvbench: warning: {} rows are inconclusive (more repetitions would settle them)\n", verdict.inconclusive);
+    fmt::print("gate: pass\n");
+    exit_code = kExitOk;
+  }
+  return true;
+}
+
+}  // namespace kvbench

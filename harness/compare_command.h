@@ -1,0 +1,40 @@
+// `kvbench baseline set|list|show|rm`, `kvbench compare` and `kvbench gate`: a candidate run
+// against a baseline, row by (case, metric), as a table, JSON, Markdown (a PR comment) or JUnit
+// (CI's test report); the gate stores its verdict and exits 1 on a regression.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "run_comparison.h"
+
+namespace kvbench {
+
+inline constexpr int kExitInconclusive = 4;
+
+struct CompareCommandOptions {
+  std::string db = "kvbench-results/results.sqlite";
+  std::string baseline, candidate;  // run selectors
+  std::string format = "table";     // compare: table | json | markdown | junit
+  bool all = false;                 // compare: unchanged and not-gated rows too
+  std::string rules;                // "": the built-in configs/gate.json
+  bool require_same_config = false, allow_machine_change = false;
+  std::string junit, markdown, json;  // gate: files to write
+  std::string inconclusive = "pass";  // gate: pass | fail
+  // baseline
+  std::string name, run, reason;
+  CLI::App *baseline_cmd = nullptr, *set = nullptr, *list = nullptr, *show = nullptr, *rm = nullptr;
+  CLI::App *compare = nullptr, *gate = nullptr;
+};
+
+void add_compare_commands(CLI::App& app, CompareCommandOptions& options);
+// Runs whichever of the commands was parsed; false when none was.
+bool run_compare_commands(const CompareCommandOptions& options, int& exit_code);
+
+// The renderings of a comparison (the gate writes each to its file).
+std::string comparison_table(const RunComparison& c, bool all);
+std::string comparison_json(const RunComparison& c);
+std::string comparison_markdown(const RunComparison& c);
+std::string comparison_junit(const RunComparison& c, bool inconclusive_fails);
+
+}  // namespace kvbench
