@@ -1,0 +1,169 @@
+// End to end through the binary: baselines, compare and gate on real runs of a one-case suite.
+// A candidate slowed down with test_slowdown fails on its timings; a tighter sparse budget fails
+// on the exact rows it changes and is marked config changed; bad input is exit 2 and stores no
+// verdict; exact figures are bit-identical across two runs of smoke.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "e2e/e2e_support.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using kvtest::Output;
+using kvtest::run_kvbench;
+using kvtest::scalar;
+
+namespace {
+
+std::string suite(const std::string& name, const std::string& budget, const std::string& extra) {
+  return R"({"name": ")" + name + R"(", "repetitions": 5, "warmup": 1,
+    "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "rag-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 16}],
+    "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "residual_tokens": 64,
+                  "sparse": {"selector": "hybrid", "budget": )" + budget + R"(, "sample_every": 4})" + extra + "}]}";
+}
+
+struct Fixture {
+  kvtest::TempDir dir{"kvbench-e2e-gate"};
+  std::string db = dir.path + "/results.sqlite";
+  std::string file(const std::string& name, const std::string& text) {
+    const std::string path = dir.path + "/" + name;
+    kvtest::write_file(path, text);
+    return path;
+  }
+  void run(const std::string& suite_file, const std::string& tag) {
+    const Output out = run_kvbench("run --suite " + suite_file + " --db " + db + " --tag " + tag + " --json");
+    INFO(out.text);
+    REQUIRE(out.status == 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the gate fails a slowed-down candidate on its timings, with JUnit and Markdown", "[e2e][gate]") {
+  Fixture f;
+  f.run(f.file("base.json", suite("gate", "0.25", "")), "base");
+  f.run(f.file("slow.json", suite("gate", "0.25", R"(, "test_slowdown": 1.0)")), "slow");
+  REQUIRE(run_kvbench("baseline set nightly-ref latest:base --reason 'the reference' --db " + f.db).status == 0);
+  const std::string junit = f.dir.path + "/gate.xml", markdown = f.dir.path + "/gate.md";
+  const Output out = run_kvbench("gate --baseline nightly-ref --candidate latest:slow --db " + f.db + " --junit " + junit +
+                                 " --markdown " + markdown);
+  INFO(out.text);
+  CHECK(out.status == 1);
+  for (const char* metric : {"tpot_ms_p50", "decode_tps", "ttft_ms"}) {
+    CHECK(out.text.find(std::string("regressed syn-7b/rag-2k/q4-hybrid/host ") + metric + ":") != std::string::npos);
+  }
+  CHECK(out.text.find("regressed syn-7b/rag-2k/q4-hybrid/host kv_bytes_per_token") == std::string::npos);
+  CHECK(out.text.find("config changed syn-7b/rag-2k/q4-hybrid/host: policies.test_slowdown: 0.0 -> 1.0") != std::string::npos);
+  CHECK(out.text.find("gate: FAIL") != std::string::npos);
+  // The verdict is stored.
+  CHECK(scalar(f.db, "SELECT outcome || ' ' || (regressed > 0) FROM verdicts") == "fail 1");
+  // JUnit: testsuites > testsuite > testcase, a regression as a failure carrying its row.
+  const std::string xml = kvtest::file_bytes(junit);
+  CHECK(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites ", 0) == 0);
+  CHECK(xml.find("<testsuite name=\"syn-7b/rag-2k/q4-hybrid/host\"") != std::string::npos);
+  CHECK(xml.find("<testcase classname=\"syn-7b/rag-2k/q4-hybrid/host\" name=\"tpot_ms_p50\" time=\"0\">\n      <failure message=\"regressed") !=
+        std::string::npos);
+  CHECK(xml.find("</testsuites>") != std::string::npos);
+  CHECK(xml.find("name=\"noise_cpu_share\"") == std::string::npos);  // not gated: not a testcase
+  // Markdown: the one-line summary and the regressions table.
+  const std::string md = kvtest::file_bytes(markdown);
+  CHECK(md.rfind("**kvbench gate: FAIL**", 0) == 0);
+  CHECK(md.find("### Regressions\n\n| verdict | case | metric | baseline | candidate | change | note |") != std::string::npos);
+  CHECK(md.find("| regressed | `syn-7b/rag-2k/q4-hybrid/host` | `decode_tps` |") != std::string::npos);
+  CHECK(md.find("<details>") != std::string::npos);
+  // compare is read-only and prints the same rows; JSON too.
+  const Output json = run_kvbench("compare --baseline nightly-ref --candidate latest:slow --format json --db " + f.db);
+  REQUIRE(json.status == 0);
+  const auto doc = nlohmann::json::parse(json.text);
+  CHECK(doc["regressed"].get<int>() >= 3);
+  CHECK(doc["rows"][0]["verdict"] == "regressed");
+  CHECK(scalar(f.db, "SELECT count(*) FROM verdicts") == "1");
+}
+
+TEST_CASE("a tighter sparse budget fails on the exact rows it changes, marked config changed", "[e2e][gate]") {
+  Fixture f;
+  f.run(f.file("base.json", suite("gate", "0.25", "")), "base");
+  f.run(f.file("tight.json", suite("gate", "0.10", "")), "tight");
+  const Output out = run_kvbench("gate --baseline latest:base --candidate latest:tight --db " + f.db);
+  INFO(out.text);
+  CHECK(out.status == 1);
+  CHECK(out.text.find("regressed syn-7b/rag-2k/q4-hybrid/host token_drop_ratio:") != std::string::npos);
+  CHECK(out.text.find("regressed syn-7b/rag-2k/q4-hybrid/host attn_mass_recall:") != std::string::npos);
+  CHECK(out.text.find("config changed syn-7b/rag-2k/q4-hybrid/host: policies.sparse.budget: 0.25 -> 0.1") != std::string::npos);
+  // Unrelated exact figures stay unchanged.
+  for (const char* metric : {"kv_bytes_per_token", "kv_compression_ratio", "scale_drift_mean"}) {
+    CHECK(out.text.find(std::string("host ") + metric + ":") == std::string::npos);
+  }
+  // --require-same-config refuses the pair instead.
+  const Output refused = run_kvbench("compare --baseline latest:base --candidate latest:tight --require-same-config --db " + f.db);
+  CHECK(refused.status == 2);
+  CHECK(refused.text.find("--require-same-config: syn-7b/rag-2k/q4-hybrid/host: the configuration differs: policies.sparse.budget") !=
+        std::string::npos);
+}
+
+TEST_CASE("baselines and run selectors; bad input is exit 2 and stores no verdict", "[e2e][gate]") {
+  Fixture f;
+  const std::string base = f.file("base.json", suite("gate", "0.25", ""));
+  f.run(base, "a");
+  f.run(base, "b");
+  f.run(f.file("other.json", suite("other-suite", "0.25", "")), "c");
+  CHECK(run_kvbench("baseline set ref 1 --db " + f.db).status == 0);
+  Output out = run_kvbench("baseline list --db " + f.db);
+  CHECK(out.text.find("ref") != std::string::npos);
+  out = run_kvbench("baseline show ref --db " + f.db);
+  CHECK(out.text.find("run 1 [complete] suite gate") != std::string::npos);
+  // Selectors: id, latest, latest:TAG, latest:suite=NAME, a baseline name.
+  out = run_kvbench("compare --baseline ref --candidate latest:suite=gate --format json --db " + f.db);
+  REQUIRE(out.status == 0);
+  CHECK(nlohmann::json::parse(out.text)["candidate_run"] == 2);
+  out = run_kvbench("compare --baseline latest:a --candidate 2 --format json --db " + f.db);
+  CHECK(nlohmann::json::parse(out.text)["baseline_run"] == 1);
+  // An aborted candidate (its process died).
+  REQUIRE(run_kvbench("run --suite " + base + " --db " + f.db + " --tag d --json").status == 0);
+  REQUIRE(std::system(("sqlite3 " + f.db + " \"UPDATE runs SET status = 'aborted' WHERE id = 4\"").c_str()) == 0);
+  const std::string unknown_metric = f.file("r1.json", R"({"rules": [{"metric": "no_such_metric", "relative": 0.1}]})");
+  const std::string bad_direction = f.file("r2.json", R"({"rules": [{"metric": "tpot_*", "direction": "sideways"}]})");
+  struct Bad {
+    std::string args, message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"gate --baseline nope --candidate 2", "--baseline: nope: neither a run id, latest"},
+           {"gate --baseline 1 --candidate 3", "run 3 is of suite 'other-suite', the baseline run 1 of suite 'gate'"},
+           {"gate --baseline 1 --candidate 4", "--candidate: 4: run 4 is aborted; only complete runs can be candidates"},
+           {"gate --baseline 1 --candidate 99", "no run 99 in this database"},
+           {"gate --baseline 1 --candidate 2 --rules " + unknown_metric, unknown_metric + ": /rules/0/metric: 'no_such_metric' matches no metric"},
+           {"gate --baseline 1 --candidate 2 --rules " + bad_direction, bad_direction + ": /rules/0/direction"},
+           {"baseline set x 4", "run 4 is aborted; only complete runs can be baselines"},
+           {"baseline show missing", "no baseline named 'missing'"},
+           {"compare --baseline 1", "--candidate"},
+       }) {
+    out = run_kvbench(bad.args + " --db " + f.db);
+    INFO(bad.args << "\n" << out.text);
+    CHECK(out.status == 2);
+    CHECK(out.text.find(bad.message) != std::string::npos);
+  }
+  CHECK(scalar(f.db, "SELECT count(*) FROM verdicts") == "0");
+  CHECK(run_kvbench("baseline rm ref --db " + f.db).status == 0);
+  CHECK(run_kvbench("baseline rm ref --db " + f.db).status == 2);
+}
+
+TEST_CASE("every exact figure is bit-identical across two runs of smoke", "[e2e][gate]") {
+  Fixture f;
+  for (int i = 0; i < 2; ++i) REQUIRE(run_kvbench("run --suite smoke --repetitions 1 --json --db " + f.db).status == 0);
+  // Pairs of (case, metric) with a value in both runs whose exact or model figure differs; the
+  // gate rules put peak_rss_bytes (allocator and machine) in the statistical class.
+  const auto differ = kvtest::sql(f.db,
+                                  "SELECT a.case_name, a.name, a.value, b.value FROM metric_values a JOIN metric_values b"
+                                  " ON a.case_name = b.case_name AND a.name = b.name AND a.repetition = b.repetition"
+                                  " WHERE a.run_id = 1 AND b.run_id = 2 AND a.clock != 'host' AND a.name != 'peak_rss_bytes'"
+                                  " AND (a.value IS NOT b.value OR a.na_reason != b.na_reason)");
+  for (const auto& row : differ) INFO(row[0] << " " << row[1] << ": " << row[2] << " vs " << row[3]);
+  CHECK(differ.empty());
+  CHECK(std::stoi(scalar(f.db, "SELECT count(*) FROM metric_values WHERE run_id = 2 AND clock != 'host'")) > 200);
+  const Output gate = run_kvbench("gate --baseline 1 --candidate 2 --db " + f.db);
+  INFO(gate.text);
+  CHECK(gate.text.find("regressed") == gate.text.find("regressed, "));  // only the summary's count
+}
