@@ -126,3 +126,15 @@ TEST_CASE("Deterministic figures change on any difference beyond the tolerance",
   rows = {compare_samples("noise_cpu_share", {{0.0, false}}, {{0.5, false}}, none)};
   CHECK(rows[0].verdict == Verdict::NotGated);
 }
+
+// Not a check: the table of docs/gate.md (run by name, `kvbench-tests "[.][gate-power]" -s`).
+TEST_CASE("power of the default gate against a 10% change", "[.][gate-power]") {
+  std::mt19937 rng(5);
+  for (double cv : {0.03, 0.05}) {
+    for (int n : {3, 4, 5, 6, 8, 10, 15, 20}) {
+      int detected = 0;
+      for (int trial = 0; trial < 1000; ++trial) detected += comparison(rng, 30, n, cv, 0.10)[0].verdict == Verdict::Regressed ? 1 : 0;
+      WARN("cv " << cv << " n " << n << ": " << detected / 10.0 << "% of 1000 comparisons find a 10% slowdown");
+    }
+  }
+}
