@@ -40,7 +40,8 @@ void compare_deterministic(MetricComparison& row, const std::vector<double>& b, 
   row.verdict = diff * worse_sign(rule.better) > 0.0 ? Verdict::Regressed : Verdict::Improved;
 }
 
-void compare_statistical(MetricComparison& row, const std::vector<double>& b, const std::vector<double>& c) {
+void compare_statistical(MetricComparison& row, const std::vector<double>& b, const std::vector<double>& c, double between,
+                         int between_runs) {
   const bool positive = std::all_of(b.begin(), b.end(), [](double x) { return x > 0.0; }) &&
                         std::all_of(c.begin(), c.end(), [](double x) { return x > 0.0; });
   if (!positive) {
@@ -65,7 +66,8 @@ void compare_statistical(MetricComparison& row, const std::vector<double>& b, co
   std::vector<double> lb(b.size()), lc(c.size());
   std::transform(b.begin(), b.end(), lb.begin(), [](double x) { return std::log(x); });
   std::transform(c.begin(), c.end(), lc.begin(), [](double x) { return std::log(x); });
-  const WelchResult w = welch_t_test(lb, lc);
+  const WelchResult w = between > 0.0 ? welch_t_test(lb, lc, between, between_runs - 1.0) : welch_t_test(lb, lc);
+  row.between_runs = between > 0.0 ? between_runs : 0;
   row.ratio = std::exp(w.difference);
   row.low = std::exp(w.low);
   row.high = std::exp(w.high);
@@ -88,8 +90,26 @@ const char* verdict_name(Verdict verdict) {
   return "unknown";
 }
 
+std::optional<double> between_run_variance(const std::vector<std::vector<Sample>>& runs) {
+  std::vector<double> means;
+  double within = 0.0;  // mean within-run variance of a run's mean
+  for (const std::vector<Sample>& run : runs) {
+    std::vector<double> logs;
+    for (const Sample& s : run) {
+      if (!s.noisy && s.value > 0.0) logs.push_back(std::log(s.value));
+    }
+    if (logs.size() < 2) continue;
+    means.push_back(mean(logs));
+    within += sample_sd(logs) * sample_sd(logs) / static_cast<double>(logs.size());
+  }
+  if (means.size() < 3) return std::nullopt;
+  within /= static_cast<double>(means.size());
+  const double spread = sample_sd(means);
+  return std::max(0.0, spread * spread - within);
+}
+
 MetricComparison compare_samples(const std::string& metric, const std::vector<Sample>& baseline,
-                                 const std::vector<Sample>& candidate, const MetricRule& rule) {
+                                 const std::vector<Sample>& candidate, const MetricRule& rule, double between, int between_runs) {
   MetricComparison row;
   row.metric = metric;
   const bool statistical = rule.kind == GateClass::Statistical;
@@ -121,7 +141,7 @@ MetricComparison compare_samples(const std::string& metric, const std::vector<Sa
     row.repetitions_needed = kMinRepetitions;
     return row;
   }
-  compare_statistical(row, b, c);
+  compare_statistical(row, b, c, between, between_runs);
   return row;
 }
 
@@ -158,6 +178,7 @@ void decide(std::vector<MetricComparison>& rows, const std::vector<MetricRule>& 
       row.repetitions_needed = repetitions_to_settle(row.spread, rule.relative);
       row.note = fmt::format("the interval crosses the {}% band; about {} repetitions per side would settle it",
                              rule.relative * 100.0, row.repetitions_needed);
+      if (row.between_runs > 0) row.note += fmt::format(" (runs also scatter between themselves, from {} earlier runs)", row.between_runs);
     }
   }
 }

@@ -53,12 +53,22 @@ struct MetricComparison {
   double spread = 0.0;         // statistical: pooled standard deviation of the log values
   int repetitions_needed = 0;  // inconclusive: per side, to likely settle it
   std::string note;            // why inconclusive or not gated
+  int between_runs = 0;        // statistical: earlier runs the between-run variance came from (0: none)
 };
 
 // One (case, metric) before the adjustment: Verdict is provisional for statistical rows until
 // decide() has seen every row of the comparison.
+// `between`: the between-run variance of the metric's log values for this case (0: unknown),
+// estimated from `between_runs` earlier runs of the same configuration (between_run_variance).
 MetricComparison compare_samples(const std::string& metric, const std::vector<Sample>& baseline,
-                                 const std::vector<Sample>& candidate, const MetricRule& rule);
+                                 const std::vector<Sample>& candidate, const MetricRule& rule, double between = 0.0,
+                                 int between_runs = 0);
+
+// How much runs of one configuration scatter beyond their repetitions: from each run's log
+// values (noisy repetitions left out), the variance of the run means minus the mean within-run
+// variance of a mean (a method-of-moments random-effects estimate, at least 0). nullopt with
+// fewer than 3 runs of at least 2 values.
+std::optional<double> between_run_variance(const std::vector<std::vector<Sample>>& runs);
 
 // Adjusts the p-values of the statistical rows (rules[i] belongs to rows[i]) at false
 // discovery rate `fdr` and sets every statistical row's verdict.

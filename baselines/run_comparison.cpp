@@ -13,6 +13,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// Earlier runs the between-run variance is estimated from, at most.
+constexpr std::size_t kEarlierRuns = 10;
+
 // The named entry of one of the resolved configuration's arrays.
 json entry(const json& config, const char* array, const std::string& name) {
   if (config.contains(array) && config[array].is_array()) {
@@ -116,6 +119,26 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
   const json base_config = json::parse(out.baseline.config_json, nullptr, false);
   const json cand_config = json::parse(out.candidate.config_json, nullptr, false);
   const std::vector<CaseSamples> a = load_samples(store, baseline), b = load_samples(store, candidate);
+  // Earlier runs of the suite on the baseline's machine (the baseline among them, never the
+  // candidate): how much runs scatter between themselves, beyond their repetitions.
+  struct Earlier {
+    json config;
+    std::vector<CaseSamples> cases;
+  };
+  std::vector<Earlier> earlier;
+  {
+    RunFilter filter;
+    filter.status = "complete";
+    filter.suite = out.baseline.suite;
+    std::vector<RunRecord> runs;
+    for (RunRecord& r : list_runs(store, filter)) {
+      if (r.id == candidate || (r.id > candidate && r.id != baseline)) continue;
+      if (run_kernel_path(r) != path_a || meta_field(r, "cpu_model") != cpu_a) continue;
+      runs.push_back(std::move(r));
+    }
+    if (runs.size() > kEarlierRuns) runs.erase(runs.begin(), runs.end() - static_cast<std::ptrdiff_t>(kEarlierRuns));
+    for (const RunRecord& r : runs) earlier.push_back({json::parse(r.config_json, nullptr, false), load_samples(store, r.id)});
+  }
   std::map<std::string, const CaseSamples*> by_name;
   for (const CaseSamples& c : b) by_name[c.name] = &c;
   std::vector<MetricRule> row_rules;
@@ -136,6 +159,14 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
       throw kv::InputError("--require-same-config", c.name, "the configuration differs: " + c.config_changes.front() +
                                                                 (c.config_changes.size() > 1 ? fmt::format(" (and {} more)", c.config_changes.size() - 1) : ""));
     }
+    // The same case in earlier runs with the baseline's configuration of it.
+    std::vector<const CaseSamples*> history;
+    for (const Earlier& e : earlier) {
+      if (!config_changes(base_config, e.config, base).empty()) continue;
+      for (const CaseSamples& s : e.cases) {
+        if (s.name == base.name) history.push_back(&s);
+      }
+    }
     std::map<std::string, bool> metrics;
     for (const auto& [name, samples] : base.samples) metrics[name] = true;
     for (const auto& [name, samples] : cand.samples) metrics[name] = true;
@@ -147,7 +178,10 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
       MetricRule rule = rules.rule_for(name);
       const MetricDef* def = find_metric(name);
       const bool host = def != nullptr && def->clock == Clock::Host;
-      MetricComparison row = compare_samples(name, pick(base), pick(cand), rule);
+      std::vector<std::vector<Sample>> runs;
+      for (const CaseSamples* h : history) runs.push_back(pick(*h));
+      const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;
+      MetricComparison row = compare_samples(name, pick(base), pick(cand), rule, between.value_or(0.0), static_cast<int>(runs.size()));
       const std::string& why = host ? host_why : exact_why;
       if (!why.empty() && row.verdict != Verdict::NotGated) {
         row.verdict = Verdict::NotGated;

@@ -33,9 +33,15 @@ double median(std::vector<double> v) {
 }
 
 WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b, double confidence) {
+  return welch_t_test(a, b, 0.0, 1.0, confidence);
+}
+
+WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b, double between, double between_df,
+                         double confidence) {
   if (a.size() < 2 || b.size() < 2) throw std::invalid_argument("welch_t_test: each sample needs at least 2 values");
   const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
-  const double va = sample_sd(a) * sample_sd(a) / na, vb = sample_sd(b) * sample_sd(b) / nb;
+  const double wa = sample_sd(a) * sample_sd(a) / na, wb = sample_sd(b) * sample_sd(b) / nb;
+  const double va = wa + between, vb = wb + between;
   const double diff = mean(b) - mean(a);
   WelchResult r;
   r.difference = r.low = r.high = diff;
@@ -47,7 +53,10 @@ WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>
     return r;
   }
   r.t = diff / std::sqrt(va + vb);
-  r.df = (va + vb) * (va + vb) / (va * va / (na - 1.0) + vb * vb / (nb - 1.0));
+  // Satterthwaite over the four variance estimates: each side's within-run part and the shared
+  // between-run part counted twice.
+  const double between_part = between > 0.0 ? (2.0 * between) * (2.0 * between) / std::max(between_df, 1.0) : 0.0;
+  r.df = (va + vb) * (va + vb) / (wa * wa / (na - 1.0) + wb * wb / (nb - 1.0) + between_part);
   const boost::math::students_t_distribution<double> t(r.df);
   r.p = std::min(1.0, 2.0 * boost::math::cdf(t, -std::fabs(r.t)));
   const double half = boost::math::quantile(t, 1.0 - (1.0 - confidence) / 2.0) * std::sqrt(va + vb);

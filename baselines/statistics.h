@@ -29,6 +29,12 @@ struct WelchResult {
 // and the interval covers at its nominal rate). Samples with no spread give p 1 when equal,
 // p 0 when not, and a point interval.
 WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b, double confidence = 0.95);
+// The same with a between-run variance component: each sample's mean is one run's, and runs of
+// one configuration scatter by `between` (a variance, estimated with `between_df` degrees of
+// freedom) beyond what their repetitions show. The standard error adds it on both sides and the
+// Satterthwaite degrees of freedom take its uncertainty.
+WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b, double between, double between_df,
+                         double confidence = 0.95);
 
 struct ShiftInterval {
   double estimate = 0.0;  // Hodges-Lehmann: median of b_j - a_i over all pairs

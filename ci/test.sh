@@ -27,7 +27,7 @@ step "release tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 step "slow tests hidden with [.] (Release)"
-build/bin/kvbench-tests "[perplexity],[runner-long]"
+build/bin/kvbench-tests "[perplexity],[runner-long],[gate-timed]"
 
 step "asan+ubsan build"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \

@@ -138,3 +138,36 @@ TEST_CASE("power of the default gate against a 10% change", "[.][gate-power]") {
     }
   }
 }
+
+TEST_CASE("Runs that scatter between themselves widen the interval instead of regressing", "[gate]") {
+  std::mt19937 rng(13);
+  // Each run's level moves by a lognormal 8% around the truth; repetitions inside a run by 2%.
+  std::normal_distribution<double> level(0.0, 0.08);
+  const auto run = [&] {
+    const double shift = std::exp(level(rng));
+    return lognormal(rng, 5, 10.0 * shift, 0.02);
+  };
+  std::vector<std::vector<Sample>> earlier;
+  for (int i = 0; i < 8; ++i) earlier.push_back(run());
+  const auto between = between_run_variance(earlier);
+  REQUIRE(between);
+  CHECK(std::sqrt(*between) == Approx(0.08).margin(0.05));
+  CHECK_FALSE(between_run_variance({earlier[0], earlier[1]}));  // fewer than 3 runs: unknown
+  int false_without = 0, false_with = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    // Each comparison estimates the scatter from its own 8 earlier runs, the baseline among them.
+    const auto base = run(), cand = run();
+    std::vector<std::vector<Sample>> history = {base};
+    for (int i = 0; i < 7; ++i) history.push_back(run());
+    const double estimated = between_run_variance(history).value_or(0.0);
+    std::vector<MetricComparison> plain = {compare_samples("tpot_ms_p50", base, cand, timing())};
+    std::vector<MetricComparison> mixed = {compare_samples("tpot_ms_p50", base, cand, timing(), estimated, 8)};
+    decide(plain, {timing()});
+    decide(mixed, {timing()});
+    false_without += plain[0].verdict == Verdict::Regressed ? 1 : 0;
+    false_with += mixed[0].verdict == Verdict::Regressed ? 1 : 0;
+  }
+  INFO("false regressions in 200 A/A pairs: " << false_without << " within-run only, " << false_with << " with the between-run part");
+  CHECK(false_without > 20);  // within-run spread alone takes run-to-run drift for a change
+  CHECK(false_with <= 10);
+}
