@@ -131,6 +131,33 @@ std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id) 
   return cases;
 }
 
+std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id) {
+  std::vector<CaseRecord> cases;
+  std::vector<std::int64_t> ids;
+  {
+    Query q(store, "SELECT id, name, model, workload, policy, soc, status, skipped_reason, error FROM cases WHERE run_id = ? ORDER BY id");
+    q.bind(1, run_id);
+    while (q.step()) {
+      ids.push_back(q.int64(0));
+      cases.push_back({q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), q.text(8), {}});
+    }
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    Query q(store,
+            "SELECT repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics WHERE case_id = ?"
+            " ORDER BY repetition, name");
+    q.bind(1, ids[i]);
+    const CaseRecord& c = cases[i];
+    while (q.step()) {
+      MetricRow m{c.name, c.model, c.workload, c.policy, c.soc, static_cast<int>(q.int64(0)), q.text(1), std::nullopt, q.text(3),
+                  q.text(4), q.text(5), q.int64(6) != 0, q.int64(7) != 0};
+      if (!q.null(2)) m.value = q.real(2);
+      cases[i].metrics.push_back(std::move(m));
+    }
+  }
+  return cases;
+}
+
 std::vector<BaselineRecord> list_baselines(ResultsStore& store) {
   std::vector<BaselineRecord> out;
   if (!has_table(store, "baselines")) return out;

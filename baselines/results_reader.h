@@ -44,6 +44,21 @@ struct CaseSamples {
 };
 std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id);
 
+// Every stored metric of a run, for export: the rows of metric_values, and the cases with theirs.
+struct MetricRow {
+  std::string case_name, model, workload, policy, soc;
+  int repetition = 1;
+  std::string name;
+  std::optional<double> value;
+  std::string na_reason, unit, clock;
+  bool extrapolated = false, noisy = false;
+};
+struct CaseRecord {
+  std::string name, model, workload, policy, soc, status, skipped_reason, error;
+  std::vector<MetricRow> metrics;  // by repetition, then name
+};
+std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id);
+
 struct BaselineRecord {
   std::string name;
   std::int64_t run_id = 0;

@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sqlite3.h>
 
 #include <signal.h>
 
 #include <algorithm>
+#include <tuple>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "degradation.h"
 #include "interrupt.h"
+#include "results_reader.h"
 #include "results_store.h"
 #include "run_view.h"
 #include "summary_table.h"
@@ -31,52 +32,14 @@ namespace {
 
 using json = nlohmann::json;
 
-// Rows of a query with bound text/integer parameters, as strings (NULL -> nullopt).
-using Row = std::vector<std::optional<std::string>>;
-std::vector<Row> query(ResultsStore& store, const std::string& sql, const std::vector<std::string>& params = {}) {
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(store.db(), sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
-    throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(store.db()));
-  }
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    sqlite3_bind_text(stmt, static_cast<int>(i) + 1, params[i].c_str(), -1, SQLITE_TRANSIENT);
-  }
-  std::vector<Row> rows;
-  int rc = 0;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    Row row;
-    for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
-      if (sqlite3_column_type(stmt, c) == SQLITE_NULL) {
-        row.emplace_back(std::nullopt);
-      } else if (sqlite3_column_type(stmt, c) == SQLITE_FLOAT) {
-        row.emplace_back(fmt::format("{:.17g}", sqlite3_column_double(stmt, c)));
-      } else {
-        row.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, c)));
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  const std::string error = sqlite3_errmsg(store.db());
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_DONE) throw std::runtime_error("sqlite step: " + error);
-  return rows;
-}
-
-std::string csv_field(const std::optional<std::string>& v) {
-  if (!v) return "";
-  if (v->find_first_of(",\"\n") == std::string::npos) return *v;
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
   std::string out = "\"";
-  for (char ch : *v) {
+  for (char ch : v) {
     if (ch == '"') out += '"';
     out += ch;
   }
   return out + "\"";
-}
-
-json cell(const std::optional<std::string>& v, bool numeric) {
-  if (!v) return nullptr;
-  if (numeric) return std::stod(*v);
-  return *v;
 }
 
 }  // namespace
@@ -188,43 +151,27 @@ int run_run(const RunCommandOptions& o) {
 
 int run_list(const ResultsCommandOptions& o, std::FILE* out) {
   ResultsStore store(o.db, Access::ReadOnly);
-  const auto rows = query(store,
-                          "SELECT r.id, r.status, r.pid, r.boot_id, r.started_at, coalesce(r.ended_at, ''), r.tags,"
-                          " coalesce(json_extract(r.meta_json, '$.suite'), ''), r.git_sha,"
-                          " (SELECT count(*) FROM cases c WHERE c.run_id = r.id) FROM runs r ORDER BY r.id");
-  struct Listed {
-    std::int64_t id;
-    std::string status, started, ended, suite, git_sha;
-    std::vector<std::string> tags;
-    int cases;
-  };
-  std::vector<Listed> runs;
-  for (const Row& r : rows) {
-    Listed l{std::stoll(*r[0]), reported_run_status(*r[1], std::stoll(*r[2]), *r[3]), *r[4], *r[5], *r[7], *r[8], {}, std::stoi(*r[9])};
-    std::stringstream tags(*r[6]);
-    for (std::string tag; std::getline(tags, tag, ',');) l.tags.push_back(tag);
-    const auto has = [&](const std::string& tag) { return std::find(l.tags.begin(), l.tags.end(), tag) != l.tags.end(); };
-    if (!o.status.empty() && l.status != o.status) continue;
-    if (!o.suite.empty() && l.suite != o.suite) continue;
-    if (!std::all_of(o.tags.begin(), o.tags.end(), has)) continue;
-    runs.push_back(std::move(l));
-  }
-  if (o.last > 0 && runs.size() > static_cast<std::size_t>(o.last)) runs.erase(runs.begin(), runs.end() - o.last);
+  RunFilter filter;
+  filter.status = o.status;
+  filter.suite = o.suite;
+  filter.tags = o.tags;
+  filter.last = o.last;
+  const std::vector<RunRecord> runs = list_runs(store, filter);
   if (o.json) {
     json array = json::array();
-    for (const Listed& l : runs) {
-      array.push_back({{"id", l.id},       {"status", l.status}, {"started_at", l.started},
-                       {"ended_at", l.ended.empty() ? json(nullptr) : json(l.ended)},
-                       {"suite", l.suite}, {"cases", l.cases},   {"tags", l.tags}, {"git_sha", l.git_sha}});
+    for (const RunRecord& r : runs) {
+      array.push_back({{"id", r.id},       {"status", r.status}, {"started_at", r.started_at},
+                       {"ended_at", r.ended_at.empty() ? json(nullptr) : json(r.ended_at)},
+                       {"suite", r.suite}, {"cases", r.cases},   {"tags", r.tags}, {"git_sha", r.git_sha}});
     }
     fmt::print(out, "{}\n", array.dump(2));
     return kExitOk;
   }
   fmt::print(out, "{:>5}  {:<11} {:<20}  {:<20}  {:<12} {:>5}  {:<12}  {}\n", "run", "status", "started", "ended", "suite", "cases",
              "git", "tags");
-  for (const Listed& l : runs) {
-    fmt::print(out, "{:>5}  {:<11} {:<20}  {:<20}  {:<12} {:>5}  {:<12}  {}\n", l.id, l.status, l.started, l.ended.empty() ? "-" : l.ended,
-               l.suite, l.cases, l.git_sha, fmt::join(l.tags, ","));
+  for (const RunRecord& r : runs) {
+    fmt::print(out, "{:>5}  {:<11} {:<20}  {:<20}  {:<12} {:>5}  {:<12}  {}\n", r.id, r.status, r.started_at, r.ended_at.empty() ? "-" : r.ended_at,
+               r.suite, r.cases, r.git_sha, fmt::join(r.tags, ","));
   }
   if (runs.empty()) fmt::print(out, "(no run matches)\n");
   return kExitOk;
@@ -242,70 +189,62 @@ int run_show(const ResultsCommandOptions& o, std::FILE* out) {
 int run_export(const ResultsCommandOptions& o) {
   const std::int64_t run_id = o.run_id > 0 ? o.run_id : parse_run_id(o.run_id_text);
   ResultsStore store(o.db, Access::ReadOnly);
-  // Names a missing run; a `running` run whose process is gone is exported as aborted.
-  const std::string status = load_run_view(store, run_id).status;
-  const std::string id = std::to_string(run_id);
+  // A `running` run whose process is gone is exported as aborted, as list and show say.
+  const RunRecord run = get_run(store, run_id);
+  const std::vector<CaseRecord> cases = load_cases(store, run_id);
   std::ostringstream out;
-  const auto metrics = query(store,
-                             "SELECT run_id, run_status, case_name, model, workload, policy, soc, repetition, name, value,"
-                             " na_reason, unit, clock, extrapolated, noisy FROM metric_values WHERE run_id = ?"
-                             " ORDER BY case_name, repetition, name",
-                             {id});
-  static const char* const kColumns[] = {"run_id", "run_status", "case_name", "model", "workload", "policy", "soc", "repetition",
-                                         "name", "value", "na_reason", "unit", "clock", "extrapolated", "noisy"};
   if (o.format == "csv") {
-    for (std::size_t i = 0; i < std::size(kColumns); ++i) out << (i ? "," : "") << kColumns[i];
-    out << "\n";
-    for (const Row& r : metrics) {
-      for (std::size_t i = 0; i < r.size(); ++i) out << (i ? "," : "") << csv_field(i == 1 ? std::optional<std::string>(status) : r[i]);
-      out << "\n";
+    // The rows of metric_values, ordered by case name, repetition and metric.
+    out << "run_id,run_status,case_name,model,workload,policy,soc,repetition,name,value,na_reason,unit,clock,extrapolated,noisy\n";
+    std::vector<const MetricRow*> rows;
+    for (const CaseRecord& c : cases) {
+      for (const MetricRow& m : c.metrics) rows.push_back(&m);
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const MetricRow* a, const MetricRow* b) {
+      return std::tie(a->case_name, a->repetition, a->name) < std::tie(b->case_name, b->repetition, b->name);
+    });
+    for (const MetricRow* m : rows) {
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", run.id, run.status, csv_field(m->case_name), csv_field(m->model),
+                         csv_field(m->workload), csv_field(m->policy), csv_field(m->soc), m->repetition, csv_field(m->name),
+                         m->value ? fmt::format("{:.17g}", *m->value) : "", csv_field(m->na_reason), csv_field(m->unit), m->clock,
+                         m->extrapolated ? 1 : 0, m->noisy ? 1 : 0);
     }
   } else {
-    const Row run = query(store,
-                          "SELECT id, status, started_at, ended_at, git_sha, git_dirty, config_json, config_hash, tags, meta_json"
-                          " FROM runs WHERE id = ?",
-                          {id})[0];
     json doc{{"run",
-              {{"id", std::stoll(*run[0])},
-               {"status", status},
-               {"started_at", *run[2]},
-               {"ended_at", cell(run[3], false)},
-               {"git_sha", *run[4]},
-               {"git_dirty", *run[5] == "1"},
-               {"config", json::parse(*run[6])},
-               {"config_hash", *run[7]},
-               {"tags", *run[8]},
-               {"meta", json::parse(*run[9])}}}};
-    json cases = json::array();
-    for (const Row& c : query(store,
-                              "SELECT id, name, model, workload, policy, soc, status, skipped_reason, error FROM cases"
-                              " WHERE run_id = ? ORDER BY id",
-                              {id})) {
+              {{"id", run.id},
+               {"status", run.status},
+               {"started_at", run.started_at},
+               {"ended_at", run.ended_at.empty() ? json(nullptr) : json(run.ended_at)},
+               {"git_sha", run.git_sha},
+               {"git_dirty", run.git_dirty},
+               {"config", json::parse(run.config_json)},
+               {"config_hash", run.config_hash},
+               {"tags", fmt::format("{}", fmt::join(run.tags, ","))},
+               {"meta", json::parse(run.meta_json)}}}};
+    json cases_json = json::array();
+    for (const CaseRecord& c : cases) {
       json metrics_json = json::array();
-      for (const Row& m : query(store,
-                                "SELECT repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics"
-                                " WHERE case_id = ? ORDER BY repetition, name",
-                                {*c[0]})) {
-        metrics_json.push_back({{"repetition", std::stoi(*m[0])},
-                                {"name", *m[1]},
-                                {"value", cell(m[2], true)},
-                                {"na_reason", *m[3]},
-                                {"unit", *m[4]},
-                                {"clock", *m[5]},
-                                {"extrapolated", *m[6] == "1"},
-                                {"noisy", *m[7] == "1"}});
+      for (const MetricRow& m : c.metrics) {
+        metrics_json.push_back({{"repetition", m.repetition},
+                                {"name", m.name},
+                                {"value", m.value ? json(*m.value) : json(nullptr)},
+                                {"na_reason", m.na_reason},
+                                {"unit", m.unit},
+                                {"clock", m.clock},
+                                {"extrapolated", m.extrapolated},
+                                {"noisy", m.noisy}});
       }
-      cases.push_back({{"name", *c[1]},
-                       {"model", *c[2]},
-                       {"workload", *c[3]},
-                       {"policy", *c[4]},
-                       {"soc", *c[5]},
-                       {"status", *c[6]},
-                       {"skipped_reason", *c[7]},
-                       {"error", *c[8]},
-                       {"metrics", metrics_json}});
+      cases_json.push_back({{"name", c.name},
+                            {"model", c.model},
+                            {"workload", c.workload},
+                            {"policy", c.policy},
+                            {"soc", c.soc},
+                            {"status", c.status},
+                            {"skipped_reason", c.skipped_reason},
+                            {"error", c.error},
+                            {"metrics", metrics_json}});
     }
-    doc["cases"] = cases;
+    doc["cases"] = cases_json;
     out << doc.dump(2) << "\n";
   }
   if (o.out.empty()) {
