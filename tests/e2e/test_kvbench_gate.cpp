@@ -107,7 +107,7 @@ TEST_CASE("a tighter sparse budget fails on the exact rows it changes, marked co
         std::string::npos);
 }
 
-TEST_CASE("baselines and run selectors; bad input is exit 2 and stores no verdict", "[e2e][gate]") {
+TEST_CASE("baselines and run selectors, and bad input is exit 2 and stores no verdict", "[e2e][gate]") {
   Fixture f;
   const std::string base = f.file("base.json", suite("gate", "0.25", ""));
   f.run(base, "a");
