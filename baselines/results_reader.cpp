@@ -99,38 +99,6 @@ std::int64_t resolve_run(ResultsStore& store, const std::string& selector, const
                        "neither a run id, latest, latest:TAG, latest:suite=NAME nor a baseline name (`kvbench baseline list`)");
 }
 
-std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id) {
-  std::vector<CaseSamples> cases;
-  std::vector<std::int64_t> ids;
-  {
-    Query q(store, "SELECT id, name, model, workload, policy, soc, status FROM cases WHERE run_id = ? ORDER BY id");
-    q.bind(1, run_id);
-    while (q.step()) {
-      ids.push_back(q.int64(0));
-      CaseSamples c;
-      c.name = q.text(1);
-      c.model = q.text(2);
-      c.workload = q.text(3);
-      c.policy = q.text(4);
-      c.soc = q.text(5);
-      c.status = q.text(6);
-      cases.push_back(std::move(c));
-    }
-  }
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    Query q(store, "SELECT name, value, na_reason, noisy FROM metrics WHERE case_id = ? ORDER BY repetition");
-    q.bind(1, ids[i]);
-    while (q.step()) {
-      if (q.null(1)) {
-        cases[i].na_reason.emplace(q.text(0), q.text(2));
-        continue;
-      }
-      cases[i].samples[q.text(0)].push_back({q.real(1), q.int64(3) != 0});
-    }
-  }
-  return cases;
-}
-
 std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id) {
   std::vector<CaseRecord> cases;
   std::vector<std::int64_t> ids;
@@ -156,6 +124,22 @@ std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id) {
     }
   }
   return cases;
+}
+
+std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id) {
+  std::vector<CaseSamples> out;
+  for (const CaseRecord& c : load_cases(store, run_id)) {
+    CaseSamples samples{c.name, c.model, c.workload, c.policy, c.soc, c.status, {}, {}};
+    for (const MetricRow& m : c.metrics) {
+      if (m.value) {
+        samples.samples[m.name].push_back({*m.value, m.noisy});
+      } else {
+        samples.na_reason.emplace(m.name, m.na_reason);
+      }
+    }
+    out.push_back(std::move(samples));
+  }
+  return out;
 }
 
 std::vector<BaselineRecord> list_baselines(ResultsStore& store) {

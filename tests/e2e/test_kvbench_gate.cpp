@@ -17,9 +17,9 @@ using kvtest::scalar;
 
 namespace {
 
-std::string suite(const std::string& name, const std::string& budget, const std::string& extra) {
+std::string suite(const std::string& name, const std::string& budget, const std::string& extra, int repetitions = 5) {
   // noise_threshold 1: the gate's mechanics are under test here, not the machine's quiet.
-  return R"({"name": ")" + name + R"(", "repetitions": 5, "warmup": 1, "noise_threshold": 1.0,
+  return R"({"name": ")" + name + R"(", "repetitions": )" + std::to_string(repetitions) + R"(, "warmup": 1, "noise_threshold": 1.0,
     "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 16}],
     "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "residual_tokens": 64,
@@ -47,8 +47,9 @@ struct Fixture {
 // run alone by ci/test.sh.
 TEST_CASE("the gate fails a slowed-down candidate on its timings, with JUnit and Markdown", "[.][gate-timed]") {
   Fixture f;
-  f.run(f.file("base.json", suite("gate", "0.25", "")), "base");
-  f.run(f.file("slow.json", suite("gate", "0.25", R"(, "test_slowdown": 1.0)")), "slow");
+  // 8 repetitions: enough to find a doubled attention time on a busy machine too.
+  f.run(f.file("base.json", suite("gate", "0.25", "", 8)), "base");
+  f.run(f.file("slow.json", suite("gate", "0.25", R"(, "test_slowdown": 1.0)", 8)), "slow");
   REQUIRE(run_kvbench("baseline set nightly-ref latest:base --reason 'the reference' --db " + f.db).status == 0);
   const std::string junit = f.dir.path + "/gate.xml", markdown = f.dir.path + "/gate.md";
   const Output out = run_kvbench("gate --baseline nightly-ref --candidate latest:slow --db " + f.db + " --junit " + junit +
