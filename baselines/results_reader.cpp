@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -60,6 +61,8 @@ std::vector<RunRecord> list_runs(ResultsStore& store, const RunFilter& filter) {
     const auto has = [&](const std::string& tag) { return std::find(r.tags.begin(), r.tags.end(), tag) != r.tags.end(); };
     if (!filter.status.empty() && r.status != filter.status) continue;
     if (!filter.suite.empty() && r.suite != filter.suite) continue;
+    if (!filter.since.empty() && r.started_at < filter.since) continue;
+    if (!filter.until.empty() && r.started_at > filter.until) continue;
     if (!std::all_of(filter.tags.begin(), filter.tags.end(), has)) continue;
     runs.push_back(std::move(r));
   }
@@ -138,6 +141,62 @@ std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id) 
       }
     }
     out.push_back(std::move(samples));
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<double>> load_series(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
+                                                       int repetition) {
+  std::map<std::string, std::vector<double>> out;
+  Query q(store,
+          "SELECT s.name, s.value FROM series s JOIN cases c ON c.id = s.case_id WHERE c.run_id = ? AND c.name = ? AND s.repetition = ?"
+          " ORDER BY s.name, s.step");
+  q.bind(1, run_id).bind(2, case_name).bind(3, static_cast<std::int64_t>(repetition));
+  while (q.step()) out[q.text(0)].push_back(q.null(1) ? std::nan("") : q.real(1));
+  return out;
+}
+
+std::vector<EventRecord> load_events(ResultsStore& store, std::int64_t run_id, const std::string& case_name, int repetition) {
+  std::vector<EventRecord> out;
+  Query q(store,
+          "SELECT e.step, e.kind, e.detail FROM events e JOIN cases c ON c.id = e.case_id WHERE c.run_id = ? AND c.name = ?"
+          " AND e.repetition = ? ORDER BY e.rowid");
+  q.bind(1, run_id).bind(2, case_name).bind(3, static_cast<std::int64_t>(repetition));
+  while (q.step()) out.push_back({q.int64(0), q.text(1), q.text(2)});
+  return out;
+}
+
+std::vector<VerdictRow> list_verdicts(ResultsStore& store, std::int64_t candidate_run) {
+  std::vector<VerdictRow> out;
+  if (!has_table(store, "verdicts")) return out;
+  Query q(store,
+          "SELECT id, baseline_run, candidate_run, created_at, outcome, regressed, improved, inconclusive, rows_json FROM verdicts"
+          " WHERE ? = 0 OR candidate_run = ? ORDER BY id");
+  q.bind(1, candidate_run).bind(2, candidate_run);
+  while (q.step()) {
+    out.push_back({q.int64(0), q.int64(1), q.int64(2), q.text(3), q.text(4), static_cast<int>(q.int64(5)), static_cast<int>(q.int64(6)),
+                   static_cast<int>(q.int64(7)), q.text(8)});
+  }
+  return out;
+}
+
+std::vector<AckRow> list_acks(ResultsStore& store) {
+  std::vector<AckRow> out;
+  if (!has_table(store, "acks")) return out;
+  Query q(store, "SELECT id, run_id, case_glob, metric_glob, reason, created_at, coalesce(expires_at, '') FROM acks ORDER BY id");
+  while (q.step()) out.push_back({q.int64(0), q.int64(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6)});
+  return out;
+}
+
+std::vector<ChangePointRow> list_change_points(ResultsStore& store) {
+  std::vector<ChangePointRow> out;
+  if (!has_table(store, "change_points")) return out;
+  Query q(store, "SELECT id, run_id, case_name, metric, detected_at, detail, before_value, after_value FROM change_points ORDER BY id");
+  while (q.step()) {
+    ChangePointRow row{q.int64(0), q.int64(1), q.text(2), q.text(3), q.text(4), q.text(5), std::nullopt, std::nullopt};
+    if (!q.null(6)) row.before = q.real(6);
+    if (!q.null(7)) row.after = q.real(7);
+    out.push_back(std::move(row));
   }
   return out;
 }

@@ -26,6 +26,7 @@ struct RunRecord {
 struct RunFilter {
   std::string status, suite;
   std::vector<std::string> tags;  // every one
+  std::string since, until;       // started_at in [since, until] (ISO 8601 UTC; "" open)
   int last = 0;                   // the newest N (0: all)
 };
 
@@ -58,6 +59,33 @@ struct CaseRecord {
   std::vector<MetricRow> metrics;  // by repetition, then name
 };
 std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id);
+
+// A case's per-step series and its events, for one repetition (the recorder's names).
+std::map<std::string, std::vector<double>> load_series(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
+                                                       int repetition);
+std::vector<EventRecord> load_events(ResultsStore& store, std::int64_t run_id, const std::string& case_name, int repetition);
+
+struct VerdictRow {
+  std::int64_t id = 0, baseline_run = 0, candidate_run = 0;
+  std::string created_at, outcome;
+  int regressed = 0, improved = 0, inconclusive = 0;
+  std::string rows_json;
+};
+// Every stored gate verdict whose candidate is `candidate_run` (0: all), oldest first.
+std::vector<VerdictRow> list_verdicts(ResultsStore& store, std::int64_t candidate_run = 0);
+
+struct AckRow {
+  std::int64_t id = 0, run_id = 0;
+  std::string case_glob, metric_glob, reason, created_at, expires_at;
+};
+std::vector<AckRow> list_acks(ResultsStore& store);
+
+struct ChangePointRow {
+  std::int64_t id = 0, run_id = 0;
+  std::string case_name, metric, detected_at, detail;
+  std::optional<double> before, after;
+};
+std::vector<ChangePointRow> list_change_points(ResultsStore& store);
 
 struct BaselineRecord {
   std::string name;
