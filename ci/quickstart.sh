@@ -14,7 +14,7 @@ say "2/3 building build/bin/kvbench (Release)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target kvbench
 
-say "3/3 running the suite into kvbench-results/results.sqlite (progress on stderr; the nightly takes about 7 minutes on 2 cores)"
+say "3/3 running the suite into kvbench-results/results.sqlite (progress on stderr; the nightly takes 7 to 10 minutes on 2 cores)"
 mkdir -p kvbench-results
 status=0
 ./build/bin/kvbench run --db kvbench-results/results.sqlite "$@" || status=$?
