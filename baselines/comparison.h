@@ -54,6 +54,7 @@ struct MetricComparison {
   int repetitions_needed = 0;  // inconclusive: per side, to likely settle it
   std::string note;            // why inconclusive or not gated
   int between_runs = 0;        // statistical: earlier runs the between-run variance came from (0: none)
+  std::string acknowledged;    // a regressed row someone accepted: the ack's reason ("" none)
 };
 
 // One (case, metric) before the adjustment: Verdict is provisional for statistical rows until

@@ -183,8 +183,9 @@ std::vector<VerdictRow> list_verdicts(ResultsStore& store, std::int64_t candidat
 std::vector<AckRow> list_acks(ResultsStore& store) {
   std::vector<AckRow> out;
   if (!has_table(store, "acks")) return out;
-  Query q(store, "SELECT id, run_id, case_glob, metric_glob, reason, created_at, coalesce(expires_at, '') FROM acks ORDER BY id");
-  while (q.step()) out.push_back({q.int64(0), q.int64(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6)});
+  Query q(store,
+          "SELECT id, run_id, baseline_run, case_glob, metric_glob, reason, created_at, coalesce(expires_at, '') FROM acks ORDER BY id");
+  while (q.step()) out.push_back({q.int64(0), q.int64(1), q.int64(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7)});
   return out;
 }
 

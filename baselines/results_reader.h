@@ -75,7 +75,7 @@ struct VerdictRow {
 std::vector<VerdictRow> list_verdicts(ResultsStore& store, std::int64_t candidate_run = 0);
 
 struct AckRow {
-  std::int64_t id = 0, run_id = 0;
+  std::int64_t id = 0, run_id = 0, baseline_run = 0;
   std::string case_glob, metric_glob, reason, created_at, expires_at;
 };
 std::vector<AckRow> list_acks(ResultsStore& store);

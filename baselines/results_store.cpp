@@ -233,6 +233,7 @@ CREATE TABLE baselines (
 CREATE TABLE acks (
   id INTEGER PRIMARY KEY,
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  baseline_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
   case_glob TEXT NOT NULL,
   metric_glob TEXT NOT NULL,
   reason TEXT NOT NULL,
@@ -619,6 +620,26 @@ std::int64_t ResultsStore::add_verdict(const VerdictRecord& v) {
   const std::int64_t id = sqlite3_last_insert_rowid(db_);
   tx.commit();
   return id;
+}
+
+std::int64_t ResultsStore::add_ack(std::int64_t run_id, std::int64_t baseline_run, const std::string& case_glob,
+                                   const std::string& metric, const std::string& reason) {
+  Transaction tx(db_);
+  Statement insert(db_,
+                   "INSERT INTO acks (run_id, baseline_run, case_glob, metric_glob, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)");
+  insert.bind(1, run_id).bind(2, baseline_run).bind(3, case_glob).bind(4, metric).bind(5, reason).bind(6, now_utc()).run();
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  tx.commit();
+  return id;
+}
+
+bool ResultsStore::remove_ack(std::int64_t id) {
+  Transaction tx(db_);
+  Statement remove(db_, "DELETE FROM acks WHERE id = ?");
+  remove.bind(1, id).run();
+  const bool removed = sqlite3_changes(db_) > 0;
+  tx.commit();
+  return removed;
 }
 
 std::vector<RunRow> ResultsStore::runs() {

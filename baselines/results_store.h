@@ -129,6 +129,11 @@ class ResultsStore {
     std::string rules_json, rows_json;
   };
   std::int64_t add_verdict(const VerdictRecord& verdict);
+  // An accepted regression: `metric` of the cases `case_glob` names, regressed in `run_id`
+  // against `baseline_run`. Returns its id; remove: whether there was one.
+  std::int64_t add_ack(std::int64_t run_id, std::int64_t baseline_run, const std::string& case_glob, const std::string& metric,
+                       const std::string& reason);
+  bool remove_ack(std::int64_t id);
 
   std::vector<RunRow> runs();
   // Marks aborted the running runs whose process is gone; returns how many.

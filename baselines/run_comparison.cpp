@@ -1,6 +1,7 @@
 #include "run_comparison.h"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -77,6 +78,14 @@ int RunComparison::count(Verdict verdict) const {
   int n = 0;
   for (const CaseComparison& c : cases) {
     for (const MetricComparison& row : c.rows) n += row.verdict == verdict ? 1 : 0;
+  }
+  return n;
+}
+
+int RunComparison::failing() const {
+  int n = 0;
+  for (const CaseComparison& c : cases) {
+    for (const MetricComparison& row : c.rows) n += row.verdict == Verdict::Regressed && row.acknowledged.empty() ? 1 : 0;
   }
   return n;
 }
@@ -199,6 +208,20 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
   for (const auto& [ci, ri] : where) all.push_back(out.cases[ci].rows[ri]);
   decide(all, row_rules, rules.fdr);
   for (std::size_t i = 0; i < where.size(); ++i) out.cases[where[i].first].rows[where[i].second] = all[i];
+  const std::vector<AckRow> acks = list_acks(store);
+  for (CaseComparison& c : out.cases) {
+    for (MetricComparison& row : c.rows) {
+      if (row.verdict != Verdict::Regressed) continue;
+      for (const AckRow& ack : acks) {
+        const bool covers = ack.run_id == candidate || (ack.run_id < candidate && ack.baseline_run == baseline);
+        if (covers && ::fnmatch(ack.metric_glob.c_str(), row.metric.c_str(), 0) == 0 &&
+            ::fnmatch(ack.case_glob.c_str(), c.name.c_str(), 0) == 0) {
+          row.acknowledged = fmt::format("ack {}: {}", ack.id, ack.reason);
+          break;
+        }
+      }
+    }
+  }
   return out;
 }
 

@@ -31,9 +31,13 @@ struct RunComparison {
   std::vector<std::string> caveats;
   double fdr = 0.05;
   int count(Verdict verdict) const;
+  // Regressed rows nobody acknowledged: what fails a gate.
+  int failing() const;
 };
 
-// Throws kv::InputError for a run that is not complete (naming its status), runs of different
+// Acknowledged regressions (the acks table) are marked on their rows: an ack of the candidate
+// itself, or of an earlier candidate against the same baseline, covers the cases and metric it
+// names. Throws kv::InputError for a run that is not complete (naming its status), runs of different
 // suites, or (require_same_config) a pair whose configuration differs.
 RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int64_t candidate, const GateRules& rules,
                            const CompareOptions& options);

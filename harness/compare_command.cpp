@@ -64,13 +64,15 @@ std::string change_text(const MetricComparison& m) {
 }
 
 std::string outcome(const RunComparison& c, bool inconclusive_fails) {
-  if (c.count(Verdict::Regressed) > 0) return "fail";
+  if (c.failing() > 0) return "fail";
   if (c.count(Verdict::Inconclusive) > 0) return inconclusive_fails ? "fail" : "inconclusive";
   return "pass";
 }
 
 std::string summary_line(const RunComparison& c) {
-  return fmt::format("{} regressed, {} improved, {} inconclusive, {} unchanged, {} not gated", c.count(Verdict::Regressed),
+  const int acknowledged = c.count(Verdict::Regressed) - c.failing();
+  return fmt::format("{} regressed{}, {} improved, {} inconclusive, {} unchanged, {} not gated", c.count(Verdict::Regressed),
+                     acknowledged > 0 ? fmt::format(" ({} acknowledged)", acknowledged) : "",
                      c.count(Verdict::Improved), c.count(Verdict::Inconclusive), c.count(Verdict::Unchanged), c.count(Verdict::NotGated));
 }
 
@@ -88,9 +90,15 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
+std::string verdict_text(const MetricComparison& m) {
+  return m.acknowledged.empty() ? verdict_name(m.verdict) : std::string(verdict_name(m.verdict)) + " (acknowledged)";
+}
+
 std::string row_line(const Row& r) {
-  return fmt::format("{} {} {}: {} -> {} {}{}", verdict_name(r.m->verdict), r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
-                     value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), r.m->note.empty() ? "" : " (" + r.m->note + ")");
+  std::string note = r.m->note;
+  if (!r.m->acknowledged.empty()) note = r.m->acknowledged + (note.empty() ? "" : "; " + note);
+  return fmt::format("{} {} {}: {} -> {} {}{}", verdict_text(*r.m), r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
+                     value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), note.empty() ? "" : " (" + note + ")");
 }
 
 GateRules load_rules(const std::string& path) {
@@ -155,6 +163,44 @@ int run_baseline(const CompareCommandOptions& o) {
   return kExitOk;
 }
 
+int run_ack(const CompareCommandOptions& o) {
+  if (o.ack_list->parsed()) {
+    ResultsStore store(o.db, Access::ReadOnly);
+    const auto acks = list_acks(store);
+    fmt::print("{:>4}  {:>5}  {:>8}  {:<24} {:<28} {:<20}  {}\n", "ack", "run", "baseline", "metric", "cases", "created", "reason");
+    for (const AckRow& a : acks) {
+      fmt::print("{:>4}  {:>5}  {:>8}  {:<24} {:<28} {:<20}  {}\n", a.id, a.run_id, a.baseline_run, a.metric_glob, a.case_glob, a.created_at,
+                 a.reason);
+    }
+    if (acks.empty()) fmt::print("(no acknowledgements)\n");
+    return kExitOk;
+  }
+  ResultsStore store(o.db);
+  if (o.ack_rm->parsed()) {
+    if (!store.remove_ack(o.ack_id)) throw kv::InputError(o.db, "ACK_ID", fmt::format("no acknowledgement {}", o.ack_id));
+    fmt::print("acknowledgement {} removed\n", o.ack_id);
+    return kExitOk;
+  }
+  if (o.ack_run.empty()) throw kv::InputError("--run", "", "is required (the candidate run whose regression is accepted)");
+  if (o.ack_metric.empty()) throw kv::InputError("--metric", "", "is required (a metric name, `kvbench metrics`)");
+  if (o.ack_reason.empty()) throw kv::InputError("--reason", "", "is required: say why the regression is accepted");
+  if (find_metric(o.ack_metric) == nullptr) throw kv::InputError("--metric", o.ack_metric, "not a metric (`kvbench metrics` lists them)");
+  const std::int64_t run = resolve_run(store, o.ack_run, "--run");
+  std::int64_t baseline = 0;
+  if (!o.ack_baseline.empty()) {
+    baseline = resolve_run(store, o.ack_baseline, "--baseline");
+  } else {
+    // The baseline of the last gate this run was the candidate of.
+    const auto verdicts = list_verdicts(store, run);
+    if (verdicts.empty()) throw kv::InputError("--run", o.ack_run, fmt::format("run {} has no gate verdict; give --baseline", run));
+    baseline = verdicts.back().baseline_run;
+  }
+  const std::int64_t id = store.add_ack(run, baseline, o.ack_case, o.ack_metric, o.ack_reason);
+  fmt::print("acknowledgement {}: {} of {} accepted in run {} against run {} (and in later candidates against it): {}\n", id,
+             o.ack_metric, o.ack_case, run, baseline, o.ack_reason);
+  return kExitOk;
+}
+
 }  // namespace
 
 std::string comparison_table(const RunComparison& c, bool all) {
@@ -190,6 +236,7 @@ std::string comparison_json(const RunComparison& c) {
     rows.push_back({{"case", r.c->name},
                     {"metric", r.m->metric},
                     {"verdict", verdict_name(r.m->verdict)},
+                    {"acknowledged", r.m->acknowledged},
                     {"baseline_median", opt(r.m->baseline_median)},
                     {"candidate_median", opt(r.m->candidate_median)},
                     {"ratio", r.m->ratio},
@@ -210,6 +257,7 @@ std::string comparison_json(const RunComparison& c) {
               {"suite", c.candidate.suite},
               {"fdr", c.fdr},
               {"regressed", c.count(Verdict::Regressed)},
+              {"failing", c.failing()},
               {"improved", c.count(Verdict::Improved)},
               {"inconclusive", c.count(Verdict::Inconclusive)},
               {"unchanged", c.count(Verdict::Unchanged)},
@@ -224,16 +272,16 @@ std::string comparison_json(const RunComparison& c) {
 
 std::string comparison_markdown(const RunComparison& c) {
   std::ostringstream out;
-  const bool failed = c.count(Verdict::Regressed) > 0;
+  const bool failed = c.failing() > 0;
   out << fmt::format("**kvbench gate: {}** — candidate run {} against baseline run {} (suite {}): {}\n\n", failed ? "FAIL" : "pass",
                      c.candidate.id, c.baseline.id, c.candidate.suite, summary_line(c));
   for (const std::string& caveat : c.caveats) out << "> caveat: " << caveat << "\n\n";
   const auto table = [&](const std::vector<Row>& rows) {
     out << "| verdict | case | metric | baseline | candidate | change | note |\n|---|---|---|---|---|---|---|\n";
     for (const Row& r : rows) {
-      out << fmt::format("| {} | `{}` | `{}` | {} | {} | {} | {} |\n", verdict_name(r.m->verdict), r.c->name, r.m->metric,
+      out << fmt::format("| {} | `{}` | `{}` | {} | {} | {} | {} |\n", verdict_text(*r.m), r.c->name, r.m->metric,
                          value_text(r.m->baseline_median, r.m->metric), value_text(r.m->candidate_median, r.m->metric), change_text(*r.m),
-                         r.m->note);
+                         r.m->acknowledged.empty() ? r.m->note : r.m->acknowledged);
     }
   };
   std::vector<Row> regressed, rest;
@@ -265,11 +313,11 @@ std::string comparison_junit(const RunComparison& c, bool inconclusive_fails) {
       ++case_tests;
       const std::string line = row_line({&k, &m});
       cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">", xml_escape(k.name), xml_escape(m.metric));
-      if (m.verdict == Verdict::Regressed || (m.verdict == Verdict::Inconclusive && inconclusive_fails)) {
+      if ((m.verdict == Verdict::Regressed && m.acknowledged.empty()) || (m.verdict == Verdict::Inconclusive && inconclusive_fails)) {
         ++case_failures;
         cases << fmt::format("\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    ", xml_escape(line), verdict_name(m.verdict),
                              xml_escape(line));
-      } else if (m.verdict == Verdict::Inconclusive) {
+      } else if (m.verdict == Verdict::Inconclusive || m.verdict == Verdict::Regressed) {
         ++skipped;
         cases << fmt::format("\n      <skipped message=\"{}\"/>\n    ", xml_escape(line));
       }
@@ -299,6 +347,18 @@ void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
   o.rm->add_option("NAME", o.name, "baseline name")->required();
   for (CLI::App* sub : {o.set, o.list, o.show, o.rm}) sub->add_option("--db", o.db, "results database")->capture_default_str();
 
+  o.ack = app.add_subcommand("ack", "Accept a regression: it stops failing the gate for that candidate and later ones against its baseline");
+  o.ack->require_subcommand(0, 1);
+  o.ack->add_option("--run", o.ack_run, "the candidate run whose regression is accepted (a run selector)");
+  o.ack->add_option("--metric", o.ack_metric, "the metric");
+  o.ack->add_option("--case", o.ack_case, "the cases, a glob over model/workload/policy/soc")->capture_default_str();
+  o.ack->add_option("--reason", o.ack_reason, "why it is accepted (kept and shown with the row)");
+  o.ack->add_option("--baseline", o.ack_baseline, "the baseline it regressed against (default: that of the run's last gate)");
+  o.ack_list = o.ack->add_subcommand("list", "Every acknowledgement");
+  o.ack_rm = o.ack->add_subcommand("rm", "Remove an acknowledgement");
+  o.ack_rm->add_option("ACK_ID", o.ack_id, "its id (`kvbench ack list`)")->required();
+  for (CLI::App* cmd : {o.ack, o.ack_list, o.ack_rm}) cmd->add_option("--db", o.db, "results database")->capture_default_str();
+
   const auto common = [&](CLI::App* cmd) {
     cmd->add_option("--baseline", o.baseline, "baseline run selector: id, latest, latest:TAG, latest:suite=NAME or a baseline name")->required();
     cmd->add_option("--candidate", o.candidate, "candidate run selector (the same forms)")->required();
@@ -321,6 +381,10 @@ void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
 }
 
 bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
+  if (o.ack->parsed()) {
+    exit_code = run_ack(o);
+    return true;
+  }
   if (o.baseline_cmd->parsed()) {
     exit_code = run_baseline(o);
     return true;
@@ -347,7 +411,7 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   verdict.baseline_run = c.baseline.id;
   verdict.candidate_run = c.candidate.id;
   verdict.outcome = outcome(c, inconclusive_fails);
-  verdict.regressed = c.count(Verdict::Regressed);
+  verdict.regressed = c.failing();
   verdict.improved = c.count(Verdict::Improved);
   verdict.inconclusive = c.count(Verdict::Inconclusive);
   verdict.rules_json = o.rules.empty() ? std::string(kBuiltinGateRules) : read_text_file(o.rules, "--rules");
@@ -355,7 +419,7 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   store.add_verdict(verdict);
   fmt::print("{}", comparison_table(c, false));
   if (verdict.regressed > 0) {
-    fmt::print("gate: FAIL ({} regressed)\n", verdict.regressed);
+    fmt::print("gate: FAIL ({} regressed, not acknowledged)\n", verdict.regressed);
     exit_code = kExitRunFailed;
   } else if (verdict.inconclusive > 0 && inconclusive_fails) {
     fmt::print("gate: FAIL ({} inconclusive, --inconclusive=fail)\n", verdict.inconclusive);

@@ -1,4 +1,4 @@
-// `kvbench baseline set|list|show|rm`, `kvbench compare` and `kvbench gate`: a candidate run
+// `kvbench baseline set|list|show|rm`, `kvbench ack [list|rm]`, `kvbench compare` and `kvbench gate`: a candidate run
 // against a baseline, row by (case, metric), as a table, JSON, Markdown (a PR comment) or JUnit
 // (CI's test report); the gate stores its verdict and exits 1 on a regression.
 #pragma once
@@ -25,6 +25,10 @@ struct CompareCommandOptions {
   std::string name, run, reason;
   CLI::App *baseline_cmd = nullptr, *set = nullptr, *list = nullptr, *show = nullptr, *rm = nullptr;
   CLI::App *compare = nullptr, *gate = nullptr;
+  // ack
+  std::string ack_run, ack_metric, ack_case = "*", ack_reason, ack_baseline;
+  std::int64_t ack_id = 0;
+  CLI::App *ack = nullptr, *ack_list = nullptr, *ack_rm = nullptr;
 };
 
 void add_compare_commands(CLI::App& app, CompareCommandOptions& options);
