@@ -642,6 +642,20 @@ bool ResultsStore::remove_ack(std::int64_t id) {
   return removed;
 }
 
+void ResultsStore::replace_change_points(const std::string& case_name, const std::string& metric,
+                                         const std::vector<ChangePointRecord>& points) {
+  Transaction tx(db_);
+  Statement remove(db_, "DELETE FROM change_points WHERE case_name = ? AND metric = ?");
+  remove.bind(1, case_name).bind(2, metric).run();
+  Statement insert(db_,
+                   "INSERT INTO change_points (run_id, case_name, metric, before_value, after_value, detected_at, detail)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?)");
+  for (const ChangePointRecord& p : points) {
+    insert.bind(1, p.run_id).bind(2, case_name).bind(3, metric).bind(4, p.before).bind(5, p.after).bind(6, now_utc()).bind(7, p.detail).run();
+  }
+  tx.commit();
+}
+
 std::vector<RunRow> ResultsStore::runs() {
   std::vector<RunRow> rows;
   Statement select(db_, "SELECT id, status, started_at, coalesce(ended_at, ''), tags, pid, boot_id FROM runs ORDER BY id");

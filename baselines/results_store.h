@@ -134,6 +134,13 @@ class ResultsStore {
   std::int64_t add_ack(std::int64_t run_id, std::int64_t baseline_run, const std::string& case_glob, const std::string& metric,
                        const std::string& reason);
   bool remove_ack(std::int64_t id);
+  // The change points found in one case's history of one metric, replacing those stored before.
+  struct ChangePointRecord {
+    std::int64_t run_id = 0;  // the first run after the change
+    double before = 0.0, after = 0.0;
+    std::string detail;
+  };
+  void replace_change_points(const std::string& case_name, const std::string& metric, const std::vector<ChangePointRecord>& points);
 
   std::vector<RunRow> runs();
   // Marks aborted the running runs whose process is gone; returns how many.

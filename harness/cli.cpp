@@ -11,6 +11,7 @@
 
 #include "build_info.h"
 #include "compare_command.h"
+#include "trend_command.h"
 #include "metric_table.h"
 #include "run_command.h"
 #include "score_command.h"
@@ -85,6 +86,8 @@ int run_cli(int argc, char** argv) {
   add_results_commands(app, results);
   CompareCommandOptions compare;
   add_compare_commands(app, compare);
+  TrendOptions trend;
+  add_trend_command(app, trend);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -127,6 +130,7 @@ int run_cli(int argc, char** argv) {
     if (results.show->parsed()) return run_show(results);
     if (results.exporter->parsed()) return run_export(results);
     if (int code = 0; run_compare_commands(compare, code)) return code;
+    if (trend.command->parsed()) return run_trend(trend);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

@@ -1,0 +1,121 @@
+#include "trend_command.h"
+
+#include <fmt/format.h>
+#include <fnmatch.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "change_points.h"
+#include "cli.h"
+#include "human_units.h"
+#include "metric_table.h"
+#include "results_reader.h"
+#include "runtime/error.h"
+#include "statistics.h"
+
+namespace kvbench {
+
+namespace {
+
+struct Point {
+  const RunRecord* run;
+  double median;
+};
+
+}  // namespace
+
+void add_trend_command(CLI::App& app, TrendOptions& o) {
+  o.command = app.add_subcommand("trend", "A metric's per-run medians across a suite's complete runs, with change points");
+  o.command->add_option("--metric", o.metric, "the metric (`kvbench metrics`)")->required();
+  o.command->add_option("--case", o.case_glob, "cases, a glob over model/workload/policy/soc")->capture_default_str();
+  o.command->add_option("--suite", o.suite, "the suite (default: that of the newest complete run)");
+  o.command->add_option("--last", o.last, "only the newest N runs")->check(CLI::PositiveNumber);
+  o.command->add_option("--format", o.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  o.command->add_option("--db", o.db, "results database")->capture_default_str();
+}
+
+int run_trend(const TrendOptions& o) {
+  const MetricDef* def = find_metric(o.metric);
+  if (def == nullptr) throw kv::InputError("--metric", o.metric, "not a metric (`kvbench metrics` lists them)");
+  // The change points are stored when the database can be written; reading never needs it.
+  std::unique_ptr<ResultsStore> store;
+  bool writable = true;
+  try {
+    store = std::make_unique<ResultsStore>(o.db);
+  } catch (const kv::InputError&) {
+    store = std::make_unique<ResultsStore>(o.db, Access::ReadOnly);
+    writable = false;
+  }
+  RunFilter filter;
+  filter.status = "complete";
+  filter.suite = o.suite;
+  if (filter.suite.empty()) {
+    const auto all = list_runs(*store, filter);
+    if (all.empty()) throw kv::InputError(o.db, "--suite", "no complete run in this database");
+    filter.suite = all.back().suite;
+  }
+  filter.last = o.last;
+  const std::vector<RunRecord> runs = list_runs(*store, filter);
+  if (runs.empty()) throw kv::InputError("--suite", filter.suite, "no complete run of this suite");
+  // Per case, the metric's median over each run's quiet repetitions (all of them when none is quiet).
+  std::map<std::string, std::vector<Point>> history;
+  for (const RunRecord& run : runs) {
+    for (const CaseSamples& c : load_samples(*store, run.id)) {
+      if (::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
+      const auto it = c.samples.find(o.metric);
+      if (it == c.samples.end()) continue;
+      std::vector<double> quiet, all;
+      for (const Sample& s : it->second) {
+        all.push_back(s.value);
+        if (!s.noisy) quiet.push_back(s.value);
+      }
+      history[c.name].push_back({&run, median(quiet.empty() ? all : quiet)});
+    }
+  }
+  if (history.empty()) {
+    throw kv::InputError("--case", o.case_glob, fmt::format("no case of suite '{}' has values of {}", filter.suite, o.metric));
+  }
+  const ChangePointOptions options;
+  nlohmann::json doc = nlohmann::json::array();
+  std::string table = fmt::format("{} ({}, {} clock) across {} complete runs of suite {}; change points: E-divisive means, "
+                                  "permutation p <= {}, at least {} runs on each side\n",
+                                  o.metric, def->unit, clock_name(def->clock), runs.size(), filter.suite, options.significance,
+                                  options.min_segment);
+  for (const auto& [name, points] : history) {
+    std::vector<double> series;
+    for (const Point& p : points) series.push_back(p.median);
+    const std::vector<ChangePoint> changes = find_change_points(series, options);
+    std::vector<ResultsStore::ChangePointRecord> stored;
+    std::map<int, const ChangePoint*> at;
+    for (const ChangePoint& c : changes) {
+      at[c.index] = &c;
+      stored.push_back({points[static_cast<std::size_t>(c.index)].run->id, c.before, c.after, fmt::format("p={}", significant(c.p, 2))});
+    }
+    if (writable) store->replace_change_points(name, o.metric, stored);
+    table += fmt::format("\n{}\n", name);
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const RunRecord& run = *points[i].run;
+      std::string mark;
+      if (const auto it = at.find(static_cast<int>(i)); it != at.end()) {
+        const ChangePoint& c = *it->second;
+        mark = fmt::format("  <- change: {} -> {} ({:+.1f}%, p={})", human_value(c.before, def->unit), human_value(c.after, def->unit),
+                           c.before != 0.0 ? (c.after / c.before - 1.0) * 100.0 : 0.0, significant(c.p, 2));
+      }
+      table += fmt::format("  run {:>5}  {}  {:<12}  {:>10}{}\n", run.id, run.started_at, run.git_sha, human_value(points[i].median, def->unit), mark);
+      rows.push_back({{"run_id", run.id}, {"started_at", run.started_at}, {"git_sha", run.git_sha}, {"tags", run.tags},
+                      {"median", points[i].median}, {"change_point", at.count(static_cast<int>(i)) > 0}});
+    }
+    nlohmann::json cps = nlohmann::json::array();
+    for (const ChangePoint& c : changes) {
+      cps.push_back({{"run_id", points[static_cast<std::size_t>(c.index)].run->id}, {"before", c.before}, {"after", c.after}, {"p", c.p}});
+    }
+    doc.push_back({{"case", name}, {"metric", o.metric}, {"unit", def->unit}, {"runs", rows}, {"change_points", cps}});
+  }
+  if (!writable) table += "\n(the database is read-only: change points were not stored)\n";
+  fmt::print("{}", o.format == "json" ? doc.dump(2) + "\n" : table);
+  return kExitOk;
+}
+
+}  // namespace kvbench
