@@ -13,6 +13,7 @@ packages=(
   libcli11-dev            # command line
   libxxhash-dev           # L2 page checksums
   libboost-math-dev       # the gate's statistics (t and normal distributions)
+  python3-yaml            # the example CI workflow is checked as YAML
   gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev  # reports
   g++-aarch64-linux-gnu   # compile-only check of the Arm (NEON) path
   clang libclang-rt-14-dev  # libFuzzer targets
