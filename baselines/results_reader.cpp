@@ -166,6 +166,17 @@ std::vector<EventRecord> load_events(ResultsStore& store, std::int64_t run_id, c
   return out;
 }
 
+std::map<std::string, std::vector<std::int64_t>> load_histograms(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
+                                                                 int repetition) {
+  std::map<std::string, std::vector<std::int64_t>> out;
+  Query q(store,
+          "SELECT h.name, h.count FROM histograms h JOIN cases c ON c.id = h.case_id WHERE c.run_id = ? AND c.name = ?"
+          " AND h.repetition = ? ORDER BY h.name, h.bin");
+  q.bind(1, run_id).bind(2, case_name).bind(3, static_cast<std::int64_t>(repetition));
+  while (q.step()) out[q.text(0)].push_back(q.int64(1));
+  return out;
+}
+
 std::vector<VerdictRow> list_verdicts(ResultsStore& store, std::int64_t candidate_run) {
   std::vector<VerdictRow> out;
   if (!has_table(store, "verdicts")) return out;

@@ -64,6 +64,8 @@ std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id);
 std::map<std::string, std::vector<double>> load_series(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
                                                        int repetition);
 std::vector<EventRecord> load_events(ResultsStore& store, std::int64_t run_id, const std::string& case_name, int repetition);
+std::map<std::string, std::vector<std::int64_t>> load_histograms(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
+                                                                 int repetition);
 
 struct VerdictRow {
   std::int64_t id = 0, baseline_run = 0, candidate_run = 0;

@@ -135,7 +135,13 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
     std::vector<CaseSamples> cases;
   };
   std::vector<Earlier> earlier;
-  {
+  // Runs of `kvbench ab` took their repetitions in turn, one process each: drift is already in
+  // their spread.
+  const auto interleaved = [](const RunRecord& r) {
+    const json meta = json::parse(r.meta_json, nullptr, false);
+    return meta.is_object() && meta.contains("ab");
+  };
+  if (options.between_runs && !(interleaved(out.baseline) && interleaved(out.candidate))) {
     RunFilter filter;
     filter.status = "complete";
     filter.suite = out.baseline.suite;

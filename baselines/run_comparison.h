@@ -15,6 +15,9 @@ namespace kvbench {
 struct CompareOptions {
   bool require_same_config = false;   // refuse pairs whose configuration differs
   bool allow_machine_change = false;  // gate host timings across CPUs or kernel paths, with a caveat
+  // Estimate the between-run variance from earlier runs; off for interleaved A/B runs, whose
+  // repetitions are separate processes taken in turn (drift is already in their spread).
+  bool between_runs = true;
 };
 
 struct CaseComparison {

@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "build_info.h"
+#include "ab_command.h"
 #include "compare_command.h"
 #include "trend_command.h"
 #include "metric_table.h"
@@ -88,6 +89,8 @@ int run_cli(int argc, char** argv) {
   add_compare_commands(app, compare);
   TrendOptions trend;
   add_trend_command(app, trend);
+  AbOptions ab;
+  add_ab_command(app, ab);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -131,6 +134,7 @@ int run_cli(int argc, char** argv) {
     if (results.exporter->parsed()) return run_export(results);
     if (int code = 0; run_compare_commands(compare, code)) return code;
     if (trend.command->parsed()) return run_trend(trend);
+    if (ab.command->parsed()) return run_ab(ab);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

@@ -1,0 +1,23 @@
+// `kvbench ab`: two kvbench binaries (or one with two suites) compared on a noisy runner. For
+// each case and repetition the two run alternately (A B, B A, ...), each as its own child
+// `run --repetitions 1` into a private database; the repetitions are merged into two runs of
+// --db tagged ab:baseline and ab:candidate (both binaries' versions in the metadata) and
+// compared, so machine drift lands on both sides alike.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace kvbench {
+
+struct AbOptions {
+  std::string baseline_bin, candidate_bin, suite, candidate_suite, rules;
+  std::string db = "kvbench-results/results.sqlite";
+  int repetitions = 5;
+  CLI::App* command = nullptr;
+};
+
+void add_ab_command(CLI::App& app, AbOptions& options);
+int run_ab(const AbOptions& options);
+
+}  // namespace kvbench
