@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -96,13 +97,25 @@ std::vector<std::string> case_names(const SuiteConfig& suite) {
 }
 
 struct Side {
+  std::string name;  // baseline or candidate
   std::string bin, version, suite, db;
   std::vector<std::int64_t> child_runs;           // in the side's database, one per child
   std::map<std::string, std::vector<std::int64_t>> runs_of;  // case -> its child runs, in repetition order
 };
 
-// One repetition of one case by one side: a child process into the side's database.
-void run_one(Side& side, const std::string& name) {
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+// One repetition of one case by one side: a child process into the side's database; `schedule`
+// records the order the children ran in (side, case, start time) for the metadata.
+void run_one(Side& side, const std::string& name, json& schedule) {
+  schedule.push_back({{"side", side.name}, {"case", name}, {"started_at", now_utc()}});
   const ChildResult r = run_child({side.bin, "run", "--suite", side.suite, "--filter", "^" + regex_escape(name) + "$", "--repetitions", "1",
                                    "--json", "--db", side.db});
   const json doc = json::parse(r.out, nullptr, false);
@@ -178,6 +191,8 @@ void add_ab_command(CLI::App& app, AbOptions& o) {
 
 int run_ab(const AbOptions& o) {
   Side a, b;
+  a.name = "baseline";
+  b.name = "candidate";
   a.bin = fs::absolute(o.baseline_bin).string();
   b.bin = fs::absolute(o.candidate_bin).string();
   a.version = check_binary(a.bin, "--baseline-bin");
@@ -206,15 +221,16 @@ int run_ab(const AbOptions& o) {
     }
   } cleanup{work};
   const auto started = std::chrono::steady_clock::now();
+  json schedule = json::array();
   for (std::size_t i = 0; i < names.size(); ++i) {
     for (int r = 0; r < o.repetitions; ++r) {
       // A B, then B A: what drifts within a pair lands on both sides alike.
       if (r % 2 == 0) {
-        run_one(a, names[i]);
-        run_one(b, names[i]);
+        run_one(a, names[i], schedule);
+        run_one(b, names[i], schedule);
       } else {
-        run_one(b, names[i]);
-        run_one(a, names[i]);
+        run_one(b, names[i], schedule);
+        run_one(a, names[i], schedule);
       }
       fmt::print(stderr, "kvbench ab: [{}/{}] {} repetition {}/{}\n", i + 1, names.size(), names[i], r + 1, o.repetitions);
     }
@@ -222,7 +238,7 @@ int run_ab(const AbOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const json ab_meta{{"baseline_bin", a.bin},   {"baseline_version", a.version}, {"candidate_bin", b.bin},
                      {"candidate_version", b.version}, {"baseline_suite", a.suite}, {"candidate_suite", b.suite},
-                     {"repetitions", o.repetitions}};
+                     {"repetitions", o.repetitions}, {"schedule", schedule}};
   ResultsStore store(o.db);
   const std::int64_t base_run = merge(a, names, suite_a.name, "ab:baseline", ab_meta, store);
   const std::int64_t cand_run = merge(b, names, suite_a.name, "ab:candidate", ab_meta, store);

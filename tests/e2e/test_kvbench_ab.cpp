@@ -36,6 +36,9 @@ TEST_CASE("kvbench ab interleaves one binary against itself and merges two compa
   CHECK(scalar(db, "SELECT count(DISTINCT c.name) FROM cases c") == "1");
   CHECK(scalar(db, "SELECT count(DISTINCT repetition) FROM metric_values WHERE run_id = 2") == "4");
   CHECK(scalar(db, "SELECT json_extract(meta_json, '$.ab.candidate_version') LIKE 'kvbench %' FROM runs WHERE id = 2") == "1");
+  // The children ran in turn: A B, B A, A B, B A.
+  CHECK(scalar(db, "SELECT group_concat(substr(json_extract(value, '$.side'), 1, 1), '') FROM runs, json_each(json_extract(meta_json, '$.ab.schedule'))"
+                   " WHERE runs.id = 2") == "bccbbccb");
   // Exact figures agree between the sides: the same binary and suite.
   CHECK(out.text.find("regressed syn-7b/rag-1k/q4-hybrid/host kv_bytes_per_token") == std::string::npos);
   // A binary that is not kvbench is refused, named.
