@@ -91,14 +91,6 @@ class Transaction {
   bool done_ = false;
 };
 
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
 
 std::string join_tags(const std::vector<std::string>& tags) {
   std::string out;
@@ -313,6 +305,15 @@ const char* case_status_name(CaseStatus status) {
     case CaseStatus::Failed: return "failed";
   }
   return "unknown";
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
 }
 
 std::string boot_id() {

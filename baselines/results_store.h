@@ -177,4 +177,7 @@ std::string reported_run_status(const std::string& stored, std::int64_t pid, con
 // The kernel's boot id (/proc/sys/kernel/random/boot_id), "" when unreadable.
 std::string boot_id();
 
+// Now as the store writes times: "2026-12-01T20:49:34Z".
+std::string now_utc();
+
 }  // namespace kvbench

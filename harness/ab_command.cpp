@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -103,14 +102,6 @@ struct Side {
   std::map<std::string, std::vector<std::int64_t>> runs_of;  // case -> its child runs, in repetition order
 };
 
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
 
 // One repetition of one case by one side: a child process into the side's database; `schedule`
 // records the order the children ran in (side, case, start time) for the metadata.
