@@ -10,10 +10,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "builtin_gate_rules.h"
 #include "cli.h"
 #include "compare_command.h"
-#include "model_loader.h"
 #include "results_reader.h"
 #include "run_command.h"
 #include "runtime/error.h"
@@ -197,8 +195,7 @@ int run_ab(const AbOptions& o) {
     if (std::find(names_b.begin(), names_b.end(), n) != names_b.end()) names.push_back(n);
   }
   if (names.empty()) throw kv::InputError("--candidate-suite", b.suite, "has no case of the baseline suite (cases match by name)");
-  const GateRules rules = o.rules.empty() ? parse_gate_rules(kBuiltinGateRules, "builtin:configs/gate.json")
-                                          : parse_gate_rules(read_text_file(o.rules, "--rules"), o.rules);
+  const GateRules rules = load_gate_rules(o.rules).rules;
   // Children write into databases of their own, in a directory removed at the end.
   const fs::path work = fs::temp_directory_path() / fmt::format("kvbench-ab-{}", ::getpid());
   fs::create_directories(work);

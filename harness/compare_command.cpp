@@ -101,18 +101,12 @@ std::string row_line(const Row& r) {
                      value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), note.empty() ? "" : " (" + note + ")");
 }
 
-GateRules load_rules(const std::string& path) {
-  if (path.empty()) return parse_gate_rules(kBuiltinGateRules, "builtin:configs/gate.json");
-  return parse_gate_rules(read_text_file(path, "--rules"), path);
-}
-
-RunComparison run_comparison(const CompareCommandOptions& o, ResultsStore& store) {
+RunComparison run_comparison(const CompareCommandOptions& o, ResultsStore& store, const LoadedRules& loaded) {
   if (o.baseline.empty()) throw kv::InputError("--baseline", "", "is required (a run id, latest, latest:TAG, latest:suite=NAME or a baseline name)");
   if (o.candidate.empty()) throw kv::InputError("--candidate", "", "is required (a run id, latest, latest:TAG, latest:suite=NAME or a baseline name)");
-  const GateRules rules = load_rules(o.rules);
   const std::int64_t base = resolve_run(store, o.baseline, "--baseline");
   const std::int64_t cand = resolve_run(store, o.candidate, "--candidate");
-  return compare_runs(store, base, cand, rules, {o.require_same_config, o.allow_machine_change});
+  return compare_runs(store, base, cand, loaded.rules, {o.require_same_config, o.allow_machine_change});
 }
 
 // Written beside the target and renamed: never a half-written report.
@@ -202,6 +196,13 @@ int run_ack(const CompareCommandOptions& o) {
 }
 
 }  // namespace
+
+LoadedRules load_gate_rules(const std::string& path) {
+  LoadedRules loaded;
+  loaded.text = path.empty() ? std::string(kBuiltinGateRules) : read_text_file(path, "--rules");
+  loaded.rules = parse_gate_rules(loaded.text, path.empty() ? "builtin:configs/gate.json" : path);
+  return loaded;
+}
 
 std::string comparison_table(const RunComparison& c, bool all) {
   std::ostringstream out;
@@ -391,7 +392,7 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   }
   if (o.compare->parsed()) {
     ResultsStore store(o.db, Access::ReadOnly);
-    const RunComparison c = run_comparison(o, store);
+    const RunComparison c = run_comparison(o, store, load_gate_rules(o.rules));
     if (o.format == "json") fmt::print("{}\n", comparison_json(c));
     else if (o.format == "markdown") fmt::print("{}", comparison_markdown(c));
     else if (o.format == "junit") fmt::print("{}", comparison_junit(c, false));
@@ -401,7 +402,9 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   }
   if (!o.gate->parsed()) return false;
   ResultsStore store(o.db);
-  const RunComparison c = run_comparison(o, store);
+  // The rules are read once: the verdict stores the text that was applied.
+  const LoadedRules loaded = load_gate_rules(o.rules);
+  const RunComparison c = run_comparison(o, store, loaded);
   const bool inconclusive_fails = o.inconclusive == "fail";
   // Every file first: a gate that cannot write its report stores no verdict.
   if (!o.junit.empty()) write_file_atomically(o.junit, comparison_junit(c, inconclusive_fails), "--junit");
@@ -414,7 +417,7 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   verdict.regressed = c.failing();
   verdict.improved = c.count(Verdict::Improved);
   verdict.inconclusive = c.count(Verdict::Inconclusive);
-  verdict.rules_json = o.rules.empty() ? std::string(kBuiltinGateRules) : read_text_file(o.rules, "--rules");
+  verdict.rules_json = loaded.text;
   verdict.rows_json = comparison_json(c);
   store.add_verdict(verdict);
   fmt::print("{}", comparison_table(c, false));

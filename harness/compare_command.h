@@ -35,6 +35,13 @@ void add_compare_commands(CLI::App& app, CompareCommandOptions& options);
 // Runs whichever of the commands was parsed; false when none was.
 bool run_compare_commands(const CompareCommandOptions& options, int& exit_code);
 
+// The gate rules of `--rules PATH` ("" : the built-in configs/gate.json), with their text.
+struct LoadedRules {
+  std::string text;
+  GateRules rules;
+};
+LoadedRules load_gate_rules(const std::string& path);
+
 // The renderings of a comparison (the gate writes each to its file).
 std::string comparison_table(const RunComparison& c, bool all);
 std::string comparison_json(const RunComparison& c);
