@@ -29,11 +29,11 @@ double threshold(const json& j, const std::string& key, const std::string& file,
 
 }  // namespace
 
-MetricRule default_rule(const MetricDef& def) {
+MetricRule default_rule(const MetricDef& def, std::optional<Clock> clock) {
   MetricRule rule;
   rule.better = def.better;
   rule.gated = def.better != Better::None;
-  if (def.clock == Clock::Host) {
+  if (clock.value_or(def.clock) == Clock::Host) {
     rule.kind = GateClass::Statistical;
     rule.relative = 0.05;
   } else {
@@ -44,8 +44,9 @@ MetricRule default_rule(const MetricDef& def) {
 }
 
 MetricRule GateRules::rule_for(const std::string& metric) const {
-  const MetricDef* def = find_metric(metric);
-  MetricRule rule = def != nullptr ? default_rule(*def) : MetricRule{};
+  const std::optional<MetricKey> key = parse_metric_key(metric);
+  const MetricDef* def = key ? find_metric(key->name) : nullptr;
+  MetricRule rule = def != nullptr ? default_rule(*def, key->clock) : MetricRule{};
   for (const Entry& e : entries) {
     if (!matches(e.glob, metric)) continue;
     if (e.gated) rule.gated = *e.gated;
@@ -77,7 +78,10 @@ GateRules parse_gate_rules(const std::string& text, const std::string& file) {
   }
   if (!root.contains("rules") || !root["rules"].is_array()) fail(file, "/rules", "must be an array");
   std::vector<std::string> names;
-  for (const MetricDef& def : metric_table()) names.push_back(def.name);
+  for (const MetricDef& def : metric_table()) {
+    names.push_back(def.name);
+    if (def.modelled) names.push_back(metric_key(def.name, Clock::Model));
+  }
   for (std::size_t i = 0; i < root["rules"].size(); ++i) {
     const json& j = root["rules"][i];
     const std::string path = fmt::format("/rules/{}", i);

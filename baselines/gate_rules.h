@@ -8,6 +8,7 @@
 //                            "absolute": 0, "direction": "lower", "gated": true, "why": "..."}]}
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct GateRules {
 GateRules parse_gate_rules(const std::string& text, const std::string& file);
 
 // The defaults for a metric before any rules file entry.
-MetricRule default_rule(const MetricDef& def);
+// On `clock` (default: the metric's own): host figures are statistical, the others deterministic.
+MetricRule default_rule(const MetricDef& def, std::optional<Clock> clock = std::nullopt);
 
 }  // namespace kvbench

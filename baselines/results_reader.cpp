@@ -116,7 +116,7 @@ std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     Query q(store,
             "SELECT repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics WHERE case_id = ?"
-            " ORDER BY repetition, name");
+            " ORDER BY repetition, name, clock");
     q.bind(1, ids[i]);
     const CaseRecord& c = cases[i];
     while (q.step()) {
@@ -134,10 +134,12 @@ std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id) 
   for (const CaseRecord& c : load_cases(store, run_id)) {
     CaseSamples samples{c.name, c.model, c.workload, c.policy, c.soc, c.status, {}, {}};
     for (const MetricRow& m : c.metrics) {
+      const Clock clock = parse_clock(m.clock).value_or(Clock::Exact);
+      const std::string key = metric_key(m.name, clock);
       if (m.value) {
-        samples.samples[m.name].push_back({*m.value, m.noisy});
+        samples.samples[key].push_back({*m.value, m.noisy});
       } else {
-        samples.na_reason.emplace(m.name, m.na_reason);
+        samples.na_reason.emplace(key, m.na_reason);
       }
     }
     out.push_back(std::move(samples));

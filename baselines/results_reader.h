@@ -40,8 +40,9 @@ std::int64_t resolve_run(ResultsStore& store, const std::string& selector, const
 
 struct CaseSamples {
   std::string name, model, workload, policy, soc, status;
-  std::map<std::string, std::vector<Sample>> samples;  // metric -> its values per repetition
-  std::map<std::string, std::string> na_reason;        // metric -> why it has no value
+  // Keyed by metric key (metric_key: the name on its own clock, name@model on another).
+  std::map<std::string, std::vector<Sample>> samples;  // key -> its values per repetition
+  std::map<std::string, std::string> na_reason;        // key -> why it has no value
 };
 std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id);
 

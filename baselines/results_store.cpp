@@ -257,6 +257,34 @@ CREATE TABLE verdicts (
 CREATE INDEX change_points_by_case ON change_points(case_name, metric);
 )sql";
 
+// Version 5: a figure is keyed by its clock too, so one case holds the measured (host) and the
+// modelled (model) tpot_ms_p50 side by side. SQLite cannot change a primary key: the metrics
+// table is rebuilt and the view over it recreated.
+constexpr const char* kSchemaV5 = R"sql(
+DROP VIEW metric_values;
+CREATE TABLE metrics_v5 (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL CHECK (repetition >= 1),
+  name TEXT NOT NULL,
+  value REAL,
+  na_reason TEXT NOT NULL DEFAULT '',
+  unit TEXT NOT NULL,
+  clock TEXT NOT NULL CHECK (clock IN ('host', 'model', 'exact')),
+  extrapolated INTEGER NOT NULL,
+  noisy INTEGER NOT NULL,
+  CHECK (value IS NOT NULL OR na_reason != ''),
+  PRIMARY KEY (case_id, repetition, name, clock)
+);
+INSERT INTO metrics_v5 (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)
+  SELECT case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics;
+DROP TABLE metrics;
+ALTER TABLE metrics_v5 RENAME TO metrics;
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
 int read_user_version(sqlite3* db) {
   Statement user_version(db, "PRAGMA user_version");
   return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
@@ -449,7 +477,7 @@ void ResultsStore::migrate_to(int target) {
     version = 1;
   }
   // Each version's migration, in order; a shipped one is never edited.
-  static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4};
+  static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
   static_assert(std::size(kMigrations) == kSchemaVersion);
   for (; version < target; ++version) exec(kMigrations[version]);
   exec(("PRAGMA user_version = " + std::to_string(version)).c_str());

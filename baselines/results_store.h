@@ -26,7 +26,7 @@
 
 namespace kvbench {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // The oldest schema the read-only tools read as it is (writers migrate anything older).
 inline constexpr int kOldestReadableSchema = 2;
 

@@ -191,8 +191,8 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
         return found == s.samples.end() ? std::vector<Sample>{} : found->second;
       };
       MetricRule rule = rules.rule_for(name);
-      const MetricDef* def = find_metric(name);
-      const bool host = def != nullptr && def->clock == Clock::Host;
+      const std::optional<MetricKey> key = parse_metric_key(name);
+      const bool host = key && key->clock == Clock::Host;
       std::vector<std::vector<Sample>> runs;
       for (const CaseSamples* h : history) runs.push_back(pick(*h));
       const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;

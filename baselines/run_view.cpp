@@ -45,7 +45,16 @@ void load_header(ResultsStore& store, RunView& view) {
   }
 }
 
-void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c) {
+// Which stored rows a view on `timing` shows: on the host view every name on its own clock; on
+// the model view the modelled figures and the exact ones.
+bool shown(const std::string& name, const std::string& clock_text, Clock timing) {
+  const MetricDef* def = find_metric(name);
+  const Clock clock = parse_clock(clock_text).value_or(Clock::Exact);
+  if (timing == Clock::Model) return clock == Clock::Model || clock == Clock::Exact;
+  return def == nullptr || def->clock == clock;
+}
+
+void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c, Clock timing) {
   struct Values {
     std::vector<double> values;
     CaseFigure figure;
@@ -53,12 +62,14 @@ void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c) {
   std::map<std::string, Values> by_name;
   std::map<int, std::map<std::string, double>> degradation_counts;  // repetition -> counts
   std::map<int, bool> repetitions;
-  Query q(store, "SELECT repetition, name, value, na_reason, extrapolated, noisy FROM metrics WHERE case_id = ? ORDER BY repetition");
+  Query q(store,
+          "SELECT repetition, name, value, na_reason, extrapolated, noisy, clock FROM metrics WHERE case_id = ? ORDER BY repetition");
   q.bind(1, case_id);
   const auto& degradation_names = degradation_metric_names();
   while (q.step()) {
     const int repetition = static_cast<int>(q.int64(0));
     repetitions[repetition] = true;
+    if (!shown(q.text(1), q.text(6), timing)) continue;
     Values& v = by_name[q.text(1)];
     if (!q.null(2)) {
       v.values.push_back(q.real(2));
@@ -92,9 +103,10 @@ void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c) {
 
 }  // namespace
 
-RunView load_run_view(ResultsStore& store, std::int64_t run_id) {
+RunView load_run_view(ResultsStore& store, std::int64_t run_id, Clock timing) {
   RunView view;
   view.id = run_id;
+  view.timing = timing;
   load_header(store, view);
   Query q(store, "SELECT id, name, model, workload, policy, soc, status, skipped_reason, error FROM cases WHERE run_id = ? ORDER BY id");
   q.bind(1, run_id);
@@ -111,7 +123,7 @@ RunView load_run_view(ResultsStore& store, std::int64_t run_id) {
     c.note = c.status == "skipped" ? q.text(7) : q.text(8);
     view.cases.push_back(std::move(c));
   }
-  for (std::size_t i = 0; i < ids.size(); ++i) load_figures(store, ids[i], view.cases[i]);
+  for (std::size_t i = 0; i < ids.size(); ++i) load_figures(store, ids[i], view.cases[i], timing);
   return view;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "metric_table.h"
 #include "results_store.h"
 
 namespace kvbench {
@@ -39,10 +40,13 @@ struct RunView {
   int planned_repetitions = 0;
   double noise_threshold = 0.0;
   bool synthetic = false;  // some model runs on the synthetic backend
+  Clock timing = Clock::Host;  // which timings the figures are
   std::vector<CaseView> cases;
 };
 
-// Throws kv::InputError (file, RUN_ID) for a run the database does not hold.
-RunView load_run_view(ResultsStore& store, std::int64_t run_id);
+// Throws kv::InputError (file, RUN_ID) for a run the database does not hold. `timing`: the
+// host view shows every figure on its own clock; the model view the modelled figures (on the
+// model clock) beside the exact ones.
+RunView load_run_view(ResultsStore& store, std::int64_t run_id, Clock timing = Clock::Host);
 
 }  // namespace kvbench

@@ -379,6 +379,9 @@ void KVCache::seal_ready_pages(LayerState& state, int layer) {
     ops.read(Tier::L1, Format::F32, pages * residual_layout_.k_read_bytes(tokens_per_page) * 2);
     ops.write(Tier::L1, config_.k_format, pages * layout_.k_read_bytes(tokens_per_page));
     ops.write(Tier::L1, config_.v_format, pages * layout_.v_read_bytes(tokens_per_page));
+    const std::uint64_t values = pages * static_cast<std::uint64_t>(tokens_per_page) * config_.geometry.head_dim;
+    ops.quantized_values[static_cast<int>(config_.k_format)] += values;
+    ops.quantized_values[static_cast<int>(config_.v_format)] += values;
     telemetry_->on_ops(phase_, ops);
   }
 }
@@ -485,6 +488,9 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   }
   // L2 traffic of this call: demand loads in acquire_pages, demotions and prefetches after it.
   const std::uint64_t swap_in_before = sealed_pool_.swap_in_bytes(), swap_out_before = sealed_pool_.swap_out_bytes();
+  const std::uint64_t demand_pages_before = sealed_pool_.demand_loads(), demand_bytes_before = sealed_pool_.demand_bytes();
+  const std::uint64_t prefetch_pages_before = sealed_pool_.prefetch_loads(),
+                      prefetch_bytes_before = sealed_pool_.prefetch_bytes();
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -582,6 +588,12 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.write(Tier::L0, config_.k_format, step_read_bytes_);
     ops.read(Tier::L2, config_.k_format, sealed_pool_.swap_in_bytes() - swap_in_before);
     ops.write(Tier::L2, config_.k_format, sealed_pool_.swap_out_bytes() - swap_out_before);
+    ops.attention_calls = 1;
+    ops.attention_queries = static_cast<std::uint64_t>(n_queries);
+    ops.demand_pages = sealed_pool_.demand_loads() - demand_pages_before;
+    ops.demand_bytes = sealed_pool_.demand_bytes() - demand_bytes_before;
+    ops.prefetch_pages = sealed_pool_.prefetch_loads() - prefetch_pages_before;
+    ops.prefetch_bytes = sealed_pool_.prefetch_bytes() - prefetch_bytes_before;
     telemetry_->on_ops(phase_, ops);
   }
 }

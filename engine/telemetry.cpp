@@ -11,6 +11,14 @@ OpCounts& OpCounts::operator+=(const OpCounts& other) {
   }
   for (int f = 0; f < kFormatCount; ++f) macs[f] += other.macs[f];
   softmax_exps += other.softmax_exps;
+  for (int f = 0; f < kFormatCount; ++f) quantized_values[f] += other.quantized_values[f];
+  bound_products += other.bound_products;
+  attention_calls += other.attention_calls;
+  attention_queries += other.attention_queries;
+  demand_pages += other.demand_pages;
+  demand_bytes += other.demand_bytes;
+  prefetch_pages += other.prefetch_pages;
+  prefetch_bytes += other.prefetch_bytes;
   return *this;
 }
 

@@ -22,13 +22,22 @@ inline constexpr int kFormatCount = 6;
 
 inline std::string_view phase_name(Phase phase) { return phase == Phase::Prefill ? "prefill" : "decode"; }
 
-// Operation counts a cost model prices: bytes per tier and format, multiply-adds by the
-// precision of the stored operand. Summed per call and reported once per call.
+// Operation counts a cost model prices (engine/soc): bytes per tier and format, multiply-adds by
+// the precision of the stored operand, and the work of the smaller kernels. Summed per call and
+// reported once per call.
 struct OpCounts {
   std::array<std::array<std::uint64_t, kFormatCount>, kTierCount> bytes_read{};
   std::array<std::array<std::uint64_t, kFormatCount>, kTierCount> bytes_written{};
   std::array<std::uint64_t, kFormatCount> macs{};
   std::uint64_t softmax_exps = 0;
+  std::array<std::uint64_t, kFormatCount> quantized_values{};  // values sealed into pages, by format
+  std::uint64_t bound_products = 0;  // Quest bounds: pages x q heads x head_dim
+  std::uint64_t attention_calls = 0;
+  std::uint64_t attention_queries = 0;
+  // L2 reads: pages a step had to load itself (it waited) and pages prefetched after it for
+  // the next steps; L2 bytes read are their sum.
+  std::uint64_t demand_pages = 0, demand_bytes = 0;
+  std::uint64_t prefetch_pages = 0, prefetch_bytes = 0;
 
   void read(Tier tier, Format format, std::uint64_t bytes) {
     bytes_read[static_cast<int>(tier)][static_cast<int>(format)] += bytes;

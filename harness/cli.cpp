@@ -11,6 +11,8 @@
 
 #include "build_info.h"
 #include "ab_command.h"
+#include "calibrate_command.h"
+#include "validate_command.h"
 #include "compare_command.h"
 #include "trend_command.h"
 #include "metric_table.h"
@@ -91,6 +93,10 @@ int run_cli(int argc, char** argv) {
   add_trend_command(app, trend);
   AbOptions ab;
   add_ab_command(app, ab);
+  CalibrateOptions calibrate;
+  add_calibrate_command(app, calibrate);
+  ValidateOptions validate;
+  add_validate_command(app, validate);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -135,6 +141,8 @@ int run_cli(int argc, char** argv) {
     if (int code = 0; run_compare_commands(compare, code)) return code;
     if (trend.command->parsed()) return run_trend(trend);
     if (ab.command->parsed()) return run_ab(ab);
+    if (calibrate.command->parsed()) return run_calibrate(calibrate);
+    if (validate.command->parsed()) return run_validate(validate);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

@@ -48,7 +48,7 @@ std::vector<Row> sorted_rows(const RunComparison& cmp) {
 
 std::string value_text(const std::optional<double>& v, const std::string& metric) {
   if (!v) return "-";
-  const MetricDef* def = find_metric(metric);
+  const MetricDef* def = find_metric_key(metric);
   return human_value(*v, def != nullptr ? def->unit : "");
 }
 
@@ -178,7 +178,7 @@ int run_ack(const CompareCommandOptions& o) {
   if (o.ack_run.empty()) throw kv::InputError("--run", "", "is required (the candidate run whose regression is accepted)");
   if (o.ack_metric.empty()) throw kv::InputError("--metric", "", "is required (a metric name, `kvbench metrics`)");
   if (o.ack_reason.empty()) throw kv::InputError("--reason", "", "is required: say why the regression is accepted");
-  if (find_metric(o.ack_metric) == nullptr) throw kv::InputError("--metric", o.ack_metric, "not a metric (`kvbench metrics` lists them)");
+  if (find_metric_key(o.ack_metric) == nullptr) throw kv::InputError("--metric", o.ack_metric, "not a metric (`kvbench metrics` lists them)");
   const std::int64_t run = resolve_run(store, o.ack_run, "--run");
   std::int64_t baseline = 0;
   if (!o.ack_baseline.empty()) {

@@ -85,6 +85,9 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.show->add_option("--db", o.db, "results database")->capture_default_str();
   o.show->add_option("--metrics", o.metrics, "comma-separated metric names for the columns (\"all\": every metric)");
   o.show->add_flag("--json", o.json, "print the same medians as JSON");
+  o.show->add_option("--clock", o.clock, "host: the measured timings; model: the cost model's, priced by each case's SoC profile")
+      ->check(CLI::IsMember({"host", "model"}))
+      ->capture_default_str();
   o.exporter = app.add_subcommand("export", "Export a run's metrics as JSON or CSV (read-only)");
   o.exporter->add_option("RUN_ID", o.run_id_text, "run id")->required();
   o.exporter->add_option("--db", o.db, "results database")->capture_default_str();
@@ -181,7 +184,7 @@ int run_show(const ResultsCommandOptions& o, std::FILE* out) {
   const std::int64_t run_id = o.run_id > 0 ? o.run_id : parse_run_id(o.run_id_text);
   const auto columns = o.metrics.empty() ? default_summary_columns() : summary_columns(o.metrics);
   ResultsStore store(o.db, Access::ReadOnly);
-  const RunView view = load_run_view(store, run_id);
+  const RunView view = load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
   fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns));
   return kExitOk;
 }

@@ -26,6 +26,7 @@ struct ResultsCommandOptions {
   std::string format = "json"; // export: json | csv
   std::string out;             // export: "" = stdout
   std::string metrics;         // show: "" = the default columns
+  std::string clock = "host";  // show: host or model figures
   bool json = false;           // show, list
   std::string status, suite;   // list filters
   std::vector<std::string> tags;

@@ -17,6 +17,7 @@
 #include <regex>
 
 #include "build_info.h"
+#include "case_pricing.h"
 #include "case_metrics.h"
 #include "degradation.h"
 #include "executor.h"
@@ -29,6 +30,7 @@
 #include "recorder.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
+#include "soc_profiles.h"
 #include "sparse/sparse_decoder.h"
 
 namespace kvbench {
@@ -82,6 +84,7 @@ struct RepetitionContext {
   const std::string* l2_dir = nullptr;  // the run's own L2 subdirectory for this case ("" none)
   kv::FileIo* l2_io = nullptr;
   const std::atomic<bool>* stop = nullptr;
+  const kv::soc::SocProfile* profile = nullptr;  // prices the case on the model clock
 };
 
 Repetition run_repetition(const Case& c, const RepetitionContext& context, int repetition) {
@@ -99,7 +102,10 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
   ExecutionOptions execution;
   execution.stop = context.stop;
   execution.test_slowdown = policy.test_slowdown;
+  StepCollector steps(recorder);
+  execution.on_step = [&steps](const StepDone& done) { steps.on_step(done); };
   kv::ThreadPool pool(cache_config.threads);
+  kv::soc::ModelWork model_work_per_token;
   RepetitionFacts facts;
   ExecutionResult result;
   std::optional<kv::PageLayout> layout, f16_layout;
@@ -135,6 +141,7 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
     result = executor.run(script);
     fill_cache_facts(cache, decoder);
     facts.model_layers = preset.layers;
+    model_work_per_token = model_work(preset);
   } else {
     const auto& weights = c.model->llama.weights;
     kv::LlamaModel tested(weights, script.positions, pool);
@@ -154,6 +161,7 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
     result = executor.run(script);
     fill_cache_facts(cache, decoder);
     facts.model_layers = weights->config.layers;
+    model_work_per_token = model_work(weights->config);
   }
   facts.execution = &result;
   facts.recorder = &recorder;
@@ -171,6 +179,18 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
   RepetitionRecord& record = rep.record;
   record.repetition = repetition;
   record.metrics = contract_metrics(facts, repetition);
+  // The same repetition priced by the case's SoC profile: the model clock.
+  PricedCase priced;
+  priced.steps = &steps.steps();
+  priced.layer_scale = result.layer_scale;
+  priced.prefill_extrapolated = steps.prefill_extrapolated();
+  priced.model = model_work_per_token;
+  for (const MetricRecord& m : record.metrics) {
+    if (m.name == "peak_l1_bytes" && m.value) priced.kv_resident_bytes = static_cast<std::uint64_t>(*m.value);
+  }
+  priced.ttft_target_ms = c.workload.ttft_target_ms;
+  priced.tpot_target_ms = c.workload.tpot_target_ms;
+  for (MetricRecord& m : modelled_metrics(priced, *context.profile, repetition)) record.metrics.push_back(std::move(m));
   // How long the repetition took here, generator and reference checks included (not a figure
   // of the engine: it sizes suites).
   MetricRecord wall;
@@ -393,6 +413,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     if (ec) throw kv::InputError(l2_base, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
     if (!fs::is_directory(l2_base)) throw kv::InputError(l2_base, "l2_dir", "is not a directory (the L2 directory beside the database)");
   }
+  // The SoC profiles that price the cases: a malformed one stops the run before it starts.
+  std::map<std::string, kv::soc::SocProfile> profiles;
+  for (const std::string& soc : suite.socs) profiles.emplace(soc, load_soc_profile(soc, options.db_path));
   ResultsStore store(options.db_path);
 
   RunInfo info;
@@ -412,6 +435,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   meta["kernel_path"] = kv::isa_name(kv::best_isa());
   meta["l2_dir"] = l2_base;
   meta["l2_fs_type"] = l2_bases.empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(l2_bases.front());
+  nlohmann::json used = nlohmann::json::object();
+  for (const auto& [soc, profile] : profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
+  meta["soc_profiles"] = used;
   info.meta_json = meta.dump();
 
   RunSummary summary;
@@ -457,7 +483,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         continue;
       }
       const std::string l2_dir = case_l2_dir(c);
-      const RepetitionContext context{suite.seed, suite.noise_threshold, &l2_dir, options.l2_io, options.stop};
+      const RepetitionContext context{suite.seed, suite.noise_threshold, &l2_dir, options.l2_io, options.stop,
+                                      &profiles.at(c.info.soc)};
       bool degraded = false;
       try {
         for (int r = 1 - suite.warmup; r <= repetitions; ++r) {

@@ -12,6 +12,8 @@
 #include "model/synthetic_presets.h"
 #include "model_loader.h"
 #include "runtime/error.h"
+#include "soc_profiles.h"
+#include "strict_json.h"
 
 namespace kvbench {
 
@@ -21,24 +23,6 @@ using json = nlohmann::json;
 
 [[noreturn]] void fail(const std::string& file, const std::string& path, const std::string& reason) {
   throw kv::InputError(file, path.empty() ? "/" : path, reason);
-}
-
-// Parses JSON, refusing duplicate keys (nlohmann keeps the last one silently).
-json parse_strict(const std::string& text, const std::string& file) {
-  std::vector<std::set<std::string>> open;
-  try {
-    return json::parse(text, [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-      if (event == json::parse_event_t::object_start) open.emplace_back();
-      if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
-      if (event == json::parse_event_t::key) {
-        const std::string key = parsed.get<std::string>();
-        if (!open.empty() && !open.back().insert(key).second) fail(file, key, "duplicate key");
-      }
-      return true;
-    });
-  } catch (const json::parse_error& e) {
-    fail(file, "byte " + std::to_string(e.byte), std::string("malformed JSON: ") + e.what());
-  }
 }
 
 // One JSON object being read: typed getters with defaults, and unknown fields refused.
@@ -321,7 +305,11 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
       if (!(*socs)[i].is_string()) fail(file, "/socs/" + std::to_string(i), "must be a string");
       const std::string soc = (*socs)[i].get<std::string>();
       // SoC profiles and their cost model come later; until then only the host clock exists.
-      if (soc != "host") fail(file, "/socs/" + std::to_string(i), "unknown SoC profile '" + soc + "' (only 'host' exists yet)");
+      if (!is_builtin_soc(soc)) {
+        std::string names;
+        for (const auto& [name, text] : builtin_soc_profiles()) names += (names.empty() ? "" : ", ") + name;
+        fail(file, "/socs/" + std::to_string(i), "unknown SoC profile '" + soc + "' (profiles: " + names + ")");
+      }
       suite.socs.push_back(soc);
     }
   } else {

@@ -123,13 +123,18 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
   std::vector<std::string> by_clock[3];
   for (const SummaryColumn& c : columns) {
     const MetricDef* def = find_metric(c.metric);
-    if (def != nullptr) by_clock[static_cast<int>(def->clock)].push_back(column_label(c));
+    if (def == nullptr) continue;
+    const Clock clock = run.timing == Clock::Model && (def->modelled || def->clock == Clock::Model) ? Clock::Model : def->clock;
+    if (run.timing == Clock::Model && clock == Clock::Host) continue;  // not shown on the model view
+    by_clock[static_cast<int>(clock)].push_back(column_label(c));
   }
   static const char* const kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)"};
   for (int k = 0; k < 3; ++k) {
     if (!by_clock[k].empty()) out << fmt::format("clock {}: {}\n", kClocks[k], join(by_clock[k], ", "));
   }
-  if (run.synthetic) {
+  if (run.timing == Clock::Model) {
+    out << "model clock: each case's operation counts priced by its SoC profile (dense layers included), see docs/cost-model.md\n";
+  } else if (run.synthetic) {
     out << "synthetic backend: ttft, tpot and tok/s time the engine's work for every layer (KV append, quantization,\n"
            "  pages, selection, attention), not model compute; quality checks are never inside a timed figure\n";
   }
@@ -309,7 +314,7 @@ std::string summary_json(const RunView& run, const std::vector<SummaryColumn>& c
       metrics[column.metric] = {{"median", figure.median ? json(*figure.median) : json(nullptr)},
                                 {"na_reason", figure.median ? "" : figure.na_reason},
                                 {"unit", def.unit},
-                                {"clock", clock_name(def.clock)},
+                                {"clock", clock_name(run.timing == Clock::Model && def.modelled ? Clock::Model : def.clock)},
                                 {"extrapolated", figure.extrapolated},
                                 {"noisy", figure.noisy}};
     }

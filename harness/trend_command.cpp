@@ -27,7 +27,7 @@ struct Point {
 
 void add_trend_command(CLI::App& app, TrendOptions& o) {
   o.command = app.add_subcommand("trend", "A metric's per-run medians across a suite's complete runs, with change points");
-  o.command->add_option("--metric", o.metric, "the metric (`kvbench metrics`)")->required();
+  o.command->add_option("--metric", o.metric, "the metric (`kvbench metrics`; NAME@model for the modelled figure)")->required();
   o.command->add_option("--case", o.case_glob, "cases, a glob over model/workload/policy/soc")->capture_default_str();
   o.command->add_option("--suite", o.suite, "the suite (default: that of the newest complete run)");
   o.command->add_option("--last", o.last, "only the newest N runs")->check(CLI::PositiveNumber);
@@ -36,8 +36,12 @@ void add_trend_command(CLI::App& app, TrendOptions& o) {
 }
 
 int run_trend(const TrendOptions& o) {
-  const MetricDef* def = find_metric(o.metric);
-  if (def == nullptr) throw kv::InputError("--metric", o.metric, "not a metric (`kvbench metrics` lists them)");
+  const std::optional<MetricKey> parsed = parse_metric_key(o.metric);
+  const MetricDef* def = parsed ? find_metric(parsed->name) : nullptr;
+  if (def == nullptr) {
+    throw kv::InputError("--metric", o.metric, "not a metric (`kvbench metrics` lists them; NAME@model for a modelled figure)");
+  }
+  const std::string key = metric_key(parsed->name, parsed->clock);
   // The change points are stored when the database can be written; reading never needs it.
   std::unique_ptr<ResultsStore> store;
   bool writable = true;
@@ -63,7 +67,7 @@ int run_trend(const TrendOptions& o) {
   for (const RunRecord& run : runs) {
     for (const CaseSamples& c : load_samples(*store, run.id)) {
       if (::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
-      const auto it = c.samples.find(o.metric);
+      const auto it = c.samples.find(key);
       if (it == c.samples.end()) continue;
       std::vector<double> quiet, all;
       for (const Sample& s : it->second) {

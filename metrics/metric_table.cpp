@@ -1,5 +1,6 @@
 #include "metric_table.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -109,8 +110,25 @@ std::vector<MetricDef> build_table() {
                    !quality && span != kv::Span::ModelCompute, span_description(phase, span)});
     }
   }
+  const Clock M = Clock::Model;
+  t.push_back({"energy_mj_per_token", "mJ", M, Lo, true,
+               "Modelled energy of one decode step (the cost model: bytes per tier, multiply-adds per precision and exponentials "
+               "priced at the profile's energy figures, dense layers included), mean over decode steps."});
+  t.push_back({"energy_mj_prefill", "mJ", M, Lo, true, "Modelled energy of a request's prefill, mean over requests with a prompt."});
+  t.push_back({"fits_in_memory", "bool", M, Hi, false,
+               "1 when weights + peak KV in L1 + the runtime reserve fit the profile's memory budget for one model, else 0."});
+  t.push_back({"memory_headroom_bytes", "bytes", M, Hi, true,
+               "The profile's model budget less weights, peak KV in L1 and the runtime reserve (negative: it does not fit)."});
   t.push_back({"case_wall_ms", "ms", H, No, false,
                "Wall time of the repetition here, generator, checks and reference included: sizes suites, not the engine."});
+  // Figures the cost model also states on the model clock, under the same names.
+  const std::vector<std::string> modelled = {"ttft_ms", "prefill_tps", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "decode_tps",
+                                             "goodput", "dma_wait_ms"};
+  for (MetricDef& d : t) {
+    const bool span = d.name.rfind("span_", 0) == 0 && d.name.find("_quality_") == std::string::npos &&
+                      d.name.find("_page_alloc_") == std::string::npos;
+    if (span || std::find(modelled.begin(), modelled.end(), d.name) != modelled.end()) d.modelled = true;
+  }
   return t;
 }
 
@@ -153,6 +171,32 @@ const MetricDef* find_metric(std::string_view name) {
   return it == index.end() ? nullptr : it->second;
 }
 
+std::optional<Clock> parse_clock(std::string_view name) {
+  for (Clock c : {Clock::Host, Clock::Model, Clock::Exact}) {
+    if (name == clock_name(c)) return c;
+  }
+  return std::nullopt;
+}
+
+std::string metric_key(std::string_view name, Clock clock) {
+  const MetricDef* def = find_metric(name);
+  if (def != nullptr && def->clock == clock) return std::string(name);
+  return std::string(name) + "@" + clock_name(clock);
+}
+
+std::optional<MetricKey> parse_metric_key(std::string_view key) {
+  const auto at = key.find('@');
+  if (at == std::string_view::npos) {
+    const MetricDef* def = find_metric(key);
+    return MetricKey{std::string(key), def != nullptr ? def->clock : Clock::Exact};
+  }
+  const std::optional<Clock> clock = parse_clock(key.substr(at + 1));
+  if (!clock) return std::nullopt;
+  return MetricKey{std::string(key.substr(0, at)), *clock};
+}
+
+const MetricDef* find_metric_key(std::string_view key) { return find_metric(key.substr(0, key.find('@'))); }
+
 const MetricDef& metric(std::string_view name) {
   const MetricDef* d = find_metric(name);
   if (d == nullptr) throw std::logic_error("metric table: no metric named " + std::string(name));
@@ -165,7 +209,9 @@ std::string metric_glossary_markdown() {
       "Every scalar a case repetition records. This page is generated from the metric table in code "
       "(`metrics/metric_table.cpp`; `kvbench metrics` prints it) and a test checks that they are equal.\n\n"
       "- **clock**: `host` measured on the machine that ran the harness; `model` priced by a SoC profile; `exact` "
-      "counts, bytes and accuracy, which do not depend on timing.\n"
+      "counts, bytes and accuracy, which do not depend on timing. A figure is keyed by name and clock: `host, model` "
+      "means the name is stored on both (the model one priced by the case's SoC profile from the engine's operation "
+      "counts, docs/cost-model.md), spelt `name@model` where a key must name the clock.\n"
       "- **better**: the direction of an improvement; `none` is never gated.\n"
       "- **extrapolable**: scaled from sampled layers or probed prefill chunks when a case ran those; each such value "
       "is flagged `extrapolated` in the store.\n"
@@ -173,7 +219,7 @@ std::string metric_glossary_markdown() {
       "| name | unit | clock | better | extrapolable | what it covers |\n"
       "|---|---|---|---|---|---|\n";
   for (const MetricDef& d : metric_table()) {
-    out += "| `" + d.name + "` | " + d.unit + " | " + clock_name(d.clock) + " | " + better_name(d.better) + " | " +
+    out += "| `" + d.name + "` | " + d.unit + " | " + clock_name(d.clock) + (d.modelled ? ", model" : "") + " | " + better_name(d.better) + " | " +
            (d.extrapolable ? "yes" : "no") + " | " + d.description + " |\n";
   }
   return out;

@@ -28,6 +28,8 @@ struct MetricDef {
   Better better = Better::None;
   bool extrapolable = false;  // scaled from sampled layers or probed chunks where that happened
   std::string description;    // what it covers, and what it does not
+  // Also recorded on the model clock (priced by the case's SoC profile) under the same name.
+  bool modelled = false;
 };
 
 // In recording order.
@@ -36,6 +38,20 @@ const std::vector<MetricDef>& metric_table();
 const MetricDef* find_metric(std::string_view name);
 // The definition of a name the code records; a name missing from the table is a bug.
 const MetricDef& metric(std::string_view name);
+
+// A stored figure is keyed by (name, clock). As one string: the name alone on the metric's own
+// clock, `name@model` (or @host, @exact) on another - how the reader, the gate, `show` and
+// exports spell a key.
+struct MetricKey {
+  std::string name;
+  Clock clock = Clock::Exact;
+};
+std::string metric_key(std::string_view name, Clock clock);
+// The name's own clock when the key has no @; std::nullopt for an unknown @clock.
+std::optional<MetricKey> parse_metric_key(std::string_view key);
+std::optional<Clock> parse_clock(std::string_view name);
+// The metric table's row for a key's name (nullptr when the name is not in the table).
+const MetricDef* find_metric_key(std::string_view key);
 
 // span_<phase>_<span>_ms.
 std::string span_metric_name(std::string_view phase, std::string_view span);

@@ -32,7 +32,22 @@ void Recorder::on_kernel(kv::KernelKind kind, kv::Isa isa) {
   if (counters_[key]++ == 0) event(0, "kernel", key);  // each path once
 }
 
-void Recorder::on_ops(kv::Phase phase, const kv::OpCounts& counts) { ops_[static_cast<int>(phase)] += counts; }
+void Recorder::on_ops(kv::Phase phase, const kv::OpCounts& counts) {
+  ops_[static_cast<int>(phase)] += counts;
+  (counts.attention_calls > 0 || counts.bound_products > 0 ? open_attention_ : open_append_) += counts;
+}
+
+kv::soc::StepOps Recorder::close_step(kv::Phase phase, int request, int tokens) {
+  kv::soc::StepOps step;
+  step.phase = phase;
+  step.request = request;
+  step.tokens = tokens;
+  step.append = open_append_;
+  step.attention = open_attention_;
+  open_append_ = {};
+  open_attention_ = {};
+  return step;
+}
 
 void Recorder::on_selection(const kv::SelectionEvent& event) {
   double kept = 0.0;

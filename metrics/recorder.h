@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "soc/cost_model.h"
 #include "telemetry.h"
 
 namespace kvbench {
@@ -82,6 +83,10 @@ class Recorder final : public kv::Telemetry {
   const std::map<std::string, std::vector<std::int64_t>>& histograms() const { return histograms_; }
   const std::vector<RecordedEvent>& events() const { return events_; }
   const kv::OpCounts& ops(kv::Phase phase) const { return ops_[static_cast<int>(phase)]; }
+  // Per-step operation counts, the cost model's input: on_ops adds to the open step (selection
+  // and attention calls to its attention part, page sealing to its append part); close_step
+  // ends it.
+  kv::soc::StepOps close_step(kv::Phase phase, int request, int tokens);
 
   // Named scalars this recorder can state (quantization health, selection quality, spans);
   // a name is absent when nothing was observed for it.
@@ -96,6 +101,7 @@ class Recorder final : public kv::Telemetry {
   // Spans in ms, [phase][span], named span_<phase>_<name>_ms by scalars().
   double span_ms_[kv::kPhaseCount][kv::kSpanCount] = {};
   kv::OpCounts ops_[kv::kPhaseCount];
+  kv::OpCounts open_append_, open_attention_;
   // Quantization health over sealed pages that had a reference.
   double drift_sum_ = 0.0, drift_max_ = 0.0, outlier_sum_ = 0.0, clip_sum_ = 0.0;
   std::uint64_t health_pages_ = 0;

@@ -198,6 +198,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
     if (attend > 0) samples.emplace_back(static_cast<double>(pos_ + n), t.attend_ms / attend);
     quality_ms += t.quality_ms + score(n);
     pos_ += n;
+    if (options_.on_step) options_.on_step({kv::Phase::Prefill, request_, n, attend, pos_});
   }
   if (partial) {
     attend_ms = LinearCost::fit(samples).total(first, pos_);
@@ -225,6 +226,7 @@ double Executor::decode_step(ExecutionResult& result) {
   ++result.decode_tokens;
   result.decode.quality_ms += t.quality_ms + score(1);
   ++pos_;
+  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_});
   return ms;
 }
 
@@ -234,6 +236,7 @@ ExecutionResult Executor::run(const Script& script) {
   std::map<int, double> ttft;                     // request -> prefill ms
   std::map<int, std::pair<double, int>> decode;   // request -> (ms, steps)
   for (const Op& op : script.ops) {
+    request_ = op.request;
     switch (op.kind) {
       case OpKind::NewSequence:
         new_sequence(op);

@@ -32,6 +32,15 @@
 
 namespace kvbench {
 
+// One finished decode step or prefill chunk, for whoever collects per-step operation counts.
+struct StepDone {
+  kv::Phase phase = kv::Phase::Decode;
+  int request = 0;
+  int tokens = 1;    // tokens the step appended
+  int attended = 1;  // queries it attended per layer (a probed synthetic chunk attends fewer)
+  int context = 0;   // tokens in the cache after the step
+};
+
 struct ExecutionOptions {
   // Polled before every step; when it reads true the run stops with ExecutionStopped (an
   // interrupted repetition is dropped, never half stored).
@@ -39,6 +48,8 @@ struct ExecutionOptions {
   // Exists only to test gates: after each attention call, busy-wait this share of the time the
   // call took, inside its timed region (0: off). Nothing else may set it.
   double test_slowdown = 0.0;
+  // Called after every decode step and prefill chunk, outside the timed regions.
+  std::function<void(const StepDone&)> on_step;
   int prefill_chunk = 512;  // tokens per prefill step
   int probe_queries = 16;   // synthetic: queries attended per probed chunk
   int probe_chunks = 4;     // synthetic: probed chunks per request
@@ -116,6 +127,7 @@ class Executor {
   int pos_ = 0;
   int offset_ = 0;  // stream position of pos 0
   int length_ = 0;  // tokens of the current sequence
+  int request_ = 0; // the request of the op being run
   std::optional<AccuracyAccumulator> accuracy_;
 };
 

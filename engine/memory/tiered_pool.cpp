@@ -248,6 +248,7 @@ void TieredPool::start_load(PageId id, bool demand) {
   place(id, take_frame(page.small), page.small);
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
   stats_.swap_in_bytes += bytes;
+  (demand ? stats_.demand_bytes : stats_.prefetch_bytes) += bytes;
   sample_.swap_in_bytes += bytes;
   std::lock_guard lock(mutex_);
   page.load = Page::Load::Queued;

@@ -77,6 +77,7 @@ struct MemoryStats {
   std::uint64_t cold_hits = 0;         // of those, served by an L1 copy (read cache, prefetch)
   std::uint64_t demand_loads = 0;      // pages the decode path had to load itself
   std::uint64_t prefetch_loads = 0;
+  std::uint64_t demand_bytes = 0, prefetch_bytes = 0;  // their page bytes (sum: swap_in_bytes)
   std::uint64_t prefetch_hits = 0;     // steps' pages that a prefetch had brought (or was bringing)
   std::uint64_t prefetch_unused = 0;   // prefetched pages dropped or freed before any use
   std::uint64_t pages_waited = 0;      // pages the decode path waited for (timing-dependent)
@@ -164,6 +165,10 @@ class TieredPool {
   // Page bytes loaded from / demoted to L2 so far (cheap: no lock, no copy).
   std::uint64_t swap_in_bytes() const { return stats_.swap_in_bytes; }
   std::uint64_t swap_out_bytes() const { return stats_.swap_out_bytes; }
+  std::uint64_t demand_loads() const { return stats_.demand_loads; }
+  std::uint64_t demand_bytes() const { return stats_.demand_bytes; }
+  std::uint64_t prefetch_loads() const { return stats_.prefetch_loads; }
+  std::uint64_t prefetch_bytes() const { return stats_.prefetch_bytes; }
   bool l2_enabled() const { return store_ != nullptr; }
   const MemoryConfig& config() const { return config_; }
   // Events and the per-step samples since the last call.

@@ -78,7 +78,12 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   }
   const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input, &cache_.pool());
-  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Decode, Span::Select, monotonic_ns() - select_start);
+  if (telemetry_ != nullptr) {
+    telemetry_->on_span(Phase::Decode, Span::Select, monotonic_ns() - select_start);
+    OpCounts ops;
+    if (!bounds.empty()) ops.bound_products = pages * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+    telemetry_->on_ops(Phase::Decode, ops);
+  }
   std::vector<std::vector<float>> mass;
   AttendOptions options;
   options.plan = &last_plan_;
@@ -157,7 +162,12 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   SparsePolicy chunk_policy = policy_;
   chunk_policy.window = policy_.window + n_queries;  // the chunk's own pages are always attended
   last_plan_ = plan_selection(chunk_policy, {context, cache_.config().page_tokens, g.kv_heads, &bounds, &no_history});
-  if (telemetry_ != nullptr) telemetry_->on_span(Phase::Prefill, Span::Select, monotonic_ns() - select_start);
+  if (telemetry_ != nullptr) {
+    telemetry_->on_span(Phase::Prefill, Span::Select, monotonic_ns() - select_start);
+    OpCounts ops;
+    if (!bounds.empty()) ops.bound_products = pages * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+    telemetry_->on_ops(Phase::Prefill, ops);
+  }
   AttendOptions options;
   options.plan = &last_plan_;
   cache_.attend(seq, layer, q, n_queries, out, options);

@@ -1,0 +1,22 @@
+// `kvbench calibrate [--db PATH | --out PATH] [--l2-dir DIR]`: measures this machine
+// (harness/host_calibration.h) and writes the host profile that every later run into that
+// database prices its `host` cases with: socs/host.json beside the database by default.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace kvbench {
+
+struct CalibrateOptions {
+  std::string db = "kvbench-results/results.sqlite";
+  std::string out;     // "": socs/host.json beside the database
+  std::string l2_dir;  // "": l2/ beside the database (created)
+  double min_seconds = 0.25;
+  CLI::App* command = nullptr;
+};
+
+void add_calibrate_command(CLI::App& app, CalibrateOptions& options);
+int run_calibrate(const CalibrateOptions& options);
+
+}  // namespace kvbench

@@ -1,0 +1,538 @@
+#include "host_calibration.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "build_info.h"
+#include "kv_cache.h"
+#include "machine.h"
+#include "memory/l2_store.h"
+#include "runtime/error.h"
+#include "runtime/isa.h"
+#include "runtime/thread_pool.h"
+#include "sparse/quest.h"
+#include "sparse/selection.h"
+
+namespace kvbench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kv::soc::Quantity;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Seconds per call of fn: the median of three batches, each repeating fn for at least
+// min_seconds (after one untimed call).
+template <typename Fn>
+double seconds_per_call(Fn&& fn, double min_seconds) {
+  fn();
+  std::vector<double> batches;
+  for (int b = 0; b < 3; ++b) {
+    std::uint64_t calls = 0;
+    const auto start = Clock::now();
+    double elapsed = 0.0;
+    do {
+      fn();
+      ++calls;
+      elapsed = seconds_since(start);
+    } while (elapsed < min_seconds);
+    batches.push_back(elapsed / static_cast<double>(calls));
+  }
+  std::sort(batches.begin(), batches.end());
+  return batches[1];
+}
+
+// The decode shape the suites' 7B-class presets run: 32 q heads, 8 kv heads, head_dim 128,
+// pages of 64 tokens, one layer.
+constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageTokens = 64;
+// Contexts cycled so that one call's pages are not in the last-level cache, as in a run
+// where layers take turns.
+constexpr std::size_t kColdBytes = 128ull << 20;
+
+std::vector<float> values(std::size_t count, unsigned seed, bool keys) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    out[i] = normal(rng);
+    if (keys && i % 16 == 3) out[i] += 8.0f;
+  }
+  return out;
+}
+
+kv::CacheConfig shape(kv::Format format, int ctx, int threads) {
+  kv::CacheConfig c;
+  c.geometry = {1, kQHeads, kKvHeads, kHeadDim, ctx};
+  c.k_format = c.v_format = format;
+  c.page_tokens = kPageTokens;
+  c.residual_tokens = 0;
+  c.threads = threads;
+  return c;
+}
+
+// Copies of one context in one cache, cycled by the timed calls.
+struct Contexts {
+  std::unique_ptr<kv::KVCache> cache;
+  std::vector<kv::SeqId> copies;
+  std::size_t next = 0;
+  kv::SeqId take() {
+    const kv::SeqId seq = copies[next];
+    next = (next + 1) % copies.size();
+    return seq;
+  }
+};
+
+Contexts make_contexts(kv::Format format, int ctx, int threads) {
+  Contexts c;
+  c.cache = std::make_unique<kv::KVCache>(shape(format, ctx, threads));
+  const std::size_t page_bytes = c.cache->layout().bytes;
+  const std::size_t bytes_per_copy = static_cast<std::size_t>(ctx / kPageTokens) * kKvHeads * page_bytes;
+  const std::size_t copies = std::clamp<std::size_t>((kColdBytes + bytes_per_copy - 1) / bytes_per_copy, 2, 64);
+  const std::size_t count = static_cast<std::size_t>(ctx) * kKvHeads * kHeadDim;
+  const auto k = values(count, 11, true);
+  const auto v = values(count, 12, false);
+  for (std::size_t i = 0; i < copies; ++i) {
+    c.copies.push_back(c.cache->create_sequence());
+    c.cache->append(c.copies.back(), 0, k.data(), v.data(), ctx);
+  }
+  return c;
+}
+
+Quantity measured(double value, const std::string& unit, const std::string& how) {
+  return Quantity{value, unit, "", "measured by kvbench calibrate: " + how};
+}
+
+// Streams over a buffer larger than any cache: read (sum), write (fill) and copy, on
+// `threads` threads, in decimal GB/s of bytes touched.
+struct Stream {
+  double read = 0.0, write = 0.0, copy = 0.0;
+};
+Stream stream_bandwidth(int threads, double min_seconds) {
+  constexpr std::size_t kBytes = 256ull << 20;
+  const std::size_t n = kBytes / sizeof(double);
+  std::vector<double> a(n, 1.0), b(n, 2.0);
+  kv::ThreadPool pool(threads);
+  const auto parts = static_cast<std::size_t>(pool.size());
+  const std::size_t chunk = (n + parts - 1) / parts;
+  std::vector<double> sums(parts);
+  Stream s;
+  const double read = seconds_per_call(
+      [&] {
+        pool.parallel_for(parts, [&](std::size_t p) {
+          double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0;
+          const std::size_t end = std::min(n, (p + 1) * chunk);
+          std::size_t i = p * chunk;
+          for (; i + 4 <= end; i += 4) {
+            acc0 += a[i];
+            acc1 += a[i + 1];
+            acc2 += a[i + 2];
+            acc3 += a[i + 3];
+          }
+          for (; i < end; ++i) acc0 += a[i];
+          sums[p] = acc0 + acc1 + acc2 + acc3;
+        });
+      },
+      min_seconds);
+  s.read = static_cast<double>(kBytes) / read * 1e-9;
+  double fill = 3.0;
+  const double write = seconds_per_call(
+      [&] {
+        fill += 1.0;
+        pool.parallel_for(parts, [&](std::size_t p) {
+          const std::size_t begin = p * chunk, end = std::min(n, (p + 1) * chunk);
+          if (begin < end) std::fill(b.begin() + static_cast<std::ptrdiff_t>(begin), b.begin() + static_cast<std::ptrdiff_t>(end), fill);
+        });
+      },
+      min_seconds);
+  s.write = static_cast<double>(kBytes) / write * 1e-9;
+  const double copy = seconds_per_call(
+      [&] {
+        pool.parallel_for(parts, [&](std::size_t p) {
+          const std::size_t begin = p * chunk, end = std::min(n, (p + 1) * chunk);
+          if (begin < end) std::memcpy(b.data() + begin, a.data() + begin, (end - begin) * sizeof(double));
+        });
+      },
+      min_seconds);
+  s.copy = 2.0 * static_cast<double>(kBytes) / copy * 1e-9;  // read and written
+  volatile double keep = std::accumulate(sums.begin(), sums.end(), 0.0) + b[n / 2];
+  (void)keep;
+  return s;
+}
+
+// Dependent loads over a random cycle of cache lines: the latency of one access.
+double chase_latency_us(std::size_t bytes) {
+  const std::size_t lines = bytes / 64;
+  std::vector<std::size_t> order(lines);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(5));
+  std::vector<std::size_t> next(lines * 8);
+  for (std::size_t i = 0; i < lines; ++i) next[order[i] * 8] = order[(i + 1) % lines] * 8;
+  constexpr std::size_t kHops = 2'000'000;
+  std::size_t at = order[0] * 8;
+  const auto start = Clock::now();
+  for (std::size_t h = 0; h < kHops; ++h) at = next[at];
+  const double seconds = seconds_since(start);
+  volatile std::size_t keep = at;
+  (void)keep;
+  return seconds / kHops * 1e6;
+}
+
+// One linear fit through two (x, seconds) points: (intercept seconds, seconds per x).
+std::pair<double, double> line(double x1, double t1, double x2, double t2) {
+  const double slope = (t2 - t1) / (x2 - x1);
+  return {std::max(0.0, t1 - slope * x1), slope};
+}
+
+std::uint64_t read_meminfo(const char* key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> name >> kib >> unit) {
+    if (name == std::string(key) + ":") return kib * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
+  using namespace kv::soc;
+  const auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  const double t = options.min_seconds;
+  SocProfile p;
+  p.name = "host";
+  const MachineInfo machine = machine_info();
+  kv::ThreadPool sizing(options.threads);
+  const int threads = sizing.size();
+  const std::string isa(kv::isa_name(kv::best_isa()));
+  p.description = fmt::format("This machine, measured by kvbench calibrate: {}, {} threads, kernels {}, kvbench {}", machine.cpu_model,
+                              threads, isa, KVBENCH_GIT_SHA);
+
+  // Memory.
+  const std::uint64_t total = read_meminfo("MemTotal"), available = read_meminfo("MemAvailable");
+  p.memory_capacity_bytes = Quantity{static_cast<double>(total), "bytes", "", "measured: /proc/meminfo MemTotal"};
+  p.model_budget_bytes = Quantity{static_cast<double>(std::min(available, total)), "bytes", "",
+                                  "measured: /proc/meminfo MemAvailable when calibrated (what other processes left)"};
+  p.runtime_reserve_bytes = Quantity{256.0 * (1 << 20), "bytes", "",
+                                     "estimate: kvbench's own buffers, thread stacks and the model's activations at 32K context"};
+
+  // L1: DRAM streams on one core and on all.
+  const Stream one = stream_bandwidth(1, t);
+  const Stream all = stream_bandwidth(options.threads, t);
+  say(fmt::format("DRAM stream: read {:.1f} GB/s (1 core {:.1f}), write {:.1f} ({:.1f}), copy {:.1f} ({:.1f})", all.read, one.read,
+                  all.write, one.write, all.copy, one.copy));
+  const double dram_latency = chase_latency_us(256ull << 20);
+  say(fmt::format("DRAM latency: {:.3f} us", dram_latency));
+  p.l1.capacity_bytes = p.memory_capacity_bytes;
+  p.l1.read_gb_per_s = measured(all.read, "GB/s", fmt::format("256 MiB sum on {} threads (1 thread: {:.2f} GB/s)", threads, one.read));
+  p.l1.write_gb_per_s = measured(all.write, "GB/s", fmt::format("256 MiB fill on {} threads (1 thread: {:.2f} GB/s)", threads, one.write));
+  p.l1.latency_us = measured(dram_latency, "us", "dependent loads over a random 256 MiB cycle");
+
+  // L0: this host has no SRAM arena the engine can address; the core's caches stand in.
+  const double cache_latency = chase_latency_us(256u << 10);
+  std::uint64_t cache_bytes = 0;
+  {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
+    std::string size;
+    if (in >> size && !size.empty()) {
+      cache_bytes = std::strtoull(size.c_str(), nullptr, 10);
+      if (size.back() == 'K') cache_bytes <<= 10;
+      if (size.back() == 'M') cache_bytes <<= 20;
+    }
+  }
+  p.l0.capacity_bytes = cache_bytes > 0 ? Quantity{static_cast<double>(cache_bytes), "bytes", "",
+                                                   "measured: cpu0's L2 cache size from sysfs (the host's on-chip memory)"}
+                                        : Quantity{1 << 20, "bytes", "", "estimate: sysfs gives no cache size; 1 MiB"};
+  {
+    constexpr std::size_t kBytes = 256u << 10;
+    std::vector<char> a(kBytes, 1), b(kBytes, 2);
+    const double s = seconds_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); }, t / 4);
+    const double gbps = 2.0 * kBytes / s * 1e-9 * threads;
+    p.l0.read_gb_per_s = measured(gbps, "GB/s", fmt::format("256 KiB cache-resident copy on one core, times {} cores", threads));
+    p.l0.write_gb_per_s = p.l0.read_gb_per_s;
+    say(fmt::format("on-chip (cache) copy: {:.1f} GB/s", gbps));
+  }
+  p.l0.latency_us = measured(cache_latency, "us", "dependent loads over a random 256 KiB cycle");
+
+  auto& cpu = p.engines[static_cast<int>(EngineKind::Cpu)];
+  cpu.present = true;
+  p.prefill_engine = p.decode_engine = EngineKind::Cpu;
+  p.transfers_overlap_compute = true;
+
+  // Exponentials, one core times the pool (the kernels compute them on every thread).
+  {
+    std::vector<float> x = values(1 << 16, 3, false), y(x.size());
+    const double s = seconds_per_call(
+        [&] {
+          for (std::size_t i = 0; i < x.size(); ++i) y[i] = std::exp(x[i] * 0.1f);
+        },
+        t / 2);
+    const double rate = static_cast<double>(x.size()) / s * 1e-9 * threads;
+    cpu.exp_g_per_s = measured(rate, "Gexp/s", fmt::format("std::exp over 64K floats on one core, times {} threads", threads));
+    say(fmt::format("exponentials: {:.2f} G/s", rate));
+  }
+  const double exp_seconds = 1.0 / (cpu.exp_g_per_s.value * 1e9);
+
+  // Decode attention per format: one call at two contexts, fitted as a fixed cost per call
+  // plus a cost per multiply-add, the exponentials taken out at the measured rate.
+  std::vector<double> call_us;
+  constexpr int kShort = 1024, kLong = 8192;
+  for (kv::Format f : kv::kAllFormats) {
+    const auto q = values(static_cast<std::size_t>(kQHeads) * kHeadDim, 13, false);
+    std::vector<float> out(q.size());
+    double seconds[2] = {};
+    int i = 0;
+    for (int ctx : {kShort, kLong}) {
+      Contexts c = make_contexts(f, ctx, options.threads);
+      seconds[i++] = seconds_per_call([&] { c.cache->attend(c.take(), 0, q.data(), 1, out.data()); }, t);
+    }
+    const auto macs = [](int ctx) { return 2.0 * ctx * kQHeads * kHeadDim; };
+    const auto exps = [](int ctx) { return static_cast<double>(ctx) * kQHeads; };
+    const auto [fixed, per_mac] = line(macs(kShort), seconds[0] - exps(kShort) * exp_seconds, macs(kLong), seconds[1] - exps(kLong) * exp_seconds);
+    const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(kLong) / seconds[1];
+    call_us.push_back(fixed * 1e6);
+    const std::string name(kv::format_name(f));
+    cpu.decode_gmac_per_s[static_cast<int>(f)] =
+        measured(rate, "GMAC/s", fmt::format("KVCache::attend, one query, {} K/V, 32 q / 8 kv heads x 128, contexts 1K and 8K "
+                                             "(cold), slope of time per multiply-add less exponentials",
+                                             name));
+    say(fmt::format("decode attention {}: {:.2f} GMAC/s, {:.1f} us per call", name, rate, fixed * 1e6));
+  }
+  std::sort(call_us.begin(), call_us.end());
+  cpu.attention_call_us = measured(call_us[call_us.size() / 2], "us", "intercept of the decode fits, median over formats");
+
+  // Chunked prefill: 16 queries (one query block) at the two contexts.
+  constexpr int kQueries = 16;
+  for (kv::Format f : kv::kAllFormats) {
+    const auto q = values(static_cast<std::size_t>(kQueries) * kQHeads * kHeadDim, 14, false);
+    std::vector<float> out(q.size());
+    double seconds[2] = {};
+    int i = 0;
+    for (int ctx : {kShort, kLong}) {
+      Contexts c = make_contexts(f, ctx, options.threads);
+      seconds[i++] = seconds_per_call([&] { c.cache->attend(c.take(), 0, q.data(), kQueries, out.data()); }, t);
+    }
+    // As the engine counts them: n (2 stored - n + 1) / 2 query-key pairs, times q heads and head_dim, for K and V.
+    const auto macs = [](int ctx) { return 2.0 * kQueries * (2.0 * ctx - kQueries + 1) / 2.0 * kQHeads * kHeadDim; };
+    const auto exps = [&](int ctx) { return macs(ctx) / 2.0 / kHeadDim; };
+    const auto [fixed, per_mac] = line(macs(kShort), seconds[0] - exps(kShort) * exp_seconds, macs(kLong), seconds[1] - exps(kLong) * exp_seconds);
+    const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(kLong) / seconds[1];
+    const std::string name(kv::format_name(f));
+    cpu.prefill_gmac_per_s[static_cast<int>(f)] =
+        measured(rate, "GMAC/s", fmt::format("KVCache::attend, 16 queries, {} K/V, contexts 1K and 8K, slope less exponentials", name));
+    say(fmt::format("prefill attention {}: {:.2f} GMAC/s", name, rate));
+  }
+
+  // Sealing pages: appending whole pages (copy, quantization, summaries) into a fresh sequence.
+  for (kv::Format f : kv::kAllFormats) {
+    constexpr int kTokens = 4096;
+    kv::KVCache cache(shape(f, kTokens, options.threads));
+    const std::size_t count = static_cast<std::size_t>(kTokens) * kKvHeads * kHeadDim;
+    const auto k = values(count, 21, true);
+    const auto v = values(count, 22, false);
+    const double s = seconds_per_call(
+        [&] {
+          const kv::SeqId seq = cache.create_sequence();
+          cache.append(seq, 0, k.data(), v.data(), kTokens);
+          cache.release(seq);
+        },
+        t);
+    const double rate = 2.0 * static_cast<double>(count) / s * 1e-9;
+    const std::string name(kv::format_name(f));
+    cpu.quantize_gvalue_per_s[static_cast<int>(f)] =
+        measured(rate, "Gvalue/s", fmt::format("KVCache::append of 4K tokens into {} pages (K and V values per second)", name));
+    say(fmt::format("page sealing {}: {:.2f} Gvalue/s", name, rate));
+  }
+
+  // Selection: Quest bounds and the plan over the page summaries of an 8K context.
+  {
+    Contexts c = make_contexts(kv::Format::Q4, kLong, options.threads);
+    kv::ThreadPool pool(options.threads);
+    const auto q = values(static_cast<std::size_t>(kQHeads) * kHeadDim, 15, false);
+    std::vector<kv::HeadKeyBounds> bounds;
+    c.cache->key_bounds(c.copies[0], 0, bounds);
+    const std::size_t pages = bounds[0].pages(kHeadDim);
+    kv::SparsePolicy policy;
+    policy.selector = kv::Selector::Hybrid;
+    policy.budget = 0.10f;
+    std::vector<std::vector<float>> accumulated(kKvHeads, std::vector<float>(pages, 0.0f));
+    const double s = seconds_per_call(
+        [&] {
+          const auto b = kv::quest_bounds(bounds, kHeadDim, q.data(), kQHeads, kv::page_kernels(c.cache->isa()), &pool);
+          const kv::SelectionInput input{kLong, kPageTokens, kKvHeads, &b, &accumulated};
+          const kv::SelectionPlan plan = kv::plan_selection(policy, input, &pool);
+          volatile std::size_t keep = plan.heads.size();
+          (void)keep;
+        },
+        t);
+    const double products = static_cast<double>(pages) * kQHeads * kHeadDim;
+    const double rate = products / s * 1e-9;
+    cpu.quest_bounds_gproduct_per_s =
+        measured(rate, "Gproduct/s", "quest_bounds and plan_selection (hybrid, 10%) over an 8K q4 context, bound products per second");
+    say(fmt::format("selection: {:.2f} Gproduct/s", rate));
+  }
+
+  // Dense layers: f32 matrix-vector (one token) and a 16-token batch over a 4096 x 4096 weight,
+  // rows split over the pool. kvbench runs dense layers in f32 only.
+  {
+    constexpr int kDim = 4096;
+    const auto w = values(static_cast<std::size_t>(kDim) * kDim, 31, false);
+    kv::ThreadPool pool(options.threads);
+    const auto rate_for = [&](int tokens) {
+      const auto x = values(static_cast<std::size_t>(kDim) * tokens, 32, false);
+      std::vector<float> y(static_cast<std::size_t>(kDim) * tokens);
+      const double s = seconds_per_call(
+          [&] {
+            pool.parallel_for(kDim / 64, [&](std::size_t block) {
+              for (int r = static_cast<int>(block) * 64; r < static_cast<int>(block + 1) * 64; ++r) {
+                const float* row = w.data() + static_cast<std::size_t>(r) * kDim;
+                for (int n = 0; n < tokens; ++n) {
+                  const float* xi = x.data() + static_cast<std::size_t>(n) * kDim;
+                  float acc = 0.0f;
+                  for (int i = 0; i < kDim; ++i) acc += row[i] * xi[i];
+                  y[static_cast<std::size_t>(n) * kDim + r] = acc;
+                }
+              }
+            });
+          },
+          t);
+      return static_cast<double>(kDim) * kDim * tokens / s * 1e-9;
+    };
+    const double decode = rate_for(1), batched = rate_for(16);
+    for (int i = 0; i < kWeightFormatCount; ++i) {
+      const bool f32 = i == 0;
+      const std::string note = f32 ? "" : "; derived: kvbench has no dense kernel in this precision, so the f32 rate stands in";
+      cpu.dense_decode_gmac_per_s[static_cast<std::size_t>(i)] =
+          Quantity{decode, "GMAC/s", "", "measured by kvbench calibrate: f32 4096x4096 matrix-vector on the pool" + note};
+      cpu.dense_gmac_per_s[static_cast<std::size_t>(i)] =
+          Quantity{batched, "GMAC/s", "", "measured by kvbench calibrate: f32 4096x4096 times 16 tokens on the pool" + note};
+    }
+    say(fmt::format("dense f32: {:.2f} GMAC/s (one token), {:.2f} (16 tokens)", decode, batched));
+  }
+
+  // L2: the engine's own store in the directory: sequential write, sequential and random
+  // page reads, 4 KiB reads. The migrator has one read in flight at a time.
+  {
+    kv::L2Config config;
+    config.dir = options.l2_dir;
+    kv::validate_l2_config(config);
+    const std::filesystem::path dir = std::filesystem::path(options.l2_dir) / fmt::format("kvbench-calibrate-{}", ::getpid());
+    std::error_code ec;
+    std::filesystem::create_directory(dir, ec);
+    if (ec) throw kv::InputError(options.l2_dir, "--l2-dir", "cannot create a calibration directory: " + ec.message());
+    struct Cleanup {
+      std::filesystem::path dir;
+      ~Cleanup() {
+        std::error_code e;
+        std::filesystem::remove_all(dir, e);
+      }
+    } cleanup{dir};
+    config.dir = dir.string();
+    constexpr std::size_t kPage = 36864;  // a 64-token f16 page of 8 kv heads' one head (K, V, summaries), 4 KiB padded
+    constexpr std::size_t kTotal = 192ull << 20;
+    const std::size_t pages = kTotal / kPage;
+    std::vector<std::byte> page(kPage, std::byte{7});
+    std::vector<kv::L2Slot> slots;
+    slots.reserve(pages);
+    std::string mode;
+    double write_gbps = 0.0, read_gbps = 0.0, random_gbps = 0.0, latency = 0.0;
+    {
+      kv::L2Store store(config);
+      mode = kv::l2_mode_name(store.mode());
+      const auto start = Clock::now();
+      for (std::size_t i = 0; i < pages; ++i) {
+        page[i % kPage] = static_cast<std::byte>(i);
+        slots.push_back(store.append(page.data(), kPage));
+        if (slots.back() == kv::kNoSlot) throw kv::InputError(options.l2_dir, "--l2-dir", "the L2 store refused a page: " + store.failure());
+      }
+      if (!store.write_pending(true)) throw kv::InputError(options.l2_dir, "--l2-dir", "an L2 write failed: " + store.failure());
+      write_gbps = static_cast<double>(pages * kPage) / seconds_since(start) * 1e-9;
+      std::vector<std::byte> dst(kPage);
+      auto begin = Clock::now();
+      for (kv::L2Slot slot : slots) store.read(slot, dst.data());
+      read_gbps = static_cast<double>(pages * kPage) / seconds_since(begin) * 1e-9;
+      std::vector<kv::L2Slot> shuffled = slots;
+      std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(9));
+      shuffled.resize(std::min<std::size_t>(shuffled.size(), 2000));
+      begin = Clock::now();
+      for (kv::L2Slot slot : shuffled) store.read(slot, dst.data());
+      const double s = seconds_since(begin);
+      random_gbps = static_cast<double>(shuffled.size() * kPage) / s * 1e-9;
+      latency = s / static_cast<double>(shuffled.size()) * 1e6;
+    }
+    // 4 KiB random reads of a file written for it, bypassing the page cache like the store.
+    double iops = 0.0;
+    {
+      const std::string file = (dir / "random-4k").string();
+      kv::FileIo& io = kv::posix_file_io();
+      const int fd = io.open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
+      if (fd < 0) throw kv::InputError(file, "open", std::strerror(-fd));
+      constexpr std::size_t kFile = 64ull << 20;
+      std::vector<char> block(1 << 20, 'x');
+      for (std::size_t off = 0; off < kFile; off += block.size()) io.pwrite(fd, block.data(), block.size(), static_cast<off_t>(off));
+      io.fdatasync(fd);
+      io.drop_cache(fd, 0, static_cast<off_t>(kFile));
+      io.close(fd);
+      int direct = ::open(file.c_str(), O_RDONLY | O_DIRECT);
+      const bool is_direct = direct >= 0;
+      if (!is_direct) direct = ::open(file.c_str(), O_RDONLY);
+      void* raw = nullptr;
+      if (posix_memalign(&raw, 4096, 4096) != 0) throw std::bad_alloc();
+      std::unique_ptr<void, decltype(&std::free)> buffer(raw, &std::free);
+      std::mt19937 rng(17);
+      std::uniform_int_distribution<std::size_t> pick(0, kFile / 4096 - 1);
+      constexpr int kReads = 4000;
+      const auto begin = Clock::now();
+      for (int i = 0; i < kReads; ++i) {
+        if (::pread(direct, buffer.get(), 4096, static_cast<off_t>(pick(rng) * 4096)) != 4096) break;
+      }
+      iops = kReads / seconds_since(begin);
+      ::close(direct);
+    }
+    const std::string fs = kv::filesystem_type(options.l2_dir);
+    const std::string where = fmt::format("{} ({}, {} I/O)", options.l2_dir, fs, mode);
+    p.l2.capacity_bytes = Quantity{static_cast<double>(std::filesystem::space(options.l2_dir).capacity), "bytes", "",
+                                   "measured: the L2 directory's filesystem size (statvfs)"};
+    p.l2.write_gb_per_s = measured(write_gbps, "GB/s", "L2Store sequential appends of 192 MiB of 36 KiB pages to " + where);
+    p.l2.read_gb_per_s = measured(read_gbps, "GB/s", "L2Store::read of those pages in order from " + where);
+    p.l2.random_read_page_gb_per_s = measured(random_gbps, "GB/s", "L2Store::read of 2000 pages in random order from " + where);
+    p.l2.latency_us = measured(latency, "us", "mean time of one random L2Store::read of a 36 KiB page from " + where);
+    p.l2.random_read_4k_iops = measured(iops, "IOPS", "random 4 KiB preads, one in flight, on " + where);
+    p.l2.queue_depth = Quantity{1.0, "requests", "", "derived: kvbench's migrator issues one read at a time"};
+    say(fmt::format("L2 {}: write {:.2f} GB/s, read {:.2f} GB/s, random pages {:.2f} GB/s ({:.0f} us each), 4 KiB {:.0f} IOPS", where,
+                    write_gbps, read_gbps, random_gbps, latency, iops));
+  }
+
+  // Energy: this host has no counters kvbench reads; per-operation estimates from a published
+  // survey (45 nm figures: an upper bound for a modern CPU).
+  const std::string horowitz = "M. Horowitz, Computing's energy problem (and what we can do about it), ISSCC 2014, 45 nm";
+  p.energy.pj_per_byte[1] = Quantity{160.0, "pJ/byte", "", "derived from " + horowitz + ": DRAM 32-bit read 640 pJ / 4 bytes"};
+  p.energy.pj_per_byte[0] = Quantity{1.25, "pJ/byte", "", "derived from " + horowitz + ": 8 KB SRAM 32-bit read 5 pJ / 4 bytes"};
+  p.energy.pj_per_byte[2] = Quantity{1700.0, "pJ/byte", "",
+                                     "estimate: an NVMe SSD reading 3 GB/s at about 5 W active power (5 J/s / 3e9 B/s)"};
+  p.energy.pj_per_mac[0] = Quantity{4.6, "pJ/MAC", "", "derived from " + horowitz + ": fp32 multiply 3.7 pJ + add 0.9 pJ"};
+  p.energy.pj_per_mac[1] = Quantity{1.5, "pJ/MAC", "", "derived from " + horowitz + ": fp16 multiply 1.1 pJ + add 0.4 pJ"};
+  p.energy.pj_per_mac[2] = Quantity{0.23, "pJ/MAC", "", "derived from " + horowitz + ": int8 multiply 0.2 pJ + add 0.03 pJ"};
+  p.energy.pj_per_mac[3] = Quantity{0.12, "pJ/MAC", "", "estimate: half the int8 figure (4-bit operands) from " + horowitz};
+  p.energy.pj_per_exp = Quantity{46.0, "pJ", "", "estimate: about ten fp32 multiply-adds for a polynomial exp, from " + horowitz};
+  return p;
+}
+
+}  // namespace kvbench

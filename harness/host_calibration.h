@@ -1,0 +1,25 @@
+// Host calibration: measures this machine the way the cost model prices it - stream bandwidth,
+// the achieved rates of the engine's own kernels (decode attention per KV format, chunked
+// prefill, Quest bounds, page sealing), exponentials, a dense matrix-vector product, and the L2
+// directory through the engine's own store - and returns a host SocProfile whose every number
+// says how it was measured or derived.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "soc/soc_profile.h"
+
+namespace kvbench {
+
+struct CalibrationOptions {
+  std::string l2_dir;        // an existing directory for the L2 measurements
+  double min_seconds = 0.25; // per timed measurement (the median of 3 batches of at least this)
+  int threads = 0;           // the engine's thread pool (0: all cores, like the policies' default)
+  std::function<void(const std::string&)> progress;  // one line per finished measurement
+};
+
+// Throws kv::InputError when the L2 directory cannot be used.
+kv::soc::SocProfile calibrate_host(const CalibrationOptions& options);
+
+}  // namespace kvbench
