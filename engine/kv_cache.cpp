@@ -491,6 +491,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   const std::uint64_t demand_pages_before = sealed_pool_.demand_loads(), demand_bytes_before = sealed_pool_.demand_bytes();
   const std::uint64_t prefetch_pages_before = sealed_pool_.prefetch_loads(),
                       prefetch_bytes_before = sealed_pool_.prefetch_bytes();
+  const std::uint64_t buffered_before = telemetry_ != nullptr ? sealed_pool_.l2_buffered_reads() : 0;
+  const std::uint64_t demotions_before = sealed_pool_.demotions();
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -590,10 +592,16 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.write(Tier::L2, config_.k_format, sealed_pool_.swap_out_bytes() - swap_out_before);
     ops.attention_calls = 1;
     ops.attention_queries = static_cast<std::uint64_t>(n_queries);
+    if (n_queries == 1) {
+      for (const HeadPages& head : state.heads) ops.context_pages += head.sealed.size();
+      if (config_.memory.l1_bytes > 0) ops.managed_pages = ops.context_pages;
+    }
     ops.demand_pages = sealed_pool_.demand_loads() - demand_pages_before;
     ops.demand_bytes = sealed_pool_.demand_bytes() - demand_bytes_before;
     ops.prefetch_pages = sealed_pool_.prefetch_loads() - prefetch_pages_before;
     ops.prefetch_bytes = sealed_pool_.prefetch_bytes() - prefetch_bytes_before;
+    ops.buffered_reads = sealed_pool_.l2_buffered_reads() - buffered_before;
+    ops.demoted_pages = sealed_pool_.demotions() - demotions_before;
     telemetry_->on_ops(phase_, ops);
   }
 }

@@ -15,10 +15,14 @@ OpCounts& OpCounts::operator+=(const OpCounts& other) {
   bound_products += other.bound_products;
   attention_calls += other.attention_calls;
   attention_queries += other.attention_queries;
+  context_pages += other.context_pages;
+  managed_pages += other.managed_pages;
   demand_pages += other.demand_pages;
   demand_bytes += other.demand_bytes;
   prefetch_pages += other.prefetch_pages;
   prefetch_bytes += other.prefetch_bytes;
+  buffered_reads += other.buffered_reads;
+  demoted_pages += other.demoted_pages;
   return *this;
 }
 

@@ -34,10 +34,16 @@ struct OpCounts {
   std::uint64_t bound_products = 0;  // Quest bounds: pages x q heads x head_dim
   std::uint64_t attention_calls = 0;
   std::uint64_t attention_queries = 0;
+  // Decode calls: pages of the layer's context over kv heads, attended or not (selection
+  // history and page views touch them all), and of those the ones an L1-capped pool manages
+  // (importance, prediction, pressure).
+  std::uint64_t context_pages = 0, managed_pages = 0;
   // L2 reads: pages a step had to load itself (it waited) and pages prefetched after it for
   // the next steps; L2 bytes read are their sum.
   std::uint64_t demand_pages = 0, demand_bytes = 0;
   std::uint64_t prefetch_pages = 0, prefetch_bytes = 0;
+  std::uint64_t buffered_reads = 0;  // of the L2 reads, served from write buffers not yet on the device
+  std::uint64_t demoted_pages = 0;   // pages written to L2 during the call
 
   void read(Tier tier, Format format, std::uint64_t bytes) {
     bytes_read[static_cast<int>(tier)][static_cast<int>(format)] += bytes;

@@ -86,6 +86,8 @@ void StepCollector::on_step(const StepDone& done) {
     completed.demand_bytes = step.attention.demand_bytes;
     completed.prefetch_pages = step.attention.prefetch_pages;
     completed.prefetch_bytes = step.attention.prefetch_bytes;
+    completed.buffered_reads = step.attention.buffered_reads;
+    completed.demoted_pages = step.attention.demoted_pages;
     completed.bytes_read[2] = step.attention.bytes_read[2];
     completed.bytes_written[2] = step.attention.bytes_written[2];
     step.attention = completed;
@@ -111,10 +113,14 @@ OpCounts scaled(const OpCounts& c, double factor) {
   out.bound_products = times(c.bound_products, factor);
   out.attention_calls = times(c.attention_calls, factor);
   out.attention_queries = times(c.attention_queries, factor);
+  out.context_pages = times(c.context_pages, factor);
+  out.managed_pages = times(c.managed_pages, factor);
   out.demand_pages = times(c.demand_pages, factor);
   out.demand_bytes = times(c.demand_bytes, factor);
   out.prefetch_pages = times(c.prefetch_pages, factor);
   out.prefetch_bytes = times(c.prefetch_bytes, factor);
+  out.buffered_reads = times(c.buffered_reads, factor);
+  out.demoted_pages = times(c.demoted_pages, factor);
   return out;
 }
 

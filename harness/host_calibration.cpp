@@ -24,7 +24,9 @@
 #include "runtime/isa.h"
 #include "runtime/thread_pool.h"
 #include "sparse/quest.h"
+#include "soc/cost_model.h"
 #include "sparse/selection.h"
+#include "sparse/sparse_decoder.h"
 
 namespace kvbench {
 
@@ -96,9 +98,12 @@ struct Contexts {
   }
 };
 
-Contexts make_contexts(kv::Format format, int ctx, int threads) {
+Contexts make_contexts(kv::Format format, int ctx, int threads, kv::Telemetry* telemetry = nullptr,
+                       const kv::MemoryConfig* memory = nullptr) {
   Contexts c;
-  c.cache = std::make_unique<kv::KVCache>(shape(format, ctx, threads));
+  kv::CacheConfig config = shape(format, ctx, threads);
+  if (memory != nullptr) config.memory = *memory;
+  c.cache = std::make_unique<kv::KVCache>(config, telemetry);
   const std::size_t page_bytes = c.cache->layout().bytes;
   const std::size_t bytes_per_copy = static_cast<std::size_t>(ctx / kPageTokens) * kKvHeads * page_bytes;
   const std::size_t copies = std::clamp<std::size_t>((kColdBytes + bytes_per_copy - 1) / bytes_per_copy, 2, 64);
@@ -111,6 +116,24 @@ Contexts make_contexts(kv::Format format, int ctx, int threads) {
   }
   return c;
 }
+
+// Sums the operation counts the engine reports (the cost model's view of a call).
+class OpsSum final : public kv::Telemetry {
+ public:
+  kv::OpCounts ops;
+  std::uint64_t calls = 0;
+  void on_page_sealed(const kv::PageSealed&) override {}
+  void on_nan_inf(int, std::uint64_t) override {}
+  void on_kernel(kv::KernelKind, kv::Isa) override {}
+  void on_ops(kv::Phase, const kv::OpCounts& counts) override {
+    ops += counts;
+    calls += counts.attention_calls;
+  }
+  void reset() {
+    ops = {};
+    calls = 0;
+  }
+};
 
 Quantity measured(double value, const std::string& unit, const std::string& how) {
   return Quantity{value, unit, "", "measured by kvbench calibrate: " + how};
@@ -361,32 +384,161 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     say(fmt::format("page sealing {}: {:.2f} Gvalue/s", name, rate));
   }
 
-  // Selection: Quest bounds and the plan over the page summaries of an 8K context.
+  // Selection: Quest bounds and the plan over the page summaries at the two contexts, fitted as
+  // a fixed cost per selection plus a cost per bound product.
   {
-    Contexts c = make_contexts(kv::Format::Q4, kLong, options.threads);
     kv::ThreadPool pool(options.threads);
     const auto q = values(static_cast<std::size_t>(kQHeads) * kHeadDim, 15, false);
-    std::vector<kv::HeadKeyBounds> bounds;
-    c.cache->key_bounds(c.copies[0], 0, bounds);
-    const std::size_t pages = bounds[0].pages(kHeadDim);
     kv::SparsePolicy policy;
     policy.selector = kv::Selector::Hybrid;
     policy.budget = 0.10f;
-    std::vector<std::vector<float>> accumulated(kKvHeads, std::vector<float>(pages, 0.0f));
-    const double s = seconds_per_call(
-        [&] {
-          const auto b = kv::quest_bounds(bounds, kHeadDim, q.data(), kQHeads, kv::page_kernels(c.cache->isa()), &pool);
-          const kv::SelectionInput input{kLong, kPageTokens, kKvHeads, &b, &accumulated};
-          const kv::SelectionPlan plan = kv::plan_selection(policy, input, &pool);
-          volatile std::size_t keep = plan.heads.size();
-          (void)keep;
-        },
-        t);
-    const double products = static_cast<double>(pages) * kQHeads * kHeadDim;
-    const double rate = products / s * 1e-9;
-    cpu.quest_bounds_gproduct_per_s =
-        measured(rate, "Gproduct/s", "quest_bounds and plan_selection (hybrid, 10%) over an 8K q4 context, bound products per second");
-    say(fmt::format("selection: {:.2f} Gproduct/s", rate));
+    double seconds[2] = {}, products[2] = {};
+    int i = 0;
+    for (int ctx : {kShort, kLong}) {
+      Contexts c = make_contexts(kv::Format::Q4, ctx, options.threads);
+      std::vector<kv::HeadKeyBounds> bounds;
+      c.cache->key_bounds(c.copies[0], 0, bounds);
+      const std::size_t pages = bounds[0].pages(kHeadDim);
+      std::vector<std::vector<float>> accumulated(kKvHeads, std::vector<float>(pages, 0.0f));
+      std::mt19937 rng(4);
+      std::uniform_real_distribution<float> mass(0.0f, 1.0f);
+      for (auto& head : accumulated) {
+        for (float& x : head) x = mass(rng);
+      }
+      seconds[i] = seconds_per_call(
+          [&] {
+            const auto b = kv::quest_bounds(bounds, kHeadDim, q.data(), kQHeads, kv::page_kernels(c.cache->isa()), &pool);
+            const kv::SelectionInput input{ctx, kPageTokens, kKvHeads, &b, &accumulated};
+            const kv::SelectionPlan plan = kv::plan_selection(policy, input, &pool);
+            volatile std::size_t keep = plan.heads.size();
+            (void)keep;
+          },
+          t);
+      products[i] = static_cast<double>(pages) * kQHeads * kHeadDim;
+      ++i;
+    }
+    const auto [fixed, per_product] = line(products[0], seconds[0], products[1], seconds[1]);
+    const double rate = per_product > 0.0 ? 1e-9 / per_product : products[1] / seconds[1] * 1e-9;
+    cpu.quest_bounds_gproduct_per_s = measured(
+        rate, "Gproduct/s", "quest_bounds and plan_selection (hybrid, 10%) over 1K and 8K q4 contexts, slope per bound product");
+    cpu.select_call_us = measured(fixed * 1e6, "us", "intercept of the same fit: the fixed cost of one selection");
+    say(fmt::format("selection: {:.2f} Gproduct/s, {:.1f} us per selection", rate, fixed * 1e6));
+  }
+
+  // Sparse decode through the decoder, on a pool without and with an L1 cap: what the kernel,
+  // call and selection rates above do not explain is charged per context page (selection
+  // history, page views) and per page the capped pool manages (importance, prediction).
+  {
+    const std::filesystem::path dir = std::filesystem::path(options.l2_dir) / fmt::format("kvbench-calibrate-pool-{}", ::getpid());
+    std::error_code ec;
+    std::filesystem::create_directory(dir, ec);
+    if (ec) throw kv::InputError(options.l2_dir, "--l2-dir", "cannot create a calibration directory: " + ec.message());
+    struct Cleanup {
+      std::filesystem::path dir;
+      ~Cleanup() {
+        std::error_code e;
+        std::filesystem::remove_all(dir, e);
+      }
+    } cleanup{dir};
+    kv::SparsePolicy policy;
+    policy.selector = kv::Selector::Hybrid;
+    policy.budget = 0.10f;
+    policy.sample_every = 1 << 30;
+    const auto q = values(static_cast<std::size_t>(kQHeads) * kHeadDim, 16, false);
+    std::vector<float> out(q.size());
+    // residual ms per call and pages per call, [capped][context]
+    double residual[2][2] = {}, context_pages[2][2] = {}, managed_pages[2][2] = {};
+    for (int capped = 0; capped < 2; ++capped) {
+      kv::MemoryConfig memory;
+      if (capped != 0) {
+        memory.l1_bytes = 8ull << 30;  // a cap nothing reaches: the bookkeeping without demotion
+        memory.l2.dir = dir.string();
+      }
+      int i = 0;
+      for (int ctx : {kShort, kLong}) {
+        OpsSum sink;
+        Contexts c = make_contexts(kv::Format::Q4, ctx, options.threads, &sink, &memory);
+        kv::SparseDecoder decoder(*c.cache, policy, &sink, nullptr);
+        sink.reset();
+        const double seconds = seconds_per_call(
+            [&] {
+              decoder.attend(c.take(), 0, q.data(), out.data());
+              decoder.end_step();
+            },
+            t);
+        kv::soc::StepOps step;
+        step.phase = kv::Phase::Decode;
+        step.attention = sink.ops;
+        const double calls = static_cast<double>(std::max<std::uint64_t>(sink.calls, 1));
+        context_pages[capped][i] = static_cast<double>(sink.ops.context_pages) / calls;
+        managed_pages[capped][i] = static_cast<double>(sink.ops.managed_pages) / calls;
+        double prefetch = 0.0;
+        const double predicted = kv::soc::price_step(step, {}, p, 0.0, prefetch).ms / calls;
+        residual[capped][i] = seconds * 1e3 - predicted;
+        ++i;
+      }
+    }
+    const double per_context = std::max(0.0, (residual[0][1] - residual[0][0]) / (context_pages[0][1] - context_pages[0][0]));
+    cpu.context_page_ns = measured(per_context * 1e6, "ns",
+                                   "SparseDecoder::attend (hybrid 10%, q4, no L1 cap) at 1K and 8K contexts: the time the kernel, call "
+                                   "and selection rates leave unexplained, per context page");
+    const double capped_extra[2] = {residual[1][0] - residual[0][0], residual[1][1] - residual[0][1]};
+    const double per_managed = std::max(0.0, (capped_extra[1] - capped_extra[0]) / (managed_pages[1][1] - managed_pages[1][0]));
+    cpu.managed_page_ns = measured(per_managed * 1e6, "ns",
+                                   "the same with an L1 cap and an L2 directory: the extra time per page the capped pool manages");
+    say(fmt::format("decode bookkeeping: {:.0f} ns per context page, {:.0f} ns more per managed page", per_context * 1e6,
+                    per_managed * 1e6));
+
+    // A cap that forces swapping: the engine's own work per page moved (copies into write
+    // buffers, checksums, page tables, loads), the waits for the device taken out.
+    {
+      kv::CacheConfig config = shape(kv::Format::Q4, kLong, options.threads);
+      const std::size_t minimum = kv::minimum_l1_bytes(config, kLong).bytes;
+      const std::size_t kv_bytes = static_cast<std::size_t>(kLong / kPageTokens) * kKvHeads * kv::KVCache(config).layout().bytes;
+      config.memory.l1_bytes = minimum + kv_bytes / 20;
+      config.memory.l2.dir = dir.string();
+      OpsSum sink;
+      kv::KVCache cache(config, &sink);
+      const kv::SeqId seq = cache.create_sequence();
+      const std::size_t count = static_cast<std::size_t>(kLong) * kKvHeads * kHeadDim;
+      const auto k = values(count, 41, true), v = values(count, 42, false);
+      cache.append(seq, 0, k.data(), v.data(), kLong);
+      // Query-aware selection with a different query each call: every call needs other pages.
+      kv::SparsePolicy quest = policy;
+      quest.selector = kv::Selector::Quest;
+      kv::SparseDecoder decoder(cache, quest, &sink, nullptr);
+      std::vector<std::vector<float>> queries;
+      for (unsigned i = 0; i < 16; ++i) queries.push_back(values(q.size(), 100 + i, false));
+      int calls = 0;
+      const auto call = [&] {
+        decoder.attend(seq, 0, queries[static_cast<std::size_t>(calls) % queries.size()].data(), out.data());
+        decoder.end_step();
+        ++calls;
+      };
+      for (int warm = 0; warm < 8; ++warm) call();
+      sink.reset();
+      calls = 0;
+      const std::uint64_t wait_before = cache.stats().memory.dma_wait_ns;
+      const auto start = Clock::now();
+      while (seconds_since(start) < 4 * t || calls < 16) call();
+      const double seconds = seconds_since(start);
+      const double wait = static_cast<double>(cache.stats().memory.dma_wait_ns - wait_before) * 1e-9;
+      kv::soc::StepOps step;
+      step.phase = kv::Phase::Decode;
+      step.attention = sink.ops;
+      step.attention.demand_pages = step.attention.prefetch_pages = step.attention.demoted_pages = 0;  // priced below
+      double prefetch = 0.0;
+      const kv::soc::StepCost modelled = kv::soc::price_step(step, {}, p, 0.0, prefetch);
+      const double moved = static_cast<double>(sink.ops.demand_pages + sink.ops.prefetch_pages + sink.ops.demoted_pages);
+      const double engine_ms = (seconds - wait) * 1e3 - (modelled.ms - modelled.dma_wait_ms);
+      const double per_page = moved > 0.0 ? std::max(0.0, engine_ms / moved) : 0.0;
+      cpu.l2_page_us = measured(per_page * 1e3, "us",
+                                fmt::format("SparseDecoder::attend (Quest 10%, a new query each call, q4, 8K) with L1 capped at 5% of its KV above "
+                                            "the minimum: time not waiting for the device and not explained by the rates above, per page "
+                                            "moved ({:.0f} pages per call)",
+                                            moved / calls));
+      say(fmt::format("L2 traffic bookkeeping: {:.1f} us per page moved ({:.0f} per call)", per_page * 1e3, moved / calls));
+    }
   }
 
   // Dense layers: f32 matrix-vector (one token) and a 16-token batch over a 4096 x 4096 weight,

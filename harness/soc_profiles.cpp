@@ -182,6 +182,10 @@ class ProfileReader {
       quantities(o, at, "dense_gmac_per_s", "GMAC/s", fields, weights, engine.dense_gmac_per_s);
       quantities(o, at, "dense_decode_gmac_per_s", "GMAC/s", fields, weights, engine.dense_decode_gmac_per_s);
       engine.attention_call_us = quantity(o, at, "attention_call_us", "us", fields, Bound::NonNegative);
+      engine.context_page_ns = quantity(o, at, "context_page_ns", "ns", fields, Bound::NonNegative);
+      engine.managed_page_ns = quantity(o, at, "managed_page_ns", "ns", fields, Bound::NonNegative);
+      engine.l2_page_us = quantity(o, at, "l2_page_us", "us", fields, Bound::NonNegative);
+      engine.select_call_us = quantity(o, at, "select_call_us", "us", fields, Bound::NonNegative);
       no_unknown(o, at, fields);
     }
     no_unknown(engines, "/engines", {"cpu", "gpu", "npu"});
@@ -319,7 +323,11 @@ std::string soc_profile_json(const SocProfile& p) {
                                 {"exp_g_per_s", quantity_json(engine.exp_g_per_s)},
                                 {"dense_gmac_per_s", quantities_json(engine.dense_gmac_per_s, weights)},
                                 {"dense_decode_gmac_per_s", quantities_json(engine.dense_decode_gmac_per_s, weights)},
-                                {"attention_call_us", quantity_json(engine.attention_call_us)}};
+                                {"attention_call_us", quantity_json(engine.attention_call_us)},
+                                {"context_page_ns", quantity_json(engine.context_page_ns)},
+                                {"managed_page_ns", quantity_json(engine.managed_page_ns)},
+                                {"l2_page_us", quantity_json(engine.l2_page_us)},
+                                {"select_call_us", quantity_json(engine.select_call_us)}};
   }
   const json root = {
       {"name", p.name},

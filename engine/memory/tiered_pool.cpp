@@ -240,6 +240,8 @@ std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(
 bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
 bool TieredPool::small(PageId id) const { return residence(id).small; }
 
+std::uint64_t TieredPool::l2_buffered_reads() const { return store_ != nullptr ? store_->stats().reads_from_buffer : 0; }
+
 void TieredPool::start_load(PageId id, bool demand) {
   Page& page = at(id);
   if (demand && config_.l1_bytes > 0 && l1_used() + page_bytes_ > config_.l1_bytes) {

@@ -166,9 +166,12 @@ class TieredPool {
   std::uint64_t swap_in_bytes() const { return stats_.swap_in_bytes; }
   std::uint64_t swap_out_bytes() const { return stats_.swap_out_bytes; }
   std::uint64_t demand_loads() const { return stats_.demand_loads; }
+  std::uint64_t demotions() const { return stats_.demotions; }
   std::uint64_t demand_bytes() const { return stats_.demand_bytes; }
   std::uint64_t prefetch_loads() const { return stats_.prefetch_loads; }
   std::uint64_t prefetch_bytes() const { return stats_.prefetch_bytes; }
+  // L2 reads served from the store's write buffers so far (pages not yet on the device).
+  std::uint64_t l2_buffered_reads() const;
   bool l2_enabled() const { return store_ != nullptr; }
   const MemoryConfig& config() const { return config_; }
   // Events and the per-step samples since the last call.

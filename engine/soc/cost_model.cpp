@@ -75,11 +75,15 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
 
   // Selection: Quest bounds over the page summaries.
   cost.select_ms = ms_at(static_cast<double>(step.attention.bound_products), engine.quest_bounds_gproduct_per_s, "Quest bounds rate");
+  if (step.attention.bound_products > 0) cost.select_ms += static_cast<double>(step.attention.attention_calls) * engine.select_call_us.value * 1e-3;
 
   // Attention: multiply-adds per stored format, exponentials and a fixed cost per call, against
   // the pages read from L1 and staged through L0.
   const OpCounts& a = step.attention;
-  double attn_compute = static_cast<double>(a.attention_calls) * engine.attention_call_us.value * 1e-3;
+  double attn_compute = static_cast<double>(a.attention_calls) * engine.attention_call_us.value * 1e-3 +
+                        static_cast<double>(a.context_pages) * engine.context_page_ns.value * 1e-6 +
+                        static_cast<double>(a.managed_pages) * engine.managed_page_ns.value * 1e-6 +
+                        static_cast<double>(a.demand_pages + a.prefetch_pages + a.demoted_pages) * engine.l2_page_us.value * 1e-3;
   for (Format f : kAllFormats) {
     const auto i = static_cast<int>(f);
     attn_compute += ms_at(static_cast<double>(a.macs[i]), decode ? engine.decode_gmac_per_s[i] : engine.prefill_gmac_per_s[i],
@@ -98,20 +102,25 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
   const double dense_transfer = ms_at(static_cast<double>(model.weight_bytes), profile.l1.read_gb_per_s, "L1 read bandwidth");
   cost.model_compute_ms = combine(dense_compute, dense_transfer, overlap);
 
-  // L2: demand loads stall; prefetches and demotions run in the background.
-  const auto demand_pages = static_cast<double>(a.demand_pages);
-  double demand_ms = 0.0;
-  if (demand_pages > 0.0) {
+  // L2: demand loads stall; prefetches and demotions run in the background. Reads the store
+  // served from its write buffers (pages not yet on the device) are DRAM copies.
+  const auto device_reads = [&](std::uint64_t pages, std::uint64_t bytes, std::uint64_t& buffered, double& copy_ms) {
+    const std::uint64_t from_buffer = std::min(buffered, pages);
+    buffered -= from_buffer;
+    const double share = pages > 0 ? static_cast<double>(from_buffer) / static_cast<double>(pages) : 0.0;
+    copy_ms += ms_at(static_cast<double>(bytes) * share, profile.l1.read_gb_per_s, "L1 read bandwidth");
+    const double device_pages = static_cast<double>(pages - from_buffer);
+    if (device_pages <= 0.0) return 0.0;
     const double depth = std::max(1.0, profile.l2.queue_depth.value);
-    demand_ms = std::ceil(demand_pages / depth) * profile.l2.latency_us.value * 1e-3 +
-                ms_at(static_cast<double>(a.demand_bytes), profile.l2.random_read_page_gb_per_s, "L2 random page-read bandwidth");
-  }
-  prefetch_ms = 0.0;
-  if (a.prefetch_pages > 0) {
-    const double depth = std::max(1.0, profile.l2.queue_depth.value);
-    prefetch_ms = std::ceil(static_cast<double>(a.prefetch_pages) / depth) * profile.l2.latency_us.value * 1e-3 +
-                  ms_at(static_cast<double>(a.prefetch_bytes), profile.l2.random_read_page_gb_per_s, "L2 random page-read bandwidth");
-  }
+    return std::ceil(device_pages / depth) * profile.l2.latency_us.value * 1e-3 +
+           ms_at(static_cast<double>(bytes) * (1.0 - share), profile.l2.random_read_page_gb_per_s, "L2 random page-read bandwidth");
+  };
+  std::uint64_t buffered = a.buffered_reads;
+  double copy_ms = 0.0;
+  double demand_ms = device_reads(a.demand_pages, a.demand_bytes, buffered, copy_ms);
+  demand_ms += copy_ms;
+  copy_ms = 0.0;
+  prefetch_ms = device_reads(a.prefetch_pages, a.prefetch_bytes, buffered, copy_ms) + copy_ms;
   const double writes_ms = ms_at(bytes_on(a, Tier::L2, false) + bytes_on(step.append, Tier::L2, false), profile.l2.write_gb_per_s,
                                  "L2 write bandwidth");
   const double compute = cost.kv_quant_ms + cost.select_ms + cost.attn_compute_ms + cost.model_compute_ms;

@@ -53,6 +53,10 @@ struct EngineProfile {
   std::array<Quantity, kWeightFormatCount> dense_gmac_per_s;  // dense layers, batched (prefill)
   std::array<Quantity, kWeightFormatCount> dense_decode_gmac_per_s;  // one token (matrix-vector)
   Quantity attention_call_us;  // fixed cost of one attention call: dispatch, page views, merge
+  Quantity context_page_ns;    // per context page of a decode call (selection history, views)
+  Quantity managed_page_ns;    // per page an L1-capped pool manages in a decode call
+  Quantity l2_page_us;         // engine work per page moved between L1 and L2 (copies, checksums, tables)
+  Quantity select_call_us;     // fixed cost of one selection (bounds and plan) besides its products
 };
 
 enum class EngineKind : std::uint8_t { Cpu, Gpu, Npu };
