@@ -491,7 +491,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   const std::uint64_t demand_pages_before = sealed_pool_.demand_loads(), demand_bytes_before = sealed_pool_.demand_bytes();
   const std::uint64_t prefetch_pages_before = sealed_pool_.prefetch_loads(),
                       prefetch_bytes_before = sealed_pool_.prefetch_bytes();
-  const std::uint64_t buffered_before = telemetry_ != nullptr ? sealed_pool_.l2_buffered_reads() : 0;
+  const std::uint64_t buffered_before = sealed_pool_.l2_buffered_reads();
   const std::uint64_t demotions_before = sealed_pool_.demotions();
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;

@@ -42,7 +42,7 @@ struct OpCounts {
   // the next steps; L2 bytes read are their sum.
   std::uint64_t demand_pages = 0, demand_bytes = 0;
   std::uint64_t prefetch_pages = 0, prefetch_bytes = 0;
-  std::uint64_t buffered_reads = 0;  // of the L2 reads, served from write buffers not yet on the device
+  std::uint64_t buffered_reads = 0;  // of the L2 loads, pages in the store's latest write batch (in memory)
   std::uint64_t demoted_pages = 0;   // pages written to L2 during the call
 
   void read(Tier tier, Format format, std::uint64_t bytes) {

@@ -240,7 +240,6 @@ std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(
 bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
 bool TieredPool::small(PageId id) const { return residence(id).small; }
 
-std::uint64_t TieredPool::l2_buffered_reads() const { return store_ != nullptr ? store_->stats().reads_from_buffer : 0; }
 
 void TieredPool::start_load(PageId id, bool demand) {
   Page& page = at(id);
@@ -251,6 +250,7 @@ void TieredPool::start_load(PageId id, bool demand) {
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
   stats_.swap_in_bytes += bytes;
   (demand ? stats_.demand_bytes : stats_.prefetch_bytes) += bytes;
+  if (store_->in_latest_batch(page.slot)) ++stats_.buffered_loads;
   sample_.swap_in_bytes += bytes;
   std::lock_guard lock(mutex_);
   page.load = Page::Load::Queued;

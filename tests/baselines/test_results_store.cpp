@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "results_reader.h"
 #include "results_store.h"
 #include "runtime/error.h"
 #include "test_support.h"
@@ -323,4 +324,49 @@ TEST_CASE("every earlier schema version migrates to the current one", "[store]")
     store.finish_run(id, RunStatus::Interrupted);
     CHECK(count(store, "SELECT count(*) FROM runs WHERE status = 'interrupted'") == 1);
   }
+}
+
+TEST_CASE("a version-4 database migrates in place and one name then holds both clocks", "[store]") {
+  kvtest::TempDir dir("store-clocks");
+  const std::string path = dir.path + "/v4.sqlite";
+  ResultsStore::create_at_version(path, 4);
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "INSERT INTO runs (started_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
+                         " config_hash, tags, meta_json) VALUES ('t', 'complete', 1, 'b', 't', 'g', 0, '{}', 'h', 'x', '{}');"
+                         "INSERT INTO cases (run_id, name, model, workload, policy, soc) VALUES (1, 'm/w/p/host', 'm', 'w', 'p', 'host');"
+                         "INSERT INTO metrics (case_id, repetition, name, value, unit, clock, extrapolated, noisy)"
+                         " VALUES (1, 1, 'tpot_ms_p50', 2.5, 'ms', 'host', 0, 0);",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    // Version 4 keys a metric by name alone: the modelled twin cannot be stored there.
+    CHECK(sqlite3_exec(db,
+                       "INSERT INTO metrics (case_id, repetition, name, value, unit, clock, extrapolated, noisy)"
+                       " VALUES (1, 1, 'tpot_ms_p50', 3.0, 'ms', 'model', 0, 0);",
+                       nullptr, nullptr, nullptr) != SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ResultsStore store(path);
+  CHECK(store.schema_version() == kSchemaVersion);
+  const std::int64_t c = store.add_case(1, {"m", "w2", "p", "host", ""});
+  RepetitionRecord record;
+  record.repetition = 1;
+  MetricRecord host;
+  host.name = "tpot_ms_p50";
+  host.value = 4.0;
+  host.unit = "ms";
+  host.clock = Clock::Host;
+  MetricRecord model = host;
+  model.value = 5.0;
+  model.clock = Clock::Model;
+  record.metrics = {host, model};
+  store.add_repetition(c, record);
+  const std::vector<CaseSamples> cases = load_samples(store, 1);
+  REQUIRE(cases.size() == 2);
+  CHECK(cases[0].samples.at("tpot_ms_p50").at(0).value == 2.5);  // the migrated row
+  CHECK(cases[0].samples.count("tpot_ms_p50@model") == 0);
+  CHECK(cases[1].samples.at("tpot_ms_p50").at(0).value == 4.0);
+  CHECK(cases[1].samples.at("tpot_ms_p50@model").at(0).value == 5.0);
+  CHECK(count(store, "SELECT count(*) FROM metric_values WHERE name = 'tpot_ms_p50'") == 3);
 }

@@ -1,0 +1,97 @@
+// End to end through the binary: `kvbench calibrate` writes a host profile that loads and that
+// the next run into that database prices its host cases with (and records); modelled figures
+// are the same in two runs of one suite; `validate-model` sets measured and modelled side by
+// side; `show --clock model` prints the modelled figures.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "e2e/e2e_support.h"
+#include "soc_profiles.h"
+#include "test_support.h"
+
+using kvtest::Output;
+using kvtest::run_kvbench;
+using kvtest::scalar;
+using kvtest::sql;
+
+namespace {
+
+// One case that seals pages, selects and swaps to L2 (a tight L1 cap).
+const char* const kSuite = R"({"name": "calib", "repetitions": 2, "warmup": 0,
+    "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "rag-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 8}],
+    "policies": [{"name": "q4-tight", "k": "q4", "v": "q4", "residual_tokens": 64,
+                  "sparse": {"selector": "hybrid", "budget": 0.25, "sample_every": 8},
+                  "memory": {"l0_bytes": "1MiB", "l1_bytes": "68MiB", "prefetch_lookahead": 2}}]})";
+
+}  // namespace
+
+TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][calibrate]") {
+  const kvtest::TempDir dir("kvbench-e2e-calibrate");
+  const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/calib.json";
+  kvtest::write_file(suite, kSuite);
+  Output out = run_kvbench("calibrate --db " + db + " --min-seconds 0.01");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  const std::string profile_path = dir.path + "/socs/host.json";
+  CHECK(out.text.find("host profile written to " + profile_path) != std::string::npos);
+  const kv::soc::SocProfile profile = kvbench::load_soc_profile("host", db);
+  CHECK(profile.origin == profile_path);
+  CHECK(profile.engine(kv::soc::EngineKind::Cpu).decode_gmac_per_s[4].value > 0.0);
+
+  for (int run = 1; run <= 2; ++run) {
+    out = run_kvbench("run --suite " + suite + " --db " + db + " --json");
+    INFO(out.text);
+    REQUIRE(out.status == 0);
+  }
+  const auto meta = nlohmann::json::parse(scalar(db, "SELECT meta_json FROM runs WHERE id = 2"));
+  CHECK(meta["soc_profiles"]["host"]["origin"] == profile_path);
+  CHECK(meta["soc_profiles"]["host"]["hash"] == profile.hash);
+
+  // Both clocks under one name, and the modelled figures identical across runs and repetitions.
+  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE run_id = 2 AND name = 'tpot_ms_p50'") == "4");
+  const auto modelled = [&](int run) {
+    return sql(db, "SELECT repetition, name, value FROM metric_values WHERE run_id = " + std::to_string(run) +
+                       " AND clock = 'model' ORDER BY repetition, name");
+  };
+  const auto first = modelled(1), second = modelled(2);
+  REQUIRE(first.size() > 20);
+  CHECK(first == second);
+  CHECK(scalar(db, "SELECT count(DISTINCT value) FROM metric_values WHERE clock = 'model' AND name = 'dma_wait_ms'") == "1");
+  CHECK(scalar(db, "SELECT value > 0 FROM metric_values WHERE run_id = 1 AND repetition = 1 AND clock = 'model'"
+                   " AND name = 'energy_mj_per_token'") == "1");
+
+  out = run_kvbench("validate-model --run latest --db " + db + " --json");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  const auto rows = nlohmann::json::parse(out.text);
+  REQUIRE(rows.size() == 4);
+  for (const auto& row : rows) {
+    CHECK(row["case"] == "syn-7b/rag-2k/q4-tight/host");
+    if (row["metric"] != "dma_wait_ms") CHECK(row["ratio"].get<double>() > 0.0);
+  }
+  out = run_kvbench("validate-model --db " + db);
+  CHECK(out.text.find("span_decode_attn_compute_ms") != std::string::npos);
+
+  out = run_kvbench("show 2 --clock model --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(out.text.find("clock model (priced by the SoC profile): ttft") != std::string::npos);
+  CHECK(run_kvbench("show 2 --clock wall --db " + db).status == 2);
+
+  // A malformed profile stops the next run before it starts, naming the file.
+  kvtest::write_file(profile_path, "{\"name\": \"host\"}");
+  out = run_kvbench("run --suite " + suite + " --db " + db);
+  CHECK(out.status == 2);
+  CHECK(out.text.find(profile_path) != std::string::npos);
+  CHECK(scalar(db, "SELECT count(*) FROM runs") == "2");
+}
+
+TEST_CASE("kvbench calibrate refuses a missing L2 directory", "[e2e][calibrate]") {
+  const kvtest::TempDir dir("kvbench-e2e-calibrate-bad");
+  const Output out = run_kvbench("calibrate --out " + dir.path + "/host.json --l2-dir " + dir.path + "/none --min-seconds 0.01");
+  CHECK(out.status == 2);
+  CHECK(out.text.find("/none") != std::string::npos);
+  CHECK(run_kvbench("calibrate --db " + dir.path + "/a.sqlite --out " + dir.path + "/b.json").status == 2);
+}
