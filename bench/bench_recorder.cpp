@@ -2,13 +2,15 @@
 // context with 64 generated tokens on one sampled llama-7b-gqa layer, q4 K/V, hybrid selection
 // at 25% with quality checks every 8 steps - run by the harness's executor with the engine's
 // telemetry sink null or the Recorder. Model and cache construction are outside the timing;
-// compare the two real_time figures for the recorder's overhead (target: under 3%).
+// compare the two real_time figures for the recorder's overhead, per-step operation counts
+// included (target: under 3%).
 #include <benchmark/benchmark.h>
 
 #include <memory>
 
 #include "bench_common.h"
 #include "bench_options.h"
+#include "case_pricing.h"
 #include "executor.h"
 #include "model/synthetic.h"
 #include "recorder.h"
@@ -49,7 +51,11 @@ void BM_RecorderOverhead(benchmark::State& state) {
     cache_config.threads = options().threads;
     auto cache = std::make_unique<kv::KVCache>(cache_config, sink);
     auto decoder = std::make_unique<kv::SparseDecoder>(*cache, policy, sink, model.get());
-    kvbench::Executor executor(*model, *cache, *decoder, 1.0, [&](int i) { model->ask_needle(i); }, std::nullopt);
+    // Recording includes the per-step operation counts the cost model prices.
+    auto steps = std::make_unique<kvbench::StepCollector>(*recorder);
+    kvbench::ExecutionOptions execution;
+    if (record) execution.on_step = [&](const kvbench::StepDone& done) { steps->on_step(done); };
+    kvbench::Executor executor(*model, *cache, *decoder, 1.0, [&](int i) { model->ask_needle(i); }, std::nullopt, execution);
     state.ResumeTiming();
     const kvbench::ExecutionResult result = executor.run(script);
     benchmark::DoNotOptimize(result.tpot_ms.data());

@@ -26,6 +26,7 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   o.command->add_option("--min-seconds", o.min_seconds, "least time per timed batch (three batches per figure)")
       ->check(CLI::Range(0.01, 10.0))
       ->capture_default_str();
+  o.command->add_flag("--quick", o.quick, "smaller contexts, buffers and files, contexts not cycled out of the cache: seconds, rougher figures");
 }
 
 int run_calibrate(const CalibrateOptions& o) {
@@ -34,6 +35,7 @@ int run_calibrate(const CalibrateOptions& o) {
   const std::string target = o.out.empty() ? host_profile_path(o.db) : o.out;
   CalibrationOptions options;
   options.min_seconds = o.min_seconds;
+  options.quick = o.quick;
   options.l2_dir = o.l2_dir;
   std::error_code ec;
   if (options.l2_dir.empty()) {

@@ -13,6 +13,7 @@ struct CalibrateOptions {
   std::string out;     // "": socs/host.json beside the database
   std::string l2_dir;  // "": l2/ beside the database (created)
   double min_seconds = 0.25;
+  bool quick = false;
   CLI::App* command = nullptr;
 };
 

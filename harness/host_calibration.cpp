@@ -62,8 +62,8 @@ double seconds_per_call(Fn&& fn, double min_seconds) {
 // pages of 64 tokens, one layer.
 constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageTokens = 64;
 // Contexts cycled so that one call's pages are not in the last-level cache, as in a run
-// where layers take turns.
-constexpr std::size_t kColdBytes = 128ull << 20;
+// where layers take turns (--quick: two copies).
+std::size_t g_cold_bytes = 128ull << 20;
 
 std::vector<float> values(std::size_t count, unsigned seed, bool keys) {
   std::mt19937 rng(seed);
@@ -106,7 +106,7 @@ Contexts make_contexts(kv::Format format, int ctx, int threads, kv::Telemetry* t
   c.cache = std::make_unique<kv::KVCache>(config, telemetry);
   const std::size_t page_bytes = c.cache->layout().bytes;
   const std::size_t bytes_per_copy = static_cast<std::size_t>(ctx / kPageTokens) * kKvHeads * page_bytes;
-  const std::size_t copies = std::clamp<std::size_t>((kColdBytes + bytes_per_copy - 1) / bytes_per_copy, 2, 64);
+  const std::size_t copies = std::clamp<std::size_t>((g_cold_bytes + bytes_per_copy - 1) / bytes_per_copy, 2, 16);
   const std::size_t count = static_cast<std::size_t>(ctx) * kKvHeads * kHeadDim;
   const auto k = values(count, 11, true);
   const auto v = values(count, 12, false);
@@ -144,8 +144,7 @@ Quantity measured(double value, const std::string& unit, const std::string& how)
 struct Stream {
   double read = 0.0, write = 0.0, copy = 0.0;
 };
-Stream stream_bandwidth(int threads, double min_seconds) {
-  constexpr std::size_t kBytes = 256ull << 20;
+Stream stream_bandwidth(int threads, double min_seconds, std::size_t kBytes) {
   const std::size_t n = kBytes / sizeof(double);
   std::vector<double> a(n, 1.0), b(n, 2.0);
   kv::ThreadPool pool(threads);
@@ -197,14 +196,13 @@ Stream stream_bandwidth(int threads, double min_seconds) {
 }
 
 // Dependent loads over a random cycle of cache lines: the latency of one access.
-double chase_latency_us(std::size_t bytes) {
+double chase_latency_us(std::size_t bytes, std::size_t kHops) {
   const std::size_t lines = bytes / 64;
   std::vector<std::size_t> order(lines);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937(5));
   std::vector<std::size_t> next(lines * 8);
   for (std::size_t i = 0; i < lines; ++i) next[order[i] * 8] = order[(i + 1) % lines] * 8;
-  constexpr std::size_t kHops = 2'000'000;
   std::size_t at = order[0] * 8;
   const auto start = Clock::now();
   for (std::size_t h = 0; h < kHops; ++h) at = next[at];
@@ -239,6 +237,12 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     if (options.progress) options.progress(line);
   };
   const double t = options.min_seconds;
+  const bool quick = options.quick;
+  g_cold_bytes = quick ? 0 : 128ull << 20;
+  const int short_ctx = quick ? 512 : 1024, long_ctx = quick ? 2048 : 8192;
+  const std::string contexts = fmt::format("contexts {} and {}", short_ctx, long_ctx);
+  const std::size_t stream_bytes = quick ? 64ull << 20 : 256ull << 20;
+  const std::size_t hops = quick ? 200'000 : 2'000'000;
   SocProfile p;
   p.name = "host";
   const MachineInfo machine = machine_info();
@@ -257,19 +261,19 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
                                      "estimate: kvbench's own buffers, thread stacks and the model's activations at 32K context"};
 
   // L1: DRAM streams on one core and on all.
-  const Stream one = stream_bandwidth(1, t);
-  const Stream all = stream_bandwidth(options.threads, t);
+  const Stream one = stream_bandwidth(1, t, stream_bytes);
+  const Stream all = stream_bandwidth(options.threads, t, stream_bytes);
   say(fmt::format("DRAM stream: read {:.1f} GB/s (1 core {:.1f}), write {:.1f} ({:.1f}), copy {:.1f} ({:.1f})", all.read, one.read,
                   all.write, one.write, all.copy, one.copy));
-  const double dram_latency = chase_latency_us(256ull << 20);
+  const double dram_latency = chase_latency_us(stream_bytes, hops);
   say(fmt::format("DRAM latency: {:.3f} us", dram_latency));
   p.l1.capacity_bytes = p.memory_capacity_bytes;
-  p.l1.read_gb_per_s = measured(all.read, "GB/s", fmt::format("256 MiB sum on {} threads (1 thread: {:.2f} GB/s)", threads, one.read));
-  p.l1.write_gb_per_s = measured(all.write, "GB/s", fmt::format("256 MiB fill on {} threads (1 thread: {:.2f} GB/s)", threads, one.write));
-  p.l1.latency_us = measured(dram_latency, "us", "dependent loads over a random 256 MiB cycle");
+  p.l1.read_gb_per_s = measured(all.read, "GB/s", fmt::format("{} MiB sum on {} threads (1 thread: {:.2f} GB/s)", stream_bytes >> 20, threads, one.read));
+  p.l1.write_gb_per_s = measured(all.write, "GB/s", fmt::format("{} MiB fill on {} threads (1 thread: {:.2f} GB/s)", stream_bytes >> 20, threads, one.write));
+  p.l1.latency_us = measured(dram_latency, "us", fmt::format("dependent loads over a random {} MiB cycle", stream_bytes >> 20));
 
   // L0: this host has no SRAM arena the engine can address; the core's caches stand in.
-  const double cache_latency = chase_latency_us(256u << 10);
+  const double cache_latency = chase_latency_us(256u << 10, hops);
   std::uint64_t cache_bytes = 0;
   {
     std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
@@ -314,58 +318,54 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
   const double exp_seconds = 1.0 / (cpu.exp_g_per_s.value * 1e9);
 
   // Decode attention per format: one call at two contexts, fitted as a fixed cost per call
-  // plus a cost per multiply-add, the exponentials taken out at the measured rate.
+  // plus a cost per multiply-add, the exponentials taken out at the measured rate. Chunked
+  // prefill on the same contexts: 16 queries (one query block).
   std::vector<double> call_us;
-  constexpr int kShort = 1024, kLong = 8192;
+  constexpr int kQueries = 16;
   for (kv::Format f : kv::kAllFormats) {
     const auto q = values(static_cast<std::size_t>(kQHeads) * kHeadDim, 13, false);
-    std::vector<float> out(q.size());
-    double seconds[2] = {};
+    const auto block = values(static_cast<std::size_t>(kQueries) * kQHeads * kHeadDim, 14, false);
+    std::vector<float> out(block.size());
+    double decode_s[2] = {}, prefill_s[2] = {};
     int i = 0;
-    for (int ctx : {kShort, kLong}) {
+    for (int ctx : {short_ctx, long_ctx}) {
       Contexts c = make_contexts(f, ctx, options.threads);
-      seconds[i++] = seconds_per_call([&] { c.cache->attend(c.take(), 0, q.data(), 1, out.data()); }, t);
+      decode_s[i] = seconds_per_call([&] { c.cache->attend(c.take(), 0, q.data(), 1, out.data()); }, t);
+      prefill_s[i] = seconds_per_call([&] { c.cache->attend(c.take(), 0, block.data(), kQueries, out.data()); }, t);
+      ++i;
     }
-    const auto macs = [](int ctx) { return 2.0 * ctx * kQHeads * kHeadDim; };
-    const auto exps = [](int ctx) { return static_cast<double>(ctx) * kQHeads; };
-    const auto [fixed, per_mac] = line(macs(kShort), seconds[0] - exps(kShort) * exp_seconds, macs(kLong), seconds[1] - exps(kLong) * exp_seconds);
-    const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(kLong) / seconds[1];
-    call_us.push_back(fixed * 1e6);
     const std::string name(kv::format_name(f));
-    cpu.decode_gmac_per_s[static_cast<int>(f)] =
-        measured(rate, "GMAC/s", fmt::format("KVCache::attend, one query, {} K/V, 32 q / 8 kv heads x 128, contexts 1K and 8K "
-                                             "(cold), slope of time per multiply-add less exponentials",
-                                             name));
-    say(fmt::format("decode attention {}: {:.2f} GMAC/s, {:.1f} us per call", name, rate, fixed * 1e6));
+    {
+      const auto macs = [](int ctx) { return 2.0 * ctx * kQHeads * kHeadDim; };
+      const auto exps = [](int ctx) { return static_cast<double>(ctx) * kQHeads; };
+      const auto [fixed, per_mac] =
+          line(macs(short_ctx), decode_s[0] - exps(short_ctx) * exp_seconds, macs(long_ctx), decode_s[1] - exps(long_ctx) * exp_seconds);
+      const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(long_ctx) / decode_s[1];
+      call_us.push_back(fixed * 1e6);
+      cpu.decode_gmac_per_s[static_cast<int>(f)] =
+          measured(rate, "GMAC/s", fmt::format("KVCache::attend, one query, {} K/V, 32 q / 8 kv heads x 128, {} (cycled copies), slope of time "
+                                               "per multiply-add less exponentials",
+                                               name, contexts));
+      say(fmt::format("decode attention {}: {:.2f} GMAC/s, {:.1f} us per call", name, rate, fixed * 1e6));
+    }
+    {
+      // As the engine counts them: n (2 stored - n + 1) / 2 query-key pairs, times q heads and head_dim, for K and V.
+      const auto macs = [](int ctx) { return 2.0 * kQueries * (2.0 * ctx - kQueries + 1) / 2.0 * kQHeads * kHeadDim; };
+      const auto exps = [&](int ctx) { return macs(ctx) / 2.0 / kHeadDim; };
+      const auto [fixed, per_mac] =
+          line(macs(short_ctx), prefill_s[0] - exps(short_ctx) * exp_seconds, macs(long_ctx), prefill_s[1] - exps(long_ctx) * exp_seconds);
+      const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(long_ctx) / prefill_s[1];
+      cpu.prefill_gmac_per_s[static_cast<int>(f)] = measured(
+          rate, "GMAC/s", fmt::format("KVCache::attend, 16 queries, {} K/V, {}, slope less exponentials", name, contexts));
+      say(fmt::format("prefill attention {}: {:.2f} GMAC/s", name, rate));
+    }
   }
   std::sort(call_us.begin(), call_us.end());
   cpu.attention_call_us = measured(call_us[call_us.size() / 2], "us", "intercept of the decode fits, median over formats");
 
-  // Chunked prefill: 16 queries (one query block) at the two contexts.
-  constexpr int kQueries = 16;
-  for (kv::Format f : kv::kAllFormats) {
-    const auto q = values(static_cast<std::size_t>(kQueries) * kQHeads * kHeadDim, 14, false);
-    std::vector<float> out(q.size());
-    double seconds[2] = {};
-    int i = 0;
-    for (int ctx : {kShort, kLong}) {
-      Contexts c = make_contexts(f, ctx, options.threads);
-      seconds[i++] = seconds_per_call([&] { c.cache->attend(c.take(), 0, q.data(), kQueries, out.data()); }, t);
-    }
-    // As the engine counts them: n (2 stored - n + 1) / 2 query-key pairs, times q heads and head_dim, for K and V.
-    const auto macs = [](int ctx) { return 2.0 * kQueries * (2.0 * ctx - kQueries + 1) / 2.0 * kQHeads * kHeadDim; };
-    const auto exps = [&](int ctx) { return macs(ctx) / 2.0 / kHeadDim; };
-    const auto [fixed, per_mac] = line(macs(kShort), seconds[0] - exps(kShort) * exp_seconds, macs(kLong), seconds[1] - exps(kLong) * exp_seconds);
-    const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(kLong) / seconds[1];
-    const std::string name(kv::format_name(f));
-    cpu.prefill_gmac_per_s[static_cast<int>(f)] =
-        measured(rate, "GMAC/s", fmt::format("KVCache::attend, 16 queries, {} K/V, contexts 1K and 8K, slope less exponentials", name));
-    say(fmt::format("prefill attention {}: {:.2f} GMAC/s", name, rate));
-  }
-
   // Sealing pages: appending whole pages (copy, quantization, summaries) into a fresh sequence.
   for (kv::Format f : kv::kAllFormats) {
-    constexpr int kTokens = 4096;
+    const int kTokens = quick ? 1024 : 4096;
     kv::KVCache cache(shape(f, kTokens, options.threads));
     const std::size_t count = static_cast<std::size_t>(kTokens) * kKvHeads * kHeadDim;
     const auto k = values(count, 21, true);
@@ -380,7 +380,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     const double rate = 2.0 * static_cast<double>(count) / s * 1e-9;
     const std::string name(kv::format_name(f));
     cpu.quantize_gvalue_per_s[static_cast<int>(f)] =
-        measured(rate, "Gvalue/s", fmt::format("KVCache::append of 4K tokens into {} pages (K and V values per second)", name));
+        measured(rate, "Gvalue/s", fmt::format("KVCache::append of {} tokens into {} pages (K and V values per second)", kTokens, name));
     say(fmt::format("page sealing {}: {:.2f} Gvalue/s", name, rate));
   }
 
@@ -394,7 +394,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     policy.budget = 0.10f;
     double seconds[2] = {}, products[2] = {};
     int i = 0;
-    for (int ctx : {kShort, kLong}) {
+    for (int ctx : {short_ctx, long_ctx}) {
       Contexts c = make_contexts(kv::Format::Q4, ctx, options.threads);
       std::vector<kv::HeadKeyBounds> bounds;
       c.cache->key_bounds(c.copies[0], 0, bounds);
@@ -420,7 +420,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     const auto [fixed, per_product] = line(products[0], seconds[0], products[1], seconds[1]);
     const double rate = per_product > 0.0 ? 1e-9 / per_product : products[1] / seconds[1] * 1e-9;
     cpu.quest_bounds_gproduct_per_s = measured(
-        rate, "Gproduct/s", "quest_bounds and plan_selection (hybrid, 10%) over 1K and 8K q4 contexts, slope per bound product");
+        rate, "Gproduct/s", "quest_bounds and plan_selection (hybrid, 10%) over q4 " + contexts + ", slope per bound product");
     cpu.select_call_us = measured(fixed * 1e6, "us", "intercept of the same fit: the fixed cost of one selection");
     say(fmt::format("selection: {:.2f} Gproduct/s, {:.1f} us per selection", rate, fixed * 1e6));
   }
@@ -455,7 +455,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
         memory.l2.dir = dir.string();
       }
       int i = 0;
-      for (int ctx : {kShort, kLong}) {
+      for (int ctx : {short_ctx, long_ctx}) {
         OpsSum sink;
         Contexts c = make_contexts(kv::Format::Q4, ctx, options.threads, &sink, &memory);
         kv::SparseDecoder decoder(*c.cache, policy, &sink, nullptr);
@@ -480,7 +480,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     }
     const double per_context = std::max(0.0, (residual[0][1] - residual[0][0]) / (context_pages[0][1] - context_pages[0][0]));
     cpu.context_page_ns = measured(per_context * 1e6, "ns",
-                                   "SparseDecoder::attend (hybrid 10%, q4, no L1 cap) at 1K and 8K contexts: the time the kernel, call "
+                                   "SparseDecoder::attend (hybrid 10%, q4, no L1 cap) at " + contexts + ": the time the kernel, call "
                                    "and selection rates leave unexplained, per context page");
     const double capped_extra[2] = {residual[1][0] - residual[0][0], residual[1][1] - residual[0][1]};
     const double per_managed = std::max(0.0, (capped_extra[1] - capped_extra[0]) / (managed_pages[1][1] - managed_pages[1][0]));
@@ -492,17 +492,17 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     // A cap that forces swapping: the engine's own work per page moved (copies into write
     // buffers, checksums, page tables, loads), the waits for the device taken out.
     {
-      kv::CacheConfig config = shape(kv::Format::Q4, kLong, options.threads);
-      const std::size_t minimum = kv::minimum_l1_bytes(config, kLong).bytes;
-      const std::size_t kv_bytes = static_cast<std::size_t>(kLong / kPageTokens) * kKvHeads * kv::KVCache(config).layout().bytes;
+      kv::CacheConfig config = shape(kv::Format::Q4, long_ctx, options.threads);
+      const std::size_t minimum = kv::minimum_l1_bytes(config, long_ctx).bytes;
+      const std::size_t kv_bytes = static_cast<std::size_t>(long_ctx / kPageTokens) * kKvHeads * kv::KVCache(config).layout().bytes;
       config.memory.l1_bytes = minimum + kv_bytes / 20;
       config.memory.l2.dir = dir.string();
       OpsSum sink;
       kv::KVCache cache(config, &sink);
       const kv::SeqId seq = cache.create_sequence();
-      const std::size_t count = static_cast<std::size_t>(kLong) * kKvHeads * kHeadDim;
+      const std::size_t count = static_cast<std::size_t>(long_ctx) * kKvHeads * kHeadDim;
       const auto k = values(count, 41, true), v = values(count, 42, false);
-      cache.append(seq, 0, k.data(), v.data(), kLong);
+      cache.append(seq, 0, k.data(), v.data(), long_ctx);
       // Query-aware selection with a different query each call: every call needs other pages.
       kv::SparsePolicy quest = policy;
       quest.selector = kv::Selector::Quest;
@@ -533,10 +533,10 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       const double engine_ms = (seconds - wait) * 1e3 - (modelled.ms - modelled.dma_wait_ms);
       const double per_page = moved > 0.0 ? std::max(0.0, engine_ms / moved) : 0.0;
       cpu.l2_page_us = measured(per_page * 1e3, "us",
-                                fmt::format("SparseDecoder::attend (Quest 10%, a new query each call, q4, 8K) with L1 capped at 5% of its KV above "
+                                fmt::format("SparseDecoder::attend (Quest 10%, a new query each call, q4, {} tokens) with L1 capped at 5% of its KV above "
                                             "the minimum: time not waiting for the device and not explained by the rates above, per page "
                                             "moved ({:.0f} pages per call)",
-                                            moved / calls));
+                                            long_ctx, moved / calls));
       say(fmt::format("L2 traffic bookkeeping: {:.1f} us per page moved ({:.0f} per call)", per_page * 1e3, moved / calls));
     }
   }
@@ -598,13 +598,14 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     } cleanup{dir};
     config.dir = dir.string();
     constexpr std::size_t kPage = 36864;  // a 64-token f16 page of 8 kv heads' one head (K, V, summaries), 4 KiB padded
-    constexpr std::size_t kTotal = 192ull << 20;
+    const std::size_t kTotal = quick ? 32ull << 20 : 192ull << 20;
     const std::size_t pages = kTotal / kPage;
     std::vector<std::byte> page(kPage, std::byte{7});
     std::vector<kv::L2Slot> slots;
     slots.reserve(pages);
     std::string mode;
     double write_gbps = 0.0, read_gbps = 0.0, random_gbps = 0.0, latency = 0.0;
+    std::size_t shuffled_count = 0;
     {
       kv::L2Store store(config);
       mode = kv::l2_mode_name(store.mode());
@@ -622,12 +623,13 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       read_gbps = static_cast<double>(pages * kPage) / seconds_since(begin) * 1e-9;
       std::vector<kv::L2Slot> shuffled = slots;
       std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(9));
-      shuffled.resize(std::min<std::size_t>(shuffled.size(), 2000));
+      shuffled.resize(std::min<std::size_t>(shuffled.size(), quick ? 300 : 2000));
       begin = Clock::now();
       for (kv::L2Slot slot : shuffled) store.read(slot, dst.data());
       const double s = seconds_since(begin);
       random_gbps = static_cast<double>(shuffled.size() * kPage) / s * 1e-9;
       latency = s / static_cast<double>(shuffled.size()) * 1e6;
+      shuffled_count = shuffled.size();
     }
     // 4 KiB random reads of a file written for it, bypassing the page cache like the store.
     double iops = 0.0;
@@ -636,7 +638,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       kv::FileIo& io = kv::posix_file_io();
       const int fd = io.open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
       if (fd < 0) throw kv::InputError(file, "open", std::strerror(-fd));
-      constexpr std::size_t kFile = 64ull << 20;
+      const std::size_t kFile = quick ? 16ull << 20 : 64ull << 20;
       std::vector<char> block(1 << 20, 'x');
       for (std::size_t off = 0; off < kFile; off += block.size()) io.pwrite(fd, block.data(), block.size(), static_cast<off_t>(off));
       io.fdatasync(fd);
@@ -650,7 +652,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       std::unique_ptr<void, decltype(&std::free)> buffer(raw, &std::free);
       std::mt19937 rng(17);
       std::uniform_int_distribution<std::size_t> pick(0, kFile / 4096 - 1);
-      constexpr int kReads = 4000;
+      const int kReads = quick ? 500 : 4000;
       const auto begin = Clock::now();
       for (int i = 0; i < kReads; ++i) {
         if (::pread(direct, buffer.get(), 4096, static_cast<off_t>(pick(rng) * 4096)) != 4096) break;
@@ -662,9 +664,9 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     const std::string where = fmt::format("{} ({}, {} I/O)", options.l2_dir, fs, mode);
     p.l2.capacity_bytes = Quantity{static_cast<double>(std::filesystem::space(options.l2_dir).capacity), "bytes", "",
                                    "measured: the L2 directory's filesystem size (statvfs)"};
-    p.l2.write_gb_per_s = measured(write_gbps, "GB/s", "L2Store sequential appends of 192 MiB of 36 KiB pages to " + where);
+    p.l2.write_gb_per_s = measured(write_gbps, "GB/s", fmt::format("L2Store sequential appends of {} MiB of 36 KiB pages to ", kTotal >> 20) + where);
     p.l2.read_gb_per_s = measured(read_gbps, "GB/s", "L2Store::read of those pages in order from " + where);
-    p.l2.random_read_page_gb_per_s = measured(random_gbps, "GB/s", "L2Store::read of 2000 pages in random order from " + where);
+    p.l2.random_read_page_gb_per_s = measured(random_gbps, "GB/s", fmt::format("L2Store::read of {} pages in random order from ", shuffled_count) + where);
     p.l2.latency_us = measured(latency, "us", "mean time of one random L2Store::read of a 36 KiB page from " + where);
     p.l2.random_read_4k_iops = measured(iops, "IOPS", "random 4 KiB preads, one in flight, on " + where);
     p.l2.queue_depth = Quantity{1.0, "requests", "", "derived: kvbench's migrator issues one read at a time"};

@@ -16,6 +16,7 @@ struct CalibrationOptions {
   std::string l2_dir;        // an existing directory for the L2 measurements
   double min_seconds = 0.25; // per timed measurement (the median of 3 batches of at least this)
   int threads = 0;           // the engine's thread pool (0: all cores, like the policies' default)
+  bool quick = false;        // smaller contexts, buffers and files, no cache-defeating copies: rougher, for checks
   std::function<void(const std::string&)> progress;  // one line per finished measurement
 };
 

@@ -31,7 +31,7 @@ TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][
   const kvtest::TempDir dir("kvbench-e2e-calibrate");
   const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/calib.json";
   kvtest::write_file(suite, kSuite);
-  Output out = run_kvbench("calibrate --db " + db + " --min-seconds 0.01");
+  Output out = run_kvbench("calibrate --db " + db + " --min-seconds 0.01 --quick");
   INFO(out.text);
   REQUIRE(out.status == 0);
   const std::string profile_path = dir.path + "/socs/host.json";
@@ -90,7 +90,7 @@ TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][
 
 TEST_CASE("kvbench calibrate refuses a missing L2 directory", "[e2e][calibrate]") {
   const kvtest::TempDir dir("kvbench-e2e-calibrate-bad");
-  const Output out = run_kvbench("calibrate --out " + dir.path + "/host.json --l2-dir " + dir.path + "/none --min-seconds 0.01");
+  const Output out = run_kvbench("calibrate --out " + dir.path + "/host.json --l2-dir " + dir.path + "/none --min-seconds 0.01 --quick");
   CHECK(out.status == 2);
   CHECK(out.text.find("/none") != std::string::npos);
   CHECK(run_kvbench("calibrate --db " + dir.path + "/a.sqlite --out " + dir.path + "/b.json").status == 2);

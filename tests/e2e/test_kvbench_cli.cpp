@@ -214,7 +214,7 @@ TEST_CASE("a v2 database is read as it is and migrated by the next run, its runs
   CHECK(nlohmann::json::parse(out.text).size() == 2);
   CHECK(scalar(db, "PRAGMA user_version") == "2");
   small_run(db);
-  CHECK(scalar(db, "PRAGMA user_version") == "4");
+  CHECK(scalar(db, "PRAGMA user_version") == "5");
   CHECK(scalar(db, "SELECT count(*) FROM runs") == "3");
   CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE run_id <= 2") == metrics);
   CHECK(scalar(db, "SELECT group_concat(status) FROM runs") == "complete,complete,complete");

@@ -162,7 +162,7 @@ TEST_CASE("every exact figure is bit-identical across two runs of smoke", "[e2e]
   // gate rules put peak_rss_bytes (allocator and machine) in the statistical class.
   const auto differ = kvtest::sql(f.db,
                                   "SELECT a.case_name, a.name, a.value, b.value FROM metric_values a JOIN metric_values b"
-                                  " ON a.case_name = b.case_name AND a.name = b.name AND a.repetition = b.repetition"
+                                   " ON a.case_name = b.case_name AND a.name = b.name AND a.clock = b.clock AND a.repetition = b.repetition"
                                   " WHERE a.run_id = 1 AND b.run_id = 2 AND a.clock != 'host' AND a.name != 'peak_rss_bytes'"
                                   " AND (a.value IS NOT b.value OR a.na_reason != b.na_reason)");
   for (const auto& row : differ) INFO(row[0] << " " << row[1] << ": " << row[2] << " vs " << row[3]);

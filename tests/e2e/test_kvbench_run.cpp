@@ -85,8 +85,11 @@ TEST_CASE("kvbench run --suite smoke records every contract metric for every cas
     INFO(name);
     CHECK(scalar(db, std::string("SELECT count(*) FROM metric_values WHERE name = '") + name + "' AND value IS NULL") == "0");
   }
-  // Clocks: timings host, counts exact; the synthetic backend's timings are extrapolated.
-  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND (clock != 'host' OR extrapolated != 1)") == "0");
+  // Clocks: timings host and model (each host case priced with the host profile), counts
+  // exact; the synthetic backend's timings are extrapolated on both clocks.
+  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND (clock NOT IN ('host', 'model') OR extrapolated != 1)") == "0");
+  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'host'") ==
+        scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'model'"));
   CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'kv_bytes_per_token' AND clock != 'exact'") == "0");
   // Deterministic figures repeat exactly across repetitions (one seed for all).
   CHECK(scalar(db, "SELECT count(*) FROM (SELECT case_name, name FROM metric_values WHERE clock = 'exact' AND name != 'peak_rss_bytes'"
