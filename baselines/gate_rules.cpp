@@ -49,6 +49,9 @@ MetricRule GateRules::rule_for(const std::string& metric) const {
   MetricRule rule = def != nullptr ? default_rule(*def, key->clock) : MetricRule{};
   for (const Entry& e : entries) {
     if (!matches(e.glob, metric)) continue;
+    // A key on another clock than its name's own (tpot_ms_p50@model) takes only rules that name
+    // a clock: host-tuned rules such as "tpot_*" must not reach modelled figures.
+    if (metric.find('@') != std::string::npos && e.glob.find('@') == std::string::npos) continue;
     if (e.gated) rule.gated = *e.gated;
     if (e.better) rule.better = *e.better;
     if (e.kind) rule.kind = *e.kind;

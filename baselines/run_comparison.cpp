@@ -125,6 +125,26 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
     host_why.clear();
   }
 
+  // Modelled figures need the same SoC profile: a recalibrated host prices everything anew.
+  const auto profile_hashes = [](const RunRecord& run) {
+    std::map<std::string, std::string> hashes;
+    const json meta = json::parse(run.meta_json, nullptr, false);
+    if (meta.is_object() && meta.contains("soc_profiles") && meta["soc_profiles"].is_object()) {
+      for (const auto& [soc, used] : meta["soc_profiles"].items()) {
+        if (used.is_object()) hashes[soc] = used.value("hash", "");
+      }
+    }
+    return hashes;
+  };
+  const std::map<std::string, std::string> hashes_a = profile_hashes(out.baseline), hashes_b = profile_hashes(out.candidate);
+  const auto model_why = [&](const std::string& soc) -> std::string {
+    if (!exact_why.empty()) return exact_why;
+    const auto ia = hashes_a.find(soc), ib = hashes_b.find(soc);
+    const std::string ha = ia == hashes_a.end() ? "" : ia->second, hb = ib == hashes_b.end() ? "" : ib->second;
+    if (ha == hb) return "";
+    return fmt::format("SoC profile '{}' {} vs {}", soc, ha.empty() ? "unrecorded" : ha, hb.empty() ? "unrecorded" : hb);
+  };
+
   const json base_config = json::parse(out.baseline.config_json, nullptr, false);
   const json cand_config = json::parse(out.candidate.config_json, nullptr, false);
   const std::vector<CaseSamples> a = load_samples(store, baseline), b = load_samples(store, candidate);
@@ -193,11 +213,12 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
       MetricRule rule = rules.rule_for(name);
       const std::optional<MetricKey> key = parse_metric_key(name);
       const bool host = key && key->clock == Clock::Host;
+      const bool modelled = key && key->clock == Clock::Model;
       std::vector<std::vector<Sample>> runs;
       for (const CaseSamples* h : history) runs.push_back(pick(*h));
       const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;
       MetricComparison row = compare_samples(name, pick(base), pick(cand), rule, between.value_or(0.0), static_cast<int>(runs.size()));
-      const std::string& why = host ? host_why : exact_why;
+      const std::string why = host ? host_why : modelled ? model_why(base.soc) : exact_why;
       if (!why.empty() && row.verdict != Verdict::NotGated) {
         row.verdict = Verdict::NotGated;
         row.note = "not comparable: " + why;

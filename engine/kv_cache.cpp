@@ -398,6 +398,8 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   const std::size_t row = static_cast<std::size_t>(config_.geometry.kv_heads) * config_.geometry.head_dim;
   const int block = kAppendBlockPages * config_.page_tokens;
   std::uint64_t replaced = 0;
+  // Sealing pages may demote others under memory pressure: that L2 traffic is the append's.
+  const std::uint64_t swap_out_before = sealed_pool_.swap_out_bytes(), demotions_before = sealed_pool_.demotions();
   for (int done = 0; done < n_tokens; done += block) {
     const int count = std::min(block, n_tokens - done);
     replaced += copy_into_residual(state, k + done * row, v + done * row, count);
@@ -406,6 +408,12 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   nan_inf_replaced_ += replaced;
   if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
   if (config_.memory.l1_bytes > 0) sync_memory();
+  if (telemetry_ != nullptr && sealed_pool_.demotions() != demotions_before) {
+    OpCounts ops;
+    ops.write(Tier::L2, config_.k_format, sealed_pool_.swap_out_bytes() - swap_out_before);
+    ops.demoted_pages = sealed_pool_.demotions() - demotions_before;
+    telemetry_->on_ops(phase_, ops);
+  }
 }
 
 std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) const {
@@ -491,7 +499,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   const std::uint64_t demand_pages_before = sealed_pool_.demand_loads(), demand_bytes_before = sealed_pool_.demand_bytes();
   const std::uint64_t prefetch_pages_before = sealed_pool_.prefetch_loads(),
                       prefetch_bytes_before = sealed_pool_.prefetch_bytes();
-  const std::uint64_t buffered_before = sealed_pool_.l2_buffered_reads();
+  const std::uint64_t buffered_demand_before = sealed_pool_.buffered_demand(),
+                      buffered_prefetch_before = sealed_pool_.buffered_prefetch();
   const std::uint64_t demotions_before = sealed_pool_.demotions();
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
@@ -600,7 +609,8 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.demand_bytes = sealed_pool_.demand_bytes() - demand_bytes_before;
     ops.prefetch_pages = sealed_pool_.prefetch_loads() - prefetch_pages_before;
     ops.prefetch_bytes = sealed_pool_.prefetch_bytes() - prefetch_bytes_before;
-    ops.buffered_reads = sealed_pool_.l2_buffered_reads() - buffered_before;
+    ops.demand_buffered = sealed_pool_.buffered_demand() - buffered_demand_before;
+    ops.prefetch_buffered = sealed_pool_.buffered_prefetch() - buffered_prefetch_before;
     ops.demoted_pages = sealed_pool_.demotions() - demotions_before;
     telemetry_->on_ops(phase_, ops);
   }

@@ -21,7 +21,9 @@ OpCounts& OpCounts::operator+=(const OpCounts& other) {
   demand_bytes += other.demand_bytes;
   prefetch_pages += other.prefetch_pages;
   prefetch_bytes += other.prefetch_bytes;
-  buffered_reads += other.buffered_reads;
+  demand_buffered += other.demand_buffered;
+  prefetch_buffered += other.prefetch_buffered;
+  selections += other.selections;
   demoted_pages += other.demoted_pages;
   return *this;
 }

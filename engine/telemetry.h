@@ -33,6 +33,7 @@ struct OpCounts {
   std::array<std::uint64_t, kFormatCount> quantized_values{};  // values sealed into pages, by format
   std::uint64_t bound_products = 0;  // Quest bounds: pages x q heads x head_dim
   std::uint64_t attention_calls = 0;
+  std::uint64_t selections = 0;  // selection plans made (each with a fixed cost besides its products)
   std::uint64_t attention_queries = 0;
   // Decode calls: pages of the layer's context over kv heads, attended or not (selection
   // history and page views touch them all), and of those the ones an L1-capped pool manages
@@ -42,7 +43,8 @@ struct OpCounts {
   // the next steps; L2 bytes read are their sum.
   std::uint64_t demand_pages = 0, demand_bytes = 0;
   std::uint64_t prefetch_pages = 0, prefetch_bytes = 0;
-  std::uint64_t buffered_reads = 0;  // of the L2 loads, pages in the store's latest write batch (in memory)
+  // Of those loads, pages demoted less than one write batch before: still in memory.
+  std::uint64_t demand_buffered = 0, prefetch_buffered = 0;
   std::uint64_t demoted_pages = 0;   // pages written to L2 during the call
 
   void read(Tier tier, Format format, std::uint64_t bytes) {

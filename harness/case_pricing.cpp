@@ -35,6 +35,7 @@ OpCounts complete(const OpCounts& ref, int ref_queries, int ref_context, int que
   out.bound_products = times(ref.bound_products, static_cast<double>(context) / ref_context);
   // The measured prefill pays a call per probed block; so does its completion.
   out.attention_calls = times(ref.attention_calls, passes);
+  out.selections = ref.selections;  // one plan per chunk and layer
   out.attention_queries = times(ref.attention_queries, static_cast<double>(queries) / ref_queries);
   return out;
 }
@@ -86,7 +87,8 @@ void StepCollector::on_step(const StepDone& done) {
     completed.demand_bytes = step.attention.demand_bytes;
     completed.prefetch_pages = step.attention.prefetch_pages;
     completed.prefetch_bytes = step.attention.prefetch_bytes;
-    completed.buffered_reads = step.attention.buffered_reads;
+    completed.demand_buffered = step.attention.demand_buffered;
+    completed.prefetch_buffered = step.attention.prefetch_buffered;
     completed.demoted_pages = step.attention.demoted_pages;
     completed.bytes_read[2] = step.attention.bytes_read[2];
     completed.bytes_written[2] = step.attention.bytes_written[2];
@@ -119,7 +121,9 @@ OpCounts scaled(const OpCounts& c, double factor) {
   out.demand_bytes = times(c.demand_bytes, factor);
   out.prefetch_pages = times(c.prefetch_pages, factor);
   out.prefetch_bytes = times(c.prefetch_bytes, factor);
-  out.buffered_reads = times(c.buffered_reads, factor);
+  out.demand_buffered = times(c.demand_buffered, factor);
+  out.prefetch_buffered = times(c.prefetch_buffered, factor);
+  out.selections = times(c.selections, factor);
   out.demoted_pages = times(c.demoted_pages, factor);
   return out;
 }
@@ -192,6 +196,8 @@ std::vector<MetricRecord> modelled_metrics(const PricedCase& priced, const kv::s
   }
   if (priced.ttft_target_ms <= 0.0 && priced.tpot_target_ms <= 0.0) {
     r.na("goodput", "the workload sets no ttft/tpot targets");
+  } else if (!prompt) {
+    r.na("goodput", "no request with a prompt");
   } else {
     r.value("goodput", f.goodput, prefill_x);
   }

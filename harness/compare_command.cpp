@@ -178,7 +178,10 @@ int run_ack(const CompareCommandOptions& o) {
   if (o.ack_run.empty()) throw kv::InputError("--run", "", "is required (the candidate run whose regression is accepted)");
   if (o.ack_metric.empty()) throw kv::InputError("--metric", "", "is required (a metric name, `kvbench metrics`)");
   if (o.ack_reason.empty()) throw kv::InputError("--reason", "", "is required: say why the regression is accepted");
-  if (find_metric_key(o.ack_metric) == nullptr) throw kv::InputError("--metric", o.ack_metric, "not a metric (`kvbench metrics` lists them)");
+  const std::optional<MetricKey> ack_key = parse_metric_key(o.ack_metric);
+  if (!ack_key || find_metric(ack_key->name) == nullptr) {
+    throw kv::InputError("--metric", o.ack_metric, "not a metric (`kvbench metrics` lists them; NAME@model for a modelled figure)");
+  }
   const std::int64_t run = resolve_run(store, o.ack_run, "--run");
   std::int64_t baseline = 0;
   if (!o.ack_baseline.empty()) {

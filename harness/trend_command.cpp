@@ -84,7 +84,7 @@ int run_trend(const TrendOptions& o) {
   nlohmann::json doc = nlohmann::json::array();
   std::string table = fmt::format("{} ({}, {} clock) across {} complete runs of suite {}; change points: E-divisive means, "
                                   "permutation p <= {}, at least {} runs on each side\n",
-                                  o.metric, def->unit, clock_name(def->clock), runs.size(), filter.suite, options.significance,
+                                  key, def->unit, clock_name(parsed->clock), runs.size(), filter.suite, options.significance,
                                   options.min_segment);
   for (const auto& [name, points] : history) {
     std::vector<double> series;
@@ -96,7 +96,7 @@ int run_trend(const TrendOptions& o) {
       at[c.index] = &c;
       stored.push_back({points[static_cast<std::size_t>(c.index)].run->id, c.before, c.after, fmt::format("p={}", significant(c.p, 2))});
     }
-    if (writable) store->replace_change_points(name, o.metric, stored);
+    if (writable) store->replace_change_points(name, key, stored);
     table += fmt::format("\n{}\n", name);
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < points.size(); ++i) {
@@ -115,7 +115,7 @@ int run_trend(const TrendOptions& o) {
     for (const ChangePoint& c : changes) {
       cps.push_back({{"run_id", points[static_cast<std::size_t>(c.index)].run->id}, {"before", c.before}, {"after", c.after}, {"p", c.p}});
     }
-    doc.push_back({{"case", name}, {"metric", o.metric}, {"unit", def->unit}, {"runs", rows}, {"change_points", cps}});
+    doc.push_back({{"case", name}, {"metric", key}, {"unit", def->unit}, {"runs", rows}, {"change_points", cps}});
   }
   if (!writable) table += "\n(the database is read-only: change points were not stored)\n";
   fmt::print("{}", o.format == "json" ? doc.dump(2) + "\n" : table);

@@ -34,7 +34,7 @@ void Recorder::on_kernel(kv::KernelKind kind, kv::Isa isa) {
 
 void Recorder::on_ops(kv::Phase phase, const kv::OpCounts& counts) {
   ops_[static_cast<int>(phase)] += counts;
-  (counts.attention_calls > 0 || counts.bound_products > 0 ? open_attention_ : open_append_) += counts;
+  (counts.attention_calls > 0 || counts.selections > 0 ? open_attention_ : open_append_) += counts;
 }
 
 kv::soc::StepOps Recorder::close_step(kv::Phase phase, int request, int tokens) {

@@ -105,7 +105,6 @@ struct L2Store::Slot {
   std::uint32_t bytes = 0;
   std::uint64_t checksum = 0;
   Batch* batch = nullptr;  // the unwritten batch holding the page, if any
-  std::uint64_t fill = 0;  // the filling round it was appended in
   bool live = false;
 };
 
@@ -255,7 +254,6 @@ L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std:
       batch->buffer.reserve(config_.batch_bytes);
     }
     if (batch != nullptr) {
-      ++fill_serial_;
       batch->state = Batch::State::Filling;
       batch->capacity = capacity;
       batch->used = 0;
@@ -306,7 +304,6 @@ L2Slot L2Store::append(const std::byte* page, std::size_t bytes, bool wait) {
   slot.bytes = static_cast<std::uint32_t>(bytes);
   slot.checksum = XXH3_64bits(page, bytes);
   slot.batch = batch;
-  slot.fill = fill_serial_;
   slot.live = true;
   std::memcpy(batch->buffer.data.get() + batch->used, page, bytes);
   batch->used += bytes;
@@ -572,11 +569,6 @@ std::string L2Store::failure() const {
 bool L2Store::full() const {
   std::lock_guard lock(mutex_);
   return config_.max_bytes > 0 && stats_.disk_bytes + config_.batch_bytes > config_.max_bytes;
-}
-
-bool L2Store::in_latest_batch(L2Slot id) const {
-  std::lock_guard lock(mutex_);
-  return id < slots_.size() && slots_[id].live && slots_[id].fill == fill_serial_;
 }
 
 L2Stats L2Store::stats() const {

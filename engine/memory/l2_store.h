@@ -103,10 +103,6 @@ class L2Store {
   // the segment file and the page on a checksum mismatch, a short read or an I/O error.
   void read(L2Slot slot, std::byte* dst);
   std::size_t slot_bytes(L2Slot slot) const;
-  // Whether the page went into the batch filled most recently: a read of it is served from
-  // memory unless that batch was written meanwhile. Depends only on the order of appends, so a
-  // cost model can count such reads deterministically.
-  bool in_latest_batch(L2Slot slot) const;
 
   // Writes the batches that are full (all == true: also the one filling, padded to 4 KiB).
   // Returns false when a write failed: the store is failed from then on (failure() says why),
@@ -145,7 +141,6 @@ class L2Store {
   std::string path_;
   int lock_fd_ = -1;
   L2Mode mode_ = L2Mode::BufferedSync;
-  std::uint64_t fill_serial_ = 0;  // batches started filling so far
   std::string fs_type_;
   bool on_ram_ = false;
 

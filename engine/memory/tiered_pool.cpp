@@ -36,6 +36,7 @@ struct TieredPool::Page {
   float importance = 0.0f;
   bool prefetched = false;  // the L1 copy came from a prefetch and no step has read it yet
   std::uint64_t predicted_at = 0;  // a step predicted to read the page (demoted last until then)
+  std::uint64_t demoted_at = 0;    // swap_out_bytes when it was demoted (its place in the write stream)
   // Shared with the migrator, under mutex_.
   Load load = Load::None;
   std::string error;
@@ -250,7 +251,9 @@ void TieredPool::start_load(PageId id, bool demand) {
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
   stats_.swap_in_bytes += bytes;
   (demand ? stats_.demand_bytes : stats_.prefetch_bytes) += bytes;
-  if (store_->in_latest_batch(page.slot)) ++stats_.buffered_loads;
+  // Still in the write batch being filled, by the owner's own count of demoted bytes: a copy
+  // from memory. Deterministic (the flushes of the writer thread are not).
+  if (stats_.swap_out_bytes - page.demoted_at < config_.l2.batch_bytes) ++(demand ? stats_.buffered_demand : stats_.buffered_prefetch);
   sample_.swap_in_bytes += bytes;
   std::lock_guard lock(mutex_);
   page.load = Page::Load::Queued;
@@ -433,6 +436,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
         continue;
       }
       page.slot = slot;
+      page.demoted_at = stats_.swap_out_bytes;
       ++stats_.demotions;
       stats_.swap_out_bytes += class_bytes(page.small);
       sample_.swap_out_bytes += class_bytes(page.small);

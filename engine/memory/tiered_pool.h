@@ -78,7 +78,8 @@ struct MemoryStats {
   std::uint64_t demand_loads = 0;      // pages the decode path had to load itself
   std::uint64_t prefetch_loads = 0;
   std::uint64_t demand_bytes = 0, prefetch_bytes = 0;  // their page bytes (sum: swap_in_bytes)
-  std::uint64_t buffered_loads = 0;  // of the loads, pages in the store's latest write batch
+  // Of the loads, pages demoted less than one write batch ago (by demoted bytes): in memory.
+  std::uint64_t buffered_demand = 0, buffered_prefetch = 0;
   std::uint64_t prefetch_hits = 0;     // steps' pages that a prefetch had brought (or was bringing)
   std::uint64_t prefetch_unused = 0;   // prefetched pages dropped or freed before any use
   std::uint64_t pages_waited = 0;      // pages the decode path waited for (timing-dependent)
@@ -171,8 +172,9 @@ class TieredPool {
   std::uint64_t demand_bytes() const { return stats_.demand_bytes; }
   std::uint64_t prefetch_loads() const { return stats_.prefetch_loads; }
   std::uint64_t prefetch_bytes() const { return stats_.prefetch_bytes; }
-  // L2 loads of pages in the store's latest write batch so far (L2Store::in_latest_batch).
-  std::uint64_t l2_buffered_reads() const { return stats_.buffered_loads; }
+  // Loads so far of pages demoted less than one write batch before (MemoryStats).
+  std::uint64_t buffered_demand() const { return stats_.buffered_demand; }
+  std::uint64_t buffered_prefetch() const { return stats_.buffered_prefetch; }
   bool l2_enabled() const { return store_ != nullptr; }
   const MemoryConfig& config() const { return config_; }
   // Events and the per-step samples since the last call.

@@ -75,7 +75,7 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
 
   // Selection: Quest bounds over the page summaries.
   cost.select_ms = ms_at(static_cast<double>(step.attention.bound_products), engine.quest_bounds_gproduct_per_s, "Quest bounds rate");
-  if (step.attention.bound_products > 0) cost.select_ms += static_cast<double>(step.attention.attention_calls) * engine.select_call_us.value * 1e-3;
+  if (step.attention.bound_products > 0) cost.select_ms += static_cast<double>(step.attention.selections) * engine.select_call_us.value * 1e-3;
 
   // Attention: multiply-adds per stored format, exponentials and a fixed cost per call, against
   // the pages read from L1 and staged through L0.
@@ -104,23 +104,18 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
 
   // L2: demand loads stall; prefetches and demotions run in the background. Reads the store
   // served from its write buffers (pages not yet on the device) are DRAM copies.
-  const auto device_reads = [&](std::uint64_t pages, std::uint64_t bytes, std::uint64_t& buffered, double& copy_ms) {
+  const auto device_reads = [&](std::uint64_t pages, std::uint64_t bytes, std::uint64_t buffered) {
     const std::uint64_t from_buffer = std::min(buffered, pages);
-    buffered -= from_buffer;
     const double share = pages > 0 ? static_cast<double>(from_buffer) / static_cast<double>(pages) : 0.0;
-    copy_ms += ms_at(static_cast<double>(bytes) * share, profile.l1.read_gb_per_s, "L1 read bandwidth");
+    double ms = ms_at(static_cast<double>(bytes) * share, profile.l1.read_gb_per_s, "L1 read bandwidth");
     const double device_pages = static_cast<double>(pages - from_buffer);
-    if (device_pages <= 0.0) return 0.0;
+    if (device_pages <= 0.0) return ms;
     const double depth = std::max(1.0, profile.l2.queue_depth.value);
-    return std::ceil(device_pages / depth) * profile.l2.latency_us.value * 1e-3 +
+    return ms + std::ceil(device_pages / depth) * profile.l2.latency_us.value * 1e-3 +
            ms_at(static_cast<double>(bytes) * (1.0 - share), profile.l2.random_read_page_gb_per_s, "L2 random page-read bandwidth");
   };
-  std::uint64_t buffered = a.buffered_reads;
-  double copy_ms = 0.0;
-  double demand_ms = device_reads(a.demand_pages, a.demand_bytes, buffered, copy_ms);
-  demand_ms += copy_ms;
-  copy_ms = 0.0;
-  prefetch_ms = device_reads(a.prefetch_pages, a.prefetch_bytes, buffered, copy_ms) + copy_ms;
+  const double demand_ms = device_reads(a.demand_pages, a.demand_bytes, a.demand_buffered);
+  prefetch_ms = device_reads(a.prefetch_pages, a.prefetch_bytes, a.prefetch_buffered);
   const double writes_ms = ms_at(bytes_on(a, Tier::L2, false) + bytes_on(step.append, Tier::L2, false), profile.l2.write_gb_per_s,
                                  "L2 write bandwidth");
   const double compute = cost.kv_quant_ms + cost.select_ms + cost.attn_compute_ms + cost.model_compute_ms;
@@ -184,12 +179,14 @@ CostFigures price(const CostInput& input, const SocProfile& profile) {
   if (out.decode.tokens > 0) out.energy_mj_per_token = out.decode.energy_mj / out.decode.tokens;
   out.dma_wait_ms = out.prefill.dma_wait_ms + out.decode.dma_wait_ms;
 
-  // Goodput: every request (with a prompt or decode steps) against the targets that apply.
+  // Goodput, as on the host clock: the requests with a prompt, each against the targets that
+  // apply (its ttft, and its mean decode step when it decodes).
   std::map<int, bool> met;
   for (const auto& [request, ms] : ttft) met[request] = input.ttft_target_ms <= 0.0 || ms <= input.ttft_target_ms;
   for (const auto& [request, entry] : request_decode) {
-    const bool ok = input.tpot_target_ms <= 0.0 || entry.first / entry.second <= input.tpot_target_ms;
-    met.emplace(request, true).first->second = met[request] && ok;
+    const auto it = met.find(request);
+    if (it == met.end()) continue;
+    it->second = it->second && (input.tpot_target_ms <= 0.0 || entry.first / entry.second <= input.tpot_target_ms);
   }
   int good = 0;
   for (const auto& [request, ok] : met) good += ok ? 1 : 0;

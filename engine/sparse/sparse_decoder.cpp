@@ -82,6 +82,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     telemetry_->on_span(Phase::Decode, Span::Select, monotonic_ns() - select_start);
     OpCounts ops;
     if (!bounds.empty()) ops.bound_products = pages * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+    ops.selections = 1;
     telemetry_->on_ops(Phase::Decode, ops);
   }
   std::vector<std::vector<float>> mass;
@@ -166,6 +167,7 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
     telemetry_->on_span(Phase::Prefill, Span::Select, monotonic_ns() - select_start);
     OpCounts ops;
     if (!bounds.empty()) ops.bound_products = pages * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+    ops.selections = 1;
     telemetry_->on_ops(Phase::Prefill, ops);
   }
   AttendOptions options;

@@ -59,3 +59,18 @@ TEST_CASE("A bad rules file names the file, the field and the reason", "[gate]")
                          }));
   }
 }
+
+TEST_CASE("a modelled figure is deterministic and takes only rules that name its clock", "[gate_rules]") {
+  const GateRules rules = parse_gate_rules(
+      R"({"rules": [{"metric": "tpot_*", "class": "statistical", "relative": 0.2},
+                    {"metric": "tpot_ms_p99@model", "relative": 0.01}]})",
+      "clocks.json");
+  const MetricRule host = rules.rule_for("tpot_ms_p50");
+  CHECK(host.kind == GateClass::Statistical);
+  CHECK(host.relative == 0.2);
+  const MetricRule model = rules.rule_for("tpot_ms_p50@model");
+  CHECK(model.kind == GateClass::Deterministic);
+  CHECK(model.relative == 1e-9);
+  CHECK(rules.rule_for("tpot_ms_p99@model").relative == 0.01);
+  CHECK(rules.rule_for("energy_mj_per_token").kind == GateClass::Deterministic);
+}

@@ -80,12 +80,27 @@ TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][
   CHECK(out.text.find("clock model (priced by the SoC profile): ttft") != std::string::npos);
   CHECK(run_kvbench("show 2 --clock wall --db " + db).status == 2);
 
+  // The same profile: modelled figures are gated exactly and pass; a recalibrated host prices
+  // everything anew, so the modelled figures are then not comparable (and not gated).
+  out = run_kvbench("compare --baseline 1 --candidate 2 --format json --all --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  const auto same = nlohmann::json::parse(out.text);
+  CHECK(same["cases"][0]["not_comparable"] == "");
+  CHECK(out.text.find("tpot_ms_p50@model") != std::string::npos);
+  REQUIRE(run_kvbench("calibrate --db " + db + " --min-seconds 0.01 --quick").status == 0);
+  REQUIRE(run_kvbench("run --suite " + suite + " --db " + db).status == 0);
+  out = run_kvbench("compare --baseline 1 --candidate 3 --format json --all --db " + db);
+  INFO(out.text);
+  const auto changed = nlohmann::json::parse(out.text);
+  CHECK(changed["cases"][0]["not_comparable"].get<std::string>().find("SoC profile 'host'") != std::string::npos);
+
   // A malformed profile stops the next run before it starts, naming the file.
   kvtest::write_file(profile_path, "{\"name\": \"host\"}");
   out = run_kvbench("run --suite " + suite + " --db " + db);
   CHECK(out.status == 2);
   CHECK(out.text.find(profile_path) != std::string::npos);
-  CHECK(scalar(db, "SELECT count(*) FROM runs") == "2");
+  CHECK(scalar(db, "SELECT count(*) FROM runs") == "3");
 }
 
 TEST_CASE("kvbench calibrate refuses a missing L2 directory", "[e2e][calibrate]") {

@@ -9,6 +9,7 @@
 #include "metric_table.h"
 #include "model/synthetic.h"
 #include "soc_profiles.h"
+#include "test_support.h"
 #include "workload.h"
 
 namespace {
@@ -21,8 +22,9 @@ struct SyntheticRun {
   ExecutionResult result;
 };
 
-// A rag script on one layer of a small preset, with page sealing and selection.
-void run(SyntheticRun& r, int probe_queries) {
+// A rag script on one layer of a small preset, with page sealing and selection; `l2_dir`
+// non-empty: L1 capped just above its minimum, so pages swap.
+void run(SyntheticRun& r, int probe_queries, const std::string& l2_dir = "") {
   const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
   WorkloadConfig w;
   w.name = w.kind = "rag";
@@ -40,6 +42,10 @@ void run(SyntheticRun& r, int probe_queries) {
   cache_config.geometry = model.geometry();
   cache_config.k_format = cache_config.v_format = kv::Format::Q4;
   cache_config.residual_tokens = 64;
+  if (!l2_dir.empty()) {
+    cache_config.memory.l1_bytes = kv::minimum_l1_bytes(cache_config, script.positions).bytes + (64u << 10);
+    cache_config.memory.l2.dir = l2_dir;
+  }
   kv::KVCache cache(cache_config, &r.recorder);
   kv::SparsePolicy policy;
   policy.selector = kv::Selector::Hybrid;
@@ -67,15 +73,25 @@ void check_equal(const kv::OpCounts& a, const kv::OpCounts& b) {
   CHECK(a.bound_products == b.bound_products);
   CHECK(a.attention_calls == b.attention_calls);
   CHECK(a.context_pages == b.context_pages);
+  CHECK(a.managed_pages == b.managed_pages);
+  CHECK(a.selections == b.selections);
   CHECK(a.demand_pages == b.demand_pages);
+  CHECK(a.demand_bytes == b.demand_bytes);
   CHECK(a.prefetch_pages == b.prefetch_pages);
+  CHECK(a.prefetch_bytes == b.prefetch_bytes);
+  CHECK(a.demand_buffered == b.demand_buffered);
+  CHECK(a.prefetch_buffered == b.prefetch_buffered);
+  CHECK(a.demoted_pages == b.demoted_pages);
 }
 
 }  // namespace
 
 TEST_CASE("case pricing: per-step counts sum to the per-phase counts", "[case_pricing]") {
+  kvtest::TempDir dir("case-pricing");
+  const bool capped = GENERATE(false, true);
+  INFO((capped ? "L1 capped, swapping to L2" : "no cap"));
   SyntheticRun r;
-  run(r, 512);  // every prefill query attended: nothing to complete
+  run(r, 512, capped ? dir.path : "");  // every prefill query attended: nothing to complete
   CHECK_FALSE(r.steps.prefill_extrapolated());
   kv::OpCounts sum[2];
   int prefill = 0, decode = 0;
@@ -90,6 +106,16 @@ TEST_CASE("case pricing: per-step counts sum to the per-phase counts", "[case_pr
   check_equal(sum[1], r.recorder.ops(kv::Phase::Decode));
   CHECK(sum[1].bound_products > 0);  // selection is counted in decode
   CHECK(sum[0].quantized_values[static_cast<int>(kv::Format::Q4)] > 0);
+  if (capped) {
+    // Demotions while sealing (prefill) and loads back (decode) are in the steps too.
+    const kv::OpCounts& prefill_ops = r.recorder.ops(kv::Phase::Prefill);
+    CHECK(prefill_ops.demoted_pages > 0);
+    CHECK(sum[0].bytes_written[2][static_cast<int>(kv::Format::Q4)] > 0);
+    CHECK(sum[1].demand_pages + sum[1].prefetch_pages > 0);
+    std::uint64_t appended_l2 = 0;
+    for (const kv::soc::StepOps& s : r.steps.steps()) appended_l2 += s.append.demoted_pages;
+    CHECK(appended_l2 > 0);
+  }
 }
 
 TEST_CASE("case pricing: probed prefill chunks are completed by their causal work", "[case_pricing]") {

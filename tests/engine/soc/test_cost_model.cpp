@@ -124,9 +124,15 @@ TEST_CASE("cost model: a prefetch hides behind the next step's compute, a demand
   CHECK(stalled.ms == Approx(10.0 + demand));
 
   // A load of a page still in the write buffer is a DRAM copy, not a device read.
-  missing.attention.buffered_reads = 8;
+  missing.attention.demand_buffered = 8;
   const StepCost buffered = price_one(missing);
   CHECK(buffered.dma_wait_ms == Approx(8 * 65536 / 10e6));
+  // A prefetch served from the buffer does not make a demand load free.
+  missing.attention.demand_buffered = 0;
+  missing.attention.prefetch_pages = 8;
+  missing.attention.prefetch_bytes = 8 * 65536;
+  missing.attention.prefetch_buffered = 8;
+  CHECK(price_one(missing).dma_wait_ms == Approx(demand));
 }
 
 TEST_CASE("cost model: energy of a known byte count", "[cost_model]") {
@@ -172,6 +178,23 @@ TEST_CASE("cost model: per-case figures, goodput and the memory view", "[cost_mo
   const CostFigures tight = price(input, profile());
   CHECK_FALSE(tight.fits_in_memory);
   CHECK(tight.memory_headroom_bytes == Approx(-0.5e9));
+  // A tpot target against the requests' mean decode step (2.5 ms each).
+  input.ttft_target_ms = 0.0;
+  input.tpot_target_ms = 2.5;
+  CHECK(price(input, profile()).goodput == Approx(1.0));
+  input.tpot_target_ms = 2.4;
+  CHECK(price(input, profile()).goodput == Approx(0.0));
+  // Requests without a prompt (teacher-forced decoding) are not counted, as on the host clock.
+  CostInput decode_only;
+  for (int i = 0; i < 3; ++i) {
+    StepOps decode;
+    decode.attention.mac(F16, 100'000'000);
+    decode_only.steps.push_back(decode);
+  }
+  decode_only.tpot_target_ms = 5.0;
+  const CostFigures none = price(decode_only, profile());
+  CHECK(none.ttft_ms.empty());
+  CHECK(none.goodput == 0.0);
 }
 
 TEST_CASE("cost model: more bandwidth or compute never makes a step slower", "[cost_model]") {
