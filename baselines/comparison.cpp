@@ -23,6 +23,15 @@ std::vector<double> values_of(const std::vector<Sample>& samples, bool skip_nois
   return v;
 }
 
+}  // namespace
+
+double quiet_median(const std::vector<Sample>& samples) {
+  const std::vector<double> quiet = values_of(samples, true);
+  return median(quiet.empty() ? values_of(samples, false) : quiet);
+}
+
+namespace {
+
 // +1 when an increase is worse, -1 when a decrease is.
 double worse_sign(Better better) { return better == Better::Higher ? -1.0 : 1.0; }
 

@@ -40,6 +40,9 @@ struct Sample {
   bool noisy = false;
 };
 
+// The median of the quiet samples, of all of them when none is quiet; samples not empty.
+double quiet_median(const std::vector<Sample>& samples);
+
 struct MetricComparison {
   std::string metric;
   Verdict verdict = Verdict::Unchanged;

@@ -62,9 +62,8 @@ double seconds_per_call(Fn&& fn, double min_seconds) {
 // The decode shape the suites' 7B-class presets run: 32 q heads, 8 kv heads, head_dim 128,
 // pages of 64 tokens, one layer.
 constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageTokens = 64;
-// Contexts cycled so that one call's pages are not in the last-level cache, as in a run
-// where layers take turns (--quick: two copies).
-std::size_t g_cold_bytes = 128ull << 20;
+// Copies of a context beyond two, cycled to hold this many bytes (0: two copies).
+std::size_t g_cold_bytes = 0;
 
 std::vector<float> values(std::size_t count, unsigned seed, bool keys) {
   std::mt19937 rng(seed);
@@ -117,6 +116,27 @@ Contexts make_contexts(kv::Format format, int ctx, int threads, kv::Telemetry* t
   }
   return c;
 }
+
+// A directory of the calibration's own inside the L2 directory, removed with its files.
+class ScopedDir {
+ public:
+  ScopedDir(const std::string& base, const std::string& stem)
+      : path_(std::filesystem::path(base) / fmt::format("{}-{}", stem, ::getpid())) {
+    std::error_code ec;
+    std::filesystem::create_directory(path_, ec);
+    if (ec) throw kv::InputError(base, "--l2-dir", "cannot create a calibration directory: " + ec.message());
+  }
+  ~ScopedDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedDir(const ScopedDir&) = delete;
+  ScopedDir& operator=(const ScopedDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Sums the operation counts the engine reports (the cost model's view of a call).
 class OpsSum final : public kv::Telemetry {
@@ -219,6 +239,23 @@ std::pair<double, double> line(double x1, double t1, double x2, double t2) {
   return {std::max(0.0, t1 - slope * x1), slope};
 }
 
+// Least squares through (x, seconds) points: (intercept seconds >= 0, seconds per x).
+std::pair<double, double> least_squares(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double mx = 0.0, my = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    mx += x[i] / n;
+    my += y[i] / n;
+  }
+  double sxx = 0.0, sxy = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  const double slope = sxx > 0.0 ? sxy / sxx : 0.0;
+  return {std::max(0.0, my - slope * mx), slope};
+}
+
 std::uint64_t read_meminfo(const char* key) {
   std::ifstream in("/proc/meminfo");
   std::string name;
@@ -239,9 +276,13 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
   };
   const double t = options.min_seconds;
   const bool quick = options.quick;
-  g_cold_bytes = quick ? 0 : 128ull << 20;
+  g_cold_bytes = 0;
   const int short_ctx = quick ? 512 : 1024, long_ctx = quick ? 2048 : 8192;
-  const std::string contexts = fmt::format("contexts {} and {}", short_ctx, long_ctx);
+  // The kernels at three contexts, two copies each taking turns, as two sampled layers do in a run.
+  const std::vector<int> decode_contexts = quick ? std::vector<int>{512, 1024, 2048} : std::vector<int>{1024, 4096, 16384};
+  const std::string contexts = fmt::format("contexts {}, {} and {} (two copies taking turns)", decode_contexts[0], decode_contexts[1],
+                                           decode_contexts[2]);
+  const std::string two_contexts = fmt::format("contexts {} and {}", short_ctx, long_ctx);
   const std::size_t stream_bytes = quick ? 64ull << 20 : 256ull << 20;
   const std::size_t hops = quick ? 200'000 : 2'000'000;
   SocProfile p;
@@ -319,7 +360,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
   }
   const double exp_seconds = 1.0 / (cpu.exp_g_per_s.value * 1e9);
 
-  // Decode attention per format: one call at two contexts, fitted as a fixed cost per call
+  // Decode attention per format: one call at three contexts, fitted as a fixed cost per call
   // plus a cost per multiply-add, the exponentials taken out at the measured rate. Chunked
   // prefill on the same contexts: 16 queries (one query block).
   std::vector<double> call_us;
@@ -328,37 +369,36 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     const auto q = values(static_cast<std::size_t>(kQHeads) * kHeadDim, 13, false);
     const auto block = values(static_cast<std::size_t>(kQueries) * kQHeads * kHeadDim, 14, false);
     std::vector<float> out(block.size());
-    double decode_s[2] = {}, prefill_s[2] = {};
-    int i = 0;
-    for (int ctx : {short_ctx, long_ctx}) {
+    std::vector<double> decode_x, decode_y, prefill_x, prefill_y;
+    // As the engine counts them: a decode call's q.k and p.v multiply-adds and exponentials; a
+    // prefill block's n (2 stored - n + 1) / 2 query-key pairs, times q heads and head_dim, for K and V.
+    const auto decode_macs = [](int ctx) { return 2.0 * ctx * kQHeads * kHeadDim; };
+    const auto prefill_macs = [](int ctx) { return 2.0 * kQueries * (2.0 * ctx - kQueries + 1) / 2.0 * kQHeads * kHeadDim; };
+    for (int ctx : decode_contexts) {
       Contexts c = make_contexts(f, ctx, options.threads);
-      decode_s[i] = seconds_per_call([&] { c.cache->attend(c.take(), 0, q.data(), 1, out.data()); }, t);
-      prefill_s[i] = seconds_per_call([&] { c.cache->attend(c.take(), 0, block.data(), kQueries, out.data()); }, t);
-      ++i;
+      const double d = seconds_per_call([&] { c.cache->attend(c.take(), 0, q.data(), 1, out.data()); }, t);
+      const double pf = seconds_per_call([&] { c.cache->attend(c.take(), 0, block.data(), kQueries, out.data()); }, t);
+      decode_x.push_back(decode_macs(ctx));
+      decode_y.push_back(d - static_cast<double>(ctx) * kQHeads * exp_seconds);
+      prefill_x.push_back(prefill_macs(ctx));
+      prefill_y.push_back(pf - prefill_macs(ctx) / 2.0 / kHeadDim * exp_seconds);
     }
     const std::string name(kv::format_name(f));
     {
-      const auto macs = [](int ctx) { return 2.0 * ctx * kQHeads * kHeadDim; };
-      const auto exps = [](int ctx) { return static_cast<double>(ctx) * kQHeads; };
-      const auto [fixed, per_mac] =
-          line(macs(short_ctx), decode_s[0] - exps(short_ctx) * exp_seconds, macs(long_ctx), decode_s[1] - exps(long_ctx) * exp_seconds);
-      const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(long_ctx) / decode_s[1];
+      const auto [fixed, per_mac] = least_squares(decode_x, decode_y);
+      const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * decode_x.back() / decode_y.back();
       call_us.push_back(fixed * 1e6);
       cpu.decode_gmac_per_s[static_cast<int>(f)] =
-          measured(rate, "GMAC/s", fmt::format("KVCache::attend, one query, {} K/V, 32 q / 8 kv heads x 128, {} (cycled copies), slope of time "
-                                               "per multiply-add less exponentials",
+          measured(rate, "GMAC/s", fmt::format("KVCache::attend, one query, {} K/V, 32 q / 8 kv heads x 128, {}, least-squares slope "
+                                               "of time per multiply-add less exponentials",
                                                name, contexts));
       say(fmt::format("decode attention {}: {:.2f} GMAC/s, {:.1f} us per call", name, rate, fixed * 1e6));
     }
     {
-      // As the engine counts them: n (2 stored - n + 1) / 2 query-key pairs, times q heads and head_dim, for K and V.
-      const auto macs = [](int ctx) { return 2.0 * kQueries * (2.0 * ctx - kQueries + 1) / 2.0 * kQHeads * kHeadDim; };
-      const auto exps = [&](int ctx) { return macs(ctx) / 2.0 / kHeadDim; };
-      const auto [fixed, per_mac] =
-          line(macs(short_ctx), prefill_s[0] - exps(short_ctx) * exp_seconds, macs(long_ctx), prefill_s[1] - exps(long_ctx) * exp_seconds);
-      const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * macs(long_ctx) / prefill_s[1];
+      const auto [fixed, per_mac] = least_squares(prefill_x, prefill_y);
+      const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * prefill_x.back() / prefill_y.back();
       cpu.prefill_gmac_per_s[static_cast<int>(f)] = measured(
-          rate, "GMAC/s", fmt::format("KVCache::attend, 16 queries, {} K/V, {}, slope less exponentials", name, contexts));
+          rate, "GMAC/s", fmt::format("KVCache::attend, 16 queries, {} K/V, {}, least-squares slope less exponentials", name, contexts));
       say(fmt::format("prefill attention {}: {:.2f} GMAC/s", name, rate));
     }
   }
@@ -422,26 +462,20 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     const auto [fixed, per_product] = line(products[0], seconds[0], products[1], seconds[1]);
     const double rate = per_product > 0.0 ? 1e-9 / per_product : products[1] / seconds[1] * 1e-9;
     cpu.quest_bounds_gproduct_per_s = measured(
-        rate, "Gproduct/s", "quest_bounds and plan_selection (hybrid, 10%) over q4 " + contexts + ", slope per bound product");
+        rate, "Gproduct/s", "quest_bounds and plan_selection (hybrid, 10%) over q4 " + two_contexts + ", slope per bound product");
     cpu.select_call_us = measured(fixed * 1e6, "us", "intercept of the same fit: the fixed cost of one selection");
     say(fmt::format("selection: {:.2f} Gproduct/s, {:.1f} us per selection", rate, fixed * 1e6));
   }
+
+  // What the swapping decode below waited for the device, for the L2 latency the engine sees.
+  double swap_wait_s = 0.0, swap_device_pages = 0.0, swap_device_bytes = 0.0;
 
   // Sparse decode through the decoder, on a pool without and with an L1 cap: what the kernel,
   // call and selection rates above do not explain is charged per context page (selection
   // history, page views) and per page the capped pool manages (importance, prediction).
   {
-    const std::filesystem::path dir = std::filesystem::path(options.l2_dir) / fmt::format("kvbench-calibrate-pool-{}", ::getpid());
-    std::error_code ec;
-    std::filesystem::create_directory(dir, ec);
-    if (ec) throw kv::InputError(options.l2_dir, "--l2-dir", "cannot create a calibration directory: " + ec.message());
-    struct Cleanup {
-      std::filesystem::path dir;
-      ~Cleanup() {
-        std::error_code e;
-        std::filesystem::remove_all(dir, e);
-      }
-    } cleanup{dir};
+    const ScopedDir scoped(options.l2_dir, "kvbench-calibrate-pool");
+    const std::filesystem::path& dir = scoped.path();
     kv::SparsePolicy policy;
     policy.selector = kv::Selector::Hybrid;
     policy.budget = 0.10f;
@@ -482,7 +516,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     }
     const double per_context = std::max(0.0, (residual[0][1] - residual[0][0]) / (context_pages[0][1] - context_pages[0][0]));
     cpu.context_page_ns = measured(per_context * 1e6, "ns",
-                                   "SparseDecoder::attend (hybrid 10%, q4, no L1 cap) at " + contexts + ": the time the kernel, call "
+                                   "SparseDecoder::attend (hybrid 10%, q4, no L1 cap) at " + two_contexts + ": the time the kernel, call "
                                    "and selection rates leave unexplained, per context page");
     const double capped_extra[2] = {residual[1][0] - residual[0][0], residual[1][1] - residual[0][1]};
     const double per_managed = std::max(0.0, (capped_extra[1] - capped_extra[0]) / (managed_pages[1][1] - managed_pages[1][0]));
@@ -525,6 +559,12 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       while (seconds_since(start) < 4 * t || calls < 16) call();
       const double seconds = seconds_since(start);
       const double wait = static_cast<double>(cache.stats().memory.dma_wait_ns - wait_before) * 1e-9;
+      swap_wait_s = wait;
+      const auto device = [](std::uint64_t pages, std::uint64_t buffered) { return static_cast<double>(pages - std::min(pages, buffered)); };
+      swap_device_pages = device(sink.ops.demand_pages, sink.ops.demand_buffered);
+      swap_device_bytes = sink.ops.demand_pages > 0 ? static_cast<double>(sink.ops.demand_bytes) * swap_device_pages /
+                                                          static_cast<double>(sink.ops.demand_pages)
+                                                    : 0.0;
       kv::soc::StepOps step;
       step.phase = kv::Phase::Decode;
       step.attention = sink.ops;
@@ -590,17 +630,8 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     kv::L2Config config;
     config.dir = options.l2_dir;
     kv::validate_l2_config(config);
-    const std::filesystem::path dir = std::filesystem::path(options.l2_dir) / fmt::format("kvbench-calibrate-{}", ::getpid());
-    std::error_code ec;
-    std::filesystem::create_directory(dir, ec);
-    if (ec) throw kv::InputError(options.l2_dir, "--l2-dir", "cannot create a calibration directory: " + ec.message());
-    struct Cleanup {
-      std::filesystem::path dir;
-      ~Cleanup() {
-        std::error_code e;
-        std::filesystem::remove_all(dir, e);
-      }
-    } cleanup{dir};
+    const ScopedDir scoped(options.l2_dir, "kvbench-calibrate");
+    const std::filesystem::path& dir = scoped.path();
     config.dir = dir.string();
     constexpr std::size_t kPage = 36864;  // a 64-token f16 page of 8 kv heads' one head (K, V, summaries), 4 KiB padded
     const std::size_t kTotal = quick ? 32ull << 20 : 192ull << 20;
@@ -692,7 +723,18 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
     const double latency_4k = 1e6 / iops;
     const double beyond = latency - latency_4k;
     const double page_rate = beyond > 0.0 ? static_cast<double>(kPage - 4096) / (beyond * 1e-6) * 1e-9 : random_gbps;
-    p.l2.latency_us = measured(latency_4k, "us", "one random 4 KiB pread, one in flight, on " + where + " (1 / IOPS)");
+    // The latency the engine sees: its demand loads in the swapping decode above waited for the
+    // migrator's queue (behind its own demotion writes) as well as for the device.
+    const double engine_latency =
+        swap_device_pages > 0.0 ? (swap_wait_s - swap_device_bytes / (page_rate * 1e9)) / swap_device_pages * 1e6 : 0.0;
+    if (engine_latency > latency_4k) {
+      p.l2.latency_us = measured(engine_latency, "us",
+                                 fmt::format("the swapping decode's wait per demand load from the device, less its bytes at the page "
+                                             "rate ({:.0f} loads; a bare 4 KiB pread on {} takes {:.0f} us, 1 / IOPS)",
+                                             swap_device_pages, where, latency_4k));
+    } else {
+      p.l2.latency_us = measured(latency_4k, "us", "one random 4 KiB pread, one in flight, on " + where + " (1 / IOPS)");
+    }
     p.l2.random_read_page_gb_per_s = measured(
         page_rate, "GB/s",
         fmt::format("L2Store::read of {} pages (36 KiB) in random order from {}: {:.0f} us each, less the 4 KiB latency, for the "
@@ -700,8 +742,9 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
                     shuffled_count, where, latency, random_gbps));
     p.l2.random_read_4k_iops = measured(iops, "IOPS", "random 4 KiB preads, one in flight, on " + where);
     p.l2.queue_depth = Quantity{1.0, "requests", "", "derived: kvbench's migrator issues one read at a time"};
-    say(fmt::format("L2 {}: write {:.2f} GB/s, read {:.2f} GB/s, random pages {:.2f} GB/s ({:.0f} us each), 4 KiB {:.0f} IOPS", where,
-                    write_gbps, read_gbps, random_gbps, latency, iops));
+    say(fmt::format("L2 {}: write {:.2f} GB/s, read {:.2f} GB/s, random pages {:.2f} GB/s ({:.0f} us each), 4 KiB {:.0f} IOPS; "
+                    "latency as the engine sees it {:.0f} us",
+                    where, write_gbps, read_gbps, random_gbps, latency, iops, p.l2.latency_us.value));
   }
 
   // Energy: this host has no counters kvbench reads; per-operation estimates from a published

@@ -69,12 +69,7 @@ int run_trend(const TrendOptions& o) {
       if (::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
       const auto it = c.samples.find(key);
       if (it == c.samples.end()) continue;
-      std::vector<double> quiet, all;
-      for (const Sample& s : it->second) {
-        all.push_back(s.value);
-        if (!s.noisy) quiet.push_back(s.value);
-      }
-      history[c.name].push_back({&run, median(quiet.empty() ? all : quiet)});
+      history[c.name].push_back({&run, quiet_median(it->second)});
     }
   }
   if (history.empty()) {

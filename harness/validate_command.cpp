@@ -32,15 +32,10 @@ struct Row {
 };
 
 // The median of the quiet repetitions (all of them when every one was noisy).
-std::optional<double> quiet_median(const CaseSamples& c, const std::string& key) {
+std::optional<double> quiet_value(const CaseSamples& c, const std::string& key) {
   const auto it = c.samples.find(key);
   if (it == c.samples.end() || it->second.empty()) return std::nullopt;
-  std::vector<double> quiet, all;
-  for (const Sample& s : it->second) {
-    all.push_back(s.value);
-    if (!s.noisy) quiet.push_back(s.value);
-  }
-  return median(quiet.empty() ? all : quiet);
+  return quiet_median(it->second);
 }
 
 // Within this band the model counts as validated for that figure (docs/cost-model.md).
@@ -70,7 +65,7 @@ int run_validate(const ValidateOptions& o, std::FILE* out) {
   for (const CaseSamples& c : load_samples(store, run_id)) {
     if (c.soc != "host" || c.status != "complete") continue;
     const bool synthetic = synthetic_models.count(c.model) > 0;
-    const auto model = [&](const std::string& name) { return quiet_median(c, metric_key(name, Clock::Model)); };
+    const auto model = [&](const std::string& name) { return quiet_value(c, metric_key(name, Clock::Model)); };
     // Dense time the host did not run (synthetic): per decode step, and per request's prefill.
     std::optional<double> dense_step, dense_request;
     if (synthetic) {
@@ -82,7 +77,7 @@ int run_validate(const ValidateOptions& o, std::FILE* out) {
       if (prefill_dense && prefill_total && ttft && *ttft > 0.0) dense_request = *prefill_dense / (*prefill_total / *ttft);
     }
     for (const std::string metric : {"span_decode_attn_compute_ms", "tpot_ms_p50", "ttft_ms", "dma_wait_ms"}) {
-      Row row{c.name, metric, "", quiet_median(c, metric), model(metric)};
+      Row row{c.name, metric, "", quiet_value(c, metric), model(metric)};
       if (synthetic && row.modelled && metric == "tpot_ms_p50" && dense_step) {
         *row.modelled -= *dense_step;
         row.note = "engine only: modelled dense layers taken out";
