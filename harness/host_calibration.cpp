@@ -62,8 +62,6 @@ double seconds_per_call(Fn&& fn, double min_seconds) {
 // The decode shape the suites' 7B-class presets run: 32 q heads, 8 kv heads, head_dim 128,
 // pages of 64 tokens, one layer.
 constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageTokens = 64;
-// Copies of a context beyond two, cycled to hold this many bytes (0: two copies).
-std::size_t g_cold_bytes = 0;
 
 std::vector<float> values(std::size_t count, unsigned seed, bool keys) {
   std::mt19937 rng(seed);
@@ -104,9 +102,7 @@ Contexts make_contexts(kv::Format format, int ctx, int threads, kv::Telemetry* t
   kv::CacheConfig config = shape(format, ctx, threads);
   if (memory != nullptr) config.memory = *memory;
   c.cache = std::make_unique<kv::KVCache>(config, telemetry);
-  const std::size_t page_bytes = c.cache->layout().bytes;
-  const std::size_t bytes_per_copy = static_cast<std::size_t>(ctx / kPageTokens) * kKvHeads * page_bytes;
-  const std::size_t copies = std::clamp<std::size_t>((g_cold_bytes + bytes_per_copy - 1) / bytes_per_copy, 2, 16);
+  constexpr std::size_t copies = 2;  // taking turns, as two sampled layers do in a run
   const std::size_t count = static_cast<std::size_t>(ctx) * kKvHeads * kHeadDim;
   const auto k = values(count, 11, true);
   const auto v = values(count, 12, false);
@@ -276,7 +272,6 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
   };
   const double t = options.min_seconds;
   const bool quick = options.quick;
-  g_cold_bytes = 0;
   const int short_ctx = quick ? 512 : 1024, long_ctx = quick ? 2048 : 8192;
   // The kernels at three contexts, two copies each taking turns, as two sampled layers do in a run.
   const std::vector<int> decode_contexts = quick ? std::vector<int>{512, 1024, 2048} : std::vector<int>{1024, 4096, 16384};

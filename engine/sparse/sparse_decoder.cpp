@@ -51,6 +51,17 @@ void SparseDecoder::forget(SeqId seq) {
   }
 }
 
+void SparseDecoder::report_selection(Phase phase, std::uint64_t start_ns, std::size_t pages, bool bounded) {
+  if (telemetry_ == nullptr) return;
+  telemetry_->on_span(phase, Span::Select, monotonic_ns() - start_ns);
+  // The cost model's view: one plan, and the Quest bound products when bounds were computed.
+  const ModelGeometry& g = cache_.config().geometry;
+  OpCounts ops;
+  if (bounded) ops.bound_products = pages * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
+  ops.selections = 1;
+  telemetry_->on_ops(phase, ops);
+}
+
 void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   const ModelGeometry& g = cache_.config().geometry;
   const int page_tokens = cache_.config().page_tokens;
@@ -78,13 +89,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   }
   const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input, &cache_.pool());
-  if (telemetry_ != nullptr) {
-    telemetry_->on_span(Phase::Decode, Span::Select, monotonic_ns() - select_start);
-    OpCounts ops;
-    if (!bounds.empty()) ops.bound_products = pages * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
-    ops.selections = 1;
-    telemetry_->on_ops(Phase::Decode, ops);
-  }
+  report_selection(Phase::Decode, select_start, pages, !bounds.empty());
   std::vector<std::vector<float>> mass;
   AttendOptions options;
   options.plan = &last_plan_;
@@ -163,13 +168,7 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   SparsePolicy chunk_policy = policy_;
   chunk_policy.window = policy_.window + n_queries;  // the chunk's own pages are always attended
   last_plan_ = plan_selection(chunk_policy, {context, cache_.config().page_tokens, g.kv_heads, &bounds, &no_history});
-  if (telemetry_ != nullptr) {
-    telemetry_->on_span(Phase::Prefill, Span::Select, monotonic_ns() - select_start);
-    OpCounts ops;
-    if (!bounds.empty()) ops.bound_products = pages * static_cast<std::uint64_t>(g.q_heads) * g.head_dim;
-    ops.selections = 1;
-    telemetry_->on_ops(Phase::Prefill, ops);
-  }
+  report_selection(Phase::Prefill, select_start, pages, !bounds.empty());
   AttendOptions options;
   options.plan = &last_plan_;
   cache_.attend(seq, layer, q, n_queries, out, options);

@@ -69,6 +69,8 @@ class SparseDecoder {
   double needle_recall() const { return needles_seen_ > 0 ? static_cast<double>(needles_kept_) / needles_seen_ : 1.0; }
 
  private:
+  // The select span and the selection's operation counts (a null sink: nothing).
+  void report_selection(Phase phase, std::uint64_t start_ns, std::size_t pages, bool bounded);
   SelectionQuality measure_quality(int layer, const float* q, const float* out, int context);
 
   KVCache& cache_;
