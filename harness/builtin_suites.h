@@ -7,7 +7,7 @@
 
 namespace kvbench {
 
-// (name, JSON) of every built-in suite: smoke, nightly, accuracy.
+// (name, JSON) of every built-in suite: smoke, nightly, accuracy, soc-reference.
 const std::vector<std::pair<std::string, std::string>>& builtin_suites();
 
 }  // namespace kvbench

@@ -140,9 +140,12 @@ double bytes_per_weight(kv::soc::WeightFormat format) {
 
 kv::soc::ModelWork model_work(const kv::SyntheticPreset& preset) {
   kv::soc::ModelWork work;
-  work.format = kv::soc::WeightFormat::F16;
+  work.format = preset.weight_bits <= 4   ? kv::soc::WeightFormat::Q4
+                : preset.weight_bits <= 8 ? kv::soc::WeightFormat::Q8
+                : preset.weight_bits <= 16 ? kv::soc::WeightFormat::F16
+                                           : kv::soc::WeightFormat::F32;
   work.macs_per_token = preset.non_attention_macs_per_token();
-  const double per = bytes_per_weight(work.format);
+  const double per = preset.weight_bits / 8.0 + (preset.weight_group > 0 ? 2.0 / preset.weight_group : 0.0);
   work.weight_bytes = static_cast<std::uint64_t>(static_cast<double>(work.macs_per_token) * per);
   const std::uint64_t embeddings = preset.tied_embeddings ? 0 : static_cast<std::uint64_t>(preset.vocab_size) * preset.hidden_size;
   work.resident_bytes = static_cast<std::uint64_t>(static_cast<double>(work.macs_per_token + embeddings) * per);

@@ -27,6 +27,7 @@ class StepCollector {
   explicit StepCollector(Recorder& recorder) : recorder_(recorder) {}
   void on_step(const StepDone& done);
   const std::vector<kv::soc::StepOps>& steps() const { return steps_; }
+  std::vector<kv::soc::StepOps> take_steps() { return std::move(steps_); }
   bool prefill_extrapolated() const { return prefill_extrapolated_; }
 
  private:
@@ -45,7 +46,7 @@ kv::OpCounts scaled(const kv::OpCounts& counts, double factor);
 
 // Bytes per weight of a dense format, scales included (group 32, one f16 scale per group).
 double bytes_per_weight(kv::soc::WeightFormat format);
-// Synthetic presets describe their dense layers; their weights are f16.
+// Synthetic presets describe their dense layers and how their weights are stored.
 kv::soc::ModelWork model_work(const kv::SyntheticPreset& preset);
 // The llama backend runs f32 weights.
 kv::soc::ModelWork model_work(const kv::LlamaConfig& config);

@@ -25,6 +25,8 @@ class Progress {
   void case_done(int case_index, const std::string& name, const std::string& status, double wall_s);
   // Work that will not run (a skipped case) leaves the total.
   void skip(double work) { total_ -= work; }
+  // Work found while running (a SoC's own engine runs) joins the total.
+  void add(double work) { total_ += work; }
   void clear();
 
  private:

@@ -58,7 +58,7 @@ SuiteConfig find_suite(const std::string& name_or_path) {
 
 void add_run_command(CLI::App& app, RunCommandOptions& o) {
   auto* cmd = app.add_subcommand("run", "Run a suite and store every figure in the results database");
-  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy) or a suite JSON file")->capture_default_str();
+  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference) or a suite JSON file")->capture_default_str();
   cmd->add_option("--db", o.run.db_path, "results database")->capture_default_str();
   cmd->add_option("--tag", o.run.tags, "tag the run (repeatable)");
   cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(CLI::Range(1, 1000));

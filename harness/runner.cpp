@@ -78,16 +78,31 @@ struct Repetition {
   bool degraded = false;
 };
 
+// One engine run of a case: its host and exact figures and its recordings, with the per-step
+// counts each SoC profile prices.
+struct EngineRun {
+  RepetitionRecord record;  // host and exact figures, series, histograms, events
+  std::vector<kv::soc::StepOps> steps;
+  PricedCase priced;        // its steps pointer is set when priced
+  double peak_l1_bytes = 0.0;  // whole model
+};
+
+// What a SoC imposes on an engine run of its own (0: the policy's).
+struct Capacities {
+  std::size_t l0_bytes = 0;
+  std::size_t l1_bytes = 0;
+};
+
 struct RepetitionContext {
   std::uint64_t seed = 0;
   double noise_threshold = 0.0;
   const std::string* l2_dir = nullptr;  // the run's own L2 subdirectory for this case ("" none)
   kv::FileIo* l2_io = nullptr;
   const std::atomic<bool>* stop = nullptr;
-  const kv::soc::SocProfile* profile = nullptr;  // prices the case on the model clock
+  const Capacities* capacities = nullptr;  // a SoC's rerun; nullptr: the policy's own
 };
 
-Repetition run_repetition(const Case& c, const RepetitionContext& context, int repetition) {
+EngineRun run_engine(const Case& c, const RepetitionContext& context, int repetition) {
   const std::uint64_t seed = context.seed;
   const double noise_threshold = context.noise_threshold;
   const auto started = std::chrono::steady_clock::now();
@@ -97,6 +112,10 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
   const PolicyConfig& policy = *c.policy;
   Recorder recorder;
   kv::CacheConfig cache_config = policy.cache;
+  if (context.capacities != nullptr) {
+    if (context.capacities->l0_bytes > 0) cache_config.memory.l0_bytes = context.capacities->l0_bytes;
+    if (context.capacities->l1_bytes > 0) cache_config.memory.l1_bytes = context.capacities->l1_bytes;
+  }
   if (cache_config.memory.l1_bytes > 0) cache_config.memory.l2.dir = *context.l2_dir;
   if (context.l2_io != nullptr) cache_config.memory.l2.io = context.l2_io;
   ExecutionOptions execution;
@@ -175,22 +194,23 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
   facts.noise = noise_between(before, cpu_sample());
   facts.noisy = facts.noise.cpu_share > noise_threshold;
 
-  Repetition rep;
-  RepetitionRecord& record = rep.record;
+  EngineRun run;
+  RepetitionRecord& record = run.record;
   record.repetition = repetition;
   record.metrics = contract_metrics(facts, repetition);
-  // The same repetition priced by the case's SoC profile: the model clock.
-  PricedCase priced;
-  priced.steps = &steps.steps();
+  run.steps = steps.take_steps();
+  PricedCase& priced = run.priced;
   priced.layer_scale = result.layer_scale;
   priced.prefill_extrapolated = steps.prefill_extrapolated();
   priced.model = model_work_per_token;
   for (const MetricRecord& m : record.metrics) {
-    if (m.name == "peak_l1_bytes" && m.value) priced.kv_resident_bytes = static_cast<std::uint64_t>(*m.value);
+    if (m.name == "peak_l1_bytes" && m.value) {
+      priced.kv_resident_bytes = static_cast<std::uint64_t>(*m.value);
+      run.peak_l1_bytes = *m.value;
+    }
   }
   priced.ttft_target_ms = c.workload.ttft_target_ms;
   priced.tpot_target_ms = c.workload.tpot_target_ms;
-  for (MetricRecord& m : modelled_metrics(priced, *context.profile, repetition)) record.metrics.push_back(std::move(m));
   // How long the repetition took here, generator and reference checks included (not a figure
   // of the engine: it sizes suites).
   MetricRecord wall;
@@ -217,16 +237,61 @@ Repetition run_repetition(const Case& c, const RepetitionContext& context, int r
     record.events.push_back({e.step, e.kind, e.detail});
   }
   if (dropped > 0) record.events.push_back({0, "events_truncated", fmt::format("{} more events not stored", dropped)});
+  return run;
+}
+
+// Series timed on this host; a case priced for another SoC leaves them out with the host figures.
+bool host_timed_series(const std::string& name) {
+  return name == "ttft_ms" || name == "tpot_ms" || name == "request_tpot_ms" || name == "swap_in_gb_per_s" ||
+         name == "swap_out_gb_per_s";
+}
+
+// How one SoC's case is made from an engine run.
+struct Pricing {
+  const kv::soc::SocProfile* profile = nullptr;
+  bool host_case = false;  // the case's SoC is this host: its host-clock figures are kept
+  bool rerun = false;      // the run was this SoC's own (capacity_rerun)
+  std::vector<EventRecord> notes;  // why it reran, or why it does not fit
+};
+
+// The stored repetition of one SoC's case: the run's exact figures (and host ones on the host's
+// case), the model clock priced with the SoC's profile, and the pricing notes.
+Repetition priced_repetition(const EngineRun& run, const Pricing& how) {
+  Repetition rep;
+  RepetitionRecord& record = rep.record;
+  const int repetition = run.record.repetition;
+  record.repetition = repetition;
+  for (const MetricRecord& m : run.record.metrics) {
+    if (how.host_case || m.clock != Clock::Host) record.metrics.push_back(m);
+  }
+  PricedCase priced = run.priced;
+  priced.steps = &run.steps;
+  for (MetricRecord& m : modelled_metrics(priced, *how.profile, repetition)) record.metrics.push_back(std::move(m));
+  MetricRecord rerun;
+  rerun.repetition = repetition;
+  rerun.name = "capacity_rerun";
+  rerun.value = how.rerun ? 1.0 : 0.0;
+  rerun.unit = metric(rerun.name).unit;
+  rerun.clock = Clock::Exact;
+  record.metrics.push_back(rerun);
+  for (const auto& [name, values] : run.record.series) {
+    if (how.host_case || !host_timed_series(name)) record.series.emplace_back(name, values);
+  }
+  record.histograms = run.record.histograms;
+  record.events = how.notes;
+  record.events.insert(record.events.end(), run.record.events.begin(), run.record.events.end());
   rep.degraded = !degradation_lines(record.metrics, record.events).empty();
   return rep;
 }
 
-// A whole-model L1 budget must hold what no demotion can free; otherwise the run could only
-// overflow its cap, so it is refused before anything is written.
-void check_l1_budget(const SuiteConfig& suite, const Case& c) {
-  const kv::MemoryConfig& memory = c.policy->cache.memory;
-  if (memory.l1_bytes == 0) return;
-  // The executed layers' minimum at their share of the budget, stated for the whole model.
+// What no demotion can free in L1 for case c, stated for the whole model.
+struct L1Floor {
+  std::uint64_t whole_bytes = 0;
+  kv::L1Minimum executed;  // of the executed layers
+  int layers = 0, kv_heads = 0;
+};
+
+L1Floor l1_floor(const Case& c) {
   kv::CacheConfig executed = c.policy->cache;
   int layers = 0, samples = 0;
   const int positions = c.script.script.positions;
@@ -240,8 +305,21 @@ void check_l1_budget(const SuiteConfig& suite, const Case& c) {
     layers = samples = l.layers;
     executed.geometry = {l.layers, l.heads, l.kv_heads, l.head_dim(), positions};
   }
-  const kv::L1Minimum m = kv::minimum_l1_bytes(executed, positions);
-  const auto whole = static_cast<std::uint64_t>(std::ceil(static_cast<double>(m.bytes) * layers / samples));
+  L1Floor floor;
+  floor.executed = kv::minimum_l1_bytes(executed, positions);
+  floor.whole_bytes = static_cast<std::uint64_t>(std::ceil(static_cast<double>(floor.executed.bytes) * layers / samples));
+  floor.layers = layers;
+  floor.kv_heads = executed.geometry.kv_heads;
+  return floor;
+}
+
+// A whole-model L1 budget must hold what no demotion can free; otherwise the run could only
+// overflow its cap, so it is refused before anything is written.
+void check_l1_budget(const SuiteConfig& suite, const Case& c) {
+  const kv::MemoryConfig& memory = c.policy->cache.memory;
+  if (memory.l1_bytes == 0) return;
+  const L1Floor floor = l1_floor(c);
+  const std::uint64_t whole = floor.whole_bytes;
   if (memory.l1_bytes >= whole) return;
   const auto index = static_cast<std::size_t>(c.policy - suite.policies.data());
   throw kv::InputError(suite.file, fmt::format("/policies/{}/memory/l1_bytes", index),
@@ -250,9 +328,16 @@ void check_l1_budget(const SuiteConfig& suite, const Case& c) {
                                    "pages and the page summaries of {} tokens, which no demotion can free, plus one page "
                                    "position of the attention call in flight",
                                    memory.l1_bytes, static_cast<double>(memory.l1_bytes) / (1 << 20), whole,
-                                   static_cast<double>(whole) / (1 << 20), c.info.name(), layers, executed.geometry.kv_heads,
-                                   m.pinned_pages, m.residual_pages, positions));
+                                   static_cast<double>(whole) / (1 << 20), c.info.name(), floor.layers, floor.kv_heads,
+                                   floor.executed.pinned_pages, floor.executed.residual_pages, c.script.script.positions));
 }
+
+// The dense layers' weights a case's model keeps resident.
+kv::soc::ModelWork model_work_of(const Model& model) {
+  return model.preset != nullptr ? model_work(*model.preset) : model_work(model.llama.weights->config);
+}
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
 
 // The run's own L2 subdirectories, removed with everything in them when the run ends.
 class RunL2Dirs {
@@ -453,69 +538,207 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     store.finish_run(summary.run_id, RunStatus::Failed);
     throw;
   }
-  const auto case_l2_dir = [&](const Case& c) -> std::string {
-    if (c.policy->cache.memory.l1_bytes == 0) return "";
-    const std::string& own = c.policy->cache.memory.l2.dir;
-    return l2_run_dir.at(own.empty() ? l2_base : own);
+  // The run's L2 subdirectory under `base`, created on first use (a SoC's rerun may cap L1 where
+  // the policy does not, so it needs one the preflight did not plan).
+  const auto l2_dir_in = [&](const std::string& base) -> std::string {
+    if (auto it = l2_run_dir.find(base); it != l2_run_dir.end()) return it->second;
+    if (base == l2_base && options.l2_dir.empty()) {
+      std::error_code ec;
+      fs::create_directories(l2_base, ec);
+      if (ec) throw kv::InputError(l2_base, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
+    }
+    return l2_run_dir[base] = l2_dirs.create(base, summary.run_id);
   };
+  const auto case_l2_dir = [&](const Case& c, bool capped) -> std::string {
+    if (!capped) return "";
+    const std::string& own = c.policy->cache.memory.l2.dir;
+    return l2_dir_in(own.empty() ? l2_base : own);
+  };
+
+  // Consecutive cases differing only in their SoC share one engine run per repetition.
+  std::vector<std::pair<std::size_t, std::size_t>> groups;  // [begin, end) into cases
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const bool same = !groups.empty() && cases[i].model_index == cases[i - 1].model_index &&
+                      cases[i].workload_index == cases[i - 1].workload_index && cases[i].policy == cases[i - 1].policy;
+    if (same) {
+      groups.back().second = i + 1;
+    } else {
+      groups.emplace_back(i, i + 1);
+    }
+  }
 
   // The ETA weighs each repetition by the positions it processes.
   const int units_per_case = repetitions + suite.warmup;
   const auto work_of = [](const Case& c) { return static_cast<double>(std::max(c.script.script.positions, 1)); };
   double work = 0.0;
-  for (const Case& c : cases) work += work_of(c) * units_per_case;
+  for (const auto& [begin, end] : groups) work += work_of(cases[begin]) * units_per_case;
   Progress progress(static_cast<int>(cases.size()), work, Progress::mode_for(stderr, options.progress));
   const auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
+
+  // One SoC's case of a group.
+  struct Member {
+    const Case* c = nullptr;
+    int index = 0;  // 1-based, for the progress lines
+    std::int64_t id = 0;
+    Pricing how;
+    Capacities capacities;
+    bool decided = false;  // whether it reruns is known
+    bool failed = false;
+    bool degraded = false;
+  };
   try {
     // A stop seen between cases interrupts the next one before its first repetition.
-    for (std::size_t i = 0; i < cases.size() && !summary.interrupted; ++i) {
-      const Case& c = cases[i];
-      const int index = static_cast<int>(i) + 1;
-      const auto case_started = std::chrono::steady_clock::now();
-      const auto wall_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - case_started).count(); };
-      const std::int64_t case_id = store.add_case(summary.run_id, c.info);
-      ++summary.cases;
+    for (std::size_t g = 0; g < groups.size() && !summary.interrupted; ++g) {
+      const auto [begin, end] = groups[g];
+      const Case& c = cases[begin];
+      const auto group_started = std::chrono::steady_clock::now();
+      const auto wall_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - group_started).count(); };
+      std::vector<Member> members;
+      for (std::size_t i = begin; i < end; ++i) {
+        Member m;
+        m.c = &cases[i];
+        m.index = static_cast<int>(i) + 1;
+        m.id = store.add_case(summary.run_id, cases[i].info);
+        m.how.profile = &profiles.at(cases[i].info.soc);
+        m.how.host_case = cases[i].info.soc == "host";
+        m.decided = m.how.host_case;  // the host's case is the host run itself
+        ++summary.cases;
+        members.push_back(std::move(m));
+      }
       if (!c.script.skipped.empty()) {
-        ++summary.skipped;
-        summary.lines.push_back({c.info.name(), "skipped", c.script.skipped});
+        for (const Member& m : members) {
+          ++summary.skipped;
+          summary.lines.push_back({m.c->info.name(), "skipped", c.script.skipped});
+          progress.case_done(m.index, m.c->info.name(), "skipped", 0.0);
+        }
         progress.skip(work_of(c) * units_per_case);
-        progress.case_done(index, c.info.name(), "skipped", 0.0);
         continue;
       }
-      const std::string l2_dir = case_l2_dir(c);
-      const RepetitionContext context{suite.seed, suite.noise_threshold, &l2_dir, options.l2_io, options.stop,
-                                      &profiles.at(c.info.soc)};
-      bool degraded = false;
+      // A SoC whose budget cannot hold the weights is priced from the host run as it is.
+      const kv::soc::ModelWork work_per_token = model_work_of(*c.model);
+      const auto weights = static_cast<double>(work_per_token.resident_bytes);
+      for (Member& m : members) {
+        const kv::soc::SocProfile& p = *m.how.profile;
+        const double reserve = p.runtime_reserve_bytes.value, budget = p.model_budget_bytes.value;
+        if (weights + reserve > budget) {
+          m.decided = true;
+          m.how.notes.push_back({0, "does_not_fit",
+                                 fmt::format("{}: the weights ({}) and the runtime reserve ({}) exceed the model budget ({}); "
+                                             "priced from the host run's capacities, fits_in_memory 0",
+                                             p.name, gib(weights), gib(reserve), gib(budget))});
+        }
+      }
+      const std::string host_l2 = case_l2_dir(c, c.policy->cache.memory.l1_bytes > 0);
+      const RepetitionContext host_context{suite.seed, suite.noise_threshold, &host_l2, options.l2_io, options.stop, nullptr};
+      // The other SoCs' capacities, decided from the first host run's peak L1.
+      const auto decide = [&](const EngineRun& run) {
+        const L1Floor floor = l1_floor(c);
+        const kv::MemoryConfig& memory = c.policy->cache.memory;
+        for (Member& m : members) {
+          if (m.decided) continue;
+          m.decided = true;
+          const kv::soc::SocProfile& p = *m.how.profile;
+          const double kv_budget = p.model_budget_bytes.value - weights - p.runtime_reserve_bytes.value;
+          const bool l1_short = kv_budget < run.peak_l1_bytes;
+          const bool l0_short = p.l0.capacity_bytes.value < static_cast<double>(memory.l0_bytes);
+          if (!l1_short && !l0_short) continue;
+          std::string why;
+          if (l1_short) {
+            m.capacities.l1_bytes = static_cast<std::size_t>(kv_budget);
+            if (memory.l1_bytes > 0) m.capacities.l1_bytes = std::min(m.capacities.l1_bytes, memory.l1_bytes);
+            why = fmt::format("its KV budget ({}: model budget less weights and reserve) is below the host run's peak L1 ({})",
+                              gib(kv_budget), gib(run.peak_l1_bytes));
+          }
+          if (l0_short) {
+            m.capacities.l0_bytes = static_cast<std::size_t>(p.l0.capacity_bytes.value);
+            why += fmt::format("{}its L0 ({} KiB) is smaller than the policy's ({} KiB)", why.empty() ? "" : " and ",
+                               m.capacities.l0_bytes >> 10, memory.l0_bytes >> 10);
+          }
+          if (l1_short && m.capacities.l1_bytes < floor.whole_bytes) {
+            m.how.notes.push_back({0, "does_not_fit",
+                                   fmt::format("{}: {}, and it cannot even hold the {} no demotion can free (pinned and residual "
+                                               "pages, summaries); priced from the host run's capacities",
+                                               p.name, why, gib(static_cast<double>(floor.whole_bytes)))});
+            m.capacities = {};
+            continue;
+          }
+          m.how.rerun = true;
+          m.how.notes.push_back({0, "capacity_rerun",
+                                 fmt::format("{}: {}; the engine ran again with L0 {} KiB and L1 {}", p.name, why,
+                                             (m.capacities.l0_bytes > 0 ? m.capacities.l0_bytes : memory.l0_bytes) >> 10,
+                                             m.capacities.l1_bytes > 0 ? gib(static_cast<double>(m.capacities.l1_bytes))
+                                                                       : std::string("uncapped"))});
+          progress.add(work_of(c) * repetitions);  // its own runs join the ETA
+        }
+      };
+      const auto fail_all = [&](const std::string& error) {
+        for (Member& m : members) {
+          if (m.failed) continue;
+          m.failed = true;
+          store.finish_case(m.id, CaseStatus::Failed, error);
+          ++summary.failed;
+          summary.lines.push_back({m.c->info.name(), "failed", error});
+          progress.case_done(m.index, m.c->info.name(), error == "interrupted" ? "interrupted" : "failed", wall_s());
+        }
+      };
       try {
         for (int r = 1 - suite.warmup; r <= repetitions; ++r) {
           if (stopped()) throw ExecutionStopped();
-          progress.start(index, c.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
-          Repetition rep = run_repetition(c, context, std::max(r, 1));
+          progress.start(members.front().index, c.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
+          const EngineRun run = run_engine(c, host_context, std::max(r, 1));
           progress.done(work_of(c));
+          decide(run);
           if (r < 1) continue;  // warmup: not stored
-          degraded = degraded || rep.degraded;
-          store.add_repetition(case_id, rep.record);
-          ++summary.stored_repetitions;
+          for (Member& m : members) {
+            if (m.failed) continue;
+            Repetition rep;
+            if (m.how.rerun) {
+              if (stopped()) throw ExecutionStopped();
+              progress.start(m.index, m.c->info.name(), fmt::format("repetition {}/{} with {}'s capacities", r, repetitions, m.c->info.soc));
+              try {
+                const std::string own_l2 = case_l2_dir(c, true);
+                RepetitionContext own = host_context;
+                own.l2_dir = &own_l2;
+                own.capacities = &m.capacities;
+                rep = priced_repetition(run_engine(c, own, r), m.how);
+              } catch (const ExecutionStopped&) {
+                throw;
+              } catch (const std::exception& e) {
+                // A SoC's own run that fails fails its case only.
+                m.failed = true;
+                store.finish_case(m.id, CaseStatus::Failed, e.what());
+                ++summary.failed;
+                summary.lines.push_back({m.c->info.name(), "failed", e.what()});
+                progress.clear();
+                fmt::print(stderr, "kvbench: case {} failed: {}\n", m.c->info.name(), e.what());
+                progress.case_done(m.index, m.c->info.name(), "failed", wall_s());
+                continue;
+              }
+              progress.done(work_of(c));
+            } else {
+              rep = priced_repetition(run, m.how);
+            }
+            m.degraded = m.degraded || rep.degraded;
+            store.add_repetition(m.id, rep.record);
+            ++summary.stored_repetitions;
+          }
           store.heartbeat(summary.run_id);
         }
-        store.finish_case(case_id, CaseStatus::Complete);
-        summary.lines.push_back({c.info.name(), "complete", ""});
-        summary.degraded += degraded ? 1 : 0;
-        progress.case_done(index, c.info.name(), degraded ? "complete (degraded)" : "complete", wall_s());
+        for (Member& m : members) {
+          if (m.failed) continue;
+          store.finish_case(m.id, CaseStatus::Complete);
+          summary.lines.push_back({m.c->info.name(), "complete", ""});
+          summary.degraded += m.degraded ? 1 : 0;
+          progress.case_done(m.index, m.c->info.name(), m.degraded ? "complete (degraded)" : "complete", wall_s());
+        }
       } catch (const ExecutionStopped&) {
-        store.finish_case(case_id, CaseStatus::Failed, "interrupted");
-        ++summary.failed;
         summary.interrupted = true;
-        summary.lines.push_back({c.info.name(), "failed", "interrupted"});
-        progress.case_done(index, c.info.name(), "interrupted", wall_s());
+        fail_all("interrupted");
       } catch (const std::exception& e) {
         // A case that fails is recorded with its error; the others still run.
-        store.finish_case(case_id, CaseStatus::Failed, e.what());
-        ++summary.failed;
-        summary.lines.push_back({c.info.name(), "failed", e.what()});
         progress.clear();
         fmt::print(stderr, "kvbench: case {} failed: {}\n", c.info.name(), e.what());
-        progress.case_done(index, c.info.name(), "failed", wall_s());
+        fail_all(e.what());
       }
     }
   } catch (...) {

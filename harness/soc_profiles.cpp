@@ -186,7 +186,23 @@ class ProfileReader {
       engine.managed_page_ns = quantity(o, at, "managed_page_ns", "ns", fields, Bound::NonNegative);
       engine.l2_page_us = quantity(o, at, "l2_page_us", "us", fields, Bound::NonNegative);
       engine.select_call_us = quantity(o, at, "select_call_us", "us", fields, Bound::NonNegative);
+      engine.peak_gmac_per_s = quantity(o, at, "peak_gmac_per_s", "GMAC/s", fields);
+      engine.efficiency = quantity(o, at, "efficiency", "ratio", fields);
+      if (engine.efficiency.value > 1.0) fail(at + "/efficiency/value", fmt::format("{} is above 1: no engine sustains more than its peak", engine.efficiency.value));
       no_unknown(o, at, fields);
+      // A sustained multiply-add rate above the engine's peak is a typo or a unit slip.
+      const auto at_most_peak = [&](const char* key, const auto& rates, const auto& names) {
+        for (std::size_t i = 0; i < rates.size(); ++i) {
+          if (rates[i].value > engine.peak_gmac_per_s.value * (1.0 + 1e-9)) {
+            fail(at + "/" + key + "/" + names[i] + "/value",
+                 fmt::format("{} GMAC/s is above the engine's peak_gmac_per_s ({})", rates[i].value, engine.peak_gmac_per_s.value));
+          }
+        }
+      };
+      at_most_peak("decode_gmac_per_s", engine.decode_gmac_per_s, formats);
+      at_most_peak("prefill_gmac_per_s", engine.prefill_gmac_per_s, formats);
+      at_most_peak("dense_gmac_per_s", engine.dense_gmac_per_s, weights);
+      at_most_peak("dense_decode_gmac_per_s", engine.dense_decode_gmac_per_s, weights);
     }
     no_unknown(engines, "/engines", {"cpu", "gpu", "npu"});
 
@@ -327,7 +343,9 @@ std::string soc_profile_json(const SocProfile& p) {
                                 {"context_page_ns", quantity_json(engine.context_page_ns)},
                                 {"managed_page_ns", quantity_json(engine.managed_page_ns)},
                                 {"l2_page_us", quantity_json(engine.l2_page_us)},
-                                {"select_call_us", quantity_json(engine.select_call_us)}};
+                                {"select_call_us", quantity_json(engine.select_call_us)},
+                                {"peak_gmac_per_s", quantity_json(engine.peak_gmac_per_s)},
+                                {"efficiency", quantity_json(engine.efficiency)}};
   }
   const json root = {
       {"name", p.name},

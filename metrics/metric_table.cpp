@@ -119,6 +119,10 @@ std::vector<MetricDef> build_table() {
                "1 when weights + peak KV in L1 + the runtime reserve fit the profile's memory budget for one model, else 0."});
   t.push_back({"memory_headroom_bytes", "bytes", M, Hi, true,
                "The profile's model budget less weights, peak KV in L1 and the runtime reserve (negative: it does not fit)."});
+  t.push_back({"capacity_rerun", "bool", E, No, false,
+               "1 when the case's SoC could not hold what the host run held (its KV budget - model budget less weights and "
+               "reserve - below the host run's peak L1, or a smaller L0), so the engine ran again with the SoC's capacities "
+               "and this case's figures come from that run; 0 when the host run was priced as it is."});
   t.push_back({"case_wall_ms", "ms", H, No, false,
                "Wall time of the repetition here, generator, checks and reference included: sizes suites, not the engine."});
   // Figures the cost model also states on the model clock, under the same names.

@@ -17,6 +17,10 @@ const std::vector<SyntheticPreset>& synthetic_presets() {
   static const std::vector<SyntheticPreset> presets = {
       {"llama-7b-gqa", "huggingface.co/mistralai/Mistral-7B-v0.1 config.json", 32, 32, 8, 128, 10000.0, 32768, 131072,
        4096, 14336, 32000, false},
+      // The same model as a phone deploys it: 4-bit weights, one f16 scale per 128 (as GPTQ/AWQ
+      // and ExecuTorch's 4-bit schemes group them).
+      {"llama-7b-gqa-int4w", "huggingface.co/mistralai/Mistral-7B-v0.1 config.json, 4-bit weights in groups of 128", 32, 32,
+       8, 128, 10000.0, 32768, 131072, 4096, 14336, 32000, false, 4, 128},
       {"qwen-1.5b-gqa", "huggingface.co/Qwen/Qwen2-1.5B config.json", 28, 12, 2, 128, 1000000.0, 32768, 131072, 1536,
        8960, 151936, true},
       {"qwen-0.5b-gqa", "huggingface.co/Qwen/Qwen2-0.5B config.json", 24, 14, 2, 64, 1000000.0, 32768, 131072, 896,

@@ -24,6 +24,10 @@ struct SyntheticPreset {
   int intermediate_size = 0;
   int vocab_size = 0;
   bool tied_embeddings = false;
+  // How the dense weights are stored: bits per weight and the group one f16 scale covers (0:
+  // no scales). A deployment's INT4 weights change what a token reads, not the KV geometry.
+  int weight_bits = 16;
+  int weight_group = 0;
 
   // Weights multiplied per token outside attention: q/k/v/o projections, SwiGLU MLP and the
   // classifier, over all layers (embedding lookups are reads, not products).

@@ -57,6 +57,11 @@ struct EngineProfile {
   Quantity managed_page_ns;    // per page an L1-capped pool manages in a decode call
   Quantity l2_page_us;         // engine work per page moved between L1 and L2 (copies, checksums, tables)
   Quantity select_call_us;     // fixed cost of one selection (bounds and plan) besides its products
+  // Spec-sheet peaks are not sustained rates: the engine's peak multiply-adds per second in its
+  // fastest precision, and the share of it the kernels above sustain (from a cited sustained
+  // measurement, or an estimate that says why). No rate above may exceed the peak.
+  Quantity peak_gmac_per_s;
+  Quantity efficiency;  // 0 < efficiency <= 1
 };
 
 enum class EngineKind : std::uint8_t { Cpu, Gpu, Npu };

@@ -26,6 +26,8 @@ TEST_CASE("configs/models JSON presets equal the built-in presets", "[model]") {
     CHECK(j.at("intermediate_size") == p.intermediate_size);
     CHECK(j.at("vocab_size") == p.vocab_size);
     CHECK(j.at("tied_embeddings") == p.tied_embeddings);
+    CHECK(j.at("weight_bits") == p.weight_bits);
+    CHECK(j.at("weight_group") == p.weight_group);
     CHECK(j.at("source").get<std::string>().find(p.source.substr(0, p.source.find(' '))) != std::string::npos);
   }
 }
