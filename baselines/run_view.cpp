@@ -99,6 +99,13 @@ void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c, Clock 
     if (lines.empty()) continue;
     if (c.degraded_repetitions++ == 0) c.degradation = lines;
   }
+  // Pricing notes are the same in every repetition: the first one's.
+  Query notes(store,
+              "SELECT detail FROM events WHERE case_id = ? AND kind IN ('capacity_rerun', 'does_not_fit') AND repetition = "
+              "(SELECT MIN(repetition) FROM events WHERE case_id = ?) ORDER BY rowid");
+  notes.bind(1, case_id);
+  notes.bind(2, case_id);
+  while (notes.step()) c.pricing.push_back(notes.text(0));
 }
 
 }  // namespace

@@ -29,6 +29,9 @@ struct CaseView {
   std::map<std::string, CaseFigure> figures;
   std::vector<std::string> degradation;  // plain lines; empty: not degraded
   int degraded_repetitions = 0;
+  // How the case was priced for its SoC when that was not the host run as it is: why it reran
+  // with the SoC's capacities (capacity_rerun) or why it does not fit (fits_in_memory 0).
+  std::vector<std::string> pricing;
 };
 
 struct RunView {

@@ -12,6 +12,7 @@
 #include "build_info.h"
 #include "ab_command.h"
 #include "calibrate_command.h"
+#include "pareto_command.h"
 #include "validate_command.h"
 #include "compare_command.h"
 #include "trend_command.h"
@@ -85,6 +86,8 @@ int run_cli(int argc, char** argv) {
   add_sparse_eval_command(app, sparse_eval);
   RunCommandOptions run;
   add_run_command(app, run);
+  RunCommandOptions sweep;
+  add_sweep_command(app, sweep);
   ResultsCommandOptions results;
   add_results_commands(app, results);
   CompareCommandOptions compare;
@@ -97,6 +100,8 @@ int run_cli(int argc, char** argv) {
   add_calibrate_command(app, calibrate);
   ValidateOptions validate;
   add_validate_command(app, validate);
+  ParetoOptions pareto;
+  add_pareto_command(app, pareto);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -135,6 +140,7 @@ int run_cli(int argc, char** argv) {
     if (app.got_subcommand("synth-stats")) return run_synth_stats(synth_stats);
     if (app.got_subcommand("sparse-eval")) return run_sparse_eval(sparse_eval);
     if (run.command->parsed()) return run_run(run);
+    if (sweep.command->parsed()) return run_run(sweep);
     if (results.list->parsed()) return run_list(results);
     if (results.show->parsed()) return run_show(results);
     if (results.exporter->parsed()) return run_export(results);
@@ -143,6 +149,7 @@ int run_cli(int argc, char** argv) {
     if (ab.command->parsed()) return run_ab(ab);
     if (calibrate.command->parsed()) return run_calibrate(calibrate);
     if (validate.command->parsed()) return run_validate(validate);
+    if (pareto.command->parsed()) return run_pareto(pareto);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

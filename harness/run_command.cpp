@@ -25,6 +25,7 @@
 #include "run_view.h"
 #include "summary_table.h"
 #include "runtime/error.h"
+#include "soc_profiles.h"
 
 namespace kvbench {
 
@@ -56,9 +57,9 @@ SuiteConfig find_suite(const std::string& name_or_path) {
   return load_suite(name_or_path);
 }
 
-void add_run_command(CLI::App& app, RunCommandOptions& o) {
-  auto* cmd = app.add_subcommand("run", "Run a suite and store every figure in the results database");
-  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference) or a suite JSON file")->capture_default_str();
+namespace {
+
+void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--db", o.run.db_path, "results database")->capture_default_str();
   cmd->add_option("--tag", o.run.tags, "tag the run (repeatable)");
   cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(CLI::Range(1, 1000));
@@ -67,7 +68,42 @@ void add_run_command(CLI::App& app, RunCommandOptions& o) {
   cmd->add_option("--l2-dir", o.run.l2_dir,
                   "existing L2 directory for policies that leave l2_dir empty (default: l2/ beside the database, created when a policy offloads)");
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, RunCommandOptions& o) {
+  auto* cmd = app.add_subcommand("run", "Run a suite and store every figure in the results database");
+  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference) or a suite JSON file")->capture_default_str();
+  add_run_options(cmd, o);
   o.command = cmd;
+}
+
+void add_sweep_command(CLI::App& app, RunCommandOptions& o) {
+  auto* cmd = app.add_subcommand("sweep",
+                                 "Run a suite priced on several SoCs: one engine run per configuration, each SoC pricing it (a SoC "
+                                 "that cannot hold what the host run held gets its own run with its capacities)");
+  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference) or a suite JSON file")->required();
+  cmd->add_option("--socs", o.socs, "comma-separated SoC profiles replacing the suite's socs (host and the built-in profiles)")->required();
+  add_run_options(cmd, o);
+  o.command = cmd;
+}
+
+std::vector<std::string> parse_soc_list(const std::string& text) {
+  std::vector<std::string> socs;
+  std::string names;
+  for (const auto& [name, body] : builtin_soc_profiles()) names += (names.empty() ? "" : ", ") + name;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string soc = text.substr(start, comma - start);
+    if (soc.empty()) throw kv::InputError("--socs", text, "an empty SoC name (a comma-separated list, e.g. host,apple-m3)");
+    if (!is_builtin_soc(soc)) throw kv::InputError("--socs", soc, "unknown SoC profile (profiles: " + names + ")");
+    if (std::find(socs.begin(), socs.end(), soc) != socs.end()) throw kv::InputError("--socs", soc, "listed twice");
+    socs.push_back(soc);
+    start = comma + 1;
+  }
+  return socs;
 }
 
 void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
@@ -123,7 +159,8 @@ void print_summary(const std::string& db, std::int64_t run_id, std::FILE* out) {
 }  // namespace
 
 int run_run(const RunCommandOptions& o) {
-  const SuiteConfig suite = find_suite(o.suite);
+  SuiteConfig suite = find_suite(o.suite);
+  if (!o.socs.empty()) suite.socs = parse_soc_list(o.socs);
   InterruptScope interrupts;
   RunOptions options = o.run;
   options.stop = &InterruptScope::flag();

@@ -1,4 +1,4 @@
-// `kvbench run`, `kvbench list runs`, `kvbench show RUN_ID`, `kvbench export RUN_ID`.
+// `kvbench run`, `kvbench sweep`, `kvbench list runs`, `kvbench show RUN_ID`, `kvbench export RUN_ID`.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,6 +15,7 @@ struct RunCommandOptions {
   std::string suite = "nightly";
   RunOptions run;
   bool json = false;
+  std::string socs;  // sweep: the SoCs replacing the suite's, comma-separated
   CLI::App* command = nullptr;
 };
 
@@ -37,6 +38,10 @@ struct ResultsCommandOptions {
 };
 
 void add_run_command(CLI::App& app, RunCommandOptions& options);
+// `kvbench sweep --suite S --socs a,b,c`: run with the suite's socs replaced.
+void add_sweep_command(CLI::App& app, RunCommandOptions& options);
+// "a,b,c" -> the SoC names, each a known profile, none twice (InputError on --socs otherwise).
+std::vector<std::string> parse_soc_list(const std::string& text);
 void add_results_commands(CLI::App& app, ResultsCommandOptions& options);
 // The suite a --suite value names: a built-in name, else a file.
 SuiteConfig find_suite(const std::string& name_or_path);

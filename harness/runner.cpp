@@ -500,7 +500,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   }
   // The SoC profiles that price the cases: a malformed one stops the run before it starts.
   std::map<std::string, kv::soc::SocProfile> profiles;
-  for (const std::string& soc : suite.socs) profiles.emplace(soc, load_soc_profile(soc, options.db_path));
+  for (const std::string& soc : suite.socs) {
+    const auto given = options.profiles.find(soc);
+    profiles.emplace(soc, given != options.profiles.end() ? given->second : load_soc_profile(soc, options.db_path));
+  }
   ResultsStore store(options.db_path);
 
   RunInfo info;

@@ -8,12 +8,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "memory/file_io.h"
 #include "results_store.h"
+#include "soc/soc_profile.h"
 #include "suite_config.h"
 
 namespace kvbench {
@@ -33,6 +35,8 @@ struct RunOptions {
   // When it reads true (SIGINT/SIGTERM), the repetition in flight is dropped, the case failed
   // with "interrupted" and the run stored as interrupted.
   const std::atomic<bool>* stop = nullptr;
+  // SoC profiles by name that take the place of the built-in ones (tests price with made-up SoCs).
+  std::map<std::string, kv::soc::SocProfile> profiles;
 };
 
 struct RunSummary {

@@ -155,6 +155,7 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
       out << fmt::format("degraded {} (in {} of {} repetitions):\n", name, c.degraded_repetitions, c.repetitions);
       for (const std::string& line : c.degradation) out << "  " << line << "\n";
     }
+    for (const std::string& line : c.pricing) out << fmt::format("priced {}: {}\n", name, line);
   }
   if (run.status == "interrupted") out << "the run was interrupted (SIGINT or SIGTERM); every finished repetition was kept\n";
   if (run.status == "aborted") out << "the run was aborted: its process died before it ended; stored repetitions are kept\n";
@@ -324,6 +325,7 @@ std::string summary_json(const RunView& run, const std::vector<SummaryColumn>& c
                      {"repetitions", c.repetitions},
                      {"degraded", c.degradation},
                      {"degraded_repetitions", c.degraded_repetitions},
+                     {"pricing", c.pricing},
                      {"metrics", metrics}});
   }
   json doc{{"run",

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +12,7 @@
 
 #include "builtin_suites.h"
 #include "runtime/error.h"
+#include "soc_profiles.h"
 #include "suite_config.h"
 #include "test_support.h"
 
@@ -137,7 +140,7 @@ TEST_CASE("a suite in configs/suites/ finds the named policies of configs/polici
   CHECK(s.policies[1].sparse.selector == kv::Selector::Full);
 }
 
-TEST_CASE("socs other than host are refused until SoC profiles exist", "[config]") {
+TEST_CASE("socs that name no profile are refused", "[config]") {
   std::string text = suite();
   text.replace(text.find("[\"host\"]"), 8, "[\"host\", \"sd8g3\"]");
   const kv::InputError e = error_of(text);
@@ -148,7 +151,7 @@ TEST_CASE("socs other than host are refused until SoC profiles exist", "[config]
 TEST_CASE("the built-in suites parse and hold what the README says", "[config]") {
   std::map<std::string, SuiteConfig> suites;
   for (const auto& [name, text] : kvbench::builtin_suites()) suites.emplace(name, parse_suite(text, "builtin:" + name, "."));
-  REQUIRE(suites.size() == 3);
+  REQUIRE(suites.size() == 4);
   const SuiteConfig& nightly = suites.at("nightly");
   CHECK(nightly.repetitions == 5);
   CHECK(nightly.models.size() == 1);
@@ -161,6 +164,19 @@ TEST_CASE("the built-in suites parse and hold what the README says", "[config]")
   CHECK(nightly.policies[2].cache.memory.l1_bytes > 0);
   CHECK(suites.at("smoke").workloads.size() == 4);
   CHECK(suites.at("accuracy").models[0].backend == "llama");
+  // The priced phone deployment: 7B with INT4 weights, 32K RAG, q4 K/V with and without
+  // hybrid 10%, on every shipped profile.
+  const SuiteConfig& reference = suites.at("soc-reference");
+  CHECK(reference.models[0].preset == "llama-7b-gqa-int4w");
+  CHECK(reference.workloads[0].context_tokens == 32768);
+  REQUIRE(reference.policies.size() == 2);
+  CHECK(reference.policies[1].sparse.budget == Approx(0.10));
+  std::vector<std::string> shipped;
+  for (const auto& [name, body] : kvbench::builtin_soc_profiles()) shipped.push_back(name);
+  std::vector<std::string> listed = reference.socs;
+  std::sort(listed.begin(), listed.end());
+  std::sort(shipped.begin(), shipped.end());
+  CHECK(listed == shipped);
 }
 
 TEST_CASE("the resolved configuration prints floats as they were written", "[config]") {
