@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -66,8 +67,30 @@ TEST_CASE("soc profiles: every built-in profile loads and says where each number
       const bool derived = q.contains("derived") && !q["derived"].get<std::string>().empty();
       CHECK(sourced != derived);
     });
-    CHECK(numbers >= 59);  // every field of the schema
+    CHECK(numbers >= 61);  // every field of the schema
+    for (const kv::soc::EngineProfile& engine : p.engines) {
+      if (!engine.present) continue;
+      CHECK(engine.efficiency.value > 0.0);
+      CHECK(engine.efficiency.value <= 1.0);
+      CHECK(engine.peak_gmac_per_s.value > 0.0);
+    }
   }
+  // The shipped phones and boards; every one but the host cites at least some measured or
+  // published figures directly, not only estimates.
+  std::set<std::string> names;
+  for (const auto& [name, text] : kvbench::builtin_soc_profiles()) {
+    names.insert(name);
+    if (name == "host") continue;
+    int sourced = 0, estimates = 0;
+    every_quantity(json::parse(text), "", [&](const json& q, const std::string&) {
+      sourced += q.contains("source") ? 1 : 0;
+      estimates += q.contains("derived") && q["derived"].get<std::string>().rfind("estimate", 0) == 0 ? 1 : 0;
+    });
+    INFO(name);
+    CHECK(sourced >= 3);
+    CHECK(estimates < 61);
+  }
+  CHECK(names == std::set<std::string>{"host", "snapdragon-8-gen-3", "dimensity-9300", "apple-a17-pro", "apple-m3", "raspberry-pi-5"});
 }
 
 TEST_CASE("soc profiles: a profile written back as JSON reads the same", "[soc_profiles]") {
@@ -107,6 +130,11 @@ TEST_CASE("soc profiles: malformed profiles are refused with the JSON path and t
       {"a budget above the memory", [](json& j) { j["memory"]["model_budget_bytes"]["value"] = 1e18; }, "/memory/model_budget_bytes",
        "above the installed memory"},
       {"a bad name", [](json& j) { j["name"] = "Host Profile"; }, "/name", "lowercase"},
+      {"an efficiency above 1", [](json& j) { j["engines"]["cpu"]["efficiency"]["value"] = 1.5; }, "/engines/cpu/efficiency/value",
+       "above 1"},
+      {"a rate above the peak", [](json& j) { j["engines"]["cpu"]["decode_gmac_per_s"]["q8"]["value"] = 1e9; },
+       "/engines/cpu/decode_gmac_per_s/q8/value", "above the engine's peak_gmac_per_s"},
+      {"a missing peak", [](json& j) { j["engines"]["cpu"].erase("peak_gmac_per_s"); }, "/engines/cpu/peak_gmac_per_s", "is required"},
   };
   for (const Bad& bad : cases) {
     INFO(bad.what);

@@ -1,0 +1,86 @@
+// End to end through the binary: `kvbench sweep` replaces a suite's SoCs and prices every case
+// on each; `kvbench pareto` lists the non-dominated policies of the sweep per SoC, with the
+// dominated ones under --all, as a table or JSON; bad SoC lists and objectives exit 2.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "e2e/e2e_support.h"
+#include "test_support.h"
+
+using kvtest::Output;
+using kvtest::run_kvbench;
+using kvtest::scalar;
+
+namespace {
+
+// Three policies, one of them dominated on (KV bytes per token, attention error): q8 full
+// attention stores more than q4 and, with a tight budget, q4 sparse errs more than q4 full.
+const char* const kSuite = R"({"name": "sweep-e2e", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "syn-05b", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "rag-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 8}],
+    "policies": [{"name": "f16-full", "k": "f16", "v": "f16", "sparse": {"selector": "full", "sample_every": 4}},
+                 {"name": "q4-full", "k": "q4", "v": "q4", "residual_tokens": 64, "sparse": {"selector": "full", "sample_every": 4}},
+                 {"name": "q4-sparse", "k": "q4", "v": "q4", "residual_tokens": 64,
+                  "sparse": {"selector": "hybrid", "budget": 0.10, "sample_every": 4}}]})";
+
+}  // namespace
+
+TEST_CASE("kvbench sweep prices a suite on the SoCs it names and pareto lists the fronts", "[e2e][sweep]") {
+  const kvtest::TempDir dir("kvbench-e2e-sweep");
+  const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/sweep.json";
+  kvtest::write_file(suite, kSuite);
+  Output out = run_kvbench("sweep --suite " + suite + " --socs host,raspberry-pi-5,apple-m3 --db " + db + " --json");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(scalar(db, "SELECT count(*) FROM cases") == "9");
+  CHECK(scalar(db, "SELECT count(DISTINCT soc) FROM metric_values WHERE clock = 'model' AND name = 'decode_tps'") == "3");
+  // The Pi's 2 MB L3 is smaller than the policies' 8 MiB L0: its cases ran again with it.
+  CHECK(scalar(db, "SELECT min(value) FROM metric_values WHERE soc = 'raspberry-pi-5' AND name = 'capacity_rerun'") == "1.0");
+  CHECK(scalar(db, "SELECT max(value) FROM metric_values WHERE soc != 'raspberry-pi-5' AND name = 'capacity_rerun'") == "0.0");
+  out = run_kvbench("show 1 --db " + db);
+  CHECK(out.text.find("priced q4-full/raspberry-pi-5: raspberry-pi-5: its L0 (2048 KiB) is smaller") != std::string::npos);
+
+  out = run_kvbench("pareto --run latest --db " + db + " --soc apple-m3 --y attn_rel_error --z decode_tps --all");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(out.text.find("sweep-e2e") != std::string::npos);
+  CHECK(out.text.find("syn-05b / rag-2k / apple-m3") != std::string::npos);
+  CHECK(out.text.find("/ host") == std::string::npos);
+
+  out = run_kvbench("pareto --db " + db + " --y attn_rel_error --format json --all");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  const auto doc = nlohmann::json::parse(out.text);
+  REQUIRE(doc["groups"].size() == 3);
+  for (const auto& group : doc["groups"]) {
+    REQUIRE(group["points"].size() == 3);
+    int front = 0;
+    for (const auto& p : group["points"]) {
+      front += p["front"].get<bool>() ? 1 : 0;
+      // A dominated point names what dominates it, and nothing dominates a front point.
+      CHECK(p["front"].get<bool>() == p["dominated_by"].empty());
+    }
+    CHECK(front >= 1);
+    CHECK(group["objectives"][0]["better"] == "lower");
+  }
+
+  // Bad input: exit 2 with the field and the reason.
+  out = run_kvbench("sweep --suite " + suite + " --socs host,nokia-3310 --db " + db);
+  CHECK(out.status == 2);
+  CHECK(out.text.find("nokia-3310") != std::string::npos);
+  CHECK(out.text.find("unknown SoC profile") != std::string::npos);
+  out = run_kvbench("sweep --suite " + suite + " --socs host,host --db " + db);
+  CHECK(out.status == 2);
+  CHECK(out.text.find("listed twice") != std::string::npos);
+  out = run_kvbench("pareto --db " + db + " --y policy_name");
+  CHECK(out.status == 2);
+  CHECK(out.text.find("not a metric") != std::string::npos);
+  out = run_kvbench("pareto --db " + db + " --y case_wall_ms");
+  CHECK(out.status == 2);
+  CHECK(out.text.find("no better direction") != std::string::npos);
+  out = run_kvbench("pareto --db " + db + " --y attn_rel_error --soc apple-a17-pro");
+  CHECK(out.status == 2);
+  CHECK(out.text.find("has no case on this SoC") != std::string::npos);
+  CHECK(scalar(db, "SELECT count(*) FROM runs") == "1");
+}
