@@ -1,6 +1,8 @@
 #include "pareto.h"
 
+#include <map>
 #include <stdexcept>
+#include <tuple>
 
 namespace kvbench {
 
@@ -30,6 +32,53 @@ ParetoResult pareto_front(const std::vector<ParetoPoint>& points, const std::vec
         out.dominated_by[i].push_back(j);
       }
     }
+  }
+  return out;
+}
+
+std::vector<ParetoGroup> pareto_groups(const RunView& host_view, const RunView& model_view, const std::vector<std::string>& objectives,
+                                       const std::string& soc) {
+  std::vector<Better> directions;
+  for (const std::string& name : objectives) directions.push_back(metric(name).better);
+  std::map<std::tuple<std::string, std::string, std::string>, ParetoGroup> groups;
+  std::vector<std::tuple<std::string, std::string, std::string>> order;
+  for (std::size_t i = 0; i < host_view.cases.size(); ++i) {
+    const CaseView& c = host_view.cases[i];
+    if (!soc.empty() && c.soc != soc) continue;
+    const CaseView& figures = c.soc == "host" ? c : model_view.cases.at(i);
+    const auto key = std::make_tuple(c.model, c.workload, c.soc);
+    auto [it, added] = groups.try_emplace(key);
+    ParetoGroup& g = it->second;
+    if (added) {
+      g.model = c.model;
+      g.workload = c.workload;
+      g.soc = c.soc;
+      g.objectives = objectives;
+      order.push_back(key);
+    }
+    ParetoPoint point{c.policy, {}};
+    std::string missing;
+    if (c.status != "complete") missing = "the case is " + c.status;
+    for (const std::string& name : objectives) {
+      if (!missing.empty()) break;
+      const auto f = figures.figures.find(name);
+      if (f == figures.figures.end() || !f->second.median) {
+        missing = name + ": " + (f == figures.figures.end() ? std::string("not recorded") : f->second.na_reason);
+      } else {
+        point.values.push_back(*f->second.median);
+      }
+    }
+    if (missing.empty()) {
+      g.points.push_back(std::move(point));
+    } else {
+      g.incomplete.emplace_back(c.policy, missing);
+    }
+  }
+  std::vector<ParetoGroup> out;
+  for (const auto& key : order) {
+    ParetoGroup& g = groups.at(key);
+    g.result = pareto_front(g.points, directions);
+    out.push_back(std::move(g));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "metric_table.h"
+#include "run_view.h"
 
 namespace kvbench {
 
@@ -27,5 +28,19 @@ ParetoResult pareto_front(const std::vector<ParetoPoint>& points, const std::vec
 
 // Whether a dominates b under `directions`.
 bool dominates(const std::vector<double>& a, const std::vector<double>& b, const std::vector<Better>& directions);
+
+// A run's fronts, one group per (model, workload, SoC) in case order.
+struct ParetoGroup {
+  std::string model, workload, soc;
+  std::vector<std::string> objectives;  // metric names
+  std::vector<ParetoPoint> points;      // policies with every objective
+  ParetoResult result;
+  std::vector<std::pair<std::string, std::string>> incomplete;  // policy, why it has no point
+};
+
+// The fronts of a run's cases (both views of one run: host figures on host cases, modelled ones
+// elsewhere). Throws kv::InputError for a metric that is unknown or has no direction.
+std::vector<ParetoGroup> pareto_groups(const RunView& host_view, const RunView& model_view, const std::vector<std::string>& objectives,
+                                       const std::string& soc);
 
 }  // namespace kvbench

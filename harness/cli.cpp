@@ -13,6 +13,7 @@
 #include "ab_command.h"
 #include "calibrate_command.h"
 #include "pareto_command.h"
+#include "report_command.h"
 #include "validate_command.h"
 #include "compare_command.h"
 #include "trend_command.h"
@@ -102,6 +103,8 @@ int run_cli(int argc, char** argv) {
   add_validate_command(app, validate);
   ParetoOptions pareto;
   add_pareto_command(app, pareto);
+  ReportCommandOptions report;
+  add_report_command(app, report);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -150,6 +153,7 @@ int run_cli(int argc, char** argv) {
     if (calibrate.command->parsed()) return run_calibrate(calibrate);
     if (validate.command->parsed()) return run_validate(validate);
     if (pareto.command->parsed()) return run_pareto(pareto);
+    if (report.command->parsed()) return run_report(report);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

@@ -24,19 +24,6 @@ struct ParetoOptions {
   CLI::App* command = nullptr;
 };
 
-struct ParetoGroup {
-  std::string model, workload, soc;
-  std::vector<std::string> objectives;  // metric names
-  std::vector<ParetoPoint> points;      // policies with every objective
-  ParetoResult result;
-  std::vector<std::pair<std::string, std::string>> incomplete;  // policy, why it has no point
-};
-
-// The fronts of a run's cases (both views of one run: host figures on host cases, modelled ones
-// elsewhere). Throws kv::InputError for a metric that is unknown or has no direction.
-std::vector<ParetoGroup> pareto_groups(const RunView& host_view, const RunView& model_view, const std::vector<std::string>& objectives,
-                                       const std::string& soc);
-
 void add_pareto_command(CLI::App& app, ParetoOptions& options);
 int run_pareto(const ParetoOptions& options, std::FILE* out = stdout);
 

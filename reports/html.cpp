@@ -1,0 +1,66 @@
+#include "html.h"
+
+#include <libxml/parser.h>
+
+#include <regex>
+#include <set>
+
+namespace kvbench::report {
+
+std::string escape_html(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+void quiet(void*, const char*, ...) {}
+
+}  // namespace
+
+bool well_formed_xml(const std::string& text) {
+  xmlSetGenericErrorFunc(nullptr, quiet);
+  xmlDocPtr doc = xmlReadMemory(text.data(), static_cast<int>(text.size()), "plot.svg", "utf-8",
+                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  if (doc == nullptr) return false;
+  xmlFreeDoc(doc);
+  return true;
+}
+
+std::string inline_svg(const std::string& svg, const std::string& prefix, const std::string& title) {
+  if (!well_formed_xml(svg)) return "";
+  const std::size_t start = svg.find("<svg");
+  const std::size_t end = svg.rfind("</svg>");
+  if (start == std::string::npos || end == std::string::npos) return "";
+  std::string s = svg.substr(start, end + 6 - start);
+  s = std::regex_replace(s, std::regex(R"(\s+xmlns(:\w+)?\s*=\s*"[^"]*")"), "");
+  s = std::regex_replace(s, std::regex(R"(xlink:href)"), "href");
+  // Ids unique per plot: gnuplot names its markers and groups the same in every plot.
+  std::set<std::string> ids;
+  const std::regex id(R"(\bid\s*=\s*(['"])([^'"]+)\1)");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), id); it != std::sregex_iterator(); ++it) ids.insert((*it)[2].str());
+  s = std::regex_replace(s, id, "id=$1" + prefix + "$2$1");
+  for (const std::string& name : ids) {
+    const std::string escaped = std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), "\\$&");
+    s = std::regex_replace(s, std::regex("#" + escaped + "(['\")])"), "#" + prefix + name + "$1");
+  }
+  s = std::regex_replace(s, std::regex(R"(<title>[^<]*</title>)"), "<title>" + escape_html(title) + "</title>", std::regex_constants::format_first_only);
+  // The page scales plots to its width.
+  const std::size_t tag = s.find('>');
+  s.insert(tag, " class=\"plot\" role=\"img\"");
+  if (!well_formed_xml(s)) return "";
+  return s;
+}
+
+}  // namespace kvbench::report

@@ -1,0 +1,675 @@
+#include "report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "change_points.h"
+#include "html.h"
+#include "human_units.h"
+#include "metric_table.h"
+#include "pareto.h"
+#include "plots.h"
+#include "results_reader.h"
+#include "run_view.h"
+
+namespace kvbench::report {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string h(const std::string& s) { return escape_html(s); }
+
+constexpr std::size_t kMaxPoints = 120;  // per series: a plot's points and its data table
+constexpr std::size_t kDroppedRows = 50;
+
+const std::vector<std::string>& headline_metrics() {
+  static const std::vector<std::string> names = {"decode_tps",  "ttft_ms",          "tpot_ms_p99",      "peak_l1_bytes",
+                                                 "kv_bytes_per_token", "ppl_delta_pct", "attn_mass_recall", "token_drop_ratio"};
+  return names;
+}
+
+std::string value_text(const std::optional<double>& v, const std::string& metric_name) {
+  if (!v) return "-";
+  const MetricDef* def = find_metric(metric_name);
+  return human_value(*v, def != nullptr ? def->unit : "");
+}
+
+std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
+
+// Long series reduced to at most kMaxPoints: each point the largest value of its run of steps
+// (peaks are what a water level or a stall is about).
+Series bucketed(const std::string& name, const std::vector<double>& values) {
+  Series s;
+  s.name = name;
+  const std::size_t n = values.size();
+  const std::size_t per = std::max<std::size_t>(1, (n + kMaxPoints - 1) / kMaxPoints);
+  for (std::size_t i = 0; i < n; i += per) {
+    double top = -INFINITY;
+    for (std::size_t k = i; k < std::min(n, i + per); ++k) {
+      if (std::isfinite(values[k])) top = std::max(top, values[k]);
+    }
+    s.x.push_back(static_cast<double>(i));
+    s.y.push_back(std::isfinite(top) ? top : NAN);
+  }
+  return s;
+}
+
+std::size_t bucket_size(std::size_t n) { return std::max<std::size_t>(1, (n + kMaxPoints - 1) / kMaxPoints); }
+
+// The page: HTML with plots in place, drawn together at the end through one gnuplot process.
+class Page {
+ public:
+  Page& operator<<(const std::string& html) {
+    parts_.push_back({html, -1});
+    return *this;
+  }
+  void plot(Plot p, const std::string& caption = "") {
+    plots_.push_back(std::make_unique<Plot>(std::move(p)));
+    captions_.push_back(caption);
+    parts_.push_back({"", static_cast<int>(plots_.size()) - 1});
+  }
+  ReportOutcome finish(const std::string& gnuplot, const std::string& head, const std::string& tail) {
+    std::vector<Plot*> all;
+    for (auto& p : plots_) all.push_back(p.get());
+    const RenderOutcome drawn = render(all, gnuplot);
+    ReportOutcome out;
+    out.plots = static_cast<int>(plots_.size());
+    out.plot_note = drawn.note;
+    std::string body;
+    for (const auto& [html, index] : parts_) {
+      if (index < 0) {
+        body += html;
+        continue;
+      }
+      const Plot& p = *plots_[static_cast<std::size_t>(index)];
+      const std::string svg = p.svg.empty() ? "" : inline_svg(p.svg, fmt::format("p{}-", index), p.title);
+      out.drawn += svg.empty() ? 0 : 1;
+      body += "<figure>\n";
+      if (!svg.empty()) {
+        body += svg + "\n";
+      } else if (drawn.available) {
+        body += "<p class=\"note\">" + h(p.error.empty() ? "this plot's SVG was not well-formed and is left out" : p.error) + "</p>\n";
+      }
+      body += "<figcaption>" + h(p.title) + (captions_[static_cast<std::size_t>(index)].empty() ? "" : ": " + h(captions_[static_cast<std::size_t>(index)])) +
+              "</figcaption>\n";
+      body += std::string("<details class=\"data\"") + (svg.empty() ? " open=\"open\"" : "") + "><summary>data</summary>\n" + table(p.data) +
+              "</details>\n</figure>\n";
+    }
+    const std::string note = drawn.available ? (drawn.note.empty() ? "" : "<p class=\"note\">" + h(drawn.note) + "</p>\n")
+                                             : "<p class=\"note\" id=\"plots-unavailable\">" + h(drawn.note) + "</p>\n";
+    out.html = head + note + body + tail;
+    return out;
+  }
+
+  static std::string table(const DataTable& t) {
+    std::string s = "<table>\n<thead><tr>";
+    for (const std::string& c : t.header) s += "<th>" + h(c) + "</th>";
+    s += "</tr></thead>\n<tbody>\n";
+    for (const auto& row : t.rows) {
+      s += "<tr>";
+      for (const std::string& c : row) s += "<td>" + h(c) + "</td>";
+      s += "</tr>\n";
+    }
+    return s + "</tbody>\n</table>\n";
+  }
+
+ private:
+  std::vector<std::pair<std::string, int>> parts_;
+  std::vector<std::unique_ptr<Plot>> plots_;
+  std::vector<std::string> captions_;
+};
+
+std::string line(const std::string& text) { return "<p class=\"empty\">" + h(text) + "</p>\n"; }
+
+std::string section_open(const std::string& id, const std::string& title) {
+  return "<section id=\"" + id + "\">\n<h2>" + h(title) + "</h2>\n";
+}
+
+std::string case_label(const CaseView& c, bool with_soc) {
+  return c.workload + "/" + c.policy + (with_soc ? "/" + c.soc : "");
+}
+
+// --- verdict ---------------------------------------------------------------------------------
+
+void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
+  page << section_open("verdict", "Verdict");
+  std::vector<const CaseView*> degraded;
+  for (const CaseView& c : run.cases) {
+    if (!c.degradation.empty()) degraded.push_back(&c);
+  }
+  if (!o.comparison_json) {
+    page << "<p class=\"banner none\">no baseline: nothing to compare run " + std::to_string(run.id) +
+                " with (gate it, or pass <code>--baseline</code>)</p>\n";
+  } else {
+    const json c = json::parse(*o.comparison_json);
+    const int failing = c.value("failing", 0), regressed = c.value("regressed", 0), inconclusive = c.value("inconclusive", 0);
+    const std::string state = failing > 0 ? "regressed" : inconclusive > 0 ? "inconclusive" : "pass";
+    page << fmt::format("<p class=\"banner {}\">{}: run {} against baseline run {}; {} regressed ({} acknowledged), {} improved, {} "
+                        "inconclusive</p>\n",
+                        state, state, run.id, c.value("baseline_run", 0), regressed, regressed - failing, c.value("improved", 0),
+                        inconclusive);
+    page << "<p>" + h(o.baseline_note) + "</p>\n";
+    std::vector<json> rows;
+    for (const json& r : c.value("rows", json::array())) rows.push_back(r);
+    const auto order = [](const json& r) {
+      const std::string v = r.value("verdict", "");
+      return v == "regressed" ? 0 : v == "improved" ? 1 : v == "inconclusive" ? 2 : 3;
+    };
+    std::stable_sort(rows.begin(), rows.end(), [&](const json& a, const json& b) { return order(a) < order(b); });
+    const auto row_html = [](const json& r) {
+      const auto num = [&](const char* key) -> std::optional<double> {
+        return r.contains(key) && r[key].is_number() ? std::optional<double>(r[key].get<double>()) : std::nullopt;
+      };
+      const std::string metric_name = r.value("metric", "");
+      const std::string ack = r.value("acknowledged", "");
+      const double ratio = num("ratio").value_or(1.0);
+      return "<tr" + std::string(ack.empty() ? "" : " class=\"acked\"") + "><td>" + h(r.value("case", "")) + "</td><td>" + h(metric_name) +
+             "</td><td>" + h(value_text(num("baseline_median"), metric_name)) + "</td><td>" +
+             h(value_text(num("candidate_median"), metric_name)) + "</td><td>" + h(percent(ratio)) + "</td><td>" +
+             h("[" + percent(num("ratio_low").value_or(ratio)) + ", " + percent(num("ratio_high").value_or(ratio)) + "]") + "</td><td>" +
+             h(fmt::format("{:.3g}", num("adjusted_p").value_or(1.0))) + "</td><td>" + h(r.value("verdict", "")) +
+             (ack.empty() ? "" : " (acknowledged: " + h(ack) + ")") + "</td></tr>\n";
+    };
+    const std::string head = "<table class=\"rows\">\n<thead><tr><th>case</th><th>metric</th><th>baseline</th><th>candidate</th>"
+                             "<th>delta</th><th>CI</th><th>p (adjusted)</th><th>verdict</th></tr></thead>\n<tbody>\n";
+    std::string shown, rest;
+    int rest_count = 0;
+    for (const json& r : rows) {
+      const int k = order(r);
+      if (k <= 1) {
+        shown += row_html(r);
+      } else if (k == 2 && rest_count < 200) {
+        rest += row_html(r);
+        ++rest_count;
+      }
+    }
+    if (shown.empty()) {
+      page << line("no row regressed or improved");
+    } else {
+      page << head + shown + "</tbody>\n</table>\n";
+    }
+    if (!rest.empty()) {
+      page << fmt::format("<details><summary>{} inconclusive rows{}</summary>\n", inconclusive, rest_count < inconclusive ? " (first 200)" : "") +
+                  head + rest + "</tbody>\n</table>\n</details>\n";
+    }
+  }
+  if (degraded.empty()) {
+    page << line("no case degraded");
+  } else {
+    page << "<ul class=\"degraded\">\n";
+    for (const CaseView* c : degraded) {
+      std::string lines;
+      for (const std::string& l : c->degradation) lines += (lines.empty() ? "" : "; ") + l;
+      page << "<li><strong>degraded " + h(c->name) + "</strong> (in " + std::to_string(c->degraded_repetitions) + " of " +
+                  std::to_string(c->repetitions) + " repetitions): " + h(lines) + "</li>\n";
+    }
+    page << "</ul>\n";
+  }
+  page << "</section>\n";
+}
+
+// --- trends ----------------------------------------------------------------------------------
+
+void trends_section(Page& page, ResultsStore& store, const ReportOptions& o, const RunView& run, const std::string& suite,
+                    std::int64_t baseline_run) {
+  page << section_open("trends", "Trends");
+  RunFilter filter;
+  filter.suite = suite;
+  filter.status = "complete";
+  std::vector<std::int64_t> ids;
+  for (const RunRecord& r : list_runs(store, filter)) {
+    if (r.id <= run.id) ids.push_back(r.id);
+  }
+  if (std::find(ids.begin(), ids.end(), run.id) == ids.end()) ids.push_back(run.id);
+  std::sort(ids.begin(), ids.end());
+  if (static_cast<int>(ids.size()) > o.history) ids.erase(ids.begin(), ids.end() - o.history);
+  if (ids.size() < 2) {
+    page << line(fmt::format("no history: run {} is the only complete run of suite {} so far", run.id, suite));
+    page << "</section>\n";
+    return;
+  }
+  page << "<p>" + h(fmt::format("The last {} complete runs of suite {} (medians per case on each metric's own clock); dashed marks "
+                                "are change points found in each case's history and the baseline run.",
+                                ids.size(), suite)) +
+              "</p>\n";
+  std::map<std::int64_t, RunView> views;
+  for (std::int64_t id : ids) views.emplace(id, id == run.id ? run : load_run_view(store, id));
+  std::vector<std::string> labels;
+  for (std::int64_t id : ids) labels.push_back(std::to_string(id));
+  std::vector<std::string> cases;
+  for (const CaseView& c : run.cases) cases.push_back(c.name);
+  const bool many_socs = std::any_of(run.cases.begin(), run.cases.end(), [&](const CaseView& c) { return c.soc != run.cases.front().soc; });
+  for (const std::string& name : headline_metrics()) {
+    const MetricDef& def = metric(name);
+    std::vector<Series> series;
+    std::vector<Mark> marks;
+    for (std::size_t k = 0; k < run.cases.size(); ++k) {
+      const CaseView& c = run.cases[k];
+      Series s;
+      s.name = case_label(c, many_socs);
+      std::vector<double> clean;
+      std::vector<std::size_t> where;
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        double v = NAN;
+        for (const CaseView& other : views.at(ids[i]).cases) {
+          if (other.name != c.name) continue;
+          const auto f = other.figures.find(name);
+          if (f != other.figures.end() && f->second.median) v = *f->second.median;
+        }
+        s.x.push_back(static_cast<double>(i));
+        s.y.push_back(v);
+        if (std::isfinite(v)) {
+          clean.push_back(v);
+          where.push_back(i);
+        }
+      }
+      if (clean.empty()) continue;
+      for (const ChangePoint& cp : find_change_points(clean)) {
+        if (marks.size() < 6) marks.push_back({static_cast<double>(where[static_cast<std::size_t>(cp.index)]), "change: " + s.name});
+      }
+      series.push_back(std::move(s));
+    }
+    if (series.empty()) {
+      page << line(fmt::format("{}: no data (no run of suite {} records it)", name, suite));
+      continue;
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] == baseline_run) marks.push_back({static_cast<double>(i), "baseline"});
+    }
+    page.plot(lines_over_runs(name + " over runs", Axis{name, def.unit}, labels, series, marks), def.description);
+  }
+  page << "</section>\n";
+}
+
+// --- per case --------------------------------------------------------------------------------
+
+std::optional<double> figure(const CaseView& c, const std::string& name) {
+  const auto f = c.figures.find(name);
+  if (f == c.figures.end()) return std::nullopt;
+  return f->second.median;
+}
+
+void case_section(Page& page, ResultsStore& store, const RunView& run, const CaseView& c) {
+  const auto series = load_series(store, run.id, c.name, 1);
+  const auto events = load_events(store, run.id, c.name, 1);
+  const auto histograms = load_histograms(store, run.id, c.name, 1);
+  const auto get = [&](const char* name) -> const std::vector<double>* {
+    const auto it = series.find(name);
+    return it == series.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  std::string marks_text = c.degradation.empty() ? "" : " (degraded)";
+  page << "<details class=\"case\"><summary>" + h(c.name) + " <span class=\"status\">" + h(c.status + marks_text) + "</span></summary>\n";
+  for (const std::string& l : c.degradation) page << "<p class=\"degraded\">" + h(l) + "</p>\n";
+  for (const std::string& l : c.pricing) page << "<p>" + h(l) + "</p>\n";
+
+  // Memory water levels with the cap and the pressure transitions.
+  {
+    std::vector<Series> levels;
+    std::size_t n = 0;
+    for (const char* name : {"l0_bytes", "l1_used_bytes", "l2_live_bytes"}) {
+      if (const auto* v = get(name)) {
+        levels.push_back(bucketed(name, *v));
+        n = std::max(n, v->size());
+      }
+    }
+    std::vector<Level> caps;
+    std::vector<Mark> transitions;
+    for (const EventRecord& e : events) {
+      if (e.kind != "pressure") continue;
+      const std::size_t slash = e.detail.find('/'), space = e.detail.find(' ', slash);
+      if (caps.empty() && slash != std::string::npos) {
+        try {
+          caps.push_back({std::stod(e.detail.substr(slash + 1, space - slash - 1)), "L1 cap"});
+        } catch (const std::exception&) {
+        }
+      }
+      if (transitions.size() < 12) transitions.push_back({static_cast<double>(e.step), e.detail.substr(0, e.detail.find(' '))});
+    }
+    if (levels.empty()) {
+      page << line("memory water levels: no data (the case recorded no memory samples)");
+    } else {
+      page.plot(line_over_steps("Memory water levels", Axis{"step", ""}, Axis{"occupancy, executed layers", "bytes"}, levels, caps, transitions),
+                fmt::format("L0, L1 and L2 occupancy per step of the executed layers; each point is the largest of {} steps", bucket_size(n)));
+    }
+  }
+  // Swap bandwidth.
+  {
+    std::vector<Series> swap;
+    for (const char* name : {"swap_in_gb_per_s", "swap_out_gb_per_s"}) {
+      if (const auto* v = get(name)) swap.push_back(bucketed(name, *v));
+    }
+    const bool any = std::any_of(swap.begin(), swap.end(), [](const Series& s) {
+      return std::any_of(s.y.begin(), s.y.end(), [](double v) { return v > 0.0; });
+    });
+    if (!any) {
+      page << line(c.soc == "host" ? "swap bandwidth: no data (nothing moved between L1 and L2)"
+                                   : "swap bandwidth: no data (a host-clock series: only on the host's case)");
+    } else {
+      page.plot(line_over_steps("Swap bandwidth", Axis{"step", ""}, Axis{"bandwidth", "GB/s"}, swap), "host clock");
+    }
+  }
+  // Time breakdown.
+  {
+    const std::vector<std::string> spans = {"attn_compute", "kv_quant", "page_alloc", "select", "dma_wait", "model_compute"};
+    std::vector<Bars> bars;
+    bool any = false;
+    for (const std::string& s : spans) {
+      Bars b{s, {}};
+      for (const char* phase : {"prefill", "decode"}) {
+        const auto v = figure(c, span_metric_name(phase, s));
+        b.values.push_back(v.value_or(0.0));
+        any = any || (v && *v > 0.0);
+      }
+      bars.push_back(std::move(b));
+    }
+    if (!any) {
+      page << line(c.soc == "host" ? "time breakdown: no data" : "time breakdown: no data (host-clock spans: only on the host's case)");
+    } else {
+      page.plot(stacked_bars("Time breakdown", Axis{"time", "ms"}, {"prefill", "decode"}, bars), "spans per phase, median over repetitions");
+    }
+  }
+  // TPOT distribution.
+  if (const auto* tpot = get("tpot_ms"); tpot != nullptr && !tpot->empty()) {
+    const auto [lo_it, hi_it] = std::minmax_element(tpot->begin(), tpot->end());
+    const double lo = *lo_it, hi = *hi_it;
+    constexpr int kBins = 20;
+    std::vector<double> counts(kBins, 0.0);
+    std::vector<std::string> bins;
+    const double width = hi > lo ? (hi - lo) / kBins : 1.0;
+    for (double v : *tpot) counts[static_cast<std::size_t>(std::clamp(static_cast<int>((v - lo) / width), 0, kBins - 1))] += 1.0;
+    for (int b = 0; b < kBins; ++b) bins.push_back(fmt::format("{:.3g}", lo + width * b));
+    page.plot(histogram("TPOT distribution", Axis{"time per output token, bin start", "ms"}, Axis{"steps", "count"}, bins, counts),
+              "host clock, repetition 1");
+  } else {
+    page << line("TPOT distribution: no data (no decode step timed on the host clock)");
+  }
+  // Selection: keep ratio and importance scores.
+  if (const auto* keep = get("keep_ratio")) {
+    page.plot(line_over_steps("Keep ratio", Axis{"selection", ""}, Axis{"tokens kept / context", "ratio"}, {bucketed("keep_ratio", *keep)}),
+              fmt::format("per selection (step and layer); each point the largest of {}", bucket_size(keep->size())));
+  } else {
+    page << line("keep ratio: no data (full attention selects nothing)");
+  }
+  if (const auto it = histograms.find("importance_score"); it != histograms.end() && !it->second.empty()) {
+    std::vector<std::string> bins;
+    std::vector<double> counts;
+    const auto n = it->second.size();
+    for (std::size_t b = 0; b < n; ++b) {
+      bins.push_back(fmt::format("{:.2f}", static_cast<double>(b) / static_cast<double>(n)));
+      counts.push_back(static_cast<double>(it->second[b]));
+    }
+    page.plot(histogram("Importance scores", Axis{"page score, normalised per head", ""}, Axis{"pages", "count"}, bins, counts),
+              "middle pages' scores, pooled over heads and selections");
+  } else {
+    page << line("importance scores: no data (full attention scores no pages)");
+  }
+  if (const auto* drift = get("scale_drift")) {
+    page.plot(line_over_steps("Scale drift", Axis{"sealed page", ""}, Axis{"scale drift", "ratio"}, {bucketed("scale_drift", *drift)}),
+              fmt::format("per sealed page; each point the largest of {}", bucket_size(drift->size())));
+  } else {
+    page << line("scale drift: no data (no quantized page was sealed)");
+  }
+  // Dropped critical tokens.
+  std::string rows;
+  std::size_t dropped = 0;
+  for (const EventRecord& e : events) {
+    if (e.kind != "token_dropped") continue;
+    if (dropped++ >= kDroppedRows) continue;
+    std::map<std::string, std::string> fields;
+    std::istringstream words(e.detail);
+    for (std::string w; words >> w;) {
+      const auto eq = w.find('=');
+      if (eq != std::string::npos) fields[w.substr(0, eq)] = w.substr(eq + 1);
+    }
+    rows += "<tr><td>" + std::to_string(e.step) + "</td><td>" + h(fields["layer"]) + "</td><td>" + h(fields["q_head"]) + "</td><td>" +
+            h(fields["position"]) + "</td><td>" + h(fields["weight"]) + "</td></tr>\n";
+  }
+  if (dropped == 0) {
+    page << line("dropped critical tokens: none");
+  } else {
+    page << fmt::format("<details><summary>dropped critical tokens: {} logged{}</summary>\n", dropped,
+                        dropped > kDroppedRows ? fmt::format(", the first {} shown", kDroppedRows) : "") +
+                "<table>\n<thead><tr><th>step</th><th>layer</th><th>head</th><th>position</th><th>weight</th></tr></thead>\n<tbody>\n" +
+                rows + "</tbody>\n</table>\n</details>\n";
+  }
+  page << "</details>\n";
+}
+
+void cases_section(Page& page, ResultsStore& store, const RunView& run) {
+  page << section_open("cases", "Cases");
+  if (run.cases.empty()) page << line("no cases");
+  for (const CaseView& c : run.cases) {
+    const bool rerun = figure(c, "capacity_rerun").value_or(0.0) > 0.0;
+    if (c.status == "skipped") {
+      page << "<p>" + h(c.name + ": skipped: " + c.note) + "</p>\n";
+    } else if (c.soc != "host" && !rerun && std::any_of(run.cases.begin(), run.cases.end(), [&](const CaseView& o) {
+                 return o.soc == "host" && o.model == c.model && o.workload == c.workload && o.policy == c.policy;
+               })) {
+      // The same engine run as the host's case, priced for this SoC: its recordings are the host case's.
+      std::string notes;
+      for (const std::string& l : c.pricing) notes += " " + l;
+      page << "<p class=\"priced\">" + h(c.name + ": priced from the host case's engine run (its recordings are the host case's)." + notes) +
+                  "</p>\n";
+    } else {
+      case_section(page, store, run, c);
+    }
+  }
+  page << "</section>\n";
+}
+
+// --- sparse quality, Pareto, cross-SoC -------------------------------------------------------
+
+std::map<std::string, std::string> policy_budgets(const std::string& config_json) {
+  std::map<std::string, std::string> out;
+  const json config = json::parse(config_json, nullptr, false);
+  if (config.is_discarded() || !config.contains("policies")) return out;
+  for (const json& p : config["policies"]) {
+    if (!p.is_object() || !p.contains("name")) continue;
+    std::string what;
+    if (p.contains("sparse") && p["sparse"].is_object()) {
+      const json& s = p["sparse"];
+      const std::string selector = s.value("selector", "full");
+      what = selector;
+      if (selector != "full" && s.contains("budget") && s["budget"].is_number()) what += fmt::format(" {:.3g}%", s["budget"].get<double>() * 100.0);
+    }
+    out[p["name"].get<std::string>()] = what;
+  }
+  return out;
+}
+
+void sparse_section(Page& page, const RunView& run, const RunRecord& record) {
+  page << section_open("sparse-quality", "Sparse quality");
+  const auto budgets = policy_budgets(record.config_json);
+  std::vector<std::string> categories;
+  Bars recall{"attn_mass_recall", {}}, oracle{"oracle_mass_recall", {}};
+  for (const CaseView& c : run.cases) {
+    if (c.soc != run.cases.front().soc) continue;  // exact figures: the same on every SoC
+    const auto r = figure(c, "attn_mass_recall"), top = figure(c, "oracle_mass_recall");
+    if (!r) continue;
+    const auto b = budgets.find(c.policy);
+    categories.push_back(c.workload + "/" + c.policy + (b == budgets.end() || b->second.empty() ? "" : " (" + b->second + ")"));
+    recall.values.push_back(*r);
+    oracle.values.push_back(top.value_or(NAN));
+  }
+  if (categories.empty()) {
+    page << line("no sparse-quality data: no case sampled attention quality");
+  } else {
+    page.plot(grouped_bars("Attention-mass recall against the oracle", Axis{"attention mass kept", "ratio"}, categories, {recall, oracle}),
+              "recall of the selected pages beside the most any selection of as many pages could keep, per policy and budget");
+  }
+  page << "</section>\n";
+}
+
+void pareto_section(Page& page, const RunView& host, const RunView& model) {
+  page << section_open("pareto", "Pareto fronts");
+  bool ppl = false;
+  for (const CaseView& c : host.cases) ppl = ppl || figure(c, "ppl_delta_pct").has_value();
+  const std::string accuracy = ppl ? "ppl_delta_pct" : "attn_rel_error";
+  const std::vector<ParetoGroup> groups = pareto_groups(host, model, {"kv_bytes_per_token", accuracy}, "");
+  int drawn = 0;
+  for (const ParetoGroup& g : groups) {
+    if (g.points.size() < 2) continue;
+    std::vector<ScatterPoint> points;
+    for (std::size_t i = 0; i < g.points.size(); ++i) {
+      std::string label = g.points[i].label;
+      for (std::size_t k = 0; k < host.cases.size(); ++k) {
+        const CaseView& c = host.cases[k];
+        if (c.model != g.model || c.workload != g.workload || c.soc != g.soc || c.policy != g.points[i].label) continue;
+        const auto tps = figure(c.soc == "host" ? c : model.cases[k], "decode_tps");
+        if (tps) label += fmt::format(" ({:.3g} tok/s)", *tps);
+      }
+      points.push_back({g.points[i].values[0], g.points[i].values[1], label, static_cast<bool>(g.result.on_front[i])});
+    }
+    page.plot(scatter_front("Pareto front: " + g.model + " / " + g.workload + " / " + g.soc, Axis{"kv_bytes_per_token", "bytes"},
+                            Axis{accuracy, metric(accuracy).unit}, points),
+              "the front joined, dominated policies faded; labels carry decode tok/s (" +
+                  std::string(g.soc == "host" ? "measured" : "modelled") + ")");
+    ++drawn;
+  }
+  if (drawn == 0) page << line("no Pareto front: no (model, workload, SoC) has two policies with " + accuracy + " and KV size");
+  page << "</section>\n";
+}
+
+void cross_soc_section(Page& page, const RunView& model) {
+  page << section_open("cross-soc", "Across SoCs");
+  std::vector<std::string> socs, configs;
+  for (const CaseView& c : model.cases) {
+    if (std::find(socs.begin(), socs.end(), c.soc) == socs.end()) socs.push_back(c.soc);
+    const std::string config = c.model + "/" + c.workload + "/" + c.policy;
+    if (std::find(configs.begin(), configs.end(), config) == configs.end()) configs.push_back(config);
+  }
+  if (socs.size() < 2) {
+    page << line(fmt::format("no sweep: the run priced one SoC ({}); `kvbench sweep` prices several", socs.empty() ? "none" : socs.front()));
+    page << "</section>\n";
+    return;
+  }
+  for (const char* name : {"ttft_ms", "decode_tps", "energy_mj_per_token", "memory_headroom_bytes"}) {
+    std::vector<Bars> bars;
+    for (const std::string& soc : socs) {
+      Bars b{soc, {}};
+      for (const std::string& config : configs) {
+        double v = NAN;
+        for (const CaseView& c : model.cases) {
+          if (c.soc == soc && c.model + "/" + c.workload + "/" + c.policy == config) v = figure(c, name).value_or(NAN);
+        }
+        b.values.push_back(v);
+      }
+      bars.push_back(std::move(b));
+    }
+    page.plot(grouped_bars(std::string(name) + " per SoC (model clock)", Axis{name, metric(name).unit}, configs, bars),
+              metric(name).description);
+  }
+  page << "</section>\n";
+}
+
+void metadata_section(Page& page, const RunRecord& run) {
+  page << section_open("metadata", "Run metadata");
+  const json meta = json::parse(run.meta_json, nullptr, false);
+  const auto field = [&](const char* key) {
+    if (meta.is_discarded() || !meta.contains(key)) return std::string("-");
+    return meta[key].is_string() ? meta[key].get<std::string>() : meta[key].dump();
+  };
+  page << "<table class=\"meta\">\n<tbody>\n";
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"run", std::to_string(run.id) + " (" + run.status + ")"},
+      {"suite", run.suite},
+      {"started", run.started_at + " to " + (run.ended_at.empty() ? "-" : run.ended_at)},
+      {"git sha", run.git_sha + (run.git_dirty ? " (dirty)" : "")},
+      {"compiler", field("compiler")},
+      {"build", field("build_type")},
+      {"CPU", field("cpu_model") + ", " + field("cores") + " cores"},
+      {"kernel path", field("kernel_path")},
+      {"config hash", run.config_hash},
+      {"tags", [&] {
+         std::string t;
+         for (const std::string& tag : run.tags) t += (t.empty() ? "" : ", ") + tag;
+         return t.empty() ? std::string("-") : t;
+       }()},
+  };
+  for (const auto& [k, v] : rows) page << "<tr><th>" + h(k) + "</th><td>" + h(v) + "</td></tr>\n";
+  page << "</tbody>\n</table>\n";
+  const json config = json::parse(run.config_json, nullptr, false);
+  page << "<details><summary>resolved configuration</summary>\n<pre>" + h(config.is_discarded() ? run.config_json : config.dump(2)) +
+              "</pre>\n</details>\n";
+  page << "<details><summary>machine and run metadata</summary>\n<pre>" + h(meta.is_discarded() ? run.meta_json : meta.dump(2)) +
+              "</pre>\n</details>\n";
+  page << "</section>\n";
+}
+
+const char* const kStyle = R"css(
+body { font: 14px/1.45 sans-serif; margin: 1.5em auto; max-width: 1100px; padding: 0 1em; color: #1a1a1a; background: #fff; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.8em; }
+.banner { font-size: 1.2em; font-weight: bold; padding: 0.6em 0.8em; border: 2px solid; }
+.banner.pass { border-color: #1e8449; } .banner.regressed { border-color: #b03a2e; border-width: 4px; }
+.banner.inconclusive { border-color: #b9770e; border-style: dashed; } .banner.none { border-color: #888; border-style: dotted; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+tr.acked td { color: #666; font-style: italic; }
+figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #444; }
+svg.plot { width: 100%; height: auto; max-width: 760px; display: block; }
+details.case { border: 1px solid #ddd; padding: 0.3em 0.7em; margin: 0.5em 0; }
+details.case > summary { font-weight: bold; cursor: pointer; }
+.note, .empty { color: #555; font-style: italic; } .degraded { color: #b03a2e; }
+pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; font-size: 0.85em; }
+nav a { margin-right: 1em; }
+@media print { body { max-width: none; } details.data { display: none; } nav { display: none; } }
+)css";
+
+// Progressive enhancement only: printing opens every case; `#measure` (the browser test) opens
+// everything and writes each plot's rendered size into the page.
+const char* const kScript = R"js(
+window.addEventListener('beforeprint', function () {
+  document.querySelectorAll('details.case').forEach(function (d) { d.open = true; });
+});
+window.addEventListener('load', function () {
+  if (location.hash !== '#measure') return;
+  document.querySelectorAll('details').forEach(function (d) { d.open = true; });
+  document.querySelectorAll('svg.plot').forEach(function (s) {
+    var r = s.getBoundingClientRect();
+    s.setAttribute('data-rendered', Math.round(r.width) + 'x' + Math.round(r.height));
+  });
+  document.body.setAttribute('data-measured', 'yes');
+});
+)js";
+
+}  // namespace
+
+ReportOutcome build_report(ResultsStore& store, const ReportOptions& o) {
+  const RunRecord record = get_run(store, o.run_id, "--run");
+  const RunView host = load_run_view(store, o.run_id, Clock::Host);
+  const RunView model = load_run_view(store, o.run_id, Clock::Model);
+  const std::string suite = o.suite.empty() ? record.suite : o.suite;
+  std::int64_t baseline_run = 0;
+  if (o.comparison_json) baseline_run = json::parse(*o.comparison_json).value("baseline_run", 0);
+
+  Page page;
+  verdict_section(page, o, host);
+  trends_section(page, store, o, host, suite, baseline_run);
+  cases_section(page, store, host);
+  sparse_section(page, host, record);
+  pareto_section(page, host, model);
+  cross_soc_section(page, model);
+  metadata_section(page, record);
+
+  const std::string title = fmt::format("kvbench run {}: suite {}", record.id, record.suite);
+  std::string head = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<meta name=\"viewport\" "
+                     "content=\"width=device-width, initial-scale=1\"/>\n<title>" +
+                     h(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<h1>" + h(title) + "</h1>\n<p>" +
+                     h(fmt::format("{} ({}), git {}{}, {} cases", record.started_at, record.status, record.git_sha,
+                                   record.git_dirty ? " (dirty)" : "", host.cases.size())) +
+                     "</p>\n<nav><a href=\"#verdict\">verdict</a><a href=\"#trends\">trends</a><a href=\"#cases\">cases</a><a "
+                     "href=\"#sparse-quality\">sparse quality</a><a href=\"#pareto\">Pareto</a><a href=\"#cross-soc\">across SoCs</a><a "
+                     "href=\"#metadata\">metadata</a></nav>\n";
+  const std::string tail = std::string("<script>") + kScript + "</script>\n</body>\n</html>\n";
+  return page.finish(o.gnuplot, head, tail);
+}
+
+}  // namespace kvbench::report
