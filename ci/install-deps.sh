@@ -14,7 +14,10 @@ packages=(
   libxxhash-dev           # L2 page checksums
   libboost-math-dev       # the gate's statistics (t and normal distributions)
   python3-yaml            # the example CI workflow is checked as YAML
-  gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev  # reports
+  gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev  # reports: plots
+  libxml2-dev             # reports: SVG is checked as well-formed XML before it is inlined
+  chromium fonts-dejavu-core  # reports: the page rendered headless in a real browser (tests)
+  python3                 # the browser test reads Chromium's DOM and screenshot
   g++-aarch64-linux-gnu   # compile-only check of the Arm (NEON) path
   clang libclang-rt-14-dev  # libFuzzer targets
 )

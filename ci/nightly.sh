@@ -6,7 +6,7 @@
 #
 # The first night (no baseline yet) passes and, with --promote, becomes the baseline. The gate's
 # JUnit, Markdown and JSON land in DIR (default the repository's kvbench-results/) as gate.xml, gate.md and
-# gate.json. Exit codes are the gate's: 0 pass, 1 a regression, 2 bad input, 3 internal error.
+# gate.json, and the run's HTML report beside them in DIR/report/index.html. Exit codes are the gate's: 0 pass, 1 a regression, 2 bad input, 3 internal error.
 set -uo pipefail
 # Defaults live in the repository; paths given as arguments are taken as given.
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,11 +47,22 @@ if [ $status -ne 0 ]; then
 fi
 run_id=$(printf '%s' "$run_json" | sed -n 's/.*"run_id":\([0-9]*\).*/\1/p')
 
+# The page people read: after the gate, so its verdict is on it. A report that cannot be written
+# is said, and does not change the gate's exit code.
+report() {
+  if "$kvbench" report --db "$db" --run "$run_id" --out "$out/report" >&2; then
+    say "report: $out/report/index.html"
+  else
+    say "the report could not be written (above)"
+  fi
+}
+
 if ! "$kvbench" baseline show "$baseline" --db "$db" >/dev/null 2>&1; then
   say "no baseline '$baseline' yet: this first night passes"
   if [ $promote -eq 1 ]; then
     "$kvbench" baseline set "$baseline" "$run_id" --reason "first night" --db "$db" || exit $?
   fi
+  report
   exit 0
 fi
 
@@ -59,6 +70,7 @@ say "gating run $run_id against baseline $baseline"
 "$kvbench" gate --baseline "$baseline" --candidate "$run_id" --db "$db" \
   --junit "$out/gate.xml" --markdown "$out/gate.md" --json "$out/gate.json"
 gate=$?
+report
 if [ $gate -eq 0 ] && [ $promote -eq 1 ]; then
   "$kvbench" baseline set "$baseline" "$run_id" --reason "promoted after a passing gate" --db "$db" || exit $?
   say "baseline $baseline moved to run $run_id"

@@ -40,6 +40,11 @@ bool well_formed_xml(const std::string& text) {
 
 std::string inline_svg(const std::string& svg, const std::string& prefix, const std::string& title) {
   if (!well_formed_xml(svg)) return "";
+  // gnuplot's svg terminal (without its mouse option) writes neither; a page takes neither.
+  if (svg.find("<!DOCTYPE") != std::string::npos || svg.find("<!ENTITY") != std::string::npos || svg.find("<script") != std::string::npos ||
+      svg.find("<foreignObject") != std::string::npos) {
+    return "";
+  }
   const std::size_t start = svg.find("<svg");
   const std::size_t end = svg.rfind("</svg>");
   if (start == std::string::npos || end == std::string::npos) return "";

@@ -16,7 +16,8 @@ bool well_formed_xml(const std::string& text);
 
 // gnuplot's SVG ready to inline: the XML declaration, doctype and namespace declarations
 // dropped, xlink:href spelt href, ids prefixed with `prefix`, and a <title> of `title`
-// (escaped). Returns "" when the result is not well-formed XML.
+// (escaped). Returns "" when the input or the result is not well-formed XML, or when it holds
+// a doctype, an entity, a script or a foreign object.
 std::string inline_svg(const std::string& svg, const std::string& prefix, const std::string& title);
 
 }  // namespace kvbench::report

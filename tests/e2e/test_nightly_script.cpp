@@ -1,5 +1,5 @@
 // End to end: ci/nightly.sh on a temporary database. The first night passes and becomes the
-// baseline; a worse night fails the gate and writes JUnit, Markdown and JSON; the example
+// baseline; a worse night fails the gate and writes JUnit, Markdown, JSON and the HTML report; the example
 // workflow is valid YAML.
 #include <sys/wait.h>
 
@@ -39,7 +39,10 @@ void two_nights(const std::string& worse_budget, const std::string& worse_extra,
   CHECK(nightly("--suite " + first + common) == 0);
   CHECK(kvtest::run_kvbench("baseline show nightly/main --db " + db).text.find("run 1 [complete]") != std::string::npos);
   CHECK_FALSE(fs::exists(out + "/gate.xml"));  // no gate on the first night
+  CHECK(kvtest::file_bytes(out + "/report/index.html").find("no baseline") != std::string::npos);
   CHECK(nightly("--suite " + second + common) == 1);
+  // The report beside the gate's files shows the failing verdict.
+  CHECK(kvtest::file_bytes(out + "/report/index.html").find("<p class=\"banner regressed\">") != std::string::npos);
   for (const char* file : {"gate.xml", "gate.md", "gate.json"}) {
     INFO(file);
     CHECK(fs::file_size(out + "/" + file) > 100);

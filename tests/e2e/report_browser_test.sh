@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# A kvbench report in a real browser: two smoke runs, a gate, `kvbench report`, then headless
+# Chromium loads the page. Its DOM after the page's own script ran must hold every section and
+# a non-zero rendered size for every plot; Chromium must log no console message; its
+# screenshot must not be blank. Where Chromium is missing or cannot start, the test is skipped
+# (exit 77, CTest's SKIP_RETURN_CODE) and says why.
+set -euo pipefail
+
+kvbench=$1
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$browser" ]; then
+  echo "SKIPPED: chromium not found on PATH: the report was not checked in a browser (ci/install-deps.sh installs Debian's chromium)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$kvbench" run --suite smoke --db "$work/results.sqlite" --json > /dev/null
+"$kvbench" run --suite smoke --db "$work/results.sqlite" --json > /dev/null
+"$kvbench" gate --baseline 1 --candidate 2 --db "$work/results.sqlite" > /dev/null
+"$kvbench" report --db "$work/results.sqlite" --out "$work/report"
+
+flags=(--headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run
+       --user-data-dir="$work/profile" --enable-logging=stderr --v=0)
+url="file://$work/report/index.html"
+if ! timeout 120 "$browser" "${flags[@]}" --dump-dom "$url#measure" > "$work/dom.html" 2> "$work/dom.log"; then
+  echo "SKIPPED: $browser could not run here:"
+  tail -5 "$work/dom.log"
+  exit 77
+fi
+timeout 120 "$browser" "${flags[@]}" --window-size=1280,1000 --screenshot="$work/shot.png" "$url" > /dev/null 2> "$work/shot.log"
+
+python3 - "$work" <<'PY'
+import re, struct, sys, zlib
+work = sys.argv[1]
+page = open(f"{work}/report/index.html", encoding="utf-8").read()
+dom = open(f"{work}/dom.html", encoding="utf-8").read()
+failures = []
+if 'data-measured="yes"' not in dom:
+    failures.append("the page's script did not run (no data-measured on body)")
+for section in ["verdict", "trends", "cases", "sparse-quality", "pareto", "cross-soc", "metadata"]:
+    if f'id="{section}"' not in dom:
+        failures.append(f"section {section} missing from the DOM")
+svgs = page.count("<svg")
+sizes = re.findall(r'<svg[^>]*data-rendered="(\d+)x(\d+)"', dom)
+if svgs == 0:
+    failures.append("the page has no plots")
+if len(sizes) != svgs:
+    failures.append(f"{svgs} plots in the page, {len(sizes)} measured in the browser")
+zero = [s for s in sizes if int(s[0]) == 0 or int(s[1]) == 0]
+if zero:
+    failures.append(f"{len(zero)} plots rendered with a zero size")
+for log in ["dom.log", "shot.log"]:
+    for line in open(f"{work}/{log}", encoding="utf-8", errors="replace"):
+        if ":CONSOLE(" in line or "Uncaught" in line:
+            failures.append("console: " + line.strip())
+# The screenshot: a PNG whose pixels are not all one colour.
+png = open(f"{work}/shot.png", "rb").read()
+if png[:8] != b"\x89PNG\r\n\x1a\n":
+    failures.append("the screenshot is not a PNG")
+else:
+    pos, idat, width, height = 8, b"", 0, 0
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        body = png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    pixels = zlib.decompress(idat)
+    row = len(pixels) // height
+    distinct = set()
+    for y in range(0, height, 7):
+        line = pixels[y * row + 1:(y + 1) * row]
+        distinct.update(line[i:i + 3] for i in range(0, len(line), 3 * 11))
+    if len(distinct) < 8:
+        failures.append(f"the screenshot looks blank ({len(distinct)} distinct colours sampled)")
+if failures:
+    print("FAILED:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print(f"report checked in Chromium: {svgs} plots rendered with non-zero sizes, every section present, no console messages, "
+      f"screenshot {width}x{height} not blank")
+PY

@@ -1,0 +1,136 @@
+// Every plot kind gives well-formed SVG for ordinary data, for no data and for a single point,
+// drawn by the real gnuplot; its data table matches what was plotted; labels that would break a
+// gnuplot script are sanitised.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "html.h"
+#include "plots.h"
+
+using namespace kvbench::report;
+
+namespace {
+
+struct Kind {
+  const char* name;
+  std::function<Plot(int points)> make;  // points: 0 (empty), 1, or many
+};
+
+std::vector<double> ramp(int n, double scale) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) v.push_back(scale * (i + 1) + (i % 3));
+  return v;
+}
+
+std::vector<double> steps(int n) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+std::vector<std::string> names(int n, const char* stem) {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) v.push_back(stem + std::to_string(i));
+  return v;
+}
+
+const std::vector<Kind>& kinds() {
+  static const std::vector<Kind> all = {
+      {"line over steps",
+       [](int n) {
+         return line_over_steps("levels", {"step", ""}, {"occupancy", "bytes"},
+                                {{"l1", steps(n), ramp(n, 10)}, {"l2", steps(n), ramp(n, 3)}}, {{25.0, "L1 cap"}}, {{2.0, "safe->danger"}});
+       }},
+      {"lines over runs",
+       [](int n) {
+         std::vector<double> y = ramp(n, 1.0);
+         if (n > 3) y[2] = NAN;  // a run without the figure
+         return lines_over_runs("decode_tps over runs", {"decode_tps", "tokens/s"}, names(n, "run"), {{"rag/q4", steps(n), y}},
+                                n > 0 ? std::vector<Mark>{{0.0, "baseline"}} : std::vector<Mark>{});
+       }},
+      {"stacked bars",
+       [](int n) {
+         return stacked_bars("breakdown", {"time", "ms"}, names(n, "phase"), {{"attn", ramp(n, 2)}, {"select", ramp(n, 1)}});
+       }},
+      {"histogram", [](int n) { return histogram("tpot", {"tpot", "ms"}, {"steps", "count"}, names(n, "b"), ramp(n, 4)); }},
+      {"scatter with front",
+       [](int n) {
+         std::vector<ScatterPoint> pts;
+         for (int i = 0; i < n; ++i) pts.push_back({100.0 / (i + 1), 0.01 * i, "p" + std::to_string(i), i % 2 == 0});
+         return scatter_front("front", {"kv_bytes_per_token", "bytes"}, {"attn_rel_error", "ratio"}, pts);
+       }},
+      {"grouped bars",
+       [](int n) {
+         return grouped_bars("per SoC", {"decode_tps", "tokens/s"}, names(n, "config"), {{"host", ramp(n, 3)}, {"apple-m3", ramp(n, 5)}});
+       }},
+  };
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("plots: every kind draws well-formed SVG for ordinary, empty and single-point data", "[reports][plots]") {
+  REQUIRE_FALSE(find_gnuplot().empty());  // ci/install-deps.sh installs gnuplot-nox
+  std::vector<Plot> plots;
+  std::vector<std::string> labels;
+  for (const Kind& k : kinds()) {
+    for (int n : {0, 1, 40}) {
+      plots.push_back(k.make(n));
+      labels.push_back(std::string(k.name) + ", " + std::to_string(n) + " points");
+    }
+  }
+  std::vector<Plot*> all;
+  for (Plot& p : plots) all.push_back(&p);
+  const RenderOutcome outcome = render(all);
+  CHECK(outcome.available);
+  INFO(outcome.note);
+  CHECK(outcome.note.empty());
+  for (std::size_t i = 0; i < plots.size(); ++i) {
+    INFO(labels[i]);
+    INFO(plots[i].script);
+    REQUIRE_FALSE(plots[i].svg.empty());
+    CHECK(well_formed_xml(plots[i].svg));
+    const std::string inlined = inline_svg(plots[i].svg, "p" + std::to_string(i) + "-", plots[i].title);
+    REQUIRE_FALSE(inlined.empty());
+    CHECK(inlined.find("http") == std::string::npos);
+    CHECK(inlined.find("xlink") == std::string::npos);
+  }
+}
+
+TEST_CASE("plots: the data table holds what is plotted", "[reports][plots]") {
+  const Plot p = line_over_steps("l", {"step", ""}, {"bytes", "bytes"}, {{"l1", {0, 1, 2}, {5, 6, 7}}}, {{9.0, "cap"}});
+  REQUIRE(p.data.header == std::vector<std::string>{"series", "step", "bytes (bytes)"});
+  REQUIRE(p.data.rows.size() == 4);
+  CHECK(p.data.rows[1] == std::vector<std::string>{"l1", "1", "6"});
+  CHECK(p.data.rows[3] == std::vector<std::string>{"cap", "all", "9"});
+  const Plot bars = grouped_bars("g", {"t", "ms"}, {"a", "b"}, {{"s1", {1.5, NAN}}});
+  CHECK(bars.data.rows[1] == std::vector<std::string>{"b", "-"});
+  // Units on the axes.
+  CHECK(p.script.find("set ylabel \"bytes (bytes)\"") != std::string::npos);
+}
+
+TEST_CASE("plots: labels cannot break or extend a gnuplot script", "[reports][plots]") {
+  CHECK(gnuplot_text("q4\"; system(\"rm -rf /\") #") == "q4__ system(_rm -rf /_) #");
+  CHECK(gnuplot_text("a\nb\\c'd") == "a_b_c_d");
+  CHECK(gnuplot_text(std::string(100, 'x')).size() == 63);
+  const Plot p = stacked_bars("<script>\"", {"t", "ms"}, {"x\"\ny"}, {{"s'\"", {1.0}}});
+  CHECK(p.script.find('\'') == p.script.find("'-'"));  // only the data markers are quoted with '
+  CHECK(p.script.find("\"x__y\"") != std::string::npos);
+  CHECK(p.data.rows[0][0] == "x\"\ny");  // the table keeps the name as it is (escaped when written)
+}
+
+TEST_CASE("plots: without gnuplot every plot is left to its table, with one note", "[reports][plots]") {
+  Plot q = histogram("h", {"x", ""}, {"n", "count"}, {"a", "b"}, {1, 2});
+  const char* path = std::getenv("PATH");
+  const std::string saved = path != nullptr ? path : "";
+  setenv("PATH", "/nonexistent-kvbench-dir", 1);
+  const RenderOutcome missing = render({&q});
+  setenv("PATH", saved.c_str(), 1);
+  CHECK_FALSE(missing.available);
+  CHECK(missing.note == "plots unavailable: gnuplot not found");
+  CHECK(q.svg.empty());
+  CHECK(q.data.rows.size() == 2);
+}

@@ -1,0 +1,133 @@
+// The report page from a real run: every section present (one line when it has no data), the
+// page well-formed, hostile names from the suite, the tags and the gate's rows escaped in every
+// section, and without gnuplot every plot left to its table under one note.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <regex>
+#include <string>
+
+#include "html.h"
+#include "report.h"
+#include "results_store.h"
+#include "runner.h"
+#include "suite_config.h"
+#include "test_support.h"
+
+using namespace kvbench;
+
+namespace {
+
+const char* const kHostile = "<script>alert(1)</script>";
+
+// Two policies (a front needs two points) with hostile names, and a hostile tag.
+std::string hostile_suite() {
+  return R"({"name": "s\"<b>", "seed": 1, "repetitions": 1, "warmup": 0,
+    "models": [{"name": "m<i>'", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "w&amp;<u>", "kind": "rag", "context_tokens": 1024, "gen_tokens": 8}],
+    "policies": [{"name": "<script>alert(1)</script>", "k": "q4", "v": "q4", "residual_tokens": 64,
+                  "sparse": {"selector": "hybrid", "budget": 0.25, "sample_every": 2}},
+                 {"name": "f16 \"full\"", "k": "f16", "v": "f16", "sparse": {"selector": "full", "sample_every": 2}}],
+    "socs": ["host", "apple-m3"]})";
+}
+
+std::string make_db(const kvtest::TempDir& dir) {
+  const SuiteConfig suite = parse_suite(hostile_suite(), "hostile.json", dir.path);
+  RunOptions options;
+  options.db_path = dir.path + "/results.sqlite";
+  options.progress = false;
+  options.tags = {"tag \"quoted\" & <b>bold</b>"};
+  REQUIRE(run_suite(suite, options).status == RunStatus::Complete);
+  return options.db_path;
+}
+
+// A gate comparison whose rows carry hostile case names and reasons.
+std::string hostile_comparison() {
+  return R"({"baseline_run": 1, "candidate_run": 1, "failing": 1, "regressed": 2, "improved": 0, "inconclusive": 0,
+    "rows": [{"case": "<script>alert(1)</script>", "metric": "decode_tps", "baseline_median": 10.0, "candidate_median": 5.0,
+              "ratio": 0.5, "ratio_low": 0.4, "ratio_high": 0.6, "adjusted_p": 0.001, "verdict": "regressed", "acknowledged": ""},
+             {"case": "m/w/p/host", "metric": "tpot_ms_p50", "baseline_median": 1.0, "candidate_median": 2.0, "ratio": 2.0,
+              "verdict": "regressed", "acknowledged": "<img src=x onerror=alert(1)>"}]})";
+}
+
+const char* const kSections[] = {"verdict", "trends", "cases", "sparse-quality", "pareto", "cross-soc", "metadata"};
+
+}  // namespace
+
+TEST_CASE("report: every section, escaped, a well-formed page", "[reports][report]") {
+  const kvtest::TempDir dir("kvbench-report");
+  const std::string db = make_db(dir);
+  ResultsStore store(db, Access::ReadOnly);
+  report::ReportOptions options;
+  options.run_id = 1;
+  options.comparison_json = hostile_comparison();
+  options.baseline_note = "a note with <b>markup</b>";
+  const report::ReportOutcome page = report::build_report(store, options);
+  const std::string& html = page.html;
+  CHECK(report::well_formed_xml(html));
+  for (const char* id : kSections) {
+    INFO(id);
+    CHECK(html.find(std::string("<section id=\"") + id + "\">") != std::string::npos);
+  }
+  std::size_t pos = 0;
+  for (const char* id : kSections) {
+    const std::size_t at = html.find(std::string("<section id=\"") + id + "\">");
+    CHECK(at >= pos);  // in the issue's order
+    pos = at;
+  }
+  // Nothing hostile reaches the page as markup; it is all there as text.
+  CHECK(html.find(kHostile) == std::string::npos);
+  CHECK(html.find("<img") == std::string::npos);
+  CHECK(html.find("<b>") == std::string::npos);
+  CHECK(html.find("<i>") == std::string::npos);
+  CHECK(html.find("<u>") == std::string::npos);
+  const std::string escaped = report::escape_html(kHostile);
+  CHECK(html.find(escaped) != std::string::npos);
+  CHECK(html.find("&lt;img src=x onerror=alert(1)&gt;") != std::string::npos);  // the acknowledgement (verdict)
+  CHECK(html.find("tag &quot;quoted&quot; &amp; &lt;b&gt;bold&lt;/b&gt;") != std::string::npos);  // metadata
+  CHECK(html.find("m&lt;i&gt;&#39;/w&amp;amp;&lt;u&gt;/" + escaped) != std::string::npos);   // case sections
+  const std::regex scripts("<script");
+  CHECK(std::distance(std::sregex_iterator(html.begin(), html.end(), scripts), std::sregex_iterator()) == 1);  // ours
+  // The banner says what the comparison says, regressed rows first.
+  CHECK(html.find("<p class=\"banner regressed\">regressed: run 1 against baseline run 1; 2 regressed (1 acknowledged)") != std::string::npos);
+  // Plots drawn and inlined; the two SoCs compared; the Pareto front of each SoC drawn.
+  CHECK(page.plots > 10);
+  CHECK(page.drawn == page.plots);
+  CHECK(html.find("per SoC (model clock)") != std::string::npos);
+  CHECK(html.find("Pareto front: m&lt;i&gt;&#39; / w&amp;amp;&lt;u&gt; / apple-m3") != std::string::npos);
+  // One run of the suite: the trends section says so in one line.
+  CHECK(html.find("no history: run 1 is the only complete run of suite") != std::string::npos);
+  CHECK(html.find("http://") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+}
+
+TEST_CASE("report: without a baseline the banner says so", "[reports][report]") {
+  const kvtest::TempDir dir("kvbench-report-none");
+  const std::string db = make_db(dir);
+  ResultsStore store(db, Access::ReadOnly);
+  report::ReportOptions options;
+  options.run_id = 1;
+  const std::string html = report::build_report(store, options).html;
+  CHECK(html.find("<p class=\"banner none\">no baseline") != std::string::npos);
+}
+
+TEST_CASE("report: without gnuplot every plot is its table, under one note", "[reports][report]") {
+  const kvtest::TempDir dir("kvbench-report-nognuplot");
+  const std::string db = make_db(dir);
+  ResultsStore store(db, Access::ReadOnly);
+  report::ReportOptions options;
+  options.run_id = 1;
+  const char* path = std::getenv("PATH");
+  const std::string saved = path != nullptr ? path : "";
+  setenv("PATH", "/nonexistent-kvbench-dir", 1);
+  const report::ReportOutcome page = report::build_report(store, options);
+  setenv("PATH", saved.c_str(), 1);
+  CHECK(page.drawn == 0);
+  CHECK(page.plot_note == "plots unavailable: gnuplot not found");
+  CHECK(page.html.find("<svg") == std::string::npos);
+  const std::regex note("plots unavailable: gnuplot not found");
+  CHECK(std::distance(std::sregex_iterator(page.html.begin(), page.html.end(), note), std::sregex_iterator()) == 1);
+  const std::regex open_tables("<details class=\"data\" open=\"open\">");
+  CHECK(std::distance(std::sregex_iterator(page.html.begin(), page.html.end(), open_tables), std::sregex_iterator()) == page.plots);
+  CHECK(report::well_formed_xml(page.html));
+}
