@@ -250,7 +250,7 @@ void trends_section(Page& page, ResultsStore& store, const ReportOptions& o, con
   for (const std::string& name : headline_metrics()) {
     const MetricDef& def = metric(name);
     std::vector<Series> series;
-    std::vector<Mark> marks;
+    std::map<std::size_t, std::vector<std::string>> changes;  // run position -> the cases that stepped there
     for (std::size_t k = 0; k < run.cases.size(); ++k) {
       const CaseView& c = run.cases[k];
       Series s;
@@ -272,14 +272,17 @@ void trends_section(Page& page, ResultsStore& store, const ReportOptions& o, con
         }
       }
       if (clean.empty()) continue;
-      for (const ChangePoint& cp : find_change_points(clean)) {
-        if (marks.size() < 6) marks.push_back({static_cast<double>(where[static_cast<std::size_t>(cp.index)]), "change: " + s.name});
-      }
+      for (const ChangePoint& cp : find_change_points(clean)) changes[where[static_cast<std::size_t>(cp.index)]].push_back(s.name);
       series.push_back(std::move(s));
     }
     if (series.empty()) {
       page << line(fmt::format("{}: no data (no run of suite {} records it)", name, suite));
       continue;
+    }
+    // One mark per run where cases stepped, naming the case or counting them.
+    std::vector<Mark> marks;
+    for (const auto& [at, names] : changes) {
+      marks.push_back({static_cast<double>(at), names.size() == 1 ? "change: " + names.front() : fmt::format("change: {} cases", names.size())});
     }
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] == baseline_run) marks.push_back({static_cast<double>(i), "baseline"});
