@@ -46,11 +46,7 @@ std::vector<Row> sorted_rows(const RunComparison& cmp) {
   return rows;
 }
 
-std::string value_text(const std::optional<double>& v, const std::string& metric) {
-  if (!v) return "-";
-  const MetricDef* def = find_metric_key(metric);
-  return human_value(*v, def != nullptr ? def->unit : "");
-}
+std::string value_text(const std::optional<double>& v, const std::string& metric) { return metric_value_text(v, metric); }
 
 std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "human_units.h"
 #include "telemetry.h"
 
 namespace kvbench {
@@ -227,6 +228,12 @@ std::string metric_glossary_markdown() {
            (d.extrapolable ? "yes" : "no") + " | " + d.description + " |\n";
   }
   return out;
+}
+
+std::string metric_value_text(const std::optional<double>& value, std::string_view key) {
+  if (!value) return "-";
+  const MetricDef* def = find_metric_key(key);
+  return human_value(*value, def != nullptr ? def->unit : "");
 }
 
 }  // namespace kvbench

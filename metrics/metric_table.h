@@ -52,6 +52,8 @@ std::optional<MetricKey> parse_metric_key(std::string_view key);
 std::optional<Clock> parse_clock(std::string_view name);
 // The metric table's row for a key's name (nullptr when the name is not in the table).
 const MetricDef* find_metric_key(std::string_view key);
+// A value of a metric key in human units ("-" for none), as tables and reports print it.
+std::string metric_value_text(const std::optional<double>& value, std::string_view key);
 
 // span_<phase>_<span>_ms.
 std::string span_metric_name(std::string_view phase, std::string_view span);

@@ -120,9 +120,6 @@ DataTable long_table(const Axis& x, const Axis& y, const std::vector<Series>& se
   return t;
 }
 
-bool empty_bars(const std::vector<std::string>& categories, const std::vector<Bars>& series) {
-  return categories.empty() || series.empty();
-}
 
 }  // namespace
 
@@ -183,18 +180,28 @@ Plot lines_over_runs(const std::string& title, const Axis& y, const std::vector<
   return p;
 }
 
-Plot stacked_bars(const std::string& title, const Axis& y, const std::vector<std::string>& categories, const std::vector<Bars>& series) {
+namespace {
+
+// Bars per category, stacked or side by side.
+Plot bar_chart(const std::string& title, const Axis& y, const std::vector<std::string>& categories, const std::vector<Bars>& series,
+               const std::string& style) {
   Plot p;
   p.title = title;
   p.script = header(title, nullptr, &y);
-  if (empty_bars(categories, series)) {
+  if (categories.empty() || series.empty()) {
     p.script += no_data();
   } else {
-    p.script += "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.6 relative\nset yrange [0:*]\n";
+    p.script += "set style data histograms\n" + style + "set yrange [0:*]\n";
     p.script += bars_plot(categories, series);
   }
   p.data = bars_table("", categories, series);
   return p;
+}
+
+}  // namespace
+
+Plot stacked_bars(const std::string& title, const Axis& y, const std::vector<std::string>& categories, const std::vector<Bars>& series) {
+  return bar_chart(title, y, categories, series, "set style histogram rowstacked\nset boxwidth 0.6 relative\n");
 }
 
 Plot histogram(const std::string& title, const Axis& x, const Axis& y, const std::vector<std::string>& bins, const std::vector<double>& counts) {
@@ -255,17 +262,7 @@ Plot scatter_front(const std::string& title, const Axis& x, const Axis& y, const
 }
 
 Plot grouped_bars(const std::string& title, const Axis& y, const std::vector<std::string>& categories, const std::vector<Bars>& series) {
-  Plot p;
-  p.title = title;
-  p.script = header(title, nullptr, &y);
-  if (empty_bars(categories, series)) {
-    p.script += no_data();
-  } else {
-    p.script += "set style data histograms\nset style histogram clustered gap 1\nset yrange [0:*]\nset xtics rotate by -30 font \",8\"\n";
-    p.script += bars_plot(categories, series);
-  }
-  p.data = bars_table("", categories, series);
-  return p;
+  return bar_chart(title, y, categories, series, "set style histogram clustered gap 1\nset xtics rotate by -30 font \",8\"\n");
 }
 
 std::string find_gnuplot() {

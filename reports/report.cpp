@@ -12,7 +12,6 @@
 
 #include "change_points.h"
 #include "html.h"
-#include "human_units.h"
 #include "metric_table.h"
 #include "pareto.h"
 #include "plots.h"
@@ -34,12 +33,6 @@ const std::vector<std::string>& headline_metrics() {
   static const std::vector<std::string> names = {"decode_tps",  "ttft_ms",          "tpot_ms_p99",      "peak_l1_bytes",
                                                  "kv_bytes_per_token", "ppl_delta_pct", "attn_mass_recall", "token_drop_ratio"};
   return names;
-}
-
-std::string value_text(const std::optional<double>& v, const std::string& metric_name) {
-  if (!v) return "-";
-  const MetricDef* def = find_metric(metric_name);
-  return human_value(*v, def != nullptr ? def->unit : "");
 }
 
 std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
@@ -172,8 +165,8 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
       const std::string ack = r.value("acknowledged", "");
       const double ratio = num("ratio").value_or(1.0);
       return "<tr" + std::string(ack.empty() ? "" : " class=\"acked\"") + "><td>" + h(r.value("case", "")) + "</td><td>" + h(metric_name) +
-             "</td><td>" + h(value_text(num("baseline_median"), metric_name)) + "</td><td>" +
-             h(value_text(num("candidate_median"), metric_name)) + "</td><td>" + h(percent(ratio)) + "</td><td>" +
+             "</td><td>" + h(metric_value_text(num("baseline_median"), metric_name)) + "</td><td>" +
+             h(metric_value_text(num("candidate_median"), metric_name)) + "</td><td>" + h(percent(ratio)) + "</td><td>" +
              h("[" + percent(num("ratio_low").value_or(ratio)) + ", " + percent(num("ratio_high").value_or(ratio)) + "]") + "</td><td>" +
              h(fmt::format("{:.3g}", num("adjusted_p").value_or(1.0))) + "</td><td>" + h(r.value("verdict", "")) +
              (ack.empty() ? "" : " (acknowledged: " + h(ack) + ")") + "</td></tr>\n";
