@@ -42,10 +42,15 @@ std::vector<ParetoGroup> pareto_groups(const RunView& host_view, const RunView& 
   for (const std::string& name : objectives) directions.push_back(metric(name).better);
   std::map<std::tuple<std::string, std::string, std::string>, ParetoGroup> groups;
   std::vector<std::tuple<std::string, std::string, std::string>> order;
-  for (std::size_t i = 0; i < host_view.cases.size(); ++i) {
-    const CaseView& c = host_view.cases[i];
+  for (const CaseView& c : host_view.cases) {
     if (!soc.empty() && c.soc != soc) continue;
-    const CaseView& figures = c.soc == "host" ? c : model_view.cases.at(i);
+    // The same case in the model view, by name: two reads of a run still being written may differ.
+    const CaseView* modelled = nullptr;
+    for (const CaseView& m : model_view.cases) {
+      if (m.name == c.name) modelled = &m;
+    }
+    if (c.soc != "host" && modelled == nullptr) continue;
+    const CaseView& figures = c.soc == "host" ? c : *modelled;
     const auto key = std::make_tuple(c.model, c.workload, c.soc);
     auto [it, added] = groups.try_emplace(key);
     ParetoGroup& g = it->second;

@@ -587,6 +587,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     Capacities capacities;
     bool decided = false;  // whether it reruns is known
     bool failed = false;
+    bool finished = false;  // stored as complete
     bool degraded = false;
   };
   try {
@@ -676,7 +677,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       };
       const auto fail_all = [&](const std::string& error) {
         for (Member& m : members) {
-          if (m.failed) continue;
+          if (m.failed || m.finished) continue;
           m.failed = true;
           store.finish_case(m.id, CaseStatus::Failed, error);
           ++summary.failed;
@@ -699,7 +700,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
               if (stopped()) throw ExecutionStopped();
               progress.start(m.index, m.c->info.name(), fmt::format("repetition {}/{} with {}'s capacities", r, repetitions, m.c->info.soc));
               try {
-                const std::string own_l2 = case_l2_dir(c, true);
+                const std::string own_l2 = case_l2_dir(c, m.capacities.l1_bytes > 0 || c.policy->cache.memory.l1_bytes > 0);
                 RepetitionContext own = host_context;
                 own.l2_dir = &own_l2;
                 own.capacities = &m.capacities;
@@ -730,6 +731,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         for (Member& m : members) {
           if (m.failed) continue;
           store.finish_case(m.id, CaseStatus::Complete);
+          m.finished = true;
           summary.lines.push_back({m.c->info.name(), "complete", ""});
           summary.degraded += m.degraded ? 1 : 0;
           progress.case_done(m.index, m.c->info.name(), m.degraded ? "complete (degraded)" : "complete", wall_s());

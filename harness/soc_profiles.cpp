@@ -186,6 +186,12 @@ class ProfileReader {
       engine.managed_page_ns = quantity(o, at, "managed_page_ns", "ns", fields, Bound::NonNegative);
       engine.l2_page_us = quantity(o, at, "l2_page_us", "us", fields, Bound::NonNegative);
       engine.select_call_us = quantity(o, at, "select_call_us", "us", fields, Bound::NonNegative);
+      for (const char* key : {"peak_gmac_per_s", "efficiency"}) {
+        if (!o.contains(key)) {
+          fail(at + "/" + key, "is required: every engine states its peak and the share of it sustained (a host profile written by an "
+                               "older kvbench calibrate lacks them: run kvbench calibrate again)");
+        }
+      }
       engine.peak_gmac_per_s = quantity(o, at, "peak_gmac_per_s", "GMAC/s", fields);
       engine.efficiency = quantity(o, at, "efficiency", "ratio", fields);
       if (engine.efficiency.value > 1.0) fail(at + "/efficiency/value", fmt::format("{} is above 1: no engine sustains more than its peak", engine.efficiency.value));

@@ -2,6 +2,7 @@
 
 #include <libxml/parser.h>
 
+#include <cstdint>
 #include <regex>
 #include <set>
 
@@ -10,14 +11,40 @@ namespace kvbench::report {
 std::string escape_html(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (char ch : text) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += ch;
+  const auto n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    // XML admits no control character but tab, newline and carriage return, and only valid
+    // UTF-8: anything else reads as U+FFFD.
+    if (c < 0x80) {
+      switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&#39;"; break;
+        default: out += (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f ? std::string("\xEF\xBF\xBD") : std::string(1, static_cast<char>(c));
+      }
+      ++i;
+      continue;
+    }
+    const std::size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+    bool valid = len > 0 && i + len <= n && c < 0xF5;
+    std::uint32_t cp = len == 2 ? c & 0x1Fu : len == 3 ? c & 0x0Fu : c & 0x07u;
+    for (std::size_t k = 1; valid && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      valid = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+    valid = valid && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+            cp != 0xFFFE && cp != 0xFFFF;
+    if (valid) {
+      out.append(text, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
     }
   }
   return out;

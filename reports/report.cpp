@@ -143,11 +143,14 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
                 " with (gate it, or pass <code>--baseline</code>)</p>\n";
   } else {
     const json c = json::parse(*o.comparison_json);
-    const int failing = c.value("failing", 0), regressed = c.value("regressed", 0), inconclusive = c.value("inconclusive", 0);
+    const auto count = [&](const char* key, int otherwise) { return c.contains(key) && c[key].is_number_integer() ? c[key].get<int>() : otherwise; };
+    const int regressed = count("regressed", 0), inconclusive = count("inconclusive", 0);
+    // Verdicts stored before acknowledgements existed carry no "failing": every regression fails.
+    const int failing = count("failing", regressed);
     const std::string state = failing > 0 ? "regressed" : inconclusive > 0 ? "inconclusive" : "pass";
     page << fmt::format("<p class=\"banner {}\">{}: run {} against baseline run {}; {} regressed ({} acknowledged), {} improved, {} "
                         "inconclusive</p>\n",
-                        state, state, run.id, c.value("baseline_run", 0), regressed, regressed - failing, c.value("improved", 0),
+                        state, state, run.id, count("baseline_run", 0), regressed, regressed - failing, count("improved", 0),
                         inconclusive);
     page << "<p>" + h(o.baseline_note) + "</p>\n";
     std::vector<json> rows;
@@ -303,6 +306,7 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
   };
   std::string marks_text = c.degradation.empty() ? "" : " (degraded)";
   page << "<details class=\"case\"><summary>" + h(c.name) + " <span class=\"status\">" + h(c.status + marks_text) + "</span></summary>\n";
+  if (c.status != "complete") page << "<p class=\"degraded\">" + h(c.status + (c.note.empty() ? "" : ": " + c.note)) + "</p>\n";
   for (const std::string& l : c.degradation) page << "<p class=\"degraded\">" + h(l) + "</p>\n";
   for (const std::string& l : c.pricing) page << "<p>" + h(l) + "</p>\n";
 
@@ -380,7 +384,9 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
     std::vector<double> counts(kBins, 0.0);
     std::vector<std::string> bins;
     const double width = hi > lo ? (hi - lo) / kBins : 1.0;
-    for (double v : *tpot) counts[static_cast<std::size_t>(std::clamp(static_cast<int>((v - lo) / width), 0, kBins - 1))] += 1.0;
+    for (double v : *tpot) {
+      if (std::isfinite(v)) counts[static_cast<std::size_t>(std::clamp(static_cast<int>((v - lo) / width), 0, kBins - 1))] += 1.0;
+    }
     for (int b = 0; b < kBins; ++b) bins.push_back(fmt::format("{:.3g}", lo + width * b));
     page.plot(histogram("TPOT distribution", Axis{"time per output token, bin start", "ms"}, Axis{"steps", "count"}, bins, counts),
               "host clock, repetition 1");
@@ -446,7 +452,7 @@ void cases_section(Page& page, ResultsStore& store, const RunView& run) {
     const bool rerun = figure(c, "capacity_rerun").value_or(0.0) > 0.0;
     if (c.status == "skipped") {
       page << "<p>" + h(c.name + ": skipped: " + c.note) + "</p>\n";
-    } else if (c.soc != "host" && !rerun && std::any_of(run.cases.begin(), run.cases.end(), [&](const CaseView& o) {
+    } else if (c.status == "complete" && c.soc != "host" && !rerun && std::any_of(run.cases.begin(), run.cases.end(), [&](const CaseView& o) {
                  return o.soc == "host" && o.model == c.model && o.workload == c.workload && o.policy == c.policy;
                })) {
       // The same engine run as the host's case, priced for this SoC: its recordings are the host case's.
@@ -516,11 +522,9 @@ void pareto_section(Page& page, const RunView& host, const RunView& model) {
     std::vector<ScatterPoint> points;
     for (std::size_t i = 0; i < g.points.size(); ++i) {
       std::string label = g.points[i].label;
-      for (std::size_t k = 0; k < host.cases.size(); ++k) {
-        const CaseView& c = host.cases[k];
+      for (const CaseView& c : (g.soc == "host" ? host : model).cases) {
         if (c.model != g.model || c.workload != g.workload || c.soc != g.soc || c.policy != g.points[i].label) continue;
-        const auto tps = figure(c.soc == "host" ? c : model.cases[k], "decode_tps");
-        if (tps) label += fmt::format(" ({:.3g} tok/s)", *tps);
+        if (const auto tps = figure(c, "decode_tps")) label += fmt::format(" ({:.3g} tok/s)", *tps);
       }
       points.push_back({g.points[i].values[0], g.points[i].values[1], label, static_cast<bool>(g.result.on_front[i])});
     }

@@ -9,6 +9,12 @@ TEST_CASE("html: every special character is escaped", "[reports][html]") {
   CHECK(escape_html("<script>alert(1)</script>") == "&lt;script&gt;alert(1)&lt;/script&gt;");
   CHECK(escape_html("a \"b\" & 'c'") == "a &quot;b&quot; &amp; &#39;c&#39;");
   CHECK(escape_html("plain") == "plain");
+  // What XML cannot hold, even escaped, reads as U+FFFD; valid UTF-8 passes as it is.
+  CHECK(escape_html(std::string("a\x01" "b\x7f")) == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  CHECK(escape_html("tab\tnl\n") == "tab\tnl\n");
+  CHECK(escape_html("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") == "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  CHECK(escape_html("bad \xC3 \xFF \xC0\xAF \xED\xA0\x80") == "bad \xEF\xBF\xBD \xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(well_formed_xml("<p>" + escape_html(std::string("x\x02\xFE\x80y", 6)) + "</p>"));
 }
 
 TEST_CASE("html: only well-formed SVG is inlined, without external references and with ids of its own", "[reports][html]") {
