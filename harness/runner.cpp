@@ -635,8 +635,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       const std::string host_l2 = case_l2_dir(c, c.policy->cache.memory.l1_bytes > 0);
       const RepetitionContext host_context{suite.seed, suite.noise_threshold, &host_l2, options.l2_io, options.stop, nullptr};
       // The other SoCs' capacities, decided from the first host run's peak L1.
+      const L1Floor floor = l1_floor(c);
       const auto decide = [&](const EngineRun& run) {
-        const L1Floor floor = l1_floor(c);
         const kv::MemoryConfig& memory = c.policy->cache.memory;
         for (Member& m : members) {
           if (m.decided) continue;
@@ -675,14 +675,16 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
           progress.add(work_of(c) * repetitions);  // its own runs join the ETA
         }
       };
+      const auto fail = [&](Member& m, const std::string& error) {
+        m.failed = true;
+        store.finish_case(m.id, CaseStatus::Failed, error);
+        ++summary.failed;
+        summary.lines.push_back({m.c->info.name(), "failed", error});
+        progress.case_done(m.index, m.c->info.name(), error == "interrupted" ? "interrupted" : "failed", wall_s());
+      };
       const auto fail_all = [&](const std::string& error) {
         for (Member& m : members) {
-          if (m.failed || m.finished) continue;
-          m.failed = true;
-          store.finish_case(m.id, CaseStatus::Failed, error);
-          ++summary.failed;
-          summary.lines.push_back({m.c->info.name(), "failed", error});
-          progress.case_done(m.index, m.c->info.name(), error == "interrupted" ? "interrupted" : "failed", wall_s());
+          if (!m.failed && !m.finished) fail(m, error);
         }
       };
       try {
@@ -709,13 +711,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
                 throw;
               } catch (const std::exception& e) {
                 // A SoC's own run that fails fails its case only.
-                m.failed = true;
-                store.finish_case(m.id, CaseStatus::Failed, e.what());
-                ++summary.failed;
-                summary.lines.push_back({m.c->info.name(), "failed", e.what()});
                 progress.clear();
                 fmt::print(stderr, "kvbench: case {} failed: {}\n", m.c->info.name(), e.what());
-                progress.case_done(m.index, m.c->info.name(), "failed", wall_s());
+                fail(m, e.what());
                 continue;
               }
               progress.done(work_of(c));

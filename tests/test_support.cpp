@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -83,6 +85,22 @@ TempDir::TempDir(const std::string& stem) : path(temp_path(stem)) { std::filesys
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
+}
+
+ScopedEnv::ScopedEnv(const std::string& n, const std::string& value) : name(n) {
+  if (const char* old = std::getenv(name.c_str())) {
+    was_set = true;
+    saved = old;
+  }
+  ::setenv(name.c_str(), value.c_str(), 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (was_set) {
+    ::setenv(name.c_str(), saved.c_str(), 1);
+  } else {
+    ::unsetenv(name.c_str());
+  }
 }
 
 }  // namespace kvtest

@@ -42,4 +42,15 @@ struct TempDir {
   std::string path;
 };
 
+// Sets an environment variable for the object's life and restores it (or its absence) after,
+// even when the test fails in between.
+struct ScopedEnv {
+  ScopedEnv(const std::string& name, const std::string& value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  std::string name, saved;
+  bool was_set = false;
+};
+
 }  // namespace kvtest

@@ -5,8 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "e2e/e2e_support.h"
@@ -15,17 +13,6 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-
-namespace {
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 TEST_CASE("kvbench report writes one self-contained, well-formed page of the gated run", "[e2e][report]") {
   const kvtest::TempDir dir("kvbench-e2e-report");
@@ -38,7 +25,7 @@ TEST_CASE("kvbench report writes one self-contained, well-formed page of the gat
   INFO(out.text);
   REQUIRE(out.status == 0);
   CHECK(out.text.find("report of run 2 written to " + out_dir + "/index.html") != std::string::npos);
-  const std::string html = read(out_dir + "/index.html");
+  const std::string html = kvtest::file_bytes(out_dir + "/index.html");
   CHECK(kvbench::report::well_formed_xml(html));  // stricter than an HTML parser
   for (const char* id : {"verdict", "trends", "cases", "sparse-quality", "pareto", "cross-soc", "metadata"}) {
     INFO(id);
@@ -62,10 +49,10 @@ TEST_CASE("kvbench report writes one self-contained, well-formed page of the gat
   // An explicit baseline is compared afresh; the run named is reported.
   out = run_kvbench("report --db " + db + " --run 1 --baseline 2 --out " + out_dir);
   REQUIRE(out.status == 0);
-  CHECK(read(out_dir + "/index.html").find("compared now with the built-in gate rules (--baseline 2)") != std::string::npos);
+  CHECK(kvtest::file_bytes(out_dir + "/index.html").find("compared now with the built-in gate rules (--baseline 2)") != std::string::npos);
 
   // Bad input: exit 2, and the page already there stays as it was.
-  const std::string before = read(out_dir + "/index.html");
+  const std::string before = kvtest::file_bytes(out_dir + "/index.html");
   out = run_kvbench("report --db " + db + " --run 99 --out " + out_dir);
   CHECK(out.status == 2);
   CHECK(out.text.find("99") != std::string::npos);
@@ -77,5 +64,5 @@ TEST_CASE("kvbench report writes one self-contained, well-formed page of the gat
   CHECK(out.status == 2);
   out = run_kvbench("report --db " + db);
   CHECK(out.status == 2);  // --out is required
-  CHECK(read(out_dir + "/index.html") == before);
+  CHECK(kvtest::file_bytes(out_dir + "/index.html") == before);
 }

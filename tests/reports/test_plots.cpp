@@ -4,11 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 
 #include "html.h"
 #include "plots.h"
+#include "test_support.h"
 
 using namespace kvbench::report;
 
@@ -124,11 +124,11 @@ TEST_CASE("plots: labels cannot break or extend a gnuplot script", "[reports][pl
 
 TEST_CASE("plots: without gnuplot every plot is left to its table, with one note", "[reports][plots]") {
   Plot q = histogram("h", {"x", ""}, {"n", "count"}, {"a", "b"}, {1, 2});
-  const char* path = std::getenv("PATH");
-  const std::string saved = path != nullptr ? path : "";
-  setenv("PATH", "/nonexistent-kvbench-dir", 1);
-  const RenderOutcome missing = render({&q});
-  setenv("PATH", saved.c_str(), 1);
+  RenderOutcome missing;
+  {
+    const kvtest::ScopedEnv path("PATH", "/nonexistent-kvbench-dir");
+    missing = render({&q});
+  }
   CHECK_FALSE(missing.available);
   CHECK(missing.note == "plots unavailable: gnuplot not found");
   CHECK(q.svg.empty());

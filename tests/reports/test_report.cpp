@@ -3,7 +3,6 @@
 // section, and without gnuplot every plot left to its table under one note.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <regex>
 #include <string>
 
@@ -117,11 +116,11 @@ TEST_CASE("report: without gnuplot every plot is its table, under one note", "[r
   ResultsStore store(db, Access::ReadOnly);
   report::ReportOptions options;
   options.run_id = 1;
-  const char* path = std::getenv("PATH");
-  const std::string saved = path != nullptr ? path : "";
-  setenv("PATH", "/nonexistent-kvbench-dir", 1);
-  const report::ReportOutcome page = report::build_report(store, options);
-  setenv("PATH", saved.c_str(), 1);
+  report::ReportOutcome page;
+  {
+    const kvtest::ScopedEnv path("PATH", "/nonexistent-kvbench-dir");
+    page = report::build_report(store, options);
+  }
   CHECK(page.drawn == 0);
   CHECK(page.plot_note == "plots unavailable: gnuplot not found");
   CHECK(page.html.find("<svg") == std::string::npos);
