@@ -14,6 +14,8 @@ namespace {
 
 // At least this many repetitions per side after leaving out the noisy ones.
 constexpr int kMinRepetitions = 3;
+// Beyond this many repetitions per side, the hint to run more is no help.
+constexpr int kMaxUsefulRepetitions = 50;
 
 std::vector<double> values_of(const std::vector<Sample>& samples, bool skip_noisy) {
   std::vector<double> v;
@@ -95,6 +97,7 @@ const char* verdict_name(Verdict verdict) {
     case Verdict::Unchanged: return "unchanged";
     case Verdict::Inconclusive: return "inconclusive";
     case Verdict::NotGated: return "not gated";
+    case Verdict::Unreliable: return "unreliable";
   }
   return "unknown";
 }
@@ -136,6 +139,7 @@ MetricComparison compare_samples(const std::string& metric, const std::vector<Sa
   }
   if (baseline.empty() || candidate.empty()) {
     row.verdict = Verdict::Inconclusive;
+    row.estimated = false;
     row.note = baseline.empty() ? "no value in the baseline (n/a there)" : "no value in the candidate (n/a there)";
     return row;
   }
@@ -143,15 +147,79 @@ MetricComparison compare_samples(const std::string& metric, const std::vector<Sa
     compare_deterministic(row, b, c, rule);
     return row;
   }
+  const auto all_zero = [](const std::vector<Sample>& v) {
+    return std::all_of(v.begin(), v.end(), [](const Sample& s) { return s.value == 0.0; });
+  };
+  if (all_zero(baseline) && all_zero(candidate)) {
+    // A span that never ran on either side: no noise can change that.
+    row.verdict = Verdict::Unchanged;
+    row.baseline_median = row.candidate_median = 0.0;
+    return row;
+  }
   if (row.baseline_used < kMinRepetitions || row.candidate_used < kMinRepetitions) {
-    row.verdict = Verdict::Inconclusive;
-    row.note = fmt::format("too few quiet repetitions ({} and {} of {} and {} left after leaving out noisy ones; {} needed)",
-                           row.baseline_used, row.candidate_used, baseline.size(), candidate.size(), kMinRepetitions);
-    row.repetitions_needed = kMinRepetitions;
+    row.verdict = Verdict::Unreliable;
+    row.estimated = false;
+    row.baseline_median = median(values_of(baseline, false));
+    row.candidate_median = median(values_of(candidate, false));
+    const int noisy = row.baseline_noisy + row.candidate_noisy;
+    row.note = noisy > 0 ? fmt::format("{} and {} quiet repetitions of {} and {} ({} needed per side): noise left it undecided; the "
+                                       "medians include noisy repetitions",
+                                       row.baseline_used, row.candidate_used, baseline.size(), candidate.size(), kMinRepetitions)
+                         : fmt::format("{} and {} repetitions ({} needed per side): too few to judge", baseline.size(),
+                                       candidate.size(), kMinRepetitions);
     return row;
   }
   compare_statistical(row, b, c, between, between_runs);
   return row;
+}
+
+MetricComparison compare_paired_samples(const std::string& metric, const std::vector<Sample>& baseline,
+                                        const std::vector<Sample>& candidate, const MetricRule& rule) {
+  MetricComparison row = compare_samples(metric, baseline, candidate, rule);
+  const bool open = row.verdict == Verdict::Inconclusive || row.verdict == Verdict::Unreliable;
+  if (rule.kind != GateClass::Statistical || !open || baseline.size() != candidate.size() || baseline.empty()) return row;
+  std::vector<double> differences, b, c;
+  for (std::size_t i = 0; i < baseline.size(); ++i) {
+    if (baseline[i].noisy || candidate[i].noisy || !(baseline[i].value > 0.0) || !(candidate[i].value > 0.0)) continue;
+    differences.push_back(std::log(candidate[i].value) - std::log(baseline[i].value));
+    b.push_back(baseline[i].value);
+    c.push_back(candidate[i].value);
+  }
+  row.note.clear();
+  row.repetitions_needed = 0;
+  row.baseline_used = row.candidate_used = static_cast<int>(differences.size());
+  if (static_cast<int>(differences.size()) < kMinRepetitions) {
+    row.verdict = Verdict::Unreliable;
+    row.estimated = false;
+    row.note = fmt::format("{} usable pairs of {} ({} needed): noise (or a zero timing) left it undecided; the medians include every "
+                           "repetition",
+                           differences.size(), baseline.size(), kMinRepetitions);
+    return row;
+  }
+  const WelchResult w = paired_t_test(differences);
+  row.estimated = true;
+  row.baseline_median = median(b);
+  row.candidate_median = median(c);
+  row.ratio = std::exp(w.difference);
+  row.low = std::exp(w.low);
+  row.high = std::exp(w.high);
+  row.p = w.p;
+  // Per side, so that the two-sample power calculation in decide() asks for as many pairs.
+  row.spread = sample_sd(differences) / std::sqrt(2.0);
+  row.verdict = Verdict::Inconclusive;  // provisional: decide() sets it
+  return row;
+}
+
+void judge_by_cpu_rows(std::vector<MetricComparison>& case_rows) {
+  for (MetricComparison& row : case_rows) {
+    if (row.verdict != Verdict::Unreliable) continue;
+    const std::string cpu = cpu_counterpart(row.metric);
+    if (cpu.empty()) continue;
+    for (const MetricComparison& other : case_rows) {
+      const bool decided = other.verdict == Verdict::Regressed || other.verdict == Verdict::Improved || other.verdict == Verdict::Unchanged;
+      if (other.metric == cpu && decided) row.judged_by = cpu;
+    }
+  }
 }
 
 void decide(std::vector<MetricComparison>& rows, const std::vector<MetricRule>& rules, double fdr) {
@@ -184,10 +252,22 @@ void decide(std::vector<MetricComparison>& rows, const std::vector<MetricRule>& 
       row.verdict = Verdict::Unchanged;
     } else {
       row.verdict = Verdict::Inconclusive;
-      row.repetitions_needed = repetitions_to_settle(row.spread, rule.relative);
-      row.note = fmt::format("the interval crosses the {}% band; about {} repetitions per side would settle it",
-                             rule.relative * 100.0, row.repetitions_needed);
-      if (row.between_runs > 0) row.note += fmt::format(" (runs also scatter between themselves, from {} earlier runs)", row.between_runs);
+      const int have = std::min(row.baseline_used, row.candidate_used);
+      const int needed = repetitions_to_settle(row.spread, rule.relative);
+      row.note = fmt::format("the interval crosses the {}% band", rule.relative * 100.0);
+      if (row.between_runs > 0) {
+        // Runs scatter between themselves: more repetitions of one run do not narrow that part.
+        row.note += fmt::format(" (runs scatter between themselves, from {} earlier runs: more repetitions of one run would not "
+                                "settle it)",
+                                row.between_runs);
+      } else if (needed > kMaxUsefulRepetitions) {
+        row.note += fmt::format("; its repetitions scatter too widely (sd {:.3g} of the log values) for more of them to settle "
+                                "it: look at the machine's noise",
+                                row.spread);
+      } else if (needed > have) {
+        row.repetitions_needed = needed;
+        row.note += fmt::format("; about {} repetitions per side would settle it", needed);
+      }
     }
   }
 }

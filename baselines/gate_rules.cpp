@@ -33,7 +33,7 @@ MetricRule default_rule(const MetricDef& def, std::optional<Clock> clock) {
   MetricRule rule;
   rule.better = def.better;
   rule.gated = def.better != Better::None;
-  if (clock.value_or(def.clock) == Clock::Host) {
+  if (measured_here(clock.value_or(def.clock))) {
     rule.kind = GateClass::Statistical;
     rule.relative = 0.05;
   } else {

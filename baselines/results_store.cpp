@@ -285,6 +285,51 @@ CREATE VIEW metric_values AS
   FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
 )sql";
 
+// Version 6: a gate's outcome can also be `unreliable` (the noise left a comparison undecided)
+// or `definition-changed` (the runs' benchmark definitions differ: a new baseline is needed),
+// and a figure can carry the `cpu` clock (the engine threads' CPU time and instructions).
+// SQLite cannot alter a CHECK constraint: the verdicts table is rebuilt, its rows and ids kept.
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE verdicts_v6 (
+  id INTEGER PRIMARY KEY,
+  created_at TEXT NOT NULL,
+  baseline_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  candidate_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  outcome TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'inconclusive', 'unreliable', 'definition-changed')),
+  regressed INTEGER NOT NULL,
+  improved INTEGER NOT NULL,
+  inconclusive INTEGER NOT NULL,
+  rules_json TEXT NOT NULL,
+  rows_json TEXT NOT NULL
+);
+INSERT INTO verdicts_v6 (id, created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive, rules_json, rows_json)
+  SELECT id, created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive, rules_json, rows_json FROM verdicts;
+DROP TABLE verdicts;
+ALTER TABLE verdicts_v6 RENAME TO verdicts;
+DROP VIEW metric_values;
+CREATE TABLE metrics_v6 (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL CHECK (repetition >= 1),
+  name TEXT NOT NULL,
+  value REAL,
+  na_reason TEXT NOT NULL DEFAULT '',
+  unit TEXT NOT NULL,
+  clock TEXT NOT NULL CHECK (clock IN ('host', 'model', 'exact', 'cpu')),
+  extrapolated INTEGER NOT NULL,
+  noisy INTEGER NOT NULL,
+  CHECK (value IS NOT NULL OR na_reason != ''),
+  PRIMARY KEY (case_id, repetition, name, clock)
+);
+INSERT INTO metrics_v6 (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)
+  SELECT case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics;
+DROP TABLE metrics;
+ALTER TABLE metrics_v6 RENAME TO metrics;
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
 int read_user_version(sqlite3* db) {
   Statement user_version(db, "PRAGMA user_version");
   return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
@@ -477,7 +522,7 @@ void ResultsStore::migrate_to(int target) {
     version = 1;
   }
   // Each version's migration, in order; a shipped one is never edited.
-  static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
+  static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6};
   static_assert(std::size(kMigrations) == kSchemaVersion);
   for (; version < target; ++version) exec(kMigrations[version]);
   exec(("PRAGMA user_version = " + std::to_string(version)).c_str());

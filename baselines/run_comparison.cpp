@@ -36,7 +36,8 @@ void flatten(const json& j, const std::string& prefix, std::map<std::string, std
 }
 
 // "models.sample_layers: 2 -> 4" for every field of the case's model, workload and policy
-// that differs.
+// that differs, and the seed and warmup. Per-run fields (benchmark_definition among them) are
+// not a case's change: compare_runs says a changed definition once, as a caveat.
 std::vector<std::string> config_changes(const json& base, const json& cand, const CaseSamples& c) {
   std::map<std::string, std::string> a, b;
   for (const auto& [array, name] : {std::pair<const char*, std::string>{"models", c.model}, {"workloads", c.workload}, {"policies", c.policy}}) {
@@ -82,12 +83,31 @@ int RunComparison::count(Verdict verdict) const {
   return n;
 }
 
+int RunComparison::unreliable() const {
+  int n = 0;
+  for (const CaseComparison& c : cases) {
+    for (const MetricComparison& row : c.rows) n += row.verdict == Verdict::Unreliable && row.judged_by.empty() ? 1 : 0;
+  }
+  return n;
+}
+
 int RunComparison::failing() const {
   int n = 0;
   for (const CaseComparison& c : cases) {
     for (const MetricComparison& row : c.rows) n += row.verdict == Verdict::Regressed && row.acknowledged.empty() ? 1 : 0;
   }
   return n;
+}
+
+int run_benchmark_definition(const RunRecord& run) {
+  const json config = json::parse(run.config_json, nullptr, false);
+  if (!config.is_object() || !config.contains("benchmark_definition")) return 1;
+  const json& version = config["benchmark_definition"];
+  if (!version.is_number_integer() || version.get<std::int64_t>() < 1 || version.get<std::int64_t>() > 1000000) {
+    throw kv::InputError(fmt::format("run {}", run.id), "config_json/benchmark_definition",
+                         fmt::format("{} is not a benchmark definition version (a positive integer)", version.dump()));
+  }
+  return version.get<int>();
 }
 
 std::string run_kernel_path(const RunRecord& run) {
@@ -112,6 +132,15 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
     throw kv::InputError("--candidate", std::to_string(candidate),
                          fmt::format("run {} is of suite '{}', the baseline run {} of suite '{}': only runs of one suite compare",
                                      candidate, out.candidate.suite, baseline, out.baseline.suite));
+  }
+  // Another benchmark definition moves exact and modelled figures by design: those rows wait
+  // for a new baseline; host timings are still compared.
+  const int definition_a = run_benchmark_definition(out.baseline), definition_b = run_benchmark_definition(out.candidate);
+  std::string definition_why;
+  if (definition_a != definition_b) {
+    out.definition_change = std::pair{definition_a, definition_b};
+    definition_why = fmt::format("benchmark definition changed v{} -> v{}", definition_a, definition_b);
+    out.caveats.push_back(definition_why + ": set a new baseline");
   }
   // The machines: host timings need one CPU, every figure one kernel path.
   const std::string path_a = run_kernel_path(out.baseline), path_b = run_kernel_path(out.candidate);
@@ -169,6 +198,11 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
     for (RunRecord& r : list_runs(store, filter)) {
       if (r.id == candidate || (r.id > candidate && r.id != baseline)) continue;
       if (run_kernel_path(r) != path_a || meta_field(r, "cpu_model") != cpu_a) continue;
+      try {
+        if (run_benchmark_definition(r) != definition_a) continue;
+      } catch (const kv::InputError&) {
+        continue;  // history only: an unreadable version is no run of the baseline's definition
+      }
       runs.push_back(std::move(r));
     }
     if (runs.size() > kEarlierRuns) runs.erase(runs.begin(), runs.end() - static_cast<std::ptrdiff_t>(kEarlierRuns));
@@ -212,14 +246,20 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
       };
       MetricRule rule = rules.rule_for(name);
       const std::optional<MetricKey> key = parse_metric_key(name);
-      const bool host = key && key->clock == Clock::Host;
+      // Measured here, wall or CPU time: comparable only on the same CPU and kernel path.
+      const bool host = key && measured_here(key->clock);
       const bool modelled = key && key->clock == Clock::Model;
       std::vector<std::vector<Sample>> runs;
       for (const CaseSamples* h : history) runs.push_back(pick(*h));
       const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;
-      MetricComparison row = compare_samples(name, pick(base), pick(cand), rule, between.value_or(0.0), static_cast<int>(runs.size()));
+      MetricComparison row = options.paired ? compare_paired_samples(name, pick(base), pick(cand), rule)
+                                            : compare_samples(name, pick(base), pick(cand), rule, between.value_or(0.0),
+                                                              static_cast<int>(runs.size()));
       const std::string why = host ? host_why : modelled ? model_why(base.soc) : exact_why;
-      if (!why.empty() && row.verdict != Verdict::NotGated) {
+      if (!host && !definition_why.empty() && row.verdict != Verdict::NotGated) {
+        row.verdict = Verdict::NotGated;
+        row.note = definition_why;
+      } else if (!why.empty() && row.verdict != Verdict::NotGated) {
         row.verdict = Verdict::NotGated;
         row.note = "not comparable: " + why;
         c.not_comparable = why;
@@ -235,6 +275,7 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
   for (const auto& [ci, ri] : where) all.push_back(out.cases[ci].rows[ri]);
   decide(all, row_rules, rules.fdr);
   for (std::size_t i = 0; i < where.size(); ++i) out.cases[where[i].first].rows[where[i].second] = all[i];
+  for (CaseComparison& c : out.cases) judge_by_cpu_rows(c.rows);
   const std::vector<AckRow> acks = list_acks(store);
   for (CaseComparison& c : out.cases) {
     for (MetricComparison& row : c.rows) {

@@ -1,10 +1,14 @@
 // A candidate run against a baseline run: cases matched by (model, workload, policy, soc), every
 // metric of a matched case compared under the gate rules, unmatched cases listed, pairs whose
 // resolved configuration differs marked with the fields that differ, and pairs measured on
-// another kernel path or CPU marked not comparable (not gated) unless allowed.
+// another kernel path or CPU marked not comparable (not gated) unless allowed. Runs of different
+// benchmark definitions (workloads/benchmark_definition.h) compare their host timings only: the
+// exact and modelled rows are not gated, and the comparison asks for a new baseline.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gate_rules.h"
@@ -18,6 +22,8 @@ struct CompareOptions {
   // Estimate the between-run variance from earlier runs; off for interleaved A/B runs, whose
   // repetitions are separate processes taken in turn (drift is already in their spread).
   bool between_runs = true;
+  // Interleaved A/B runs: the i-th repetitions of a case ran as a pair; compare within pairs.
+  bool paired = false;
 };
 
 struct CaseComparison {
@@ -32,10 +38,14 @@ struct RunComparison {
   std::vector<CaseComparison> cases;
   std::vector<std::string> only_in_baseline, only_in_candidate;
   std::vector<std::string> caveats;
+  // (baseline's, candidate's) benchmark definition when they differ.
+  std::optional<std::pair<int, int>> definition_change;
   double fdr = 0.05;
   int count(Verdict verdict) const;
   // Regressed rows nobody acknowledged: what fails a gate.
   int failing() const;
+  // Unreliable rows that no CPU-time row judged: what makes a comparison unreliable.
+  int unreliable() const;
 };
 
 // Acknowledged regressions (the acks table) are marked on their rows: an ack of the candidate
@@ -44,6 +54,11 @@ struct RunComparison {
 // suites, or (require_same_config) a pair whose configuration differs.
 RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int64_t candidate, const GateRules& rules,
                            const CompareOptions& options);
+
+// The benchmark definition a run was measured under: its resolved configuration's
+// `benchmark_definition`, 1 when absent (runs stored before the field existed). Throws
+// kv::InputError when the field is not a positive integer.
+int run_benchmark_definition(const RunRecord& run);
 
 // The kernel path a run's attention used: its metadata's kernel_path, else what its CPU flags
 // allow.

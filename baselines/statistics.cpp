@@ -65,6 +65,27 @@ WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>
   return r;
 }
 
+WelchResult paired_t_test(const std::vector<double>& d, double confidence) {
+  if (d.size() < 2) throw std::invalid_argument("paired_t_test: needs at least 2 pairs");
+  const double n = static_cast<double>(d.size());
+  const double se = sample_sd(d) / std::sqrt(n);
+  WelchResult r;
+  r.difference = r.low = r.high = mean(d);
+  r.df = n - 1.0;
+  if (se == 0.0) {
+    r.t = r.difference == 0.0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), r.difference);
+    r.p = r.difference == 0.0 ? 1.0 : 0.0;
+    return r;
+  }
+  r.t = r.difference / se;
+  const boost::math::students_t_distribution<double> t(r.df);
+  r.p = std::min(1.0, 2.0 * boost::math::cdf(t, -std::fabs(r.t)));
+  const double half = boost::math::quantile(t, 1.0 - (1.0 - confidence) / 2.0) * se;
+  r.low = r.difference - half;
+  r.high = r.difference + half;
+  return r;
+}
+
 namespace {
 
 // Counts of U = 0..m*n under the null: the coefficients of the Gaussian binomial

@@ -36,6 +36,11 @@ WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>
 WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b, double between, double between_df,
                          double confidence = 0.95);
 
+// The paired t-test: the mean of per-pair differences (b_i - a_i, at least 2 pairs), its
+// interval and two-sided p on n - 1 degrees of freedom. A load that rises and falls across the
+// pairs moves both members of a pair alike and cancels in the differences.
+WelchResult paired_t_test(const std::vector<double>& differences, double confidence = 0.95);
+
 struct ShiftInterval {
   double estimate = 0.0;  // Hodges-Lehmann: median of b_j - a_i over all pairs
   double low = 0.0, high = 0.0;

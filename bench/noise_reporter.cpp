@@ -7,7 +7,8 @@ double NoiseMeter::share_for(const std::string& benchmark) {
   // figure its first report measured.
   if (benchmark != measured_) {
     const CpuSample now = cpu_sample();
-    share_ = noise_between(last_, now).cpu_share;
+    // A benchmark runs long enough for /proc/stat's ticks; a short one reads as quiet.
+    share_ = noise_between(last_, now, {}, {}).cpu_share.value_or(0.0);
     last_ = now;
     measured_ = benchmark;
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test step kvbench has: install dependencies, build each tree it needs, run the tests.
-#   1. Release build (build/): unit tests and end-to-end tests through CTest.
+#   1. Release build (build/): unit tests and end-to-end tests through CTest, then the slow
+#      tests and the contention tests (a process holding a core) alone.
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
 #   3. ThreadSanitizer build (build-tsan/, -O1): the memory-tier tests (migrator vs decode path).
 #   4. Compile-only check of engine/ for aarch64 (build-aarch64/) with Debian's cross g++.
@@ -28,6 +29,10 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 step "slow tests hidden with [.] (Release)"
 build/bin/kvbench-tests "[perplexity],[runner-long],[gate-timed]"
+
+step "contention tests: a child process holding a core (at most 3 minutes)"
+# Alone, after every other test: the contention is the one the tests make themselves.
+timeout 180 build/bin/kvbench-tests "[contention]"
 
 step "asan+ubsan build"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \

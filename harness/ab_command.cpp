@@ -150,7 +150,7 @@ std::int64_t merge(const Side& side, const std::vector<std::string>& names, cons
         RepetitionRecord rep;
         rep.repetition = ++repetition;
         for (const MetricRow& row : record.metrics) {
-          const Clock clock = row.clock == "host" ? Clock::Host : row.clock == "model" ? Clock::Model : Clock::Exact;
+          const Clock clock = parse_clock(row.clock).value_or(Clock::Exact);
           rep.metrics.push_back({rep.repetition, row.name, row.value, row.na_reason, row.unit, clock, row.extrapolated, row.noisy});
         }
         for (auto& [series, values] : load_series(child, child_run, name, 1)) rep.series.emplace_back(series, values);
@@ -176,6 +176,12 @@ void add_ab_command(CLI::App& app, AbOptions& o) {
   o.command->add_option("--repetitions", o.repetitions, "repetitions per case and side")->check(CLI::Range(2, 1000))->capture_default_str();
   o.command->add_option("--db", o.db, "results database for the two merged runs")->capture_default_str();
   o.command->add_option("--rules", o.rules, "gate rules JSON for the comparison (default: the built-in configs/gate.json)");
+  o.command->add_option("--unreliable", o.unreliable, "rows noise left undecided: fail (exit 5) or pass")
+      ->check(CLI::IsMember({"pass", "fail"}))
+      ->capture_default_str();
+  o.command->add_option("--inconclusive", o.inconclusive, "inconclusive rows: pass or fail (exit 4)")
+      ->check(CLI::IsMember({"pass", "fail"}))
+      ->capture_default_str();
 }
 
 int run_ab(const AbOptions& o) {
@@ -232,10 +238,24 @@ int run_ab(const AbOptions& o) {
   const std::int64_t cand_run = merge(b, names, suite_a.name, "ab:candidate", ab_meta, store);
   CompareOptions options;
   options.between_runs = false;
+  options.paired = true;
   const RunComparison c = compare_runs(store, base_run, cand_run, rules, options);
   fmt::print("interleaved A/B: {} cases x {} repetitions per side in {:.1f} s; baseline {} ({}) as run {}, candidate {} ({}) as run {}\n",
              names.size(), o.repetitions, seconds, a.bin, a.version, base_run, b.bin, b.version, cand_run);
   fmt::print("{}", comparison_table(c, false));
+  if (c.failing() > 0) {
+    fmt::print("ab: FAIL ({} regressed)\n", c.failing());
+    return kExitRunFailed;
+  }
+  if (c.unreliable() > 0 && o.unreliable == "fail") {
+    fmt::print("ab: UNRELIABLE ({} rows that noise left undecided, with no CPU-time row to judge them)\n", c.unreliable());
+    return kExitUnreliable;
+  }
+  if (c.count(Verdict::Inconclusive) > 0 && o.inconclusive == "fail") {
+    fmt::print("ab: FAIL ({} inconclusive, --inconclusive=fail)\n", c.count(Verdict::Inconclusive));
+    return kExitInconclusive;
+  }
+  fmt::print("ab: pass\n");
   return kExitOk;
 }
 

@@ -2,7 +2,8 @@
 // each case and repetition the two run alternately (A B, B A, ...), each as its own child
 // `run --repetitions 1` into a private database; the repetitions are merged into two runs of
 // --db tagged ab:baseline and ab:candidate (both binaries' versions in the metadata) and
-// compared, so machine drift lands on both sides alike.
+// compared within each pair (a paired test), so load that rises and falls across the night
+// cancels. Exit codes are the gate's: 1 regressed, 5 unreliable, 4 inconclusive (when asked).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,8 @@ struct AbOptions {
   std::string baseline_bin, candidate_bin, suite, candidate_suite, rules;
   std::string db = "kvbench-results/results.sqlite";
   int repetitions = 5;
+  std::string unreliable = "fail";    // pass | fail, as for the gate
+  std::string inconclusive = "pass";  // pass | fail
   CLI::App* command = nullptr;
 };
 

@@ -5,6 +5,10 @@
 #include <numeric>
 #include <optional>
 
+#include <fmt/format.h>
+
+#include "runtime/work_clock.h"
+
 namespace kvbench {
 
 namespace {
@@ -47,7 +51,8 @@ class Builder {
     m.name = name;
     m.unit = def.unit;
     m.clock = def.clock;
-    m.noisy = noisy_ && def.clock == Clock::Host;
+    // The noise figures carry the mark too, so that tables can say which repetition was noisy.
+    m.noisy = noisy_ && (contention_sensitive(def) || def.name.rfind("noise_", 0) == 0);
     return m;
   }
   int repetition_;
@@ -194,8 +199,13 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   b.value("l1_overflow_events", f.recorder->counter("l1_overflow_events"));
 
   // Noise.
-  b.value("noise_cpu_share", f.noise.cpu_share);
+  b.maybe("noise_cpu_share", f.noise.cpu_share,
+          fmt::format("the repetition spans {} ticks of /proc/stat over all cores, too few for a share (at least {})",
+                      f.noise.cpu_ticks, kMinNoiseTicks));
   b.value("noise_loadavg", f.noise.loadavg);
+  const std::string no_schedstat = "this kernel keeps no run-queue statistics (/proc/self/task/*/schedstat)";
+  b.maybe("noise_run_queue_ms", f.noise.run_queue_ms, no_schedstat);
+  b.maybe("noise_run_queue_share", f.noise.run_queue_share, no_schedstat);
 
   // Real-model accuracy.
   for (const std::string& name : llama_metric_names()) {
@@ -246,6 +256,34 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
           }
           break;
         case kv::Span::Quality: b.value(name, t.quality_ms); break;
+      }
+    }
+  }
+
+  // The engine threads' work per span (clock cpu).
+  for (int phase = 0; phase < kv::kPhaseCount; ++phase) {
+    const PhaseTimes& t = phase == 0 ? e.prefill : e.decode;
+    const bool ran = phase == 0 ? e.prefill_tokens > 0 : e.decode_tokens > 0;
+    const bool extrapolated = scaled || (phase == 0 && e.prefill_probed);
+    for (const char* part : kWorkSpans) {
+      const std::string cpu = span_cpu_metric_name(kPhases[phase], part);
+      const std::string instructions = span_instructions_metric_name(kPhases[phase], part);
+      const std::string which(part);
+      const SpanWork& w = which == "total" ? t.total_work : which == "attend" ? t.attend_work : which == "append" ? t.append_work : t.model_work;
+      std::string reason;
+      if (!ran) reason = std::string("no ") + kPhases[phase] + " phase";
+      if (reason.empty() && which == "model_compute" && f.synthetic)
+        reason = "the synthetic generator stands in for model compute (a SoC cost model prices it)";
+      if (!reason.empty()) {
+        b.na(cpu, reason);
+        b.na(instructions, reason);
+        continue;
+      }
+      b.value(cpu, w.cpu_ms, extrapolated);
+      if (kv::instructions_counted()) {
+        b.value(instructions, w.instructions, extrapolated);
+      } else {
+        b.na(instructions, kv::instructions_unavailable_reason());
       }
     }
   }

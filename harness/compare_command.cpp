@@ -10,6 +10,7 @@
 
 #include "builtin_gate_rules.h"
 #include "cli.h"
+#include "gate_markdown.h"
 #include "human_units.h"
 #include "model_loader.h"
 #include "runtime/error.h"
@@ -20,16 +21,17 @@ namespace {
 
 using json = nlohmann::json;
 
-// Regressed first, then improved, inconclusive, unchanged, not gated.
+// Regressed first, then unreliable, improved, inconclusive, unchanged, not gated.
 int verdict_order(Verdict v) {
   switch (v) {
     case Verdict::Regressed: return 0;
-    case Verdict::Improved: return 1;
-    case Verdict::Inconclusive: return 2;
-    case Verdict::Unchanged: return 3;
-    case Verdict::NotGated: return 4;
+    case Verdict::Unreliable: return 1;
+    case Verdict::Improved: return 2;
+    case Verdict::Inconclusive: return 3;
+    case Verdict::Unchanged: return 4;
+    case Verdict::NotGated: return 5;
   }
-  return 5;
+  return 6;
 }
 
 struct Row {
@@ -50,26 +52,39 @@ std::string value_text(const std::optional<double>& v, const std::string& metric
 
 std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
 
-// "+14.6% [+9.8%, +19.6%] p=0.0004" for statistical rows; the delta alone for deterministic.
+// The estimate the row was judged on: for statistical rows the ratio of geometric means with
+// its 95% interval ("+14.6% [+9.8%, +19.6%] p=0.0004"), for deterministic ones the change of
+// the value; "no estimate" where there is none (the note says why).
 std::string change_text(const MetricComparison& m) {
+  if (!m.estimated) return "no estimate";
   if (!m.baseline_median || !m.candidate_median) return "";
+  if (m.low != m.high) {
+    return fmt::format("{} [{}, {}] p={}", percent(m.ratio), percent(m.low), percent(m.high), significant(m.adjusted_p, 2));
+  }
   const double base = *m.baseline_median, cand = *m.candidate_median;
-  std::string text = base != 0.0 ? percent(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
-  if (m.low != m.high) text += fmt::format(" [{}, {}] p={}", percent(m.low), percent(m.high), significant(m.adjusted_p, 2));
-  return text;
+  return base != 0.0 ? percent(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
 }
 
 std::string outcome(const RunComparison& c, bool inconclusive_fails) {
   if (c.failing() > 0) return "fail";
+  if (c.unreliable() > 0) return "unreliable";
   if (c.count(Verdict::Inconclusive) > 0) return inconclusive_fails ? "fail" : "inconclusive";
   return "pass";
 }
 
+// Nothing regressed, nothing left undecided, and the same benchmark definition: the only night
+// a nightly flow may promote.
+bool plain_pass(const RunComparison& c) {
+  return c.failing() == 0 && c.unreliable() == 0 && c.count(Verdict::Inconclusive) == 0 && !c.definition_change;
+}
+
 std::string summary_line(const RunComparison& c) {
   const int acknowledged = c.count(Verdict::Regressed) - c.failing();
-  return fmt::format("{} regressed{}, {} improved, {} inconclusive, {} unchanged, {} not gated", c.count(Verdict::Regressed),
-                     acknowledged > 0 ? fmt::format(" ({} acknowledged)", acknowledged) : "",
-                     c.count(Verdict::Improved), c.count(Verdict::Inconclusive), c.count(Verdict::Unchanged), c.count(Verdict::NotGated));
+  const int judged = c.count(Verdict::Unreliable) - c.unreliable();
+  return fmt::format("{} regressed{}, {} unreliable{}, {} improved, {} inconclusive, {} unchanged, {} not gated", c.count(Verdict::Regressed),
+                     acknowledged > 0 ? fmt::format(" ({} acknowledged)", acknowledged) : "", c.count(Verdict::Unreliable),
+                     judged > 0 ? fmt::format(" ({} judged by their CPU-time rows)", judged) : "", c.count(Verdict::Improved),
+                     c.count(Verdict::Inconclusive), c.count(Verdict::Unchanged), c.count(Verdict::NotGated));
 }
 
 std::string xml_escape(const std::string& s) {
@@ -87,6 +102,7 @@ std::string xml_escape(const std::string& s) {
 }
 
 std::string verdict_text(const MetricComparison& m) {
+  if (!m.judged_by.empty()) return std::string(verdict_name(m.verdict)) + " (judged by " + m.judged_by + ")";
   return m.acknowledged.empty() ? verdict_name(m.verdict) : std::string(verdict_name(m.verdict)) + " (acknowledged)";
 }
 
@@ -233,17 +249,20 @@ std::string comparison_json(const RunComparison& c) {
   json rows = json::array();
   for (const Row& r : sorted_rows(c)) {
     const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    // No number where there is no estimate: a 1.0 would read as "unchanged" (the note says why).
+    const auto estimate = [&](double v) { return r.m->estimated ? json(v) : json(nullptr); };
     rows.push_back({{"case", r.c->name},
                     {"metric", r.m->metric},
                     {"verdict", verdict_name(r.m->verdict)},
                     {"acknowledged", r.m->acknowledged},
                     {"baseline_median", opt(r.m->baseline_median)},
                     {"candidate_median", opt(r.m->candidate_median)},
-                    {"ratio", r.m->ratio},
-                    {"ratio_low", r.m->low},
-                    {"ratio_high", r.m->high},
-                    {"p", r.m->p},
-                    {"adjusted_p", r.m->adjusted_p},
+                    {"ratio", estimate(r.m->ratio)},
+                    {"ratio_low", estimate(r.m->low)},
+                    {"ratio_high", estimate(r.m->high)},
+                    {"p", estimate(r.m->p)},
+                    {"adjusted_p", estimate(r.m->adjusted_p)},
+                    {"judged_by", r.m->judged_by.empty() ? json(nullptr) : json(r.m->judged_by)},
                     {"baseline_repetitions", r.m->baseline_used},
                     {"candidate_repetitions", r.m->candidate_used},
                     {"noisy_left_out", r.m->baseline_noisy + r.m->candidate_noisy},
@@ -258,11 +277,17 @@ std::string comparison_json(const RunComparison& c) {
               {"fdr", c.fdr},
               {"regressed", c.count(Verdict::Regressed)},
               {"failing", c.failing()},
+              {"unreliable", c.unreliable()},
+              {"unreliable_judged_by_cpu", c.count(Verdict::Unreliable) - c.unreliable()},
+              {"outcome", c.definition_change ? std::string("definition-changed") : outcome(c, false)},
+              {"plain_pass", plain_pass(c)},
               {"improved", c.count(Verdict::Improved)},
               {"inconclusive", c.count(Verdict::Inconclusive)},
               {"unchanged", c.count(Verdict::Unchanged)},
               {"not_gated", c.count(Verdict::NotGated)},
               {"caveats", c.caveats},
+              {"definition_changed", c.definition_change ? json{{"from", c.definition_change->first}, {"to", c.definition_change->second}}
+                                                         : json(nullptr)},
               {"only_in_baseline", c.only_in_baseline},
               {"only_in_candidate", c.only_in_candidate},
               {"cases", cases},
@@ -271,38 +296,26 @@ std::string comparison_json(const RunComparison& c) {
 }
 
 std::string comparison_markdown(const RunComparison& c) {
-  std::ostringstream out;
-  const bool failed = c.failing() > 0;
-  out << fmt::format("**kvbench gate: {}** — candidate run {} against baseline run {} (suite {}): {}\n\n", failed ? "FAIL" : "pass",
-                     c.candidate.id, c.baseline.id, c.candidate.suite, summary_line(c));
-  for (const std::string& caveat : c.caveats) out << "> caveat: " << caveat << "\n\n";
-  const auto table = [&](const std::vector<Row>& rows) {
-    out << "| verdict | case | metric | baseline | candidate | change | note |\n|---|---|---|---|---|---|---|\n";
-    for (const Row& r : rows) {
-      out << fmt::format("| {} | `{}` | `{}` | {} | {} | {} | {} |\n", verdict_text(*r.m), r.c->name, r.m->metric,
-                         value_text(r.m->baseline_median, r.m->metric), value_text(r.m->candidate_median, r.m->metric), change_text(*r.m),
-                         r.m->acknowledged.empty() ? r.m->note : r.m->acknowledged);
-    }
-  };
-  std::vector<Row> regressed, rest;
-  for (const Row& r : sorted_rows(c)) (r.m->verdict == Verdict::Regressed ? regressed : rest).push_back(r);
-  if (!regressed.empty()) {
-    out << "### Regressions\n\n";
-    table(regressed);
-    out << "\n";
-  }
-  out << "<details><summary>Every other row (" << rest.size() << ")</summary>\n\n";
-  table(rest);
+  GateMarkdown md;
+  md.failed = c.failing() > 0;
+  md.candidate_run = c.candidate.id;
+  md.baseline_run = c.baseline.id;
+  md.suite = c.candidate.suite;
+  md.counts = summary_line(c);
+  md.caveats = c.caveats;
   for (const CaseComparison& k : c.cases) {
-    for (const std::string& change : k.config_changes) out << "\nconfig changed `" << k.name << "`: " << change << "\n";
+    for (const std::string& change : k.config_changes) md.config_changes.emplace_back(k.name, change);
   }
-  for (const std::string& name : c.only_in_baseline) out << "\nonly in the baseline: `" << name << "`\n";
-  for (const std::string& name : c.only_in_candidate) out << "\nonly in the candidate: `" << name << "`\n";
-  out << "\n</details>\n";
-  return out.str();
+  for (const Row& r : sorted_rows(c)) {
+    md.rows.push_back({r.m->verdict == Verdict::Regressed, verdict_text(*r.m), r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
+                       value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), r.m->acknowledged.empty() ? r.m->note : r.m->acknowledged});
+  }
+  md.only_in_baseline = c.only_in_baseline;
+  md.only_in_candidate = c.only_in_candidate;
+  return render_gate_markdown(md);
 }
 
-std::string comparison_junit(const RunComparison& c, bool inconclusive_fails) {
+std::string comparison_junit(const RunComparison& c, const GateStrictness& strictness) {
   std::ostringstream suites;
   int tests = 0, failures = 0;
   for (const CaseComparison& k : c.cases) {
@@ -313,7 +326,9 @@ std::string comparison_junit(const RunComparison& c, bool inconclusive_fails) {
       ++case_tests;
       const std::string line = row_line({&k, &m});
       cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">", xml_escape(k.name), xml_escape(m.metric));
-      if ((m.verdict == Verdict::Regressed && m.acknowledged.empty()) || (m.verdict == Verdict::Inconclusive && inconclusive_fails)) {
+      const bool unreliable = m.verdict == Verdict::Unreliable && m.judged_by.empty();
+      if ((m.verdict == Verdict::Regressed && m.acknowledged.empty()) || (m.verdict == Verdict::Inconclusive && strictness.inconclusive_fails) ||
+          (unreliable && strictness.unreliable_fails)) {
         ++case_failures;
         cases << fmt::format("\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    ", xml_escape(line), verdict_name(m.verdict),
                              xml_escape(line));
@@ -372,12 +387,16 @@ void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
   o.compare->add_option("--format", o.format, "table, json, markdown or junit")->check(CLI::IsMember({"table", "json", "markdown", "junit"}))
       ->capture_default_str();
   o.compare->add_flag("--all", o.all, "table: unchanged and not-gated rows too");
-  o.gate = app.add_subcommand("gate", "compare, store the verdict, exit 1 on a regression (4: inconclusive with --inconclusive=fail)");
+  o.gate = app.add_subcommand("gate", "compare, store the verdict, exit 1 on a regression (5: unreliable, 4: inconclusive with --inconclusive=fail, 6: benchmark definition changed)");
   common(o.gate);
   o.gate->add_option("--junit", o.junit, "write a JUnit XML report");
   o.gate->add_option("--markdown", o.markdown, "write a Markdown summary (a PR comment)");
   o.gate->add_option("--json", o.json, "write the comparison as JSON");
-  o.gate->add_option("--inconclusive", o.inconclusive, "pass (with a warning) or fail")->check(CLI::IsMember({"pass", "fail"}))->capture_default_str();
+  o.gate->add_option("--inconclusive", o.inconclusive, "pass (with a warning) or fail (exit 4)")->check(CLI::IsMember({"pass", "fail"}))->capture_default_str();
+  o.gate->add_option("--unreliable", o.unreliable,
+                     "rows noise or too few repetitions left undecided: fail (exit 5) or pass (with a warning)")
+      ->check(CLI::IsMember({"pass", "fail"}))
+      ->capture_default_str();
 }
 
 bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
@@ -394,7 +413,7 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
     const RunComparison c = run_comparison(o, store, load_gate_rules(o.rules));
     if (o.format == "json") fmt::print("{}\n", comparison_json(c));
     else if (o.format == "markdown") fmt::print("{}", comparison_markdown(c));
-    else if (o.format == "junit") fmt::print("{}", comparison_junit(c, false));
+    else if (o.format == "junit") fmt::print("{}", comparison_junit(c, GateStrictness{}));
     else fmt::print("{}", comparison_table(c, o.all));
     exit_code = kExitOk;
     return true;
@@ -405,14 +424,15 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   const LoadedRules loaded = load_gate_rules(o.rules);
   const RunComparison c = run_comparison(o, store, loaded);
   const bool inconclusive_fails = o.inconclusive == "fail";
+  const GateStrictness strictness{inconclusive_fails, o.unreliable == "fail"};
   // Every file first: a gate that cannot write its report stores no verdict.
-  if (!o.junit.empty()) write_file_atomically(o.junit, comparison_junit(c, inconclusive_fails), "--junit");
+  if (!o.junit.empty()) write_file_atomically(o.junit, comparison_junit(c, strictness), "--junit");
   if (!o.markdown.empty()) write_file_atomically(o.markdown, comparison_markdown(c), "--markdown");
   if (!o.json.empty()) write_file_atomically(o.json, comparison_json(c), "--json");
   ResultsStore::VerdictRecord verdict;
   verdict.baseline_run = c.baseline.id;
   verdict.candidate_run = c.candidate.id;
-  verdict.outcome = outcome(c, inconclusive_fails);
+  verdict.outcome = c.definition_change ? "definition-changed" : outcome(c, inconclusive_fails);
   verdict.regressed = c.failing();
   verdict.improved = c.count(Verdict::Improved);
   verdict.inconclusive = c.count(Verdict::Inconclusive);
@@ -420,14 +440,28 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   verdict.rows_json = comparison_json(c);
   store.add_verdict(verdict);
   fmt::print("{}", comparison_table(c, false));
-  if (verdict.regressed > 0) {
+  if (c.definition_change) {
+    // Exact and modelled figures moved by design: only a new baseline can gate them again.
+    fmt::print("gate: needs a baseline (benchmark definition changed v{} -> v{})\n", c.definition_change->first,
+               c.definition_change->second);
+    exit_code = kExitNeedsBaseline;
+  } else if (verdict.regressed > 0) {
     fmt::print("gate: FAIL ({} regressed, not acknowledged)\n", verdict.regressed);
     exit_code = kExitRunFailed;
+  } else if (c.unreliable() > 0 && strictness.unreliable_fails) {
+    fmt::print("gate: UNRELIABLE ({} rows that noise or too few repetitions left undecided, with no CPU-time row to judge "
+               "them; --unreliable=pass lets them pass)\n",
+               c.unreliable());
+    exit_code = kExitUnreliable;
   } else if (verdict.inconclusive > 0 && inconclusive_fails) {
     fmt::print("gate: FAIL ({} inconclusive, --inconclusive=fail)\n", verdict.inconclusive);
     exit_code = kExitInconclusive;
   } else {
-    if (verdict.inconclusive > 0) fmt::print(stderr, "kvbench: warning: {} rows are inconclusive (more repetitions would settle them)\n", verdict.inconclusive);
+    if (c.unreliable() > 0) {
+      fmt::print(stderr, "kvbench: warning: {} rows are unreliable (noise or too few repetitions), passed by --unreliable=pass\n",
+                 c.unreliable());
+    }
+    if (verdict.inconclusive > 0) fmt::print(stderr, "kvbench: warning: {} rows are inconclusive (their intervals cross the band)\n", verdict.inconclusive);
     fmt::print("gate: pass\n");
     exit_code = kExitOk;
   }

@@ -11,6 +11,9 @@
 namespace kvbench {
 
 inline constexpr int kExitInconclusive = 4;
+inline constexpr int kExitUnreliable = 5;
+// The runs' benchmark definitions differ: exact and modelled rows wait for a new baseline.
+inline constexpr int kExitNeedsBaseline = 6;
 
 struct CompareCommandOptions {
   std::string db = "kvbench-results/results.sqlite";
@@ -21,6 +24,7 @@ struct CompareCommandOptions {
   bool require_same_config = false, allow_machine_change = false;
   std::string junit, markdown, json;  // gate: files to write
   std::string inconclusive = "pass";  // gate: pass | fail
+  std::string unreliable = "fail";    // gate: pass | fail
   // baseline
   std::string name, run, reason;
   CLI::App *baseline_cmd = nullptr, *set = nullptr, *list = nullptr, *show = nullptr, *rm = nullptr;
@@ -46,6 +50,11 @@ LoadedRules load_gate_rules(const std::string& path);
 std::string comparison_table(const RunComparison& c, bool all);
 std::string comparison_json(const RunComparison& c);
 std::string comparison_markdown(const RunComparison& c);
-std::string comparison_junit(const RunComparison& c, bool inconclusive_fails);
+// What fails a gate beside unacknowledged regressions.
+struct GateStrictness {
+  bool inconclusive_fails = false;
+  bool unreliable_fails = true;
+};
+std::string comparison_junit(const RunComparison& c, const GateStrictness& strictness);
 
 }  // namespace kvbench

@@ -1,5 +1,6 @@
 #include "machine.h"
 
+#include <dirent.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/clock.h"
 
 namespace kvbench {
 
@@ -88,13 +91,43 @@ CpuSample cpu_sample() {
   return s;
 }
 
-Noise noise_between(const CpuSample& before, const CpuSample& after) {
+RunQueueSample run_queue_sample() {
+  RunQueueSample s;
+  s.at_ns = kv::monotonic_ns();
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return s;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/self/task/") + entry->d_name + "/schedstat");
+    std::uint64_t on_cpu = 0, waiting = 0;
+    if (!(in >> on_cpu >> waiting)) continue;  // the thread exited meanwhile, or no schedstat
+    s.wait_ns[std::atoi(entry->d_name)] = waiting;
+    s.available = true;
+  }
+  ::closedir(dir);
+  return s;
+}
+
+Noise noise_between(const CpuSample& before, const CpuSample& after, const RunQueueSample& queue_before,
+                    const RunQueueSample& queue_after) {
   Noise n;
-  const double total = static_cast<double>(after.total - before.total);
+  n.cpu_ticks = after.total - before.total;
+  const double total = static_cast<double>(n.cpu_ticks);
   const double others = static_cast<double>(after.busy - before.busy) - static_cast<double>(after.self - before.self);
-  n.cpu_share = total > 0.0 ? std::clamp(others / total, 0.0, 1.0) : 0.0;
+  if (n.cpu_ticks >= kMinNoiseTicks) n.cpu_share = std::clamp(others / total, 0.0, 1.0);
   double load[1] = {0.0};
   if (::getloadavg(load, 1) == 1) n.loadavg = load[0];
+  if (queue_before.available && queue_after.available) {
+    std::uint64_t waited = 0;
+    for (const auto& [tid, ns] : queue_after.wait_ns) {
+      const auto it = queue_before.wait_ns.find(tid);
+      const std::uint64_t from = it == queue_before.wait_ns.end() ? 0 : it->second;
+      waited += ns >= from ? ns - from : 0;  // a reused thread id starts again from 0
+    }
+    const double wall_ms = static_cast<double>(queue_after.at_ns - queue_before.at_ns) * 1e-6;
+    n.run_queue_ms = static_cast<double>(waited) * 1e-6;
+    n.run_queue_share = wall_ms > 0.0 ? *n.run_queue_ms / wall_ms : 0.0;
+  }
   return n;
 }
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 
 namespace kvbench {
@@ -29,13 +31,35 @@ struct CpuSample {
 };
 CpuSample cpu_sample();
 
+// Run-queue wait of this process's threads: the time each was ready to run but waited for a
+// core (the second field of /proc/self/task/<tid>/schedstat), ns, by thread id. Threads that
+// start between two samples count from zero; sample before they exit.
+struct RunQueueSample {
+  std::map<int, std::uint64_t> wait_ns;
+  bool available = false;  // false where the kernel keeps no schedstat
+  std::uint64_t at_ns = 0; // monotonic time of the sample
+};
+RunQueueSample run_queue_sample();
+
 struct Noise {
-  double cpu_share = 0.0;   // noise_cpu_share: others' CPU time / all cores' time, 0..1
-  double loadavg = 0.0;     // noise_loadavg: the 1-minute load average at the end
+  // noise_cpu_share: others' CPU time / all cores' time, 0..1; nullopt when the interval holds
+  // too few of /proc/stat's ticks for the share to mean anything (one tick over a short
+  // repetition is several percent).
+  std::optional<double> cpu_share;
+  std::uint64_t cpu_ticks = 0;  // all cores' ticks in the interval
+  double loadavg = 0.0;         // noise_loadavg: the 1-minute load average at the end
+  // noise_run_queue_ms and its share of the wall time; nullopt without schedstat.
+  std::optional<double> run_queue_ms, run_queue_share;
+  // What decides `noisy`: the run-queue share, else (no schedstat) the CPU share.
+  double contention() const { return run_queue_share ? *run_queue_share : cpu_share.value_or(0.0); }
 };
 
-// The noise between two samples taken around a repetition.
-Noise noise_between(const CpuSample& before, const CpuSample& after);
+// Fewer ticks than this (all cores) and the CPU share is not stated.
+inline constexpr std::uint64_t kMinNoiseTicks = 100;
+
+// The noise between two pairs of samples taken around a repetition.
+Noise noise_between(const CpuSample& before, const CpuSample& after, const RunQueueSample& queue_before,
+                    const RunQueueSample& queue_after);
 
 // Peak resident set size of this process (VmHWM), bytes; 0 when unreadable.
 std::uint64_t peak_rss_bytes();

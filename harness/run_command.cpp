@@ -67,6 +67,10 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--models-dir", o.run.models_dir, "directory of the llama models (default: $KVBENCH_MODELS_DIR, else the repository's models/)");
   cmd->add_option("--l2-dir", o.run.l2_dir,
                   "existing L2 directory for policies that leave l2_dir empty (default: l2/ beside the database, created when a policy offloads)");
+  cmd->add_option("--noise-threshold", o.noise_threshold,
+                  "replace the suite's noise_threshold: a repetition whose engine threads waited for a core more than this share "
+                  "of its wall time is noisy (its wall-time figures are left out of comparisons)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
 }
 
@@ -161,6 +165,7 @@ void print_summary(const std::string& db, std::int64_t run_id, std::FILE* out) {
 int run_run(const RunCommandOptions& o) {
   SuiteConfig suite = find_suite(o.suite);
   if (!o.socs.empty()) suite.socs = parse_soc_list(o.socs);
+  if (o.noise_threshold) suite.noise_threshold = *o.noise_threshold;
   InterruptScope interrupts;
   RunOptions options = o.run;
   options.stop = &InterruptScope::flag();

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct RunCommandOptions {
   RunOptions run;
   bool json = false;
   std::string socs;  // sweep: the SoCs replacing the suite's, comma-separated
+  std::optional<double> noise_threshold;  // replaces the suite's noise_threshold
   CLI::App* command = nullptr;
 };
 

@@ -108,6 +108,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   const auto started = std::chrono::steady_clock::now();
   const bool rss_reset = reset_peak_rss();
   const CpuSample before = cpu_sample();
+  const RunQueueSample queue_before = run_queue_sample();
   const Script& script = c.script.script;
   const PolicyConfig& policy = *c.policy;
   Recorder recorder;
@@ -126,6 +127,12 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   kv::ThreadPool pool(cache_config.threads);
   kv::soc::ModelWork model_work_per_token;
   RepetitionFacts facts;
+  // Taken right after the script ran, while the engine's threads still exist (their run-queue
+  // wait goes with them).
+  const auto measure_noise = [&] {
+    facts.noise = noise_between(before, cpu_sample(), queue_before, run_queue_sample());
+    facts.noisy = facts.noise.contention() > noise_threshold;
+  };
   ExecutionResult result;
   std::optional<kv::PageLayout> layout, f16_layout;
   const auto fill_cache_facts = [&](kv::KVCache& cache, const kv::SparseDecoder& decoder) {
@@ -158,6 +165,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     Executor executor(model, cache, decoder, static_cast<double>(preset.layers) / samples, [&](int i) { model.ask_needle(i); },
                       std::nullopt, execution);
     result = executor.run(script);
+    measure_noise();
     fill_cache_facts(cache, decoder);
     facts.model_layers = preset.layers;
     model_work_per_token = model_work(preset);
@@ -178,6 +186,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     const std::vector<int>& tokens = c.model->texts.at(c.text);
     Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens}, execution);
     result = executor.run(script);
+    measure_noise();
     fill_cache_facts(cache, decoder);
     facts.model_layers = weights->config.layers;
     model_work_per_token = model_work(weights->config);
@@ -191,8 +200,6 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   facts.ttft_target_ms = c.workload.ttft_target_ms;
   facts.tpot_target_ms = c.workload.tpot_target_ms;
   facts.peak_rss_bytes = rss_reset ? peak_rss_bytes() : 0;
-  facts.noise = noise_between(before, cpu_sample());
-  facts.noisy = facts.noise.cpu_share > noise_threshold;
 
   EngineRun run;
   RepetitionRecord& record = run.record;
@@ -262,7 +269,7 @@ Repetition priced_repetition(const EngineRun& run, const Pricing& how) {
   const int repetition = run.record.repetition;
   record.repetition = repetition;
   for (const MetricRecord& m : run.record.metrics) {
-    if (how.host_case || m.clock != Clock::Host) record.metrics.push_back(m);
+    if (how.host_case || !measured_here(m.clock)) record.metrics.push_back(m);
   }
   PricedCase priced = run.priced;
   priced.steps = &run.steps;

@@ -116,20 +116,22 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
     out << "* extrapolated: scaled from the sampled layers (or probed prefill chunks) to the whole model\n";
   }
   if (marks.find('~') != std::string::npos) {
-    out << fmt::format("~ noisy: in some repetition other processes took more than {}% of the CPU; its host figures are less sure\n",
+    out << fmt::format("~ noisy: in some repetition the engine's threads waited for a core more than {}% of its wall time; "
+                       "its wall-time figures are left out of comparisons (CPU-time figures are kept)\n",
                        significant(run.noise_threshold * 100.0, 2));
   }
   if (marks.find('!') != std::string::npos) out << "! degraded: the engine gave something up to keep running (said below)\n";
-  std::vector<std::string> by_clock[3];
+  std::vector<std::string> by_clock[4];
   for (const SummaryColumn& c : columns) {
     const MetricDef* def = find_metric(c.metric);
     if (def == nullptr) continue;
     const Clock clock = run.timing == Clock::Model && (def->modelled || def->clock == Clock::Model) ? Clock::Model : def->clock;
-    if (run.timing == Clock::Model && clock == Clock::Host) continue;  // not shown on the model view
+    if (run.timing == Clock::Model && measured_here(clock)) continue;  // not shown on the model view
     by_clock[static_cast<int>(clock)].push_back(column_label(c));
   }
-  static const char* const kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)"};
-  for (int k = 0; k < 3; ++k) {
+  static const char* const kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)",
+                                        "cpu (the engine threads' CPU time and instructions, measured here)"};
+  for (int k = 0; k < 4; ++k) {
     if (!by_clock[k].empty()) out << fmt::format("clock {}: {}\n", kClocks[k], join(by_clock[k], ", "));
   }
   if (run.timing == Clock::Model) {
@@ -177,7 +179,7 @@ const std::vector<SummaryColumn>& default_summary_columns() {
       {"attn_mass_recall", "attn", "recall", Style::Unit},
       {"attn_rel_error", "attn", "rel err", Style::Unit},
       {"ppl_delta_pct", "ppl", "delta", Style::Unit},
-      {"noise_cpu_share", "noise", "share", Style::Percent},
+      {"noise_run_queue_share", "noise", "share", Style::Percent},
   };
   return columns;
 }
@@ -217,7 +219,7 @@ std::string summary_cell(const SummaryColumn& column, const CaseFigure& figure) 
     }
   }
   if (figure.extrapolated) text += "*";
-  if (figure.noisy && column.metric == "noise_cpu_share") text += "~";
+  if (figure.noisy && column.metric == "noise_run_queue_share") text += "~";
   return text;
 }
 

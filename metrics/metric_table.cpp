@@ -13,6 +13,7 @@ namespace {
 
 constexpr Clock H = Clock::Host;
 constexpr Clock E = Clock::Exact;
+constexpr Clock C = Clock::Cpu;
 constexpr Better Lo = Better::Lower;
 constexpr Better Hi = Better::Higher;
 constexpr Better No = Better::None;
@@ -95,6 +96,12 @@ std::vector<MetricDef> build_table() {
       {"l1_overflow_events", "count", E, Lo, false, "Episodes in which L1 went above its cap because nothing could be demoted."},
       {"noise_cpu_share", "ratio", H, No, false, "Share of the CPU other processes (and steal) took during the repetition."},
       {"noise_loadavg", "load", H, No, false, "1-minute load average at the end of the repetition."},
+      {"noise_run_queue_ms", "ms", H, No, false,
+       "Time the engine's threads were ready to run but waited for a core (run-queue wait from "
+       "/proc/self/task/*/schedstat), summed over the threads, during the repetition."},
+      {"noise_run_queue_share", "ratio", H, No, false,
+       "noise_run_queue_ms / the repetition's wall time. Above the suite's noise_threshold the repetition is noisy and its "
+       "wall-time figures are left out of comparisons (its CPU-time figures are kept)."},
       {"ppl", "ppl", E, Lo, false, "Perplexity of the tested KV configuration on the workload's text (llama backend)."},
       {"ppl_delta_pct", "%", E, Lo, false, "Perplexity change against the same model with an f32 cache and full attention, percent."},
       {"kl_mean", "nats", E, Lo, false, "Mean KL divergence of the next-token distribution from the f32-cache reference."},
@@ -109,6 +116,23 @@ std::vector<MetricDef> build_table() {
       const bool quality = span == kv::Span::Quality;
       t.push_back({span_metric_name(kv::phase_name(phase), kv::span_name(span)), "ms", H, quality ? No : Lo,
                    !quality && span != kv::Span::ModelCompute, span_description(phase, span)});
+    }
+  }
+  for (kv::Phase phase : {kv::Phase::Prefill, kv::Phase::Decode}) {
+    const std::string p(kv::phase_name(phase));
+    for (const char* part : kWorkSpans) {
+      const std::string what = std::string(part) == "total"    ? "the " + p + " phase's timed work (span_" + p + "_total_ms)"
+                               : std::string(part) == "attend" ? "the attention calls of " + p + " (selection, page waits, kernels)"
+                               : std::string(part) == "append" ? "appending during " + p + " (sealing pages and allocating them)"
+                                                               : "the model outside attention during " + p + " (llama backend; 0 on synthetic)";
+      const std::string scope =
+          " The calling thread's work outside parallel loops plus every pool thread's work inside their items; polling, "
+          "sleeping and waiting for a core are not counted, so a busy machine does not lengthen it. Scaled like the wall "
+          "time (sampled layers, probed prefill chunks).";
+      t.push_back({span_cpu_metric_name(p, part), "ms", C, Lo, true, "CPU time the engine's threads spent on " + what + "." + scope});
+      t.push_back({span_instructions_metric_name(p, part), "count", C, Lo, true,
+                   "User-space instructions the engine's threads retired on " + what + " (perf_event_open; NULL where the "
+                   "machine has no hardware counters)." + scope});
     }
   }
   const Clock M = Clock::Model;
@@ -130,7 +154,7 @@ std::vector<MetricDef> build_table() {
   const std::vector<std::string> modelled = {"ttft_ms", "prefill_tps", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "decode_tps",
                                              "goodput", "dma_wait_ms"};
   for (MetricDef& d : t) {
-    const bool span = d.name.rfind("span_", 0) == 0 && d.name.find("_quality_") == std::string::npos &&
+    const bool span = d.clock == H && d.name.rfind("span_", 0) == 0 && d.name.find("_quality_") == std::string::npos &&
                       d.name.find("_page_alloc_") == std::string::npos;
     if (span || std::find(modelled.begin(), modelled.end(), d.name) != modelled.end()) d.modelled = true;
   }
@@ -144,6 +168,7 @@ const char* clock_name(Clock clock) {
     case Clock::Host: return "host";
     case Clock::Model: return "model";
     case Clock::Exact: return "exact";
+    case Clock::Cpu: return "cpu";
   }
   return "unknown";
 }
@@ -159,6 +184,34 @@ const char* better_name(Better better) {
 
 std::string span_metric_name(std::string_view phase, std::string_view span) {
   return "span_" + std::string(phase) + "_" + std::string(span) + "_ms";
+}
+
+std::string span_cpu_metric_name(std::string_view phase, std::string_view part) {
+  return "span_" + std::string(phase) + "_" + std::string(part) + "_cpu_ms";
+}
+
+std::string span_instructions_metric_name(std::string_view phase, std::string_view part) {
+  return "span_" + std::string(phase) + "_" + std::string(part) + "_instructions";
+}
+
+bool contention_sensitive(const MetricDef& def) {
+  return def.clock == Clock::Host && def.better != Better::None && def.unit != "bytes";
+}
+
+std::string cpu_counterpart(std::string_view host_metric) {
+  const MetricDef* def = find_metric(host_metric);
+  if (def == nullptr || def->clock != Clock::Host) return "";
+  const std::string name(host_metric);
+  for (const char* phase : {"prefill", "decode"}) {
+    const std::string p(phase), span = "span_" + p + "_";
+    const bool phase_figure = p == "prefill" ? (name == "ttft_ms" || name == "prefill_tps")
+                                             : (name.rfind("tpot_ms_", 0) == 0 || name == "decode_tps");
+    if (phase_figure || name == span + "total_ms") return span_cpu_metric_name(p, "total");
+    if (name == span + "attn_compute_ms" || name == span + "select_ms") return span_cpu_metric_name(p, "attend");
+    if (name == span + "kv_quant_ms" || name == span + "page_alloc_ms") return span_cpu_metric_name(p, "append");
+    if (name == span + "model_compute_ms") return span_cpu_metric_name(p, "model_compute");
+  }
+  return "";
 }
 
 const std::vector<MetricDef>& metric_table() {
@@ -177,7 +230,7 @@ const MetricDef* find_metric(std::string_view name) {
 }
 
 std::optional<Clock> parse_clock(std::string_view name) {
-  for (Clock c : {Clock::Host, Clock::Model, Clock::Exact}) {
+  for (Clock c : {Clock::Host, Clock::Model, Clock::Exact, Clock::Cpu}) {
     if (name == clock_name(c)) return c;
   }
   return std::nullopt;

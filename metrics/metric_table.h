@@ -13,9 +13,13 @@
 
 namespace kvbench {
 
-// The clock a figure carries: measured here, priced by a SoC profile, or timing-independent.
-enum class Clock : std::uint8_t { Host, Model, Exact };
+// The clock a figure carries: measured here (wall time), priced by a SoC profile,
+// timing-independent, or the work the engine's threads did here (CPU time and instructions:
+// measured, but not lengthened by waiting for a core on a busy machine).
+enum class Clock : std::uint8_t { Host, Model, Exact, Cpu };
 const char* clock_name(Clock clock);
+// Host and cpu: measured on this machine (not comparable across CPUs, not kept for other SoCs).
+inline bool measured_here(Clock clock) { return clock == Clock::Host || clock == Clock::Cpu; }
 
 // Which way a change is an improvement; `none` is never gated (noise shares, wall time).
 enum class Better : std::uint8_t { Lower, Higher, None };
@@ -57,6 +61,20 @@ std::string metric_value_text(const std::optional<double>& value, std::string_vi
 
 // span_<phase>_<span>_ms.
 std::string span_metric_name(std::string_view phase, std::string_view span);
+
+// The engine-work spans of a phase (clock cpu): total, attend (selection, waits and kernels of
+// the attention calls), append (sealing and page allocation), model_compute (llama).
+// span_<phase>_<part>_cpu_ms and span_<phase>_<part>_instructions.
+inline constexpr const char* kWorkSpans[] = {"total", "attend", "append", "model_compute"};
+std::string span_cpu_metric_name(std::string_view phase, std::string_view part);
+std::string span_instructions_metric_name(std::string_view phase, std::string_view part);
+
+// A host (wall-time) figure that waiting for a core lengthens: judged on quiet repetitions
+// only. Bytes, counts and the noise figures themselves are not.
+bool contention_sensitive(const MetricDef& def);
+// The CPU-time figure of the same span as a wall-time figure ("" when it has none): when noise
+// leaves the wall-time row undecided, this row can decide.
+std::string cpu_counterpart(std::string_view host_metric);
 
 // The glossary as Markdown: one table row per metric (docs/metrics.md is this text).
 std::string metric_glossary_markdown();

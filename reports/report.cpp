@@ -144,20 +144,20 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
   } else {
     const json c = json::parse(*o.comparison_json);
     const auto count = [&](const char* key, int otherwise) { return c.contains(key) && c[key].is_number_integer() ? c[key].get<int>() : otherwise; };
-    const int regressed = count("regressed", 0), inconclusive = count("inconclusive", 0);
+    const int regressed = count("regressed", 0), inconclusive = count("inconclusive", 0), unreliable = count("unreliable", 0);
     // Verdicts stored before acknowledgements existed carry no "failing": every regression fails.
     const int failing = count("failing", regressed);
-    const std::string state = failing > 0 ? "regressed" : inconclusive > 0 ? "inconclusive" : "pass";
-    page << fmt::format("<p class=\"banner {}\">{}: run {} against baseline run {}; {} regressed ({} acknowledged), {} improved, {} "
-                        "inconclusive</p>\n",
-                        state, state, run.id, count("baseline_run", 0), regressed, regressed - failing, count("improved", 0),
+    const std::string state = failing > 0 ? "regressed" : unreliable > 0 ? "unreliable" : inconclusive > 0 ? "inconclusive" : "pass";
+    page << fmt::format("<p class=\"banner {}\">{}: run {} against baseline run {}; {} regressed ({} acknowledged), {} unreliable, {} "
+                        "improved, {} inconclusive</p>\n",
+                        state, state, run.id, count("baseline_run", 0), regressed, regressed - failing, unreliable, count("improved", 0),
                         inconclusive);
     page << "<p>" + h(o.baseline_note) + "</p>\n";
     std::vector<json> rows;
     for (const json& r : c.value("rows", json::array())) rows.push_back(r);
     const auto order = [](const json& r) {
       const std::string v = r.value("verdict", "");
-      return v == "regressed" ? 0 : v == "improved" ? 1 : v == "inconclusive" ? 2 : 3;
+      return v == "regressed" ? 0 : v == "unreliable" ? 1 : v == "improved" ? 2 : v == "inconclusive" ? 3 : 4;
     };
     std::stable_sort(rows.begin(), rows.end(), [&](const json& a, const json& b) { return order(a) < order(b); });
     const auto row_html = [](const json& r) {
@@ -166,13 +166,20 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
       };
       const std::string metric_name = r.value("metric", "");
       const std::string ack = r.value("acknowledged", "");
-      const double ratio = num("ratio").value_or(1.0);
+      const std::string judged_by = r.contains("judged_by") && r["judged_by"].is_string() ? r["judged_by"].get<std::string>() : "";
+      // No estimate (an unreliable row): dashes and the reason, never a 0% that reads as unchanged.
+      const std::optional<double> ratio = num("ratio");
+      const std::string delta = ratio ? percent(*ratio) : "-";
+      const std::string interval =
+          ratio ? "[" + percent(num("ratio_low").value_or(*ratio)) + ", " + percent(num("ratio_high").value_or(*ratio)) + "]" : "-";
+      const std::string p = num("adjusted_p") ? fmt::format("{:.3g}", *num("adjusted_p")) : "-";
+      std::string verdict = r.value("verdict", "");
+      if (!judged_by.empty()) verdict += " (judged by " + judged_by + ")";
+      if (!ratio && r.contains("note") && r["note"].is_string()) verdict += ": " + r["note"].get<std::string>();
       return "<tr" + std::string(ack.empty() ? "" : " class=\"acked\"") + "><td>" + h(r.value("case", "")) + "</td><td>" + h(metric_name) +
              "</td><td>" + h(metric_value_text(num("baseline_median"), metric_name)) + "</td><td>" +
-             h(metric_value_text(num("candidate_median"), metric_name)) + "</td><td>" + h(percent(ratio)) + "</td><td>" +
-             h("[" + percent(num("ratio_low").value_or(ratio)) + ", " + percent(num("ratio_high").value_or(ratio)) + "]") + "</td><td>" +
-             h(fmt::format("{:.3g}", num("adjusted_p").value_or(1.0))) + "</td><td>" + h(r.value("verdict", "")) +
-             (ack.empty() ? "" : " (acknowledged: " + h(ack) + ")") + "</td></tr>\n";
+             h(metric_value_text(num("candidate_median"), metric_name)) + "</td><td>" + h(delta) + "</td><td>" + h(interval) +
+             "</td><td>" + h(p) + "</td><td>" + h(verdict) + (ack.empty() ? "" : " (acknowledged: " + h(ack) + ")") + "</td></tr>\n";
     };
     const std::string head = "<table class=\"rows\">\n<thead><tr><th>case</th><th>metric</th><th>baseline</th><th>candidate</th>"
                              "<th>delta</th><th>CI</th><th>p (adjusted)</th><th>verdict</th></tr></thead>\n<tbody>\n";
@@ -180,15 +187,15 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
     int rest_count = 0;
     for (const json& r : rows) {
       const int k = order(r);
-      if (k <= 1) {
+      if (k <= 2) {
         shown += row_html(r);
-      } else if (k == 2 && rest_count < 200) {
+      } else if (k == 3 && rest_count < 200) {
         rest += row_html(r);
         ++rest_count;
       }
     }
     if (shown.empty()) {
-      page << line("no row regressed or improved");
+      page << line("no row regressed, improved or unreliable");
     } else {
       page << head + shown + "</tbody>\n</table>\n";
     }
@@ -609,7 +616,7 @@ body { font: 14px/1.45 sans-serif; margin: 1.5em auto; max-width: 1100px; paddin
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.8em; }
 .banner { font-size: 1.2em; font-weight: bold; padding: 0.6em 0.8em; border: 2px solid; }
 .banner.pass { border-color: #1e8449; } .banner.regressed { border-color: #b03a2e; border-width: 4px; }
-.banner.inconclusive { border-color: #b9770e; border-style: dashed; } .banner.none { border-color: #888; border-style: dotted; }
+.banner.inconclusive { border-color: #b9770e; border-style: dashed; } .banner.unreliable { border-color: #b9770e; border-width: 4px; border-style: dashed; } .banner.none { border-color: #888; border-style: dotted; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
 tr.acked td { color: #666; font-style: italic; }

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <stdexcept>
 #include <grp.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +103,49 @@ ScopedEnv::~ScopedEnv() {
   } else {
     ::unsetenv(name.c_str());
   }
+}
+
+BusyCore::BusyCore(int cpu, int max_seconds) {
+  pid = ::fork();
+  if (pid != 0) return;
+  // The child: pinned where asked, bounded by an alarm, spinning on nothing but the CPU.
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    ::sched_setaffinity(0, sizeof(set), &set);
+  }
+  ::alarm(static_cast<unsigned>(max_seconds));
+  volatile unsigned long spin = 0;
+  for (;;) spin = spin + 1;
+}
+
+BusyCore::~BusyCore() {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
+PinnedThread::PinnedThread(int cpu) {
+  cpu_set_t old;
+  CPU_ZERO(&old);
+  if (::sched_getaffinity(0, sizeof(old), &old) != 0) return;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &old)) previous.push_back(i);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pinned = ::sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+PinnedThread::~PinnedThread() {
+  if (!pinned) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int i : previous) CPU_SET(i, &set);
+  ::sched_setaffinity(0, sizeof(set), &set);
 }
 
 }  // namespace kvtest

@@ -53,4 +53,25 @@ struct ScopedEnv {
   bool was_set = false;
 };
 
+// Real contention: a child process that spins on one core (`cpu`, or wherever the scheduler
+// puts it when -1) for at most `max_seconds` (it exits by itself even if this process dies),
+// killed when the object dies.
+struct BusyCore {
+  explicit BusyCore(int cpu = -1, int max_seconds = 120);
+  ~BusyCore();
+  BusyCore(const BusyCore&) = delete;
+  BusyCore& operator=(const BusyCore&) = delete;
+  int pid = -1;
+};
+
+// Pins the calling thread to one core for the object's life (restores the previous mask).
+struct PinnedThread {
+  explicit PinnedThread(int cpu);
+  ~PinnedThread();
+  PinnedThread(const PinnedThread&) = delete;
+  PinnedThread& operator=(const PinnedThread&) = delete;
+  bool pinned = false;
+  std::vector<int> previous;
+};
+
 }  // namespace kvtest

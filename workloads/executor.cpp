@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "runtime/error.h"
+#include "runtime/work_clock.h"
 
 namespace kvbench {
 
@@ -15,6 +16,12 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Adds the engine's work since `start` to `work`.
+void add_work_since(const kv::WorkStamp& start, SpanWork& work) {
+  const kv::WorkStamp d = kv::engine_work() - start;
+  work += SpanWork{static_cast<double>(d.cpu_ns) * 1e-6, static_cast<double>(d.instructions)};
 }
 
 // Per-query attention time a + b * position, least squares over the probes, both >= 0.
@@ -106,19 +113,28 @@ Executor::LayerTimes Executor::step(int n, int attend) {
   const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : nullptr;
   LayerTimes t;
   auto start = Clock::now();
+  kv::WorkStamp work = kv::engine_work();
   model_.begin_step(tokens, n, pos_);
   t.model_ms += ms_since(start);
+  add_work_since(work, t.model_work);
   const std::size_t tail = rows - static_cast<std::size_t>(attend);
   if (!llama_) model_.skip_query_rows(static_cast<int>(tail));
   for (int layer = 0; layer < g.layers; ++layer) {
     start = Clock::now();
+    work = kv::engine_work();
     model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
     t.model_ms += ms_since(start);
+    add_work_since(work, t.model_work);
     start = Clock::now();
+    work = kv::engine_work();
     cache_.append(*seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
     t.append_ms += ms_since(start);
+    add_work_since(work, t.append_work);
     if (attend == 0) continue;
     start = Clock::now();
+    work = kv::engine_work();
+    const std::uint64_t serial_start = kv::serial_cpu_ns();
+    if (options_.test_slowdown > 0.0) cache_.pool().set_work_inflation(options_.test_slowdown);
     if (n == 1) {
       decoder_.attend(*seq_, layer, buffers_.q.data(), buffers_.attn.data());
     } else if (decoder_.policy().sparse_prefill) {
@@ -127,27 +143,33 @@ Executor::LayerTimes Executor::step(int n, int attend) {
       cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
     }
     if (options_.test_slowdown > 0.0) {
-      const auto until = Clock::now() + (Clock::now() - start) * options_.test_slowdown;
-      while (Clock::now() < until) {
-      }
+      // The pool inflated its items; the calling thread's own part is inflated here.
+      cache_.pool().set_work_inflation(0.0);
+      kv::burn_cpu_ns(static_cast<std::uint64_t>(static_cast<double>(kv::serial_cpu_ns() - serial_start) * options_.test_slowdown));
     }
     t.attend_ms += ms_since(start);
+    add_work_since(work, t.attend_work);
     if (n == 1) {  // outside the timed region: the check costs far more than the step
       start = Clock::now();
       if (decoder_.check_quality(buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);
     }
     start = Clock::now();
+    work = kv::engine_work();
     model_.layer_output(layer, buffers_.attn.data());
     t.model_ms += ms_since(start);
+    add_work_since(work, t.model_work);
   }
   if (!llama_) model_.skip_query_rows(0);
   if (n == 1) decoder_.end_step();
   if (llama_) {
     start = Clock::now();
+    work = kv::engine_work();
     llama_->tested->logits();
     t.model_ms += ms_since(start);
+    add_work_since(work, t.model_work);
   } else {
     t.model_ms = 0.0;  // the generator stands in for the model: not counted
+    t.model_work = {};
   }
   return t;
 }
@@ -177,8 +199,10 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   const bool probe = !llama_;
   const int first = pos_;
   std::vector<std::pair<double, double>> samples;  // (position, attend ms per query)
+  std::vector<std::pair<double, double>> cpu_samples, instruction_samples;  // likewise, per query
   bool partial = false;
   double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0, quality_ms = 0.0;
+  SpanWork append_work, attend_work, model_work;
   // Probed chunks: evenly spread from the first to the last.
   std::vector<bool> probed(static_cast<std::size_t>(chunks), chunks <= options_.probe_chunks);
   for (int j = 0; j < options_.probe_chunks && chunks > options_.probe_chunks; ++j) {
@@ -195,13 +219,21 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
     append_ms += t.append_ms;
     model_ms += t.model_ms;
     attend_ms += t.attend_ms;
-    if (attend > 0) samples.emplace_back(static_cast<double>(pos_ + n), t.attend_ms / attend);
+    append_work += t.append_work;
+    model_work += t.model_work;
+    attend_work += t.attend_work;
+    if (attend > 0) {
+      samples.emplace_back(static_cast<double>(pos_ + n), t.attend_ms / attend);
+      cpu_samples.emplace_back(static_cast<double>(pos_ + n), t.attend_work.cpu_ms / attend);
+      instruction_samples.emplace_back(static_cast<double>(pos_ + n), t.attend_work.instructions / attend);
+    }
     quality_ms += t.quality_ms + score(n);
     pos_ += n;
     if (options_.on_step) options_.on_step({kv::Phase::Prefill, request_, n, attend, pos_});
   }
   if (partial) {
     attend_ms = LinearCost::fit(samples).total(first, pos_);
+    attend_work = {LinearCost::fit(cpu_samples).total(first, pos_), LinearCost::fit(instruction_samples).total(first, pos_)};
     result.prefill_probed = true;
   }
   const double total = (append_ms + attend_ms + model_ms) * scale_;
@@ -212,6 +244,13 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   result.prefill.model_ms += model_ms * scale_;
   result.prefill.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
   result.prefill.quality_ms += quality_ms;
+  SpanWork total_work = append_work;
+  total_work += attend_work;
+  total_work += model_work;
+  result.prefill.total_work += total_work.scaled(scale_);
+  result.prefill.append_work += append_work.scaled(scale_);
+  result.prefill.attend_work += attend_work.scaled(scale_);
+  result.prefill.model_work += model_work.scaled(scale_);
   result.prefill_tokens += op.tokens;
 }
 
@@ -223,6 +262,13 @@ double Executor::decode_step(ExecutionResult& result) {
   result.decode.append_ms += t.append_ms * scale_;
   result.decode.attend_ms += t.attend_ms * scale_;
   result.decode.model_ms += t.model_ms * scale_;
+  SpanWork total_work = t.append_work;
+  total_work += t.attend_work;
+  total_work += t.model_work;
+  result.decode.total_work += total_work.scaled(scale_);
+  result.decode.append_work += t.append_work.scaled(scale_);
+  result.decode.attend_work += t.attend_work.scaled(scale_);
+  result.decode.model_work += t.model_work.scaled(scale_);
   ++result.decode_tokens;
   result.decode.quality_ms += t.quality_ms + score(1);
   ++pos_;

@@ -45,8 +45,9 @@ struct ExecutionOptions {
   // Polled before every step; when it reads true the run stops with ExecutionStopped (an
   // interrupted repetition is dropped, never half stored).
   const std::atomic<bool>* stop = nullptr;
-  // Exists only to test gates: after each attention call, busy-wait this share of the time the
-  // call took, inside its timed region (0: off). Nothing else may set it.
+  // Exists only to test gates: every thread that works on an attention call does this share of
+  // its own CPU time in the call again as busy work, inside the timed region (0: off), so the
+  // slowdown shows in wall time and in CPU time alike. Nothing else may set it.
   double test_slowdown = 0.0;
   // Called after every decode step and prefill chunk, outside the timed regions.
   std::function<void(const StepDone&)> on_step;
@@ -59,6 +60,19 @@ struct ExecutionStopped : std::runtime_error {
   ExecutionStopped() : std::runtime_error("interrupted") {}
 };
 
+// What the engine's threads spent on a span (runtime/work_clock.h): CPU time and, where the
+// machine counts them, user-space instructions; scaled and extrapolated like the wall times.
+struct SpanWork {
+  double cpu_ms = 0.0;
+  double instructions = 0.0;
+  SpanWork& operator+=(const SpanWork& o) {
+    cpu_ms += o.cpu_ms;
+    instructions += o.instructions;
+    return *this;
+  }
+  SpanWork scaled(double f) const { return {cpu_ms * f, instructions * f}; }
+};
+
 struct PhaseTimes {
   double total_ms = 0.0;   // the phase's timed work (engine, plus model on the llama backend)
   double append_ms = 0.0;  // KVCache::append: quantization, page allocation, summaries
@@ -68,6 +82,8 @@ struct PhaseTimes {
   // Not part of total_ms or of any latency: quality checks against exact attention and the
   // llama side's reference model, measured so their cost is visible (not scaled).
   double quality_ms = 0.0;
+  // The engine threads' work in total_ms and in its parts.
+  SpanWork total_work, append_work, attend_work, model_work;
 };
 
 struct ExecutionResult {
@@ -104,6 +120,7 @@ class Executor {
   struct LayerTimes {
     double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0;
     double quality_ms = 0.0;  // untimed work: the decoder's checks
+    SpanWork append_work, attend_work, model_work;
   };
   void new_sequence(const Op& op);
   void run_prefill(const Op& op, ExecutionResult& result, double& request_ttft);

@@ -23,18 +23,29 @@ ThreadPool::~ThreadPool() {
   for (auto& worker : workers_) worker.join();
 }
 
-void ThreadPool::run_items() {
+WorkStamp ThreadPool::run_items(bool worker) {
   // Items are claimed one at a time under the lock: the loops we run have few, coarse items
   // (pages, heads), so the lock is cheap next to the work.
+  WorkStamp total;
+  const double inflation = inflation_.load(std::memory_order_relaxed);
   std::unique_lock lock(mutex_);
   while (next_item_ < job_size_) {
     std::size_t item = next_item_++;
     const auto* job = job_;
     lock.unlock();
+    const WorkStamp start = thread_work();
     (*job)(item);
+    if (inflation > 0.0) burn_cpu_ns(static_cast<std::uint64_t>(static_cast<double>(thread_cpu_ns() - start.cpu_ns) * inflation));
+    const WorkStamp work = thread_work() - start;
+    // A worker's work is accounted before the item counts as finished, so that the caller,
+    // once parallel_for returns, sees all of it.
+    if (worker) work_account::add_worker_work(work);
+    total.cpu_ns += work.cpu_ns;
+    total.instructions += work.instructions;
     lock.lock();
     if (++items_finished_ == job_size_) work_done_.notify_all();
   }
+  return total;
 }
 
 namespace {
@@ -69,16 +80,18 @@ void ThreadPool::worker_loop() {
       if (stopping_) return;
       seen_generation = generation_.load();
     }
-    run_items();
+    run_items(true);
   }
 }
 
 void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn) {
   if (n == 0) return;
-  if (workers_.empty() || n == 1) {
+  const double inflation = inflation_.load(std::memory_order_relaxed);
+  if ((workers_.empty() || n == 1) && inflation == 0.0) {
     for (std::size_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  const WorkStamp entered = thread_work();
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;
@@ -88,12 +101,16 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
     generation_.fetch_add(1);
   }
   work_ready_.notify_all();
-  run_items();
+  const WorkStamp own_items = run_items(false);
   spin_until([&] { return items_finished_.load() == n; });
-  std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [&] { return items_finished_.load() == job_size_; });
-  job_ = nullptr;
-  job_size_ = 0;
+  {
+    std::unique_lock lock(mutex_);
+    work_done_.wait(lock, [&] { return items_finished_.load() == job_size_; });
+    job_ = nullptr;
+    job_size_ = 0;
+  }
+  const WorkStamp inside = thread_work() - entered;
+  work_account::add_caller_time(inside, inside - own_items);
 }
 
 }  // namespace kv

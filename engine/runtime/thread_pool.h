@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/work_clock.h"
+
 namespace kv {
 
 class ThreadPool {
@@ -25,12 +27,18 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(i) for every i in [0, n) and returns when all calls have finished. Not reentrant:
-  // fn must not call parallel_for on the same pool.
+  // fn must not call parallel_for on the same pool. The CPU time (and instructions) of the
+  // items is accounted as engine work (runtime/work_clock.h); the waiting around them is not.
   void parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn);
+
+  // Test only (a suite's test_slowdown): after each item, the thread that ran it does `share`
+  // times that item's CPU time again as busy work, so a slowdown costs every thread CPU time.
+  void set_work_inflation(double share) { inflation_.store(share, std::memory_order_relaxed); }
 
  private:
   void worker_loop();
-  void run_items();
+  // Runs items until none is left; returns the work they took on this thread.
+  WorkStamp run_items(bool worker);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
@@ -45,6 +53,7 @@ class ThreadPool {
   std::atomic<std::size_t> items_finished_{0};
   std::atomic<std::size_t> generation_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<double> inflation_{0.0};
 };
 
 }  // namespace kv

@@ -85,15 +85,29 @@ TEST_CASE("A statistical row: direction, interval and the inconclusive middle", 
   rows = {compare_samples("tpot_ms_p50", lognormal(rng, 10, 100.0, 0.02), lognormal(rng, 10, 80.0, 0.02), timing())};
   decide(rows, {timing()});
   CHECK(rows[0].verdict == Verdict::Improved);
-  // Noise far above the band at 3 repetitions: inconclusive, with a number that would settle it.
+  // A spread above the band at 3 repetitions: inconclusive, with a number that would settle it.
+  rows = {compare_samples("ttft_ms", lognormal(rng, 3, 100.0, 0.03), lognormal(rng, 3, 100.0, 0.03), timing())};
+  decide(rows, {timing()});
+  CAPTURE(rows[0].note, rows[0].spread);
+  CHECK(rows[0].verdict == Verdict::Inconclusive);
+  CHECK(rows[0].repetitions_needed > 3);
+  CHECK(rows[0].repetitions_needed <= 50);
+  CHECK(rows[0].note.find("repetitions per side would settle it") != std::string::npos);
+  // A spread no practical number of repetitions settles: no such hint.
   rows = {compare_samples("ttft_ms", lognormal(rng, 3, 100.0, 0.3), lognormal(rng, 3, 100.0, 0.3), timing())};
   decide(rows, {timing()});
   CHECK(rows[0].verdict == Verdict::Inconclusive);
-  CHECK(rows[0].repetitions_needed > 10);
-  CHECK(rows[0].note.find("repetitions per side") != std::string::npos);
+  CHECK(rows[0].repetitions_needed == 0);
+  CHECK(rows[0].note.find("would settle") == std::string::npos);
+  CHECK(rows[0].note.find("scatter too widely") != std::string::npos);
+  // Inconclusive rows keep both medians and their interval.
+  CHECK(rows[0].baseline_median);
+  CHECK(rows[0].candidate_median);
+  CHECK(rows[0].estimated);
+  CHECK(rows[0].low < rows[0].high);
 }
 
-TEST_CASE("Noisy repetitions are left out, and too few left is inconclusive", "[gate]") {
+TEST_CASE("Noisy repetitions are left out, and too few left is unreliable, never a pass", "[gate]") {
   std::vector<Sample> base = {{10.0, false}, {10.1, false}, {9.9, false}, {10.0, true}, {50.0, true}};
   std::vector<Sample> cand = {{10.0, false}, {10.05, false}, {9.95, false}, {10.0, false}, {10.02, false}};
   std::vector<MetricComparison> rows = {compare_samples("tpot_ms_p50", base, cand, timing())};
@@ -104,8 +118,74 @@ TEST_CASE("Noisy repetitions are left out, and too few left is inconclusive", "[
   for (Sample& s : base) s.noisy = true;
   rows = {compare_samples("tpot_ms_p50", base, cand, timing())};
   decide(rows, {timing()});
-  CHECK(rows[0].verdict == Verdict::Inconclusive);
-  CHECK(rows[0].note.find("too few quiet repetitions") != std::string::npos);
+  CHECK(rows[0].verdict == Verdict::Unreliable);
+  CHECK(rows[0].note.find("0 and 5 quiet repetitions of 5 and 5") != std::string::npos);
+  CHECK_FALSE(rows[0].estimated);
+  // Both medians are still shown, over every repetition.
+  REQUIRE(rows[0].baseline_median);
+  CHECK(*rows[0].baseline_median == Approx(10.0));
+  REQUIRE(rows[0].candidate_median);
+  // Too few repetitions without any noise: unreliable as well, saying so.
+  rows = {compare_samples("tpot_ms_p50", {{10.0, false}, {10.1, false}}, {{20.0, false}, {20.2, false}}, timing())};
+  decide(rows, {timing()});
+  CHECK(rows[0].verdict == Verdict::Unreliable);
+  CHECK(rows[0].note.find("too few to judge") != std::string::npos);
+  // A span that never ran on either side is unchanged, noise or not.
+  rows = {compare_samples("span_decode_dma_wait_ms", {{0.0, true}, {0.0, true}}, {{0.0, true}, {0.0, true}}, timing())};
+  decide(rows, {timing()});
+  CHECK(rows[0].verdict == Verdict::Unchanged);
+}
+
+TEST_CASE("An unreliable wall-time row is judged by its span's CPU-time row when that row decided", "[gate]") {
+  std::mt19937 rng(5);
+  std::vector<Sample> noisy_base = lognormal(rng, 5, 20.0, 0.02), noisy_cand = lognormal(rng, 5, 90.0, 0.3);
+  for (Sample& s : noisy_base) s.noisy = true;
+  for (Sample& s : noisy_cand) s.noisy = true;
+  const auto case_rows = [&](const std::vector<Sample>& cpu_base, const std::vector<Sample>& cpu_cand) {
+    std::vector<MetricComparison> rows = {compare_samples("tpot_ms_p50", noisy_base, noisy_cand, timing()),
+                                          compare_samples("span_decode_total_cpu_ms", cpu_base, cpu_cand, timing()),
+                                          compare_samples("span_decode_dma_wait_ms", noisy_base, noisy_cand, timing())};
+    decide(rows, {timing(), timing(), timing()});
+    judge_by_cpu_rows(rows);
+    return rows;
+  };
+  // CPU time regressed: it judges tpot; dma wait has no CPU-time row and stays unreliable.
+  auto rows = case_rows(lognormal(rng, 5, 20.0, 0.01), lognormal(rng, 5, 25.0, 0.01));
+  CHECK(rows[1].verdict == Verdict::Regressed);
+  CHECK(rows[0].verdict == Verdict::Unreliable);
+  CHECK(rows[0].judged_by == "span_decode_total_cpu_ms");
+  CHECK(rows[2].verdict == Verdict::Unreliable);
+  CHECK(rows[2].judged_by.empty());
+  // CPU time undecided (too wide): nothing judges tpot.
+  rows = case_rows(lognormal(rng, 5, 20.0, 0.3), lognormal(rng, 5, 21.0, 0.3));
+  CHECK(rows[1].verdict == Verdict::Inconclusive);
+  CHECK(rows[0].judged_by.empty());
+}
+
+TEST_CASE("Paired A/B cancels a load that rises and falls across the pairs", "[gate]") {
+  std::mt19937 rng(9);
+  std::normal_distribution<double> jitter(0.0, 0.01);
+  std::vector<Sample> base, same, slow;
+  for (int i = 0; i < 6; ++i) {
+    const double load = 1.0 + 0.6 * std::sin(i);  // the machine's load across the night
+    base.push_back({10.0 * load * std::exp(jitter(rng)), false});
+    same.push_back({10.0 * load * std::exp(jitter(rng)), false});
+    slow.push_back({11.5 * load * std::exp(jitter(rng)), false});
+  }
+  std::vector<MetricComparison> rows = {compare_paired_samples("tpot_ms_p50", base, same, timing()),
+                                        compare_paired_samples("decode_tps", base, slow, timing()),
+                                        compare_samples("tpot_ms_p50", base, slow, timing())};
+  decide(rows, {timing(), timing(), timing()});
+  CHECK(rows[0].verdict == Verdict::Unchanged);
+  CHECK(rows[1].verdict == Verdict::Regressed);
+  CHECK(rows[1].ratio == Approx(1.15).epsilon(0.03));
+  CHECK(rows[2].verdict == Verdict::Inconclusive);  // unpaired, the load swamps it
+  // A pair with a noisy member is left out; fewer than 3 usable pairs is unreliable.
+  for (std::size_t i = 0; i < 4; ++i) base[i].noisy = true;
+  rows = {compare_paired_samples("tpot_ms_p50", base, slow, timing())};
+  decide(rows, {timing()});
+  CHECK(rows[0].verdict == Verdict::Unreliable);
+  CHECK(rows[0].note.find("2 usable pairs of 6") != std::string::npos);
 }
 
 TEST_CASE("Deterministic figures change on any difference beyond the tolerance", "[gate]") {

@@ -99,7 +99,8 @@ TEST_CASE("case names keep the parts that differ, the common ones go in a key", 
   CHECK(summary.find("syn-7b/rag-16k") == std::string::npos);
   // Every mark and outcome in plain words.
   CHECK(summary.find("* extrapolated: scaled from the sampled layers") != std::string::npos);
-  CHECK(summary.find("~ noisy: in some repetition other processes took more than 10%") != std::string::npos);
+  CHECK(summary.find("~ noisy: in some repetition the engine's threads waited for a core more than 10% of its wall time") !=
+        std::string::npos);
   CHECK(summary.find("! degraded:") != std::string::npos);
   CHECK(summary.find("degraded rag-16k/f16-full (in 1 of 5 repetitions):\n  L2 write failed at step 3: ENOSPC") != std::string::npos);
   CHECK(summary.find("interrupted multimodal-2i/q4-hybrid-tight-l1: the run was stopped during this case; 1 of 5 repetitions were "
@@ -122,7 +123,7 @@ TEST_CASE("cells: units by the metric table, marks, and a dash for what does not
   CHECK(summary_cell(column("peak_l1_bytes"), {805306368.0, "", false, false}) == "768 MiB");
   CHECK(summary_cell(column("token_drop_ratio"), {0.7469, "", false, false}) == "74.7%");
   CHECK(summary_cell(column("kv_compression_ratio"), {3.2381, "", false, false}) == "3.24x");
-  CHECK(summary_cell(column("noise_cpu_share"), {0.125, "", false, true}) == "12.5%~");
+  CHECK(summary_cell(column("noise_run_queue_share"), {0.125, "", false, true}) == "12.5%~");
   CHECK(summary_cell(column("ppl_delta_pct"), {std::nullopt, "synthetic backend", false, false}) == "-");
   CHECK(summary_cell(column("attn_rel_error"), {0.0990123, "", false, false}) == "0.0990");
 }

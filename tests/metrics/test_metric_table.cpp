@@ -46,3 +46,35 @@ TEST_CASE("the metric table names every metric once, with a unit, a clock, a dir
     CHECK(metric(name).better == Better::Lower);
   }
 }
+
+TEST_CASE("CPU-time rows: their own clock, never modelled, and the counterpart of every gated wall-time span", "[metrics]") {
+  for (const char* phase : {"prefill", "decode"}) {
+    for (const char* part : kWorkSpans) {
+      CAPTURE(phase, part);
+      const MetricDef& cpu = metric(span_cpu_metric_name(phase, part));
+      CHECK(cpu.clock == Clock::Cpu);
+      CHECK(cpu.better == Better::Lower);
+      CHECK_FALSE(cpu.modelled);
+      CHECK(metric(span_instructions_metric_name(phase, part)).clock == Clock::Cpu);
+      CHECK_FALSE(contention_sensitive(cpu));
+    }
+  }
+  CHECK(std::string(clock_name(Clock::Cpu)) == "cpu");
+  CHECK(parse_clock("cpu") == Clock::Cpu);
+  CHECK(cpu_counterpart("tpot_ms_p99") == "span_decode_total_cpu_ms");
+  CHECK(cpu_counterpart("decode_tps") == "span_decode_total_cpu_ms");
+  CHECK(cpu_counterpart("ttft_ms") == "span_prefill_total_cpu_ms");
+  CHECK(cpu_counterpart("span_decode_select_ms") == "span_decode_attend_cpu_ms");
+  CHECK(cpu_counterpart("span_prefill_kv_quant_ms") == "span_prefill_append_cpu_ms");
+  CHECK(cpu_counterpart("span_decode_dma_wait_ms").empty());  // waiting is not work
+  CHECK(cpu_counterpart("kv_bytes_per_token").empty());
+  // Every counterpart names a row of the table.
+  for (const MetricDef& d : metric_table()) {
+    const std::string cpu = cpu_counterpart(d.name);
+    if (!cpu.empty()) CHECK(find_metric(cpu) != nullptr);
+  }
+  // Waiting for a core lengthens wall times, not bytes or the noise figures themselves.
+  CHECK(contention_sensitive(metric("tpot_ms_p50")));
+  CHECK_FALSE(contention_sensitive(metric("peak_rss_bytes")));
+  CHECK_FALSE(contention_sensitive(metric("noise_run_queue_share")));
+}
