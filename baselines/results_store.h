@@ -26,7 +26,7 @@
 
 namespace kvbench {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 // The oldest schema the read-only tools read as it is (writers migrate anything older).
 inline constexpr int kOldestReadableSchema = 2;
 
@@ -124,7 +124,7 @@ class ResultsStore {
   bool remove_baseline(const std::string& name);
   struct VerdictRecord {
     std::int64_t baseline_run = 0, candidate_run = 0;
-    std::string outcome;  // pass, fail, inconclusive
+    std::string outcome;  // pass, fail, inconclusive, unreliable, definition-changed
     int regressed = 0, improved = 0, inconclusive = 0;
     std::string rules_json, rows_json;
   };

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # The nightly flow: run the suite, gate it against the baseline, write the reports, and with
-# --promote move the baseline to the new run when the gate passes.
+# --promote move the baseline to the new run when the night is a plain pass.
 #
 #   ci/nightly.sh [--db PATH] [--baseline NAME] [--suite NAME|PATH] [--out DIR] [--promote] [--tag T]
+#                 [--inconclusive pass|fail] [--unreliable pass|fail] [--noise-threshold X]
 #
 # The first night (no baseline yet) passes and, with --promote, becomes the baseline. The gate's
 # JUnit, Markdown and JSON land in DIR (default the repository's kvbench-results/) as gate.xml, gate.md and
-# gate.json, and the run's HTML report beside them in DIR/report/index.html. Exit codes are the gate's: 0 pass, 1 a regression, 2 bad input, 3 internal error.
+# gate.json, and the run's HTML report beside them in DIR/report/index.html. --inconclusive and
+# --unreliable go to `kvbench gate`, --noise-threshold to `kvbench run`.
+#
+# A night is promoted only when it is a plain pass: the gate exits 0 and gate.json says
+# "plain_pass": true (nothing regressed, inconclusive or unreliable, and the benchmark definition
+# did not change). Any other night says why it is not promoted and leaves the baseline where it is.
+#
+# Exit codes are the gate's: 0 pass, 1 a regression, 2 bad input, 3 internal error,
+# 4 inconclusive rows under --inconclusive fail, 5 unreliable rows under --unreliable fail,
+# 6 needs a baseline (the benchmark definition changed: set one with `kvbench baseline set`).
 set -uo pipefail
 # Defaults live in the repository; paths given as arguments are taken as given.
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +26,25 @@ suite=nightly
 out=$root/kvbench-results
 promote=0
 tags=(nightly)
+gate_args=()
+run_args=()
+# A flag's value, or exit 2 when it is missing.
+require_value() {
+  if [ $# -lt 2 ]; then
+    echo "ci/nightly.sh: $1: needs a value" >&2
+    exit 2
+  fi
+}
+pass_or_fail() {
+  case "$2" in
+    pass|fail) ;;
+    *) echo "ci/nightly.sh: $1: '$2' must be pass or fail" >&2; exit 2 ;;
+  esac
+}
 while [ $# -gt 0 ]; do
+  case "$1" in
+    --db|--baseline|--suite|--out|--tag|--inconclusive|--unreliable|--noise-threshold) require_value "$@" ;;
+  esac
   case "$1" in
     --db) db=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
@@ -24,7 +52,9 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --tag) tags+=("$2"); shift 2 ;;
     --promote) promote=1; shift ;;
-    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote)" >&2; exit 2 ;;
+    --inconclusive|--unreliable) pass_or_fail "$1" "$2"; gate_args+=("$1" "$2"); shift 2 ;;
+    --noise-threshold) run_args+=("$1" "$2"); shift 2 ;;
+    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote, --inconclusive, --unreliable, --noise-threshold)" >&2; exit 2 ;;
   esac
 done
 kvbench=${KVBENCH:-$root/build/bin/kvbench}
@@ -38,14 +68,55 @@ say() { printf 'nightly: %s\n' "$*" >&2; }
 tag_args=()
 for t in "${tags[@]}"; do tag_args+=(--tag "$t"); done
 say "running suite $suite into $db"
-run_json=$("$kvbench" run --suite "$suite" --db "$db" "${tag_args[@]}" --json)
+run_json=$("$kvbench" run --suite "$suite" --db "$db" "${tag_args[@]}" "${run_args[@]}" --json)
 status=$?
 echo "$run_json"
 if [ $status -ne 0 ]; then
   say "the run did not complete (exit $status): no gate"
   exit "$status"
 fi
-run_id=$(printf '%s' "$run_json" | sed -n 's/.*"run_id":\([0-9]*\).*/\1/p')
+if ! run_id=$(printf '%s' "$run_json" | python3 -c 'import json, sys; print(int(json.load(sys.stdin)["run_id"]))'); then
+  say "cannot read the run id from kvbench run --json (above)"
+  exit 3
+fi
+
+# Why a gated night is not a plain pass, from the gate's JSON (argument: its path); exits 0 and
+# prints nothing when it is one.
+not_plain_pass() {
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    with open(sys.argv[1]) as f:
+        gate = json.load(f)
+except (OSError, ValueError) as e:
+    print(f"gate.json cannot be read ({e})")
+    sys.exit(1)
+if not isinstance(gate, dict):
+    print("gate.json is not an object")
+    sys.exit(1)
+def count(key):
+    n = gate.get(key)
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+def rows(n, what):
+    return f"{n} row{'' if n == 1 else 's'} {what}"
+reasons = []
+if count("failing"):
+    reasons.append(rows(count("failing"), "regressed"))
+if count("inconclusive"):
+    reasons.append(rows(count("inconclusive"), "inconclusive"))
+if count("unreliable"):
+    reasons.append(rows(count("unreliable"), "unreliable"))
+changed = gate.get("definition_changed")
+if isinstance(changed, dict):
+    reasons.append(f"needs a baseline (benchmark definition changed v{changed.get('from')} -> v{changed.get('to')})")
+if gate.get("plain_pass") is True and not reasons:
+    sys.exit(0)
+if not reasons:
+    reasons.append("not a plain pass" if "plain_pass" in gate else "gate.json does not say plain_pass")
+print(", ".join(reasons))
+sys.exit(1)
+PY
+}
 
 # The page people read: after the gate, so its verdict is on it. A report that cannot be written
 # is said, and does not change the gate's exit code.
@@ -67,12 +138,25 @@ if ! "$kvbench" baseline show "$baseline" --db "$db" >/dev/null 2>&1; then
 fi
 
 say "gating run $run_id against baseline $baseline"
-"$kvbench" gate --baseline "$baseline" --candidate "$run_id" --db "$db" \
+# Last night's files must not pass for tonight's when the gate writes none.
+rm -f "$out/gate.xml" "$out/gate.md" "$out/gate.json"
+"$kvbench" gate --baseline "$baseline" --candidate "$run_id" --db "$db" "${gate_args[@]}" \
   --junit "$out/gate.xml" --markdown "$out/gate.md" --json "$out/gate.json"
 gate=$?
 report
-if [ $gate -eq 0 ] && [ $promote -eq 1 ]; then
-  "$kvbench" baseline set "$baseline" "$run_id" --reason "promoted after a passing gate" --db "$db" || exit $?
-  say "baseline $baseline moved to run $run_id"
+if [ $gate -eq 6 ]; then
+  say "needs a baseline: the benchmark definition changed; \`kvbench baseline set $baseline RUN\` (e.g. run $run_id) once the new figures are trusted"
+fi
+if [ $promote -eq 1 ]; then
+  why=$(not_plain_pass "$out/gate.json")
+  plain=$?
+  if [ $gate -eq 0 ] && [ $plain -eq 0 ]; then
+    "$kvbench" baseline set "$baseline" "$run_id" --reason "promoted after a plain pass" --db "$db" || exit $?
+    say "baseline $baseline moved to run $run_id"
+  elif [ ! -f "$out/gate.json" ]; then
+    say "not promoted: the gate exited $gate and wrote no gate.json"
+  else
+    say "not promoted: ${why:-the gate exited $gate}"
+  fi
 fi
 exit $gate

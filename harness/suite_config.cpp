@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "benchmark_definition.h"
 #include "model/synthetic_presets.h"
 #include "model_loader.h"
 #include "runtime/error.h"
@@ -403,6 +404,7 @@ json sparse_json(const kv::SparsePolicy& s) {
 
 std::string resolved_json(const SuiteConfig& suite) {
   json root{{"name", suite.name},
+            {"benchmark_definition", kBenchmarkDefinition},
             {"file", suite.file},
             {"seed", suite.seed},
             {"repetitions", suite.repetitions},

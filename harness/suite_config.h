@@ -54,7 +54,8 @@ SuiteConfig load_suite(const std::string& path);
 
 // The resolved configuration: every field with its value, defaults filled in (a workload's
 // sizes as with_defaults gives them; perplexity's 0 context means the model's). Stable key
-// order, so equal configurations hash equally.
+// order, so equal configurations hash equally. It carries the benchmark definition's version
+// (`benchmark_definition`, workloads/benchmark_definition.h).
 std::string resolved_json(const SuiteConfig& suite);
 
 }  // namespace kvbench

@@ -370,3 +370,38 @@ TEST_CASE("a version-4 database migrates in place and one name then holds both c
   CHECK(cases[1].samples.at("tpot_ms_p50@model").at(0).value == 5.0);
   CHECK(count(store, "SELECT count(*) FROM metric_values WHERE name = 'tpot_ms_p50'") == 3);
 }
+
+TEST_CASE("a version-5 database keeps its verdicts and then stores unreliable and definition-changed outcomes", "[store][definition]") {
+  kvtest::TempDir dir("store-outcomes");
+  const std::string path = dir.path + "/v5.sqlite";
+  ResultsStore::create_at_version(path, 5);
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "INSERT INTO runs (started_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
+                         " config_hash, tags, meta_json) VALUES ('t', 'complete', 1, 'b', 't', 'g', 0, '{}', 'h', 'x', '{}');"
+                         "INSERT INTO verdicts (id, created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive,"
+                         " rules_json, rows_json) VALUES (7, 't', 1, 1, 'fail', 2, 0, 0, '{}', '{}');",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    // Version 5 admits three outcomes only.
+    CHECK(sqlite3_exec(db,
+                       "INSERT INTO verdicts (created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive,"
+                       " rules_json, rows_json) VALUES ('t', 1, 1, 'definition-changed', 0, 0, 0, '{}', '{}');",
+                       nullptr, nullptr, nullptr) != SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ResultsStore store(path);
+  CHECK(store.schema_version() == kSchemaVersion);
+  CHECK(count(store, "SELECT count(*) FROM verdicts WHERE id = 7 AND outcome = 'fail' AND regressed = 2") == 1);
+  ResultsStore::VerdictRecord verdict;
+  verdict.baseline_run = verdict.candidate_run = 1;
+  for (const char* outcome : {"unreliable", "definition-changed"}) {
+    verdict.outcome = outcome;
+    store.add_verdict(verdict);
+  }
+  verdict.outcome = "maybe";
+  CHECK_THROWS(store.add_verdict(verdict));
+  CHECK(count(store, "SELECT count(*) FROM verdicts") == 3);
+  CHECK(count(store, "SELECT count(*) FROM pragma_foreign_key_check") == 0);
+}

@@ -1,13 +1,17 @@
 // End to end: ci/nightly.sh on a temporary database. The first night passes and becomes the
-// baseline; a worse night fails the gate and writes JUnit, Markdown, JSON and the HTML report; the example
-// workflow is valid YAML.
+// baseline; a worse night fails the gate and writes JUnit, Markdown, JSON and the HTML report; a
+// night that passes with unreliable rows, or whose benchmark definition changed (exit 6), is not
+// promoted and says why; bad arguments exit 2; the example workflow is valid YAML.
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "benchmark_definition.h"
 #include "e2e/e2e_support.h"
 #include "test_support.h"
 
@@ -23,11 +27,25 @@ std::string suite(const std::string& budget, const std::string& extra, int repet
                   "sparse": {"selector": "hybrid", "budget": )" + budget + R"(, "sample_every": 4})" + extra + "}]}";
 }
 
-int nightly(const std::string& args) {
-  const std::string command = "KVBENCH=" + std::string(KVBENCH_BIN) + " bash " + KVBENCH_SOURCE_DIR + "/ci/nightly.sh " + args + " >/dev/null 2>&1";
+// The script's exit code and everything it printed.
+kvtest::Output nightly(const std::string& args) {
+  const std::string log = kvtest::temp_path("nightly-log");
+  const std::string command = "KVBENCH=" + std::string(KVBENCH_BIN) + " bash " + KVBENCH_SOURCE_DIR + "/ci/nightly.sh " + args + " >" + log + " 2>&1";
   const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  kvtest::Output out;
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  out.text = kvtest::file_bytes(log);
+  std::filesystem::remove(log);
+  return out;
 }
+
+// The script's "not promoted: ..." line ("" when there is none).
+std::string not_promoted(const std::string& text) {
+  const auto at = text.find("not promoted: ");
+  return at == std::string::npos ? "" : text.substr(at, text.find('\n', at) - at);
+}
+
+std::string baseline_run(const std::string& db) { return kvtest::run_kvbench("baseline show nightly/main --db " + db).text; }
 
 void two_nights(const std::string& worse_budget, const std::string& worse_extra, int repetitions) {
   const kvtest::TempDir dir("kvbench-e2e-nightly");
@@ -36,11 +54,14 @@ void two_nights(const std::string& worse_budget, const std::string& worse_extra,
   kvtest::write_file(first, suite("0.25", "", repetitions));
   kvtest::write_file(second, suite(worse_budget, worse_extra, repetitions));
   const std::string common = " --db " + db + " --out " + out + " --promote";
-  CHECK(nightly("--suite " + first + common) == 0);
+  CHECK(nightly("--suite " + first + common).status == 0);
   CHECK(kvtest::run_kvbench("baseline show nightly/main --db " + db).text.find("run 1 [complete]") != std::string::npos);
   CHECK_FALSE(fs::exists(out + "/gate.xml"));  // no gate on the first night
   CHECK(kvtest::file_bytes(out + "/report/index.html").find("no baseline") != std::string::npos);
-  CHECK(nightly("--suite " + second + common) == 1);
+  const kvtest::Output worse = nightly("--suite " + second + common);
+  INFO(worse.text);
+  CHECK(worse.status == 1);
+  CHECK(not_promoted(worse.text).find(" regressed") != std::string::npos);
   // The report beside the gate's files shows the failing verdict.
   CHECK(kvtest::file_bytes(out + "/report/index.html").find("<p class=\"banner regressed\">") != std::string::npos);
   for (const char* file : {"gate.xml", "gate.md", "gate.json"}) {
@@ -50,7 +71,7 @@ void two_nights(const std::string& worse_budget, const std::string& worse_extra,
   CHECK(kvtest::file_bytes(out + "/gate.md").rfind("**kvbench gate: FAIL**", 0) == 0);
   // A failing night does not move the baseline.
   CHECK(kvtest::run_kvbench("baseline show nightly/main --db " + db).text.find("run 1 [complete]") != std::string::npos);
-  CHECK(nightly("--bogus") == 2);
+  CHECK(nightly("--bogus").status == 2);
 }
 
 }  // namespace
@@ -68,4 +89,61 @@ TEST_CASE("the example nightly workflow is valid YAML", "[e2e][nightly]") {
                                   "assert \"nightly\" in d[\"jobs\"] and d[\"jobs\"][\"nightly\"][\"steps\"]' " + file).c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("ci/nightly.sh: a passing night with unreliable rows is not promoted and says why", "[e2e][nightly]") {
+  const kvtest::TempDir dir("kvbench-e2e-nightly-plain");
+  const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports", file = dir.path + "/suite.json";
+  // 2 repetitions: too few for a host row to be judged, so those rows are unreliable.
+  kvtest::write_file(file, suite("0.25", "", 2));
+  const std::string common = " --suite " + file + " --db " + db + " --out " + out + " --promote";
+  REQUIRE(nightly(common).status == 0);
+  REQUIRE(baseline_run(db).find("run 1 [complete]") != std::string::npos);
+  kvtest::Output night = nightly(common + " --unreliable pass --inconclusive pass");
+  INFO(night.text);
+  CHECK(night.status == 0);
+  const auto gate = nlohmann::json::parse(kvtest::file_bytes(out + "/gate.json"));
+  CHECK(gate["plain_pass"] == false);
+  CHECK(gate["unreliable"].get<int>() > 0);
+  CHECK(not_promoted(night.text).find(std::to_string(gate["unreliable"].get<int>()) + " rows unreliable") != std::string::npos);
+  CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
+  // Under --unreliable fail the same night fails with 5, and is not promoted either.
+  night = nightly(common + " --unreliable fail");
+  INFO(night.text);
+  CHECK(night.status == 5);
+  CHECK(not_promoted(night.text).find("rows unreliable") != std::string::npos);
+  CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
+}
+
+TEST_CASE("ci/nightly.sh: a changed benchmark definition exits 6 and is not promoted", "[e2e][nightly][definition]") {
+  const kvtest::TempDir dir("kvbench-e2e-nightly-definition");
+  const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports", file = dir.path + "/suite.json";
+  kvtest::write_file(file, suite("0.25", "", 2));
+  const std::string common = " --suite " + file + " --db " + db + " --out " + out + " --promote --unreliable pass";
+  REQUIRE(nightly(common).status == 0);
+  // The baseline as an older kvbench stored it: no benchmark_definition, version 1.
+  sqlite3* handle = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &handle) == SQLITE_OK);
+  CHECK(sqlite3_exec(handle, "UPDATE runs SET config_json = json_remove(config_json, '$.benchmark_definition') WHERE id = 1", nullptr,
+                     nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(handle);
+  const kvtest::Output night = nightly(common);
+  INFO(night.text);
+  CHECK(night.status == 6);
+  const std::string change = "benchmark definition changed v1 -> v" + std::to_string(kvbench::kBenchmarkDefinition);
+  CHECK(night.text.find("gate: needs a baseline (" + change + ")") != std::string::npos);
+  CHECK(not_promoted(night.text).find("needs a baseline (" + change + ")") != std::string::npos);
+  CHECK(nlohmann::json::parse(kvtest::file_bytes(out + "/gate.json"))["definition_changed"]["from"] == 1);
+  CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
+}
+
+TEST_CASE("ci/nightly.sh: bad pass-through arguments exit 2", "[e2e][nightly]") {
+  const kvtest::TempDir dir("kvbench-e2e-nightly-args");
+  const std::string common = " --db " + dir.path + "/results.sqlite --out " + dir.path + "/reports";
+  for (const char* args : {"--unreliable maybe", "--inconclusive", "--noise-threshold 2"}) {
+    INFO(args);
+    const kvtest::Output out = nightly(std::string(args) + common);
+    CHECK(out.status == 2);
+  }
+  CHECK(nightly("--inconclusive maybe" + common).text.find("--inconclusive: 'maybe' must be pass or fail") != std::string::npos);
 }

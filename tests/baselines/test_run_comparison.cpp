@@ -1,0 +1,111 @@
+// compare_runs across benchmark definitions: runs of different versions leave their exact and
+// modelled rows not gated with one caveat asking for a new baseline, host rows still compared;
+// runs of one version compare as before; a stored version that is not a positive integer is bad
+// input.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "results_store.h"
+#include "run_comparison.h"
+#include "runtime/error.h"
+#include "test_support.h"
+
+using namespace kvbench;
+
+namespace {
+
+const char* const kDefinitionCaveat = "benchmark definition changed v1 -> v2: set a new baseline";
+
+// A complete run of suite "s": one case, 3 repetitions of an exact, a modelled and a host
+// figure; `scale` multiplies the exact and modelled ones.
+std::int64_t add_run(ResultsStore& store, const std::string& config_json, double scale) {
+  RunInfo info;
+  info.git_sha = "abc123";
+  info.config_json = config_json;
+  info.config_hash = "h";
+  info.tags = {"t"};
+  info.meta_json = R"({"suite": "s", "cpu_model": "cpu", "kernel_path": "scalar"})";
+  const std::int64_t run = store.begin_run(info);
+  const std::int64_t c = store.add_case(run, {"m", "w", "p", "host", ""});
+  for (int rep = 1; rep <= 3; ++rep) {
+    store.add_metrics(c, {{rep, "kv_bytes_per_token", 1000.0 * scale, "", "bytes", Clock::Exact, false, false},
+                          {rep, "ttft_ms", 50.0 * scale, "", "ms", Clock::Model, false, false},
+                          {rep, "ttft_ms", 80.0 + rep, "", "ms", Clock::Host, false, false}});
+  }
+  store.finish_case(c, CaseStatus::Complete);
+  store.finish_run(run, RunStatus::Complete);
+  return run;
+}
+
+const MetricComparison& row(const RunComparison& c, const std::string& metric) {
+  REQUIRE(c.cases.size() == 1);
+  const auto& rows = c.cases[0].rows;
+  const auto it = std::find_if(rows.begin(), rows.end(), [&](const MetricComparison& m) { return m.metric == metric; });
+  REQUIRE(it != rows.end());
+  return *it;
+}
+
+}  // namespace
+
+TEST_CASE("runs of different benchmark definitions gate host rows only, with one caveat", "[definition]") {
+  kvtest::TempDir dir("run-comparison-definition");
+  ResultsStore store(dir.path + "/results.sqlite");
+  const GateRules rules = parse_gate_rules(R"({"rules": []})", "empty.json");
+  // Version 1: stored before the field existed.
+  const std::int64_t old_run = add_run(store, R"({"seed": 1})", 1.0);
+  const std::int64_t new_run = add_run(store, R"({"seed": 1, "benchmark_definition": 2})", 1.1);
+  const RunComparison c = compare_runs(store, old_run, new_run, rules, {});
+  REQUIRE(c.definition_change);
+  CHECK(*c.definition_change == std::pair{1, 2});
+  CHECK(std::count(c.caveats.begin(), c.caveats.end(), kDefinitionCaveat) == 1);
+  for (const char* metric : {"kv_bytes_per_token", "ttft_ms@model"}) {
+    INFO(metric);
+    CHECK(row(c, metric).verdict == Verdict::NotGated);
+    CHECK(row(c, metric).note == "benchmark definition changed v1 -> v2");
+  }
+  CHECK(row(c, "ttft_ms").verdict != Verdict::NotGated);
+  CHECK(row(c, "ttft_ms").note.find("benchmark definition") == std::string::npos);
+  CHECK(c.failing() == 0);
+  // The version is the run's, not a case's configuration change.
+  CHECK(c.cases[0].config_changes.empty());
+  CHECK(c.cases[0].not_comparable.empty());
+}
+
+TEST_CASE("runs of one benchmark definition compare their exact rows as before", "[definition]") {
+  kvtest::TempDir dir("run-comparison-same-definition");
+  ResultsStore store(dir.path + "/results.sqlite");
+  const GateRules rules = parse_gate_rules(R"({"rules": []})", "empty.json");
+  const std::string config = R"({"seed": 1, "benchmark_definition": 2})";
+  const std::int64_t base = add_run(store, config, 1.0);
+  const std::int64_t same = add_run(store, config, 1.0);
+  const std::int64_t more = add_run(store, config, 1.1);
+  RunComparison c = compare_runs(store, base, same, rules, {});
+  CHECK_FALSE(c.definition_change);
+  CHECK(c.caveats.empty());
+  CHECK(row(c, "kv_bytes_per_token").verdict == Verdict::Unchanged);
+  c = compare_runs(store, base, more, rules, {});
+  CHECK_FALSE(c.definition_change);
+  CHECK(row(c, "kv_bytes_per_token").verdict == Verdict::Regressed);
+  CHECK(row(c, "ttft_ms@model").verdict == Verdict::Regressed);
+  CHECK(c.failing() == 2);
+  // An explicit version 1 is the same as none.
+  const std::int64_t v1 = add_run(store, R"({"seed": 1, "benchmark_definition": 1})", 1.0);
+  const std::int64_t none = add_run(store, R"({"seed": 1})", 1.0);
+  CHECK_FALSE(compare_runs(store, v1, none, rules, {}).definition_change);
+}
+
+TEST_CASE("a stored benchmark definition that is not a positive integer is bad input", "[definition]") {
+  kvtest::TempDir dir("run-comparison-bad-definition");
+  ResultsStore store(dir.path + "/results.sqlite");
+  const GateRules rules = parse_gate_rules(R"({"rules": []})", "empty.json");
+  const std::int64_t good = add_run(store, R"({"benchmark_definition": 2})", 1.0);
+  for (const char* bad : {R"({"benchmark_definition": "two"})", R"({"benchmark_definition": 0})", R"({"benchmark_definition": 2.5})"}) {
+    INFO(bad);
+    const std::int64_t run = add_run(store, bad, 1.0);
+    CHECK_THROWS_MATCHES(compare_runs(store, good, run, rules, {}), kv::InputError,
+                         Catch::Predicate<kv::InputError>([&](const kv::InputError& e) {
+                           return e.where() == "run " + std::to_string(run) && e.field() == "config_json/benchmark_definition";
+                         }));
+  }
+}

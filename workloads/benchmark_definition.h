@@ -1,0 +1,16 @@
+// The benchmark definition's version: what a configuration and seed produce, beyond what the
+// resolved configuration names. Every run stores it in its resolved configuration
+// (`benchmark_definition`); runs stored before it existed carry none and count as version 1.
+// The gate does not compare exact or modelled figures across versions: it asks for a new
+// baseline instead (baselines/run_comparison.h).
+#pragma once
+
+namespace kvbench {
+
+// Bump it with any change that moves exact or modelled figures for an unchanged configuration
+// and seed: the synthetic generator's statistics, a workload script's operations or prompts,
+// the engine's numerics (quantizers, kernels' rounding, selection, accounting of bytes, pages or
+// op counts) or a model backend's forward pass. A change that moves only host timings does not.
+inline constexpr int kBenchmarkDefinition = 2;
+
+}  // namespace kvbench
