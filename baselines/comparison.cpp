@@ -216,8 +216,11 @@ void judge_by_cpu_rows(std::vector<MetricComparison>& case_rows) {
     const std::string cpu = cpu_counterpart(row.metric);
     if (cpu.empty()) continue;
     for (const MetricComparison& other : case_rows) {
-      const bool decided = other.verdict == Verdict::Regressed || other.verdict == Verdict::Improved || other.verdict == Verdict::Unchanged;
-      if (other.metric == cpu && decided) row.judged_by = cpu;
+      const bool judged = other.verdict != Verdict::Unreliable && other.verdict != Verdict::NotGated;
+      if (other.metric == cpu && judged) {
+        row.judged_by = cpu;
+        row.judged_verdict = other.verdict;
+      }
     }
   }
 }

@@ -63,9 +63,11 @@ struct MetricComparison {
   double spread = 0.0;         // statistical: pooled standard deviation of the log values
   int repetitions_needed = 0;  // inconclusive: per side, to likely settle it (0: more would not help)
   std::string note;            // why inconclusive, unreliable or not gated
-  // An unreliable wall-time row whose span's CPU-time row (cpu_counterpart) decided: that row
-  // judged the span, and this one does not make the comparison unreliable.
+  // An unreliable wall-time row whose span's CPU-time row (cpu_counterpart) had the
+  // repetitions to be judged: that row judged the span (its verdict), and this one does not make
+  // the comparison unreliable.
   std::string judged_by;
+  Verdict judged_verdict = Verdict::Unreliable;
   int between_runs = 0;        // statistical: earlier runs the between-run variance came from (0: none)
   std::string acknowledged;    // a regressed row someone accepted: the ack's reason ("" none)
 };
@@ -92,7 +94,10 @@ MetricComparison compare_paired_samples(const std::string& metric, const std::ve
 std::optional<double> between_run_variance(const std::vector<std::vector<Sample>>& runs);
 
 // Within one case's rows, after decide(): an unreliable wall-time row whose span's CPU-time row
-// was decided (regressed, improved or unchanged) is marked judged_by that row.
+// was judged on enough repetitions (regressed, improved, unchanged or inconclusive: anything but
+// unreliable or not gated) is marked judged_by that row, with its verdict. The comparison then
+// takes the CPU-time row's verdict for the span: a regression fails, an inconclusive one is
+// inconclusive, never a silent pass.
 void judge_by_cpu_rows(std::vector<MetricComparison>& case_rows);
 
 // Adjusts the p-values of the statistical rows (rules[i] belongs to rows[i]) at false

@@ -102,7 +102,9 @@ std::string xml_escape(const std::string& s) {
 }
 
 std::string verdict_text(const MetricComparison& m) {
-  if (!m.judged_by.empty()) return std::string(verdict_name(m.verdict)) + " (judged by " + m.judged_by + ")";
+  if (!m.judged_by.empty()) {
+    return std::string(verdict_name(m.verdict)) + " (judged by " + m.judged_by + ": " + verdict_name(m.judged_verdict) + ")";
+  }
   return m.acknowledged.empty() ? verdict_name(m.verdict) : std::string(verdict_name(m.verdict)) + " (acknowledged)";
 }
 
@@ -263,6 +265,7 @@ std::string comparison_json(const RunComparison& c) {
                     {"p", estimate(r.m->p)},
                     {"adjusted_p", estimate(r.m->adjusted_p)},
                     {"judged_by", r.m->judged_by.empty() ? json(nullptr) : json(r.m->judged_by)},
+                    {"judged_verdict", r.m->judged_by.empty() ? json(nullptr) : json(verdict_name(r.m->judged_verdict))},
                     {"baseline_repetitions", r.m->baseline_used},
                     {"candidate_repetitions", r.m->candidate_used},
                     {"noisy_left_out", r.m->baseline_noisy + r.m->candidate_noisy},

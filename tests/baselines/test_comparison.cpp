@@ -136,7 +136,7 @@ TEST_CASE("Noisy repetitions are left out, and too few left is unreliable, never
   CHECK(rows[0].verdict == Verdict::Unchanged);
 }
 
-TEST_CASE("An unreliable wall-time row is judged by its span's CPU-time row when that row decided", "[gate]") {
+TEST_CASE("An unreliable wall-time row is judged by its span's CPU-time row when that row had the repetitions", "[gate]") {
   std::mt19937 rng(5);
   std::vector<Sample> noisy_base = lognormal(rng, 5, 20.0, 0.02), noisy_cand = lognormal(rng, 5, 90.0, 0.3);
   for (Sample& s : noisy_base) s.noisy = true;
@@ -154,11 +154,17 @@ TEST_CASE("An unreliable wall-time row is judged by its span's CPU-time row when
   CHECK(rows[1].verdict == Verdict::Regressed);
   CHECK(rows[0].verdict == Verdict::Unreliable);
   CHECK(rows[0].judged_by == "span_decode_total_cpu_ms");
+  CHECK(rows[0].judged_verdict == Verdict::Regressed);
   CHECK(rows[2].verdict == Verdict::Unreliable);
   CHECK(rows[2].judged_by.empty());
-  // CPU time undecided (too wide): nothing judges tpot.
+  // CPU time inconclusive (too wide): it still judges tpot, as inconclusive.
   rows = case_rows(lognormal(rng, 5, 20.0, 0.3), lognormal(rng, 5, 21.0, 0.3));
   CHECK(rows[1].verdict == Verdict::Inconclusive);
+  CHECK(rows[0].judged_by == "span_decode_total_cpu_ms");
+  CHECK(rows[0].judged_verdict == Verdict::Inconclusive);
+  // CPU time itself short of repetitions: nothing judges tpot.
+  rows = case_rows({{20.0, false}, {20.1, false}}, {{20.0, false}, {20.2, false}});
+  CHECK(rows[1].verdict == Verdict::Unreliable);
   CHECK(rows[0].judged_by.empty());
 }
 
