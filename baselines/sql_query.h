@@ -1,4 +1,5 @@
-// A prepared read with bound parameters, for the store's readers (internal to baselines/).
+// A prepared statement with bound parameters and a write transaction, for the store's readers
+// and retention (internal to baselines/).
 #pragma once
 
 #include <sqlite3.h>
@@ -47,5 +48,32 @@ class Query {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+// A write transaction that rolls back unless committed; BEGIN IMMEDIATE takes the write lock up
+// front, so concurrent writers queue on the busy timeout instead of deadlocking.
+class WriteTransaction {
+ public:
+  explicit WriteTransaction(ResultsStore& store) : db_(store.db()) { exec("BEGIN IMMEDIATE"); }
+  ~WriteTransaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  WriteTransaction(const WriteTransaction&) = delete;
+  WriteTransaction& operator=(const WriteTransaction&) = delete;
+  void commit() {
+    exec("COMMIT");
+    done_ = true;
+  }
+
+ private:
+  void exec(const char* sql) {
+    char* error = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+      const std::string message = error != nullptr ? error : sqlite3_errmsg(db_);
+      sqlite3_free(error);
+      throw std::runtime_error(std::string("sqlite ") + sql + ": " + message);
+    }
+  }
+  sqlite3* db_;
+  bool done_ = false;
+};
 
 }  // namespace kvbench

@@ -13,6 +13,7 @@
 #include "ab_command.h"
 #include "calibrate_command.h"
 #include "pareto_command.h"
+#include "prune_command.h"
 #include "report_command.h"
 #include "validate_command.h"
 #include "compare_command.h"
@@ -105,6 +106,8 @@ int run_cli(int argc, char** argv) {
   add_pareto_command(app, pareto);
   ReportCommandOptions report;
   add_report_command(app, report);
+  PruneCommandOptions prune;
+  add_prune_command(app, prune);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -154,6 +157,7 @@ int run_cli(int argc, char** argv) {
     if (validate.command->parsed()) return run_validate(validate);
     if (pareto.command->parsed()) return run_pareto(pareto);
     if (report.command->parsed()) return run_report(report);
+    if (prune.command->parsed()) return run_prune(prune);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

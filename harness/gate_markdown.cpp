@@ -1,0 +1,234 @@
+#include "gate_markdown.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kvbench {
+
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+constexpr std::string_view kLineBreak = "\xE2\x8F\x8E";    // U+23CE, ⏎
+constexpr std::string_view kEllipsis = "\xE2\x80\xA6";     // U+2026, …
+// What the closing lines need beyond the budget of the rows: section ends, </details> and the
+// left-out line.
+constexpr std::size_t kTailReserve = 512;
+
+constexpr std::string_view kTableHead =
+    "| verdict | case | metric | baseline | candidate | change | note |\n|---|---|---|---|---|---|---|\n";
+
+// The length of the well-formed UTF-8 sequence at s[i]; 0 when it is not one.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    n = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    n = 3;
+    if (lead == 0xE0) low = 0xA0;   // no overlong forms
+    if (lead == 0xED) high = 0x9F;  // no surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    n = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;  // nothing beyond U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || byte(i + 1) < low || byte(i + 1) > high) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+// Characters that change how text around them reads: C0 and C1 controls, DEL, and the
+// bidirectional embeddings, overrides and isolates.
+bool is_control(std::string_view cp) {
+  const auto b0 = static_cast<unsigned char>(cp[0]);
+  if (cp.size() == 1) return b0 < 0x20 || b0 == 0x7F;
+  if (cp.size() == 2) return b0 == 0xC2 && static_cast<unsigned char>(cp[1]) < 0xA0;
+  if (cp.size() != 3 || b0 != 0xE2) return false;
+  const auto b1 = static_cast<unsigned char>(cp[1]), b2 = static_cast<unsigned char>(cp[2]);
+  return (b1 == 0x80 && b2 >= 0xAA && b2 <= 0xAE) || (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9);
+}
+
+// Valid UTF-8 on one line, at most kMarkdownFieldChars characters.
+std::string sanitized(std::string_view s) {
+  std::string out;
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < s.size(); ++chars) {
+    if (chars == kMarkdownFieldChars) {
+      out += kEllipsis;
+      break;
+    }
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    const std::string_view cp = s.substr(i, n);
+    i += n;
+    if (cp == "\r" && i < s.size() && s[i] == '\n') ++i;  // CRLF: one break
+    if (cp == "\n" || cp == "\r" || cp == "\u2028" || cp == "\u2029") {
+      out += kLineBreak;
+    } else if (cp == "\t") {
+      out += ' ';
+    } else if (is_control(cp)) {
+      out += kReplacement;
+    } else {
+      out += cp;
+    }
+  }
+  return out;
+}
+
+bool equals_ignoring_case(std::string_view a, std::string_view lower) {
+  return a.size() == lower.size() &&
+         std::equal(a.begin(), a.end(), lower.begin(), [](char x, char y) { return (x >= 'A' && x <= 'Z' ? x - 'A' + 'a' : x) == y; });
+}
+
+// `content` (sanitized) in a backtick fence longer than any backtick run inside it, padded with
+// a space where a backtick or a space at its ends would otherwise be taken away.
+std::string code_span(const std::string& content) {
+  if (content.empty()) return "";
+  std::size_t longest = 0, run = 0;
+  for (char ch : content) {
+    run = ch == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(longest + 1, '`');
+  const bool pad = content.front() == '`' || content.back() == '`' || (content.front() == ' ' && content.back() == ' ');
+  const std::string space = pad ? " " : "";
+  return fence + space + content + space + fence;
+}
+
+std::string row_markdown(const GateMarkdownRow& r) {
+  return fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", markdown_text(r.verdict), markdown_code_cell(r.case_name), markdown_code_cell(r.metric),
+                     markdown_text(r.baseline), markdown_text(r.candidate), markdown_text(r.change), markdown_text(r.note));
+}
+
+struct LeftOut {
+  std::size_t rows = 0, changes = 0, other = 0;
+};
+
+// The comment, appended to while the budget lasts. Once one piece did not fit nothing more is
+// appended, so what is shown is always a prefix of the full text.
+class Comment {
+ public:
+  explicit Comment(std::string head) : out_(std::move(head)) {}
+  // `prefix` (a section's head; "" once it is open) and `item` together, or neither; counts
+  // into `left_out` what was not appended.
+  bool append(std::string_view prefix, std::string_view item, std::size_t& left_out) {
+    if (stopped_ || out_.size() + prefix.size() + item.size() > kGateMarkdownLimit - kTailReserve) {
+      stopped_ = true;
+      ++left_out;
+      return false;
+    }
+    out_.append(prefix).append(item);
+    return true;
+  }
+  // A section's end or the left-out line: within kTailReserve.
+  void close(std::string_view text) { out_.append(text); }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+  bool stopped_ = false;
+};
+
+void write_config_changes(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+  bool open = false;
+  for (const auto& [name, change] : m.config_changes) {
+    const std::string line = "- config changed: " + markdown_code(name) + ": " + markdown_text(change) + "\n";
+    open |= comment.append(open ? "" : "### Config changes\n\n", line, left.changes);
+  }
+  if (open) comment.close("\n");
+}
+
+void write_regressions(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+  const std::string head = "### Regressions\n\n" + std::string(kTableHead);
+  bool open = false;
+  for (const GateMarkdownRow& row : m.rows) {
+    if (row.regressed) open |= comment.append(open ? "" : head, row_markdown(row), left.rows);
+  }
+  if (open) comment.close("\n");
+}
+
+// Every other row and the cases found in one run only, collapsed.
+void write_other_rows(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+  const auto others = std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return !r.regressed; });
+  const std::string details = fmt::format("<details><summary>Every other row ({})</summary>\n\n", others);
+  bool in_details = false, in_table = false;
+  for (const GateMarkdownRow& row : m.rows) {
+    if (row.regressed) continue;
+    const std::string prefix = (in_details ? "" : details) + std::string(in_table ? "" : kTableHead);
+    if (comment.append(prefix, row_markdown(row), left.rows)) in_details = in_table = true;
+  }
+  for (const auto& [names, where] : {std::pair{&m.only_in_baseline, "baseline"}, std::pair{&m.only_in_candidate, "candidate"}}) {
+    for (const std::string& name : *names) {
+      in_details |= comment.append(in_details ? "" : details, fmt::format("\nonly in the {}: {}\n", where, markdown_code(name)), left.other);
+    }
+  }
+  if (in_details) comment.close("\n</details>\n");
+}
+
+std::string left_out_line(const LeftOut& left, const GateMarkdown& m) {
+  std::string what;
+  const auto add = [&](std::size_t count, const std::string& text) {
+    if (count == 0) return;
+    what += (what.empty() ? "" : ", ") + text;
+  };
+  add(left.rows, fmt::format("{} of {} rows", left.rows, m.rows.size()));
+  add(left.changes, fmt::format("{} of {} config changes", left.changes, m.config_changes.size()));
+  add(left.other, fmt::format("{} other lines (caveats, cases in one run only)", left.other));
+  return fmt::format("\n**Cut to fit a pull-request comment:** {} left out. The full comparison is in gate.json and in the HTML "
+                     "report (report/index.html).\n",
+                     what);
+}
+
+}  // namespace
+
+std::string markdown_text(std::string_view text) {
+  const std::string clean = sanitized(text);
+  std::string out;
+  out.reserve(clean.size());
+  for (std::size_t i = 0; i < clean.size(); ++i) {
+    const char ch = clean[i];
+    const bool markup = std::string_view("\\`*_<>[]#|~").find(ch) != std::string_view::npos;
+    const bool url_colon = ch == ':' && clean.compare(i + 1, 2, "//") == 0;
+    const bool www_dot = ch == '.' && i >= 3 && equals_ignoring_case(std::string_view(clean).substr(i - 3, 3), "www");
+    if (markup || url_colon || www_dot) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+std::string markdown_code(std::string_view text) { return code_span(sanitized(text)); }
+
+std::string markdown_code_cell(std::string_view text) {
+  std::string escaped;
+  for (char ch : sanitized(text)) {
+    if (ch == '|') escaped += '\\';
+    escaped += ch;
+  }
+  return code_span(escaped);
+}
+
+std::string render_gate_markdown(const GateMarkdown& m) {
+  Comment comment(fmt::format("**kvbench gate: {}** — candidate run {} against baseline run {} (suite {}): {}\n\n", m.failed ? "FAIL" : "pass",
+                              m.candidate_run, m.baseline_run, markdown_text(m.suite), markdown_text(m.counts)));
+  LeftOut left;
+  for (const std::string& caveat : m.caveats) comment.append("", "> caveat: " + markdown_text(caveat) + "\n\n", left.other);
+  write_config_changes(m, comment, left);
+  write_regressions(m, comment, left);
+  write_other_rows(m, comment, left);
+  if (left.rows + left.changes + left.other > 0) comment.close(left_out_line(left, m));
+  return comment.take();
+}
+
+}  // namespace kvbench
