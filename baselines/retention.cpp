@@ -193,9 +193,15 @@ PruneResult apply_prune(ResultsStore& store, const PrunePlan& plan) {
   for (const auto& [table, sql] : kRunRows) result.rows_removed.emplace_back(table, rows[table]);
   // VACUUM cannot run inside a transaction. Free pages left by earlier deletions are reclaimed
   // too, so a prune whose VACUUM was interrupted finishes the next time.
+  // The removal is committed by now: a VACUUM that fails (another writer held the database
+  // past the busy timeout) is reported, not thrown.
   if (!result.removed.empty() || pragma_value(store, "PRAGMA freelist_count") > 0) {
-    exec(store, "VACUUM");
-    exec(store, "PRAGMA wal_checkpoint(TRUNCATE)");
+    try {
+      exec(store, "VACUUM");
+      exec(store, "PRAGMA wal_checkpoint(TRUNCATE)");
+    } catch (const std::runtime_error& e) {
+      result.vacuum_error = e.what();
+    }
   }
   result.bytes_after = database_bytes(store.path());
   return result;

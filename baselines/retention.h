@@ -64,6 +64,7 @@ struct PruneResult {
   std::vector<RetentionRun> spared;  // planned, but held by the time of removal
   std::vector<std::pair<std::string, std::int64_t>> rows_removed;  // (table, rows)
   std::uint64_t bytes_before = 0, bytes_after = 0;  // the database file with its WAL
+  std::string vacuum_error;  // "" : the space was reclaimed; a later prune reclaims it otherwise
 };
 
 // Needs a store opened for writing.

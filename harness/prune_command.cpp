@@ -53,6 +53,10 @@ void print_result(const PruneResult& result) {
   }
   const std::uint64_t reclaimed = result.bytes_before > result.bytes_after ? result.bytes_before - result.bytes_after : 0;
   fmt::print("database: {} -> {}, {} reclaimed\n", bytes_text(result.bytes_before), bytes_text(result.bytes_after), bytes_text(reclaimed));
+  if (!result.vacuum_error.empty()) {
+    fmt::print(stderr, "kvbench: warning: the runs are removed but their space is not reclaimed yet ({}); the next prune reclaims it\n",
+               result.vacuum_error);
+  }
 }
 
 }  // namespace

@@ -210,6 +210,7 @@ TEST_CASE("prune removes every row of the runs it removes, keeps the rest whole 
   const std::vector<std::pair<std::string, std::int64_t>> rows = {{"metrics", 8},  {"series", 16000}, {"histograms", 12}, {"events", 4}, {"cases", 4},
                                                                    {"verdicts", 2}, {"change_points", 1}, {"runs", 4}};
   CHECK(result.rows_removed == rows);
+  CHECK(result.vacuum_error.empty());
   CHECK(result.bytes_after < result.bytes_before);
   CHECK(result.bytes_after == database_bytes(path));
   // Nothing left to remove: a second prune removes nothing.
