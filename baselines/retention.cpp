@@ -124,7 +124,10 @@ RetentionInput read_retention_input(ResultsStore& store) {
     if (a.baseline_run != a.run_id) held[a.baseline_run].push_back(fmt::format("baseline of acknowledgement {}", a.id));
   }
   for (const RunRecord& r : list_runs(store)) input.runs.push_back({r.id, r.suite, r.status, r.started_at, held[r.id]});
-  for (const VerdictRow& v : list_verdicts(store)) input.verdicts.emplace_back(v.baseline_run, v.candidate_run);
+  if (store.schema_version() >= 4) {  // verdicts came with version 4; their rows are not read
+    Query q(store, "SELECT baseline_run, candidate_run FROM verdicts ORDER BY id");
+    while (q.step()) input.verdicts.emplace_back(q.int64(0), q.int64(1));
+  }
   return input;
 }
 
