@@ -298,9 +298,18 @@ std::string comparison_json(const RunComparison& c) {
       .dump(2);
 }
 
-std::string comparison_markdown(const RunComparison& c) {
+// The gate's outcome in a word or two, as a headline.
+std::string outcome_headline(const RunComparison& c, const GateStrictness& strictness) {
+  if (c.definition_change) return "needs a baseline";
+  if (c.failing() > 0) return "FAIL";
+  if (c.unreliable() > 0) return strictness.unreliable_fails ? "UNRELIABLE" : "pass (unreliable rows passed by --unreliable=pass)";
+  if (c.count(Verdict::Inconclusive) > 0) return strictness.inconclusive_fails ? "FAIL (inconclusive)" : "pass (with inconclusive rows)";
+  return "pass";
+}
+
+std::string comparison_markdown(const RunComparison& c, const GateStrictness& strictness) {
   GateMarkdown md;
-  md.failed = c.failing() > 0;
+  md.outcome = outcome_headline(c, strictness);
   md.candidate_run = c.candidate.id;
   md.baseline_run = c.baseline.id;
   md.suite = c.candidate.suite;
@@ -310,7 +319,8 @@ std::string comparison_markdown(const RunComparison& c) {
     for (const std::string& change : k.config_changes) md.config_changes.emplace_back(k.name, change);
   }
   for (const Row& r : sorted_rows(c)) {
-    md.rows.push_back({r.m->verdict == Verdict::Regressed, verdict_text(*r.m), r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
+    md.rows.push_back({r.m->verdict == Verdict::Regressed, r.m->verdict == Verdict::Unreliable && r.m->judged_by.empty(), verdict_text(*r.m),
+                       r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
                        value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), r.m->acknowledged.empty() ? r.m->note : r.m->acknowledged});
   }
   md.only_in_baseline = c.only_in_baseline;
@@ -430,7 +440,7 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   const GateStrictness strictness{inconclusive_fails, o.unreliable == "fail"};
   // Every file first: a gate that cannot write its report stores no verdict.
   if (!o.junit.empty()) write_file_atomically(o.junit, comparison_junit(c, strictness), "--junit");
-  if (!o.markdown.empty()) write_file_atomically(o.markdown, comparison_markdown(c), "--markdown");
+  if (!o.markdown.empty()) write_file_atomically(o.markdown, comparison_markdown(c, strictness), "--markdown");
   if (!o.json.empty()) write_file_atomically(o.json, comparison_json(c), "--json");
   ResultsStore::VerdictRecord verdict;
   verdict.baseline_run = c.baseline.id;

@@ -49,12 +49,13 @@ LoadedRules load_gate_rules(const std::string& path);
 // The renderings of a comparison (the gate writes each to its file).
 std::string comparison_table(const RunComparison& c, bool all);
 std::string comparison_json(const RunComparison& c);
-std::string comparison_markdown(const RunComparison& c);
 // What fails a gate beside unacknowledged regressions.
 struct GateStrictness {
   bool inconclusive_fails = false;
   bool unreliable_fails = true;
 };
 std::string comparison_junit(const RunComparison& c, const GateStrictness& strictness);
+// The headline says what the gate with this strictness decides.
+std::string comparison_markdown(const RunComparison& c, const GateStrictness& strictness = {});
 
 }  // namespace kvbench

@@ -150,22 +150,26 @@ void write_config_changes(const GateMarkdown& m, Comment& comment, LeftOut& left
   if (open) comment.close("\n");
 }
 
-void write_regressions(const GateMarkdown& m, Comment& comment, LeftOut& left) {
-  const std::string head = "### Regressions\n\n" + std::string(kTableHead);
-  bool open = false;
-  for (const GateMarkdownRow& row : m.rows) {
-    if (row.regressed) open |= comment.append(open ? "" : head, row_markdown(row), left.rows);
+// The rows that decide the outcome, above the fold: regressions, then unreliable rows.
+void write_deciding_rows(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+  for (const auto& [title, wanted] : {std::pair{"### Regressions\n\n", &GateMarkdownRow::regressed},
+                                      std::pair{"### Unreliable (noise left them undecided)\n\n", &GateMarkdownRow::unreliable}}) {
+    const std::string head = title + std::string(kTableHead);
+    bool open = false;
+    for (const GateMarkdownRow& row : m.rows) {
+      if (row.*wanted) open |= comment.append(open ? "" : head, row_markdown(row), left.rows);
+    }
+    if (open) comment.close("\n");
   }
-  if (open) comment.close("\n");
 }
 
 // Every other row and the cases found in one run only, collapsed.
 void write_other_rows(const GateMarkdown& m, Comment& comment, LeftOut& left) {
-  const auto others = std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return !r.regressed; });
+  const auto others = std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return !r.regressed && !r.unreliable; });
   const std::string details = fmt::format("<details><summary>Every other row ({})</summary>\n\n", others);
   bool in_details = false, in_table = false;
   for (const GateMarkdownRow& row : m.rows) {
-    if (row.regressed) continue;
+    if (row.regressed || row.unreliable) continue;
     const std::string prefix = (in_details ? "" : details) + std::string(in_table ? "" : kTableHead);
     if (comment.append(prefix, row_markdown(row), left.rows)) in_details = in_table = true;
   }
@@ -220,12 +224,12 @@ std::string markdown_code_cell(std::string_view text) {
 }
 
 std::string render_gate_markdown(const GateMarkdown& m) {
-  Comment comment(fmt::format("**kvbench gate: {}** — candidate run {} against baseline run {} (suite {}): {}\n\n", m.failed ? "FAIL" : "pass",
+  Comment comment(fmt::format("**kvbench gate: {}** — candidate run {} against baseline run {} (suite {}): {}\n\n", markdown_text(m.outcome),
                               m.candidate_run, m.baseline_run, markdown_text(m.suite), markdown_text(m.counts)));
   LeftOut left;
   for (const std::string& caveat : m.caveats) comment.append("", "> caveat: " + markdown_text(caveat) + "\n\n", left.other);
   write_config_changes(m, comment, left);
-  write_regressions(m, comment, left);
+  write_deciding_rows(m, comment, left);
   write_other_rows(m, comment, left);
   if (left.rows + left.changes + left.other > 0) comment.close(left_out_line(left, m));
   return comment.take();

@@ -1,5 +1,6 @@
-// The gate's Markdown, written to be posted as a pull-request comment: the verdict line, the
-// configuration changes, the regressed rows, then every other row in a collapsed <details>.
+// The gate's Markdown, written to be posted as a pull-request comment: the verdict line (the
+// gate's outcome), the configuration changes, the regressed rows, the unreliable rows nothing
+// judged, then every other row in a collapsed <details>.
 //
 // Every string that comes from data (case, metric and suite names, config change text, notes,
 // caveats) is escaped: it cannot add a table cell, HTML, a link, emphasis or a heading, and a
@@ -36,12 +37,13 @@ std::string markdown_code_cell(std::string_view text);
 // One (case, metric) row, as plain unescaped text.
 struct GateMarkdownRow {
   bool regressed = false;
+  bool unreliable = false;  // noise left it undecided and no CPU-time row judged it
   std::string verdict, case_name, metric, baseline, candidate, change, note;
 };
 
 // A comparison as the Markdown needs it; the strings are plain, the renderer escapes them.
 struct GateMarkdown {
-  bool failed = false;
+  std::string outcome = "pass";  // the headline: what the gate decided ("FAIL", "UNRELIABLE", ...)
   std::int64_t candidate_run = 0, baseline_run = 0;
   std::string suite;
   std::string counts;  // "1 regressed, 0 improved, ..."

@@ -289,3 +289,29 @@ TEST_CASE("regressions and config changes beyond the limit are cut too, and coun
     CHECK(md.find("<details>") == std::string::npos);  // nothing after the cut
   }
 }
+
+TEST_CASE("the headline follows the gate's outcome, and unreliable rows nothing judged stand above the fold", "[gate-markdown]") {
+  RunComparison c = comparison("nightly");
+  CaseComparison a;
+  a.name = "syn-7b/rag-2k/q4-hybrid/host";
+  MetricComparison judged = row("decode_tps", Verdict::Unreliable);
+  judged.judged_by = "span_decode_total_cpu_ms";
+  judged.judged_verdict = Verdict::Unchanged;
+  a.rows = {row("span_decode_dma_wait_ms", Verdict::Unreliable), judged, row("tpot_ms_p50", Verdict::Inconclusive)};
+  c.cases = {a};
+  std::string md = comparison_markdown(c);
+  INFO(md);
+  CHECK(md.rfind("**kvbench gate: UNRELIABLE** —", 0) == 0);
+  const std::size_t unreliable = md.find("### Unreliable (noise left them undecided)\n\n| verdict |");
+  const std::size_t details = md.find("<details><summary>Every other row (2)</summary>");
+  REQUIRE(unreliable != std::string::npos);
+  REQUIRE(details != std::string::npos);
+  CHECK(md.find("`span_decode_dma_wait_ms`") > unreliable);
+  CHECK(md.find("`span_decode_dma_wait_ms`") < details);
+  CHECK(md.find("`decode_tps`") > details);  // judged by its CPU-time row: not above the fold
+  CHECK(comparison_markdown(c, GateStrictness{false, false}).rfind("**kvbench gate: pass (unreliable rows passed by --unreliable=pass)**", 0) == 0);
+  c.cases[0].rows.erase(c.cases[0].rows.begin());
+  CHECK(comparison_markdown(c).rfind("**kvbench gate: pass (with inconclusive rows)**", 0) == 0);
+  c.definition_change = std::pair{1, 2};
+  CHECK(comparison_markdown(c).rfind("**kvbench gate: needs a baseline**", 0) == 0);
+}
