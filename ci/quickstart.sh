@@ -2,7 +2,7 @@
 # Quick start: install what is missing, build the kvbench binary (Release, build/), run the
 # default suite (nightly) into kvbench-results/results.sqlite, print its summary and write its
 # report to kvbench-results/report/index.html. Arguments
-# go to `kvbench run` (e.g. --suite smoke for a one-minute first look). The tests are
+# go to `kvbench run` (e.g. --suite smoke for a first look in seconds). The tests are
 # ci/test.sh's job: only the binary this script runs is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."

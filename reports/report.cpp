@@ -147,10 +147,17 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
     const int regressed = count("regressed", 0), inconclusive = count("inconclusive", 0), unreliable = count("unreliable", 0);
     // Verdicts stored before acknowledgements existed carry no "failing": every regression fails.
     const int failing = count("failing", regressed);
-    const std::string state = failing > 0 ? "regressed" : unreliable > 0 ? "unreliable" : inconclusive > 0 ? "inconclusive" : "pass";
+    std::string state = failing > 0 ? "regressed" : unreliable > 0 ? "unreliable" : inconclusive > 0 ? "inconclusive" : "pass";
+    std::string label = state;
+    // Across benchmark definitions the exact and modelled rows were not gated: the gate asks for a baseline.
+    if (c.contains("definition_changed") && c["definition_changed"].is_object()) {
+      const json& change = c["definition_changed"];
+      state = "inconclusive";
+      label = fmt::format("needs a baseline (benchmark definition changed v{} -> v{})", change.value("from", 0), change.value("to", 0));
+    }
     page << fmt::format("<p class=\"banner {}\">{}: run {} against baseline run {}; {} regressed ({} acknowledged), {} unreliable, {} "
                         "improved, {} inconclusive</p>\n",
-                        state, state, run.id, count("baseline_run", 0), regressed, regressed - failing, unreliable, count("improved", 0),
+                        state, h(label), run.id, count("baseline_run", 0), regressed, regressed - failing, unreliable, count("improved", 0),
                         inconclusive);
     page << "<p>" + h(o.baseline_note) + "</p>\n";
     std::vector<json> rows;

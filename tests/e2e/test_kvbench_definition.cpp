@@ -1,7 +1,7 @@
 // End to end through the binary: every run stores its benchmark definition in its resolved
 // configuration; a gate across definitions (a run stored before the field existed against a new
 // one) stores `definition-changed`, says a new baseline is needed and exits 6, its exact rows
-// not gated; runs of one definition gate as before.
+// not gated, and the report's banner says so; runs of one definition gate as before.
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
@@ -65,6 +65,11 @@ TEST_CASE("a gate across benchmark definitions needs a baseline: exit 6, stored,
     ++exact;
   }
   CHECK(exact == 2);
+  // The report's banner says the same, not "pass".
+  out = run_kvbench("report --db " + db + " --run 2 --out " + dir.path + "/report");
+  REQUIRE(out.status == 0);
+  CHECK(kvtest::file_bytes(dir.path + "/report/index.html").find(">needs a baseline (benchmark definition changed v1 -&gt; v") !=
+        std::string::npos);
 
   // compare says the same and stores nothing.
   out = run_kvbench("compare --baseline 1 --candidate 2 --format json --db " + db);
