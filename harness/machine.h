@@ -63,8 +63,9 @@ Noise noise_between(const CpuSample& before, const CpuSample& after, const RunQu
 
 // Peak resident set size of this process (VmHWM), bytes; 0 when unreadable.
 std::uint64_t peak_rss_bytes();
-// Resets the peak to the current RSS (writes 5 to /proc/self/clear_refs), so that the next
-// peak_rss_bytes() covers only what follows. False when the kernel refuses.
+// Returns freed heap to the system (malloc_trim), then resets the peak to the current RSS
+// (writes 5 to /proc/self/clear_refs), so that the next peak_rss_bytes() covers only what
+// follows. False when the kernel refuses.
 bool reset_peak_rss();
 
 }  // namespace kvbench
