@@ -17,7 +17,7 @@ namespace {
 // The gate trial's one-case suite (bench/suites/gate-trial.json) with the default noise threshold.
 std::string suite(const std::string& extra) {
   return R"({"name": "trial", "repetitions": 5, "warmup": 1,
-    "models": [{"name": "syn-0.5b", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 2}],
+    "models": [{"name": "syn-0.5b", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-4k", "kind": "rag", "context_tokens": 4096, "gen_tokens": 16}],
     "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "residual_tokens": 64,
                   "sparse": {"selector": "hybrid", "budget": 0.25, "sample_every": 8})" + extra + "}]}";
