@@ -178,9 +178,15 @@ MetricComparison compare_paired_samples(const std::string& metric, const std::ve
   MetricComparison row = compare_samples(metric, baseline, candidate, rule);
   const bool open = row.verdict == Verdict::Inconclusive || row.verdict == Verdict::Unreliable;
   if (rule.kind != GateClass::Statistical || !open || baseline.size() != candidate.size() || baseline.empty()) return row;
+  const auto positive = [](const std::vector<Sample>& v) {
+    return std::all_of(v.begin(), v.end(), [](const Sample& s) { return s.value > 0.0; });
+  };
+  // Zero timings (a wait that happened in some repetitions only) have no log ratio: judged
+  // unpaired on the raw values, as compare_samples does.
+  if (!positive(baseline) || !positive(candidate)) return row;
   std::vector<double> differences, b, c;
   for (std::size_t i = 0; i < baseline.size(); ++i) {
-    if (baseline[i].noisy || candidate[i].noisy || !(baseline[i].value > 0.0) || !(candidate[i].value > 0.0)) continue;
+    if (baseline[i].noisy || candidate[i].noisy) continue;
     differences.push_back(std::log(candidate[i].value) - std::log(baseline[i].value));
     b.push_back(baseline[i].value);
     c.push_back(candidate[i].value);
@@ -191,8 +197,10 @@ MetricComparison compare_paired_samples(const std::string& metric, const std::ve
   if (static_cast<int>(differences.size()) < kMinRepetitions) {
     row.verdict = Verdict::Unreliable;
     row.estimated = false;
-    row.note = fmt::format("{} usable pairs of {} ({} needed): noise (or a zero timing) left it undecided; the medians include every "
-                           "repetition",
+    row.baseline_median = median(values_of(baseline, false));
+    row.candidate_median = median(values_of(candidate, false));
+    row.note = fmt::format("{} pairs with both repetitions quiet, of {} ({} needed): noise left it undecided; the medians include "
+                           "every repetition",
                            differences.size(), baseline.size(), kMinRepetitions);
     return row;
   }

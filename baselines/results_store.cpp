@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "sql_query.h"
 
 namespace kvbench {
 
@@ -65,31 +66,6 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// A transaction that rolls back unless committed. BEGIN IMMEDIATE takes the write lock up
-// front, so concurrent writers queue on the busy timeout instead of deadlocking.
-class Transaction {
- public:
-  explicit Transaction(sqlite3* db) : db_(db) { exec("BEGIN IMMEDIATE"); }
-  ~Transaction() {
-    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  void commit() {
-    exec("COMMIT");
-    done_ = true;
-  }
-
- private:
-  void exec(const char* sql) {
-    char* error = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
-      const std::string message = error != nullptr ? error : "unknown";
-      sqlite3_free(error);
-      throw std::runtime_error(std::string("sqlite ") + sql + ": " + message);
-    }
-  }
-  sqlite3* db_;
-  bool done_ = false;
-};
 
 
 std::string join_tags(const std::vector<std::string>& tags) {
@@ -507,7 +483,7 @@ void ResultsStore::exec(const char* sql) {
 void ResultsStore::migrate() { migrate_to(kSchemaVersion); }
 
 void ResultsStore::migrate_to(int target) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   int version = read_user_version(db_);
   if (version > kSchemaVersion) {
     throw kv::InputError(path_, "schema_version",
@@ -546,7 +522,7 @@ ResultsStore::ResultsStore(const std::string& path, Access, int version) : path_
 }
 
 std::int64_t ResultsStore::begin_run(const RunInfo& info) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   const std::string now = now_utc();
   Statement insert(db_,
                    "INSERT INTO runs (started_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
@@ -571,7 +547,7 @@ void ResultsStore::finish_run(std::int64_t run_id, RunStatus status) {
 }
 
 std::int64_t ResultsStore::add_case(std::int64_t run_id, const CaseInfo& info) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   Statement insert(db_,
                    "INSERT INTO cases (run_id, name, model, workload, policy, soc, skipped_reason, status)"
                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
@@ -589,7 +565,7 @@ void ResultsStore::finish_case(std::int64_t case_id, CaseStatus status, const st
 }
 
 void ResultsStore::add_repetition(std::int64_t case_id, const RepetitionRecord& record) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   insert_metrics(case_id, record.metrics);
   for (const auto& [name, values] : record.series) insert_series(case_id, record.repetition, name, values);
   for (const auto& [name, counts] : record.histograms) insert_histogram(case_id, record.repetition, name, counts);
@@ -599,7 +575,7 @@ void ResultsStore::add_repetition(std::int64_t case_id, const RepetitionRecord& 
 
 void ResultsStore::add_histogram(std::int64_t case_id, int repetition, const std::string& name,
                                  const std::vector<std::int64_t>& counts) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   insert_histogram(case_id, repetition, name, counts);
   tx.commit();
 }
@@ -613,7 +589,7 @@ void ResultsStore::insert_histogram(std::int64_t case_id, int repetition, const 
 }
 
 void ResultsStore::add_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   insert_events(case_id, repetition, events);
   tx.commit();
 }
@@ -624,7 +600,7 @@ void ResultsStore::insert_events(std::int64_t case_id, int repetition, const std
 }
 
 void ResultsStore::add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   insert_metrics(case_id, metrics);
   tx.commit();
 }
@@ -648,7 +624,7 @@ void ResultsStore::insert_metrics(std::int64_t case_id, const std::vector<Metric
 }
 
 void ResultsStore::add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   insert_series(case_id, repetition, name, values);
   tx.commit();
 }
@@ -667,7 +643,7 @@ void ResultsStore::add_event(std::int64_t case_id, int repetition, std::int64_t 
 }
 
 void ResultsStore::set_baseline(const std::string& name, std::int64_t run_id, const std::string& reason) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   Statement upsert(db_,
                    "INSERT INTO baselines (name, run_id, set_at, reason) VALUES (?, ?, ?, ?)"
                    " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id, set_at = excluded.set_at, reason = excluded.reason");
@@ -676,7 +652,7 @@ void ResultsStore::set_baseline(const std::string& name, std::int64_t run_id, co
 }
 
 bool ResultsStore::remove_baseline(const std::string& name) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   Statement remove(db_, "DELETE FROM baselines WHERE name = ?");
   remove.bind(1, name).run();
   const bool removed = sqlite3_changes(db_) > 0;
@@ -685,7 +661,7 @@ bool ResultsStore::remove_baseline(const std::string& name) {
 }
 
 std::int64_t ResultsStore::add_verdict(const VerdictRecord& v) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   Statement insert(db_,
                    "INSERT INTO verdicts (created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive,"
                    " rules_json, rows_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -698,7 +674,7 @@ std::int64_t ResultsStore::add_verdict(const VerdictRecord& v) {
 
 std::int64_t ResultsStore::add_ack(std::int64_t run_id, std::int64_t baseline_run, const std::string& case_glob,
                                    const std::string& metric, const std::string& reason) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   Statement insert(db_,
                    "INSERT INTO acks (run_id, baseline_run, case_glob, metric_glob, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)");
   insert.bind(1, run_id).bind(2, baseline_run).bind(3, case_glob).bind(4, metric).bind(5, reason).bind(6, now_utc()).run();
@@ -708,7 +684,7 @@ std::int64_t ResultsStore::add_ack(std::int64_t run_id, std::int64_t baseline_ru
 }
 
 bool ResultsStore::remove_ack(std::int64_t id) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   Statement remove(db_, "DELETE FROM acks WHERE id = ?");
   remove.bind(1, id).run();
   const bool removed = sqlite3_changes(db_) > 0;
@@ -718,7 +694,7 @@ bool ResultsStore::remove_ack(std::int64_t id) {
 
 void ResultsStore::replace_change_points(const std::string& case_name, const std::string& metric,
                                          const std::vector<ChangePointRecord>& points) {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   Statement remove(db_, "DELETE FROM change_points WHERE case_name = ? AND metric = ?");
   remove.bind(1, case_name).bind(2, metric).run();
   Statement insert(db_,
@@ -751,7 +727,7 @@ std::vector<RunRow> ResultsStore::runs() {
 }
 
 int ResultsStore::mark_abandoned_runs() {
-  Transaction tx(db_);
+  WriteTransaction tx(*this);
   std::vector<std::int64_t> gone;
   {
     Statement select(db_, "SELECT id, pid, boot_id FROM runs WHERE status = 'running'");

@@ -106,6 +106,8 @@ if count("inconclusive"):
     reasons.append(rows(count("inconclusive"), "inconclusive"))
 if count("unreliable"):
     reasons.append(rows(count("unreliable"), "unreliable"))
+if count("unreliable_judged_by_cpu"):
+    reasons.append(rows(count("unreliable_judged_by_cpu"), "judged by CPU time only (noise left their wall time undecided)"))
 changed = gate.get("definition_changed")
 if isinstance(changed, dict):
     reasons.append(f"needs a baseline (benchmark definition changed v{changed.get('from')} -> v{changed.get('to')})")
@@ -128,7 +130,14 @@ report() {
   fi
 }
 
-if ! "$kvbench" baseline show "$baseline" --db "$db" >/dev/null 2>&1; then
+lookup_status=0
+lookup=$("$kvbench" baseline show "$baseline" --db "$db" 2>&1 >/dev/null) || lookup_status=$?
+if [ $lookup_status -ne 0 ] && [[ "$lookup" != *"no baseline named"* ]]; then
+  # A database that cannot be read is not a first night: nothing is promoted without a gate.
+  say "cannot look up baseline '$baseline': $lookup"
+  exit "$lookup_status"
+fi
+if [ $lookup_status -ne 0 ]; then
   say "no baseline '$baseline' yet: this first night passes"
   if [ $promote -eq 1 ]; then
     "$kvbench" baseline set "$baseline" "$run_id" --reason "first night" --db "$db" || exit $?

@@ -72,10 +72,11 @@ std::string outcome(const RunComparison& c, bool inconclusive_fails) {
   return "pass";
 }
 
-// Nothing regressed, nothing left undecided, and the same benchmark definition: the only night
-// a nightly flow may promote.
+// Nothing regressed, nothing left undecided (wall-time rows judged by CPU time alone included:
+// a baseline needs quiet wall times), and the same benchmark definition: the only night a
+// nightly flow may promote.
 bool plain_pass(const RunComparison& c) {
-  return c.failing() == 0 && c.unreliable() == 0 && c.count(Verdict::Inconclusive) == 0 && !c.definition_change;
+  return c.failing() == 0 && c.count(Verdict::Unreliable) == 0 && c.count(Verdict::Inconclusive) == 0 && !c.definition_change;
 }
 
 std::string summary_line(const RunComparison& c) {
@@ -457,6 +458,11 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
     // Exact and modelled figures moved by design: only a new baseline can gate them again.
     fmt::print("gate: needs a baseline (benchmark definition changed v{} -> v{})\n", c.definition_change->first,
                c.definition_change->second);
+    // Measured rows are still compared across definitions: a slowdown must not ride on the bump.
+    if (verdict.regressed > 0) {
+      fmt::print("gate: {} measured rows regressed as well (listed above): look at them before setting the new baseline\n",
+                 verdict.regressed);
+    }
     exit_code = kExitNeedsBaseline;
   } else if (verdict.regressed > 0) {
     fmt::print("gate: FAIL ({} regressed, not acknowledged)\n", verdict.regressed);

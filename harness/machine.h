@@ -50,8 +50,9 @@ struct Noise {
   double loadavg = 0.0;         // noise_loadavg: the 1-minute load average at the end
   // noise_run_queue_ms and its share of the wall time; nullopt without schedstat.
   std::optional<double> run_queue_ms, run_queue_share;
-  // What decides `noisy`: the run-queue share, else (no schedstat) the CPU share.
-  double contention() const { return run_queue_share ? *run_queue_share : cpu_share.value_or(0.0); }
+  // What decides `noisy`: the run-queue share, else (no schedstat) the CPU share; nullopt when
+  // neither could be measured (a repetition that is then taken as noisy, never as quiet).
+  std::optional<double> contention() const { return run_queue_share ? run_queue_share : cpu_share; }
 };
 
 // Fewer ticks than this (all cores) and the CPU share is not stated.

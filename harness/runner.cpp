@@ -107,8 +107,8 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   const double noise_threshold = context.noise_threshold;
   const auto started = std::chrono::steady_clock::now();
   const bool rss_reset = reset_peak_rss();
-  const CpuSample before = cpu_sample();
-  const RunQueueSample queue_before = run_queue_sample();
+  CpuSample before;
+  RunQueueSample queue_before;
   const Script& script = c.script.script;
   const PolicyConfig& policy = *c.policy;
   Recorder recorder;
@@ -127,11 +127,16 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   kv::ThreadPool pool(cache_config.threads);
   kv::soc::ModelWork model_work_per_token;
   RepetitionFacts facts;
-  // Taken right after the script ran, while the engine's threads still exist (their run-queue
-  // wait goes with them).
+  // Around the script alone (setup is not the repetition's wall time), the second right after
+  // it ran, while the engine's threads still exist (their run-queue wait goes with them).
+  const auto start_noise = [&] {
+    before = cpu_sample();
+    queue_before = run_queue_sample();
+  };
   const auto measure_noise = [&] {
     facts.noise = noise_between(before, cpu_sample(), queue_before, run_queue_sample());
-    facts.noisy = facts.noise.contention() > noise_threshold;
+    const std::optional<double> contention = facts.noise.contention();
+    facts.noisy = !contention || *contention > noise_threshold;
   };
   ExecutionResult result;
   std::optional<kv::PageLayout> layout, f16_layout;
@@ -164,6 +169,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     kv::SparseDecoder decoder(cache, policy.sparse, &recorder, &model);
     Executor executor(model, cache, decoder, static_cast<double>(preset.layers) / samples, [&](int i) { model.ask_needle(i); },
                       std::nullopt, execution);
+    start_noise();
     result = executor.run(script);
     measure_noise();
     fill_cache_facts(cache, decoder);
@@ -185,6 +191,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     kv::SparseDecoder decoder(cache, policy.sparse, &recorder, nullptr);
     const std::vector<int>& tokens = c.model->texts.at(c.text);
     Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens}, execution);
+    start_noise();
     result = executor.run(script);
     measure_noise();
     fill_cache_facts(cache, decoder);

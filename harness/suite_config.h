@@ -25,7 +25,7 @@ struct ModelConfig {
 
 struct PolicyConfig {
   std::string name;
-  double test_slowdown = 0.0; // only to test gates: busy-wait this share of each attention call's time
+  double test_slowdown = 0.0; // only to test gates: every engine thread redoes this share of its CPU time in attention calls
   kv::CacheConfig cache;      // formats, groups, pages, residual, threads, memory tiers
   kv::SparsePolicy sparse;    // selector {full} when absent
 };

@@ -97,8 +97,8 @@ std::vector<MetricDef> build_table() {
       {"noise_cpu_share", "ratio", H, No, false, "Share of the CPU other processes (and steal) took during the repetition."},
       {"noise_loadavg", "load", H, No, false, "1-minute load average at the end of the repetition."},
       {"noise_run_queue_ms", "ms", H, No, false,
-       "Time the engine's threads were ready to run but waited for a core (run-queue wait from "
-       "/proc/self/task/*/schedstat), summed over the threads, during the repetition."},
+       "Time this process's threads (the engine's pools, the driving thread, the migrator) were ready to run but waited for a "
+       "core (run-queue wait from /proc/self/task/*/schedstat), summed over the threads, while the workload script ran."},
       {"noise_run_queue_share", "ratio", H, No, false,
        "noise_run_queue_ms / the repetition's wall time. Above the suite's noise_threshold the repetition is noisy and its "
        "wall-time figures are left out of comparisons (its CPU-time figures are kept)."},
@@ -124,7 +124,7 @@ std::vector<MetricDef> build_table() {
       const std::string what = std::string(part) == "total"    ? "the " + p + " phase's timed work (span_" + p + "_total_ms)"
                                : std::string(part) == "attend" ? "the attention calls of " + p + " (selection, page waits, kernels)"
                                : std::string(part) == "append" ? "appending during " + p + " (sealing pages and allocating them)"
-                                                               : "the model outside attention during " + p + " (llama backend; 0 on synthetic)";
+                                                               : "the model outside attention during " + p + " (llama backend; NULL on synthetic)";
       const std::string scope =
           " The calling thread's work outside parallel loops plus every pool thread's work inside their items; polling, "
           "sleeping and waiting for a core are not counted, so a busy machine does not lengthen it. Scaled like the wall "

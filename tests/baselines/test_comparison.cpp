@@ -191,7 +191,7 @@ TEST_CASE("Paired A/B cancels a load that rises and falls across the pairs", "[g
   rows = {compare_paired_samples("tpot_ms_p50", base, slow, timing())};
   decide(rows, {timing()});
   CHECK(rows[0].verdict == Verdict::Unreliable);
-  CHECK(rows[0].note.find("2 usable pairs of 6") != std::string::npos);
+  CHECK(rows[0].note.find("2 pairs with both repetitions quiet, of 6") != std::string::npos);
 }
 
 TEST_CASE("Deterministic figures change on any difference beyond the tolerance", "[gate]") {
