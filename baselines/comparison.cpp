@@ -218,16 +218,32 @@ MetricComparison compare_paired_samples(const std::string& metric, const std::ve
   return row;
 }
 
+std::optional<std::vector<Sample>> at_core_speed(const std::vector<Sample>& samples, const std::vector<Sample>& probes,
+                                                 double reference) {
+  if (samples.size() != probes.size() || !(reference > 0.0)) return std::nullopt;
+  std::vector<Sample> out = samples;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!(probes[i].value > 0.0)) return std::nullopt;
+    out[i].value = samples[i].value * reference / probes[i].value;
+  }
+  return out;
+}
+
 void judge_by_cpu_rows(std::vector<MetricComparison>& case_rows) {
   for (MetricComparison& row : case_rows) {
     if (row.verdict != Verdict::Unreliable) continue;
     const std::string cpu = cpu_counterpart(row.metric);
     if (cpu.empty()) continue;
     for (const MetricComparison& other : case_rows) {
-      const bool judged = other.verdict != Verdict::Unreliable && other.verdict != Verdict::NotGated;
-      if (other.metric == cpu && judged) {
+      if (other.metric != cpu) continue;
+      const bool decided = other.verdict == Verdict::Regressed || other.verdict == Verdict::Improved || other.verdict == Verdict::Unchanged;
+      if (decided) {
         row.judged_by = cpu;
         row.judged_verdict = other.verdict;
+      } else if (other.verdict == Verdict::Inconclusive) {
+        // Its interval crosses the band while the wall time was noisy: noise left the span
+        // undecided, and a stand-in that cannot tell must not let the comparison pass.
+        row.note += "; its CPU-time row " + cpu + " is inconclusive too";
       }
     }
   }

@@ -5,7 +5,10 @@
 //   the same value, so the medians are compared value to value; any change beyond the
 //   relative tolerance is regressed or improved, with no statistics.
 // - Statistical (host and cpu clocks): noisy repetitions are left out of wall-time rows (CPU
-//   time and instructions use every repetition: waiting for a core does not lengthen them);
+//   time and instructions use every repetition: waiting for a core does not lengthen them; a
+//   case whose repetitions did not share their conditions, some noisy and others quiet, has
+//   its CPU times judged at the baseline's core speed, because a neighbour that slows the
+//   cores themselves does lengthen them);
 //   Welch's t-test on the log values gives the ratio candidate / baseline, its 95% interval
 //   and a p-value; the p-values of one comparison are adjusted by Benjamini-Hochberg. A row is
 //   regressed when it is significant after the adjustment and its estimate lies beyond the
@@ -69,6 +72,10 @@ struct MetricComparison {
   std::string judged_by;
   Verdict judged_verdict = Verdict::Unreliable;
   int between_runs = 0;        // statistical: earlier runs the between-run variance came from (0: none)
+  // A CPU-time row of a case whose repetitions were some noisy and some quiet, judged at the
+  // baseline's core speed (at_core_speed): the candidate's median probe / the baseline's.
+  // nullopt: judged as measured.
+  std::optional<double> core_slowdown;
   std::string acknowledged;    // a regressed row someone accepted: the ack's reason ("" none)
 };
 
@@ -93,11 +100,19 @@ MetricComparison compare_paired_samples(const std::string& metric, const std::ve
 // fewer than 3 runs of at least 2 values.
 std::optional<double> between_run_variance(const std::vector<std::vector<Sample>>& runs);
 
+// A busy neighbour can slow the cores themselves, and CPU time with them (harness/cpu_probe.h).
+// CPU-time samples at a reference core speed: each repetition's value x reference / that
+// repetition's probe (noise_cpu_probe_ms of the same repetition). nullopt when the probes do
+// not match the samples one to one or one is not positive: the row is then judged as measured.
+std::optional<std::vector<Sample>> at_core_speed(const std::vector<Sample>& samples, const std::vector<Sample>& probes,
+                                                 double reference);
+
 // Within one case's rows, after decide(): an unreliable wall-time row whose span's CPU-time row
-// was judged on enough repetitions (regressed, improved, unchanged or inconclusive: anything but
-// unreliable or not gated) is marked judged_by that row, with its verdict. The comparison then
-// takes the CPU-time row's verdict for the span: a regression fails, an inconclusive one is
-// inconclusive, never a silent pass.
+// was decided (regressed, improved or unchanged) is marked judged_by that row, with its verdict:
+// the comparison takes the CPU-time row's verdict for the span, and a regression fails. A
+// CPU-time row that is inconclusive (its interval crosses the band: on a busy machine, its
+// repetitions scatter) settles nothing: the wall-time row stays unreliable and says so, so the
+// span is undecided by noise (exit 5), never a pass.
 void judge_by_cpu_rows(std::vector<MetricComparison>& case_rows);
 
 // Adjusts the p-values of the statistical rows (rules[i] belongs to rows[i]) at false

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "statistics.h"
 
 namespace kvbench {
 
@@ -71,6 +73,56 @@ void require_complete(const RunRecord& run, const char* role) {
                          fmt::format("run {} is {}; only complete runs can be {}", run.id, run.status,
                                      std::string(role) == "--baseline" ? "baselines" : "candidates"));
   }
+}
+
+// The core-speed probe's metric (harness/cpu_probe.h).
+constexpr const char* kCoreProbe = "noise_cpu_probe_ms";
+
+// One case's probes and which repetitions to judge at the baseline's median probe speed: those
+// of two runs (or, paired, of two repetitions) that did not share their conditions, one noisy
+// and the other quiet. Repetitions that are all quiet, or all noisy alike, keep their CPU time
+// as measured: rescaling them would add the probe's own scatter and take out nothing.
+struct CoreSpeed {
+  bool rescale = false;
+  std::vector<Sample> base, cand;  // the probes, with the reference where a repetition stays as measured
+  double reference = 0.0;          // the baseline's median probe, ms
+  double slowdown = 1.0;           // the candidate's median probe / the reference
+};
+
+CoreSpeed core_speed(const CaseSamples& base, const CaseSamples& cand, bool paired) {
+  CoreSpeed speed;
+  const auto probes = [](const CaseSamples& s) {
+    const auto it = s.samples.find(kCoreProbe);
+    return it == s.samples.end() ? std::vector<Sample>{} : it->second;
+  };
+  speed.base = probes(base);
+  speed.cand = probes(cand);
+  if (speed.base.empty() || speed.cand.empty()) return speed;  // runs from before the probe
+  const auto median_of = [](const std::vector<Sample>& v) {
+    std::vector<double> values;
+    for (const Sample& s : v) values.push_back(s.value);
+    return median(values);
+  };
+  speed.reference = median_of(speed.base);
+  if (!(speed.reference > 0.0)) return speed;
+  speed.slowdown = median_of(speed.cand) / speed.reference;
+  if (paired) {
+    if (speed.base.size() != speed.cand.size()) return speed;
+    for (std::size_t i = 0; i < speed.base.size(); ++i) {
+      if (speed.base[i].noisy != speed.cand[i].noisy) {
+        speed.rescale = true;
+      } else {
+        speed.base[i].value = speed.cand[i].value = speed.reference;
+      }
+    }
+    return speed;
+  }
+  const auto count_noisy = [](const std::vector<Sample>& v) {
+    return std::count_if(v.begin(), v.end(), [](const Sample& s) { return s.noisy; });
+  };
+  const std::size_t noisy = static_cast<std::size_t>(count_noisy(speed.base) + count_noisy(speed.cand));
+  speed.rescale = noisy > 0 && noisy < speed.base.size() + speed.cand.size();
+  return speed;
 }
 
 }  // namespace
@@ -236,6 +288,7 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
         if (s.name == base.name) history.push_back(&s);
       }
     }
+    const CoreSpeed speed = core_speed(base, cand, options.paired);
     std::map<std::string, bool> metrics;
     for (const auto& [name, samples] : base.samples) metrics[name] = true;
     for (const auto& [name, samples] : cand.samples) metrics[name] = true;
@@ -252,9 +305,23 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
       std::vector<std::vector<Sample>> runs;
       for (const CaseSamples* h : history) runs.push_back(pick(*h));
       const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;
-      MetricComparison row = options.paired ? compare_paired_samples(name, pick(base), pick(cand), rule)
-                                            : compare_samples(name, pick(base), pick(cand), rule, between.value_or(0.0),
+      std::vector<Sample> base_samples = pick(base), cand_samples = pick(cand);
+      bool rescaled = false;
+      if (speed.rescale && key && key->clock == Clock::Cpu && name != kCoreProbe) {
+        const MetricDef* def = find_metric(key->name);
+        if (def != nullptr && def->unit == "ms") {
+          auto b = at_core_speed(base_samples, speed.base, speed.reference), c = at_core_speed(cand_samples, speed.cand, speed.reference);
+          if (b && c) {
+            base_samples = std::move(*b);
+            cand_samples = std::move(*c);
+            rescaled = true;
+          }
+        }
+      }
+      MetricComparison row = options.paired ? compare_paired_samples(name, base_samples, cand_samples, rule)
+                                            : compare_samples(name, base_samples, cand_samples, rule, between.value_or(0.0),
                                                               static_cast<int>(runs.size()));
+      if (rescaled) row.core_slowdown = speed.slowdown;
       const std::string why = host ? host_why : modelled ? model_why(base.soc) : exact_why;
       if (!host && !definition_why.empty() && row.verdict != Verdict::NotGated) {
         row.verdict = Verdict::NotGated;

@@ -248,7 +248,7 @@ int run_ab(const AbOptions& o) {
     return kExitRunFailed;
   }
   if (c.unreliable() > 0 && o.unreliable == "fail") {
-    fmt::print("ab: UNRELIABLE ({} rows that noise left undecided, with no CPU-time row to judge them)\n", c.unreliable());
+    fmt::print("ab: UNRELIABLE ({} rows that noise left undecided, with no CPU-time row that settled them)\n", c.unreliable());
     return kExitUnreliable;
   }
   if (c.count(Verdict::Inconclusive) > 0 && o.inconclusive == "fail") {

@@ -206,6 +206,8 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   const std::string no_schedstat = "this kernel keeps no run-queue statistics (/proc/self/task/*/schedstat)";
   b.maybe("noise_run_queue_ms", f.noise.run_queue_ms, no_schedstat);
   b.maybe("noise_run_queue_share", f.noise.run_queue_share, no_schedstat);
+  b.maybe("noise_cpu_probe_ms", f.cpu_probe_ms > 0.0 ? std::optional<double>(f.cpu_probe_ms) : std::nullopt,
+          "the core-speed probe did not run");
 
   // Real-model accuracy.
   for (const std::string& name : llama_metric_names()) {

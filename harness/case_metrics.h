@@ -30,6 +30,7 @@ struct RepetitionFacts {
   std::uint64_t peak_rss_bytes = 0;   // 0: unmeasurable
   Noise noise;
   bool noisy = false;
+  double cpu_probe_ms = 0.0;          // the core-speed probe around the script (cpu_probe.h); 0: not run
 };
 
 // The contract's scalar names, in the order they are recorded (spans included).

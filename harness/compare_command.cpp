@@ -112,6 +112,11 @@ std::string verdict_text(const MetricComparison& m) {
 std::string row_line(const Row& r) {
   std::string note = r.m->note;
   if (!r.m->acknowledged.empty()) note = r.m->acknowledged + (note.empty() ? "" : "; " + note);
+  if (r.m->core_slowdown) {
+    const std::string speed = fmt::format("CPU time at the baseline's core speed: the core-speed probe took {:+.1f}% in the candidate",
+                                          (*r.m->core_slowdown - 1.0) * 100.0);
+    note = note.empty() ? speed : note + "; " + speed;
+  }
   return fmt::format("{} {} {}: {} -> {} {}{}", verdict_text(*r.m), r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
                      value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), note.empty() ? "" : " (" + note + ")");
 }
@@ -267,6 +272,7 @@ std::string comparison_json(const RunComparison& c) {
                     {"adjusted_p", estimate(r.m->adjusted_p)},
                     {"judged_by", r.m->judged_by.empty() ? json(nullptr) : json(r.m->judged_by)},
                     {"judged_verdict", r.m->judged_by.empty() ? json(nullptr) : json(verdict_name(r.m->judged_verdict))},
+                    {"core_slowdown", r.m->core_slowdown ? json(*r.m->core_slowdown) : json(nullptr)},
                     {"baseline_repetitions", r.m->baseline_used},
                     {"candidate_repetitions", r.m->candidate_used},
                     {"noisy_left_out", r.m->baseline_noisy + r.m->candidate_noisy},
@@ -468,8 +474,8 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
     fmt::print("gate: FAIL ({} regressed, not acknowledged)\n", verdict.regressed);
     exit_code = kExitRunFailed;
   } else if (c.unreliable() > 0 && strictness.unreliable_fails) {
-    fmt::print("gate: UNRELIABLE ({} rows that noise or too few repetitions left undecided, with no CPU-time row to judge "
-               "them; --unreliable=pass lets them pass)\n",
+    fmt::print("gate: UNRELIABLE ({} rows that noise or too few repetitions left undecided, with no CPU-time row that "
+               "settled them; --unreliable=pass lets them pass)\n",
                c.unreliable());
     exit_code = kExitUnreliable;
   } else if (verdict.inconclusive > 0 && inconclusive_fails) {

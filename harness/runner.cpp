@@ -21,6 +21,7 @@
 #include "case_metrics.h"
 #include "degradation.h"
 #include "executor.h"
+#include "cpu_probe.h"
 #include "machine.h"
 #include "memory/l2_store.h"
 #include "model/llama_model.h"
@@ -129,7 +130,10 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   RepetitionFacts facts;
   // Around the script alone (setup is not the repetition's wall time), the second right after
   // it ran, while the engine's threads still exist (their run-queue wait goes with them).
+  // The core-speed probe runs on either side of the script, outside the measured window.
+  double probe_before_ms = 0.0;
   const auto start_noise = [&] {
+    probe_before_ms = cpu_probe_ms(pool.size());
     before = cpu_sample();
     queue_before = run_queue_sample();
   };
@@ -137,6 +141,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     facts.noise = noise_between(before, cpu_sample(), queue_before, run_queue_sample());
     const std::optional<double> contention = facts.noise.contention();
     facts.noisy = !contention || *contention > noise_threshold;
+    facts.cpu_probe_ms = (probe_before_ms + cpu_probe_ms(pool.size())) / 2.0;
   };
   ExecutionResult result;
   std::optional<kv::PageLayout> layout, f16_layout;

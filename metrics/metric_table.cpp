@@ -102,6 +102,11 @@ std::vector<MetricDef> build_table() {
       {"noise_run_queue_share", "ratio", H, No, false,
        "noise_run_queue_ms / the repetition's wall time. Above the suite's noise_threshold the repetition is noisy and its "
        "wall-time figures are left out of comparisons (its CPU-time figures are kept)."},
+      {"noise_cpu_probe_ms", "ms", C, No, false,
+       "CPU time of one fixed reference job (the same in every build), run on as many threads as the engine's pool right "
+       "before and right after the workload script, mean of the two. It grows when a busy neighbour slows the cores "
+       "themselves (a sibling hardware thread, shared caches, a hypervisor's steal). A comparison whose repetitions were "
+       "some noisy and some quiet judges CPU-time figures at the baseline's probe speed."},
       {"ppl", "ppl", E, Lo, false, "Perplexity of the tested KV configuration on the workload's text (llama backend)."},
       {"ppl_delta_pct", "%", E, Lo, false, "Perplexity change against the same model with an f32 cache and full attention, percent."},
       {"kl_mean", "nats", E, Lo, false, "Mean KL divergence of the next-token distribution from the f32-cache reference."},
@@ -127,7 +132,8 @@ std::vector<MetricDef> build_table() {
                                                                : "the model outside attention during " + p + " (llama backend; NULL on synthetic)";
       const std::string scope =
           " The calling thread's work outside parallel loops plus every pool thread's work inside their items; polling, "
-          "sleeping and waiting for a core are not counted, so a busy machine does not lengthen it. Scaled like the wall "
+          "sleeping and waiting for a core are not counted, so waiting for a core does not lengthen it (a neighbour that slows "
+          "the core itself still can: see noise_cpu_probe_ms). Scaled like the wall "
           "time (sampled layers, probed prefill chunks).";
       t.push_back({span_cpu_metric_name(p, part), "ms", C, Lo, true, "CPU time the engine's threads spent on " + what + "." + scope});
       t.push_back({span_instructions_metric_name(p, part), "count", C, Lo, true,

@@ -2,7 +2,8 @@
 # The gate's trial on real runs of bench/suites/gate-trial.json (one case, 5 repetitions):
 # per round a baseline run, an A/A candidate and a test_slowdown 0.25 candidate, both gated
 # against the baseline; then the same pair through `kvbench ab`. Prints one line per round and
-# the rates: A/A passing (exit 0), slowdown regressed (exit 1), and repetitions flagged noisy.
+# the rates: A/A passing (exit 0), slowdown regressed (exit 1), each side's exit codes (5: noise
+# left a span undecided), and repetitions flagged noisy.
 #   bench/tools/gate_trials.sh DIR [ROUNDS] [--busy] [--gate-only|--ab-only]
 # --busy keeps one core 100% busy with a spinning process for the whole trial.
 # Run from the repository root; KVBENCH=path overrides the binary.
@@ -32,6 +33,7 @@ if [ $busy -eq 1 ]; then
 fi
 run() { "$kvbench" run --suite "$1" --db trials.sqlite --json >/dev/null 2>&1 && sqlite3 trials.sqlite "SELECT max(id) FROM runs"; }
 aa_pass=0; slow_regressed=0; ab_aa_pass=0; ab_slow_regressed=0
+aa_exits=""; slow_exits=""; ab_aa_exits=""; ab_slow_exits=""
 for i in $(seq 1 "$rounds"); do
   line="round $i:"
   if [ $gate -eq 1 ]; then
@@ -40,6 +42,7 @@ for i in $(seq 1 "$rounds"); do
     "$kvbench" gate --baseline "$a" --candidate "$c" --db trials.sqlite >slow-"$i".txt 2>&1; sl=$?
     [ "$aa" -eq 0 ] && aa_pass=$((aa_pass + 1))
     [ "$sl" -eq 1 ] && slow_regressed=$((slow_regressed + 1))
+    aa_exits="$aa_exits $aa"; slow_exits="$slow_exits $sl"
     line="$line gate A/A exit $aa, slowdown exit $sl;"
   fi
   if [ $ab -eq 1 ]; then
@@ -48,6 +51,7 @@ for i in $(seq 1 "$rounds"); do
       --db ab.sqlite >ab-slow-"$i".txt 2>/dev/null; y=$?
     [ "$x" -eq 0 ] && ab_aa_pass=$((ab_aa_pass + 1))
     [ "$y" -eq 1 ] && ab_slow_regressed=$((ab_slow_regressed + 1))
+    ab_aa_exits="$ab_aa_exits $x"; ab_slow_exits="$ab_slow_exits $y"
     line="$line ab A/A exit $x, slowdown exit $y"
   fi
   echo "$line"
@@ -56,6 +60,8 @@ noisy() {
   [ -f "$1" ] || { echo "-"; return; }
   sqlite3 "$1" "SELECT sum(noisy) || ' of ' || count(*) FROM metric_values WHERE name = 'tpot_ms_p50' AND clock = 'host'"
 }
-[ $gate -eq 1 ] && echo "gate: A/A passed $aa_pass of $rounds; slowdown 0.25 regressed $slow_regressed of $rounds; noisy repetitions $(noisy trials.sqlite)"
-[ $ab -eq 1 ] && echo "ab: A/A passed $ab_aa_pass of $rounds; slowdown 0.25 regressed $ab_slow_regressed of $rounds; noisy repetitions $(noisy ab.sqlite)"
+# "exit 0 x18, 5 x2"
+tally() { echo "$1" | tr ' ' '\n' | grep . | sort -n | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep=", "}'; }
+[ $gate -eq 1 ] && echo "gate: A/A passed $aa_pass of $rounds (exits $(tally "$aa_exits")); slowdown 0.25 regressed $slow_regressed of $rounds (exits $(tally "$slow_exits")); noisy repetitions $(noisy trials.sqlite)"
+[ $ab -eq 1 ] && echo "ab: A/A passed $ab_aa_pass of $rounds (exits $(tally "$ab_aa_exits")); slowdown 0.25 regressed $ab_slow_regressed of $rounds (exits $(tally "$ab_slow_exits")); noisy repetitions $(noisy ab.sqlite)"
 exit 0

@@ -1,6 +1,6 @@
 // The gate's decision on synthetic comparisons: A/A at 5 repetitions rarely fails, a 10% shift
 // at 10 repetitions is found and nothing else is, deterministic figures change on any
-// difference, and noisy repetitions are left out.
+// difference, and noisy repetitions are left out; CPU times rescale to a core speed.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -136,7 +136,7 @@ TEST_CASE("Noisy repetitions are left out, and too few left is unreliable, never
   CHECK(rows[0].verdict == Verdict::Unchanged);
 }
 
-TEST_CASE("An unreliable wall-time row is judged by its span's CPU-time row when that row had the repetitions", "[gate]") {
+TEST_CASE("An unreliable wall-time row is judged by its span's CPU-time row when that row decided", "[gate]") {
   std::mt19937 rng(5);
   std::vector<Sample> noisy_base = lognormal(rng, 5, 20.0, 0.02), noisy_cand = lognormal(rng, 5, 90.0, 0.3);
   for (Sample& s : noisy_base) s.noisy = true;
@@ -157,11 +157,12 @@ TEST_CASE("An unreliable wall-time row is judged by its span's CPU-time row when
   CHECK(rows[0].judged_verdict == Verdict::Regressed);
   CHECK(rows[2].verdict == Verdict::Unreliable);
   CHECK(rows[2].judged_by.empty());
-  // CPU time inconclusive (too wide): it still judges tpot, as inconclusive.
+  // CPU time inconclusive (too wide): it settles nothing; tpot stays unreliable and says why.
   rows = case_rows(lognormal(rng, 5, 20.0, 0.3), lognormal(rng, 5, 21.0, 0.3));
   CHECK(rows[1].verdict == Verdict::Inconclusive);
-  CHECK(rows[0].judged_by == "span_decode_total_cpu_ms");
-  CHECK(rows[0].judged_verdict == Verdict::Inconclusive);
+  CHECK(rows[0].verdict == Verdict::Unreliable);
+  CHECK(rows[0].judged_by.empty());
+  CHECK(rows[0].note.find("its CPU-time row span_decode_total_cpu_ms is inconclusive too") != std::string::npos);
   // CPU time itself short of repetitions: nothing judges tpot.
   rows = case_rows({{20.0, false}, {20.1, false}}, {{20.0, false}, {20.2, false}});
   CHECK(rows[1].verdict == Verdict::Unreliable);
@@ -256,4 +257,20 @@ TEST_CASE("Runs that scatter between themselves widen the interval instead of re
   INFO("false regressions in 200 A/A pairs: " << false_without << " within-run only, " << false_with << " with the between-run part");
   CHECK(false_without > 20);  // within-run spread alone takes run-to-run drift for a change
   CHECK(false_with <= 10);
+}
+
+TEST_CASE("at_core_speed rescales each repetition by its own probe, or not at all", "[core-speed]") {
+  const std::vector<Sample> cpu{{100.0, false}, {120.0, true}, {90.0, false}};
+  const std::vector<Sample> probe{{5.0, false}, {6.0, true}, {4.5, false}};
+  const auto scaled = at_core_speed(cpu, probe, 5.0);
+  REQUIRE(scaled);
+  REQUIRE(scaled->size() == 3);
+  CHECK((*scaled)[0].value == Approx(100.0));
+  CHECK((*scaled)[1].value == Approx(100.0));
+  CHECK((*scaled)[1].noisy);
+  CHECK((*scaled)[2].value == Approx(100.0));
+  // Probes that do not match the samples one to one, or a probe that is not positive: as measured.
+  CHECK_FALSE(at_core_speed(cpu, {{5.0, false}, {6.0, false}}, 5.0));
+  CHECK_FALSE(at_core_speed(cpu, {{5.0, false}, {0.0, false}, {4.5, false}}, 5.0));
+  CHECK_FALSE(at_core_speed(cpu, probe, 0.0));
 }

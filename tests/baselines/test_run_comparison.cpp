@@ -1,7 +1,9 @@
 // compare_runs across benchmark definitions: runs of different versions leave their exact and
 // modelled rows not gated with one caveat asking for a new baseline, host rows still compared;
 // runs of one version compare as before; a stored version that is not a positive integer is bad
-// input.
+// input. And across core speeds: a case with noisy repetitions has its CPU-time rows judged at
+// the baseline's core-speed probe, so slower cores alone are no regression and a slower
+// engine still is.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -32,6 +34,27 @@ std::int64_t add_run(ResultsStore& store, const std::string& config_json, double
     store.add_metrics(c, {{rep, "kv_bytes_per_token", 1000.0 * scale, "", "bytes", Clock::Exact, false, false},
                           {rep, "ttft_ms", 50.0 * scale, "", "ms", Clock::Model, false, false},
                           {rep, "ttft_ms", 80.0 + rep, "", "ms", Clock::Host, false, false}});
+  }
+  store.finish_case(c, CaseStatus::Complete);
+  store.finish_run(run, RunStatus::Complete);
+  return run;
+}
+
+// A complete run of suite "s", one case: per repetition a decode CPU time of cpu_ms x a small
+// fixed jitter and the core-speed probe probe_ms x another, the probe marked noisy when `busy`.
+std::int64_t add_cpu_run(ResultsStore& store, double cpu_ms, double probe_ms, bool busy) {
+  RunInfo info;
+  info.git_sha = "abc123";
+  info.config_json = R"({"seed": 1})";
+  info.config_hash = "h";
+  info.meta_json = R"({"suite": "s", "cpu_model": "cpu", "kernel_path": "scalar"})";
+  const std::int64_t run = store.begin_run(info);
+  const std::int64_t c = store.add_case(run, {"m", "w", "p", "host", ""});
+  const double jitter[] = {1.0, 1.012, 0.991, 1.006, 0.996};
+  const double probe_jitter[] = {1.004, 0.997, 1.001, 0.995, 1.003};
+  for (int rep = 1; rep <= 5; ++rep) {
+    store.add_metrics(c, {{rep, "span_decode_total_cpu_ms", cpu_ms * jitter[rep - 1], "", "ms", Clock::Cpu, false, false},
+                          {rep, "noise_cpu_probe_ms", probe_ms * probe_jitter[rep - 1], "", "ms", Clock::Cpu, false, busy}});
   }
   store.finish_case(c, CaseStatus::Complete);
   store.finish_run(run, RunStatus::Complete);
@@ -107,5 +130,56 @@ TEST_CASE("a stored benchmark definition that is not a positive integer is bad i
                          Catch::Predicate<kv::InputError>([&](const kv::InputError& e) {
                            return e.where() == "run " + std::to_string(run) && e.field() == "config_json/benchmark_definition";
                          }));
+  }
+}
+
+TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed", "[core-speed]") {
+  kvtest::TempDir dir("run-comparison-core-speed");
+  ResultsStore store(dir.path + "/results.sqlite");
+  const GateRules rules = parse_gate_rules(R"({"rules": []})", "empty.json");
+  const std::int64_t quiet = add_cpu_run(store, 60.0, 5.0, false);
+
+  SECTION("cores 18% slower and the engine unchanged: unchanged, with the probe's slowdown") {
+    const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
+    const MetricComparison& m = row(compare_runs(store, quiet, busy, rules, {}), "span_decode_total_cpu_ms");
+    CHECK(m.verdict == Verdict::Unchanged);
+    REQUIRE(m.core_slowdown);
+    CHECK(*m.core_slowdown == Approx(1.18).epsilon(0.01));
+    REQUIRE(m.candidate_median);
+    CHECK(*m.candidate_median == Approx(60.0).epsilon(0.02));
+  }
+  SECTION("cores 18% slower and the engine 25% slower: regressed by about 25%") {
+    const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18 * 1.25, 5.0 * 1.18, true);
+    const MetricComparison& m = row(compare_runs(store, quiet, busy, rules, {}), "span_decode_total_cpu_ms");
+    CHECK(m.verdict == Verdict::Regressed);
+    CHECK(m.ratio == Approx(1.25).epsilon(0.02));
+  }
+  SECTION("the baseline busy and the candidate quiet: the same rule, either way") {
+    const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
+    const MetricComparison& m = row(compare_runs(store, busy, quiet, rules, {}), "span_decode_total_cpu_ms");
+    CHECK(m.verdict == Verdict::Unchanged);
+    REQUIRE(m.core_slowdown);
+    CHECK(*m.core_slowdown == Approx(1.0 / 1.18).epsilon(0.01));
+  }
+  SECTION("both busy throughout: CPU times are judged as measured, the probe aside") {
+    const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
+    const std::int64_t slower = add_cpu_run(store, 60.0 * 1.18 * 1.25, 5.0 * 1.18, true);
+    const MetricComparison& m = row(compare_runs(store, busy, slower, rules, {}), "span_decode_total_cpu_ms");
+    CHECK(m.verdict == Verdict::Regressed);
+    CHECK_FALSE(m.core_slowdown);
+  }
+  SECTION("paired: only pairs of one noisy and one quiet repetition are rescaled") {
+    const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
+    CompareOptions paired;
+    paired.paired = true;
+    const MetricComparison& m = row(compare_runs(store, quiet, busy, rules, paired), "span_decode_total_cpu_ms");
+    CHECK(m.verdict == Verdict::Unchanged);
+    REQUIRE(m.core_slowdown);
+  }
+  SECTION("both quiet: CPU times are judged as measured, the probe aside") {
+    const std::int64_t other = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, false);
+    const MetricComparison& m = row(compare_runs(store, quiet, other, rules, {}), "span_decode_total_cpu_ms");
+    CHECK(m.verdict == Verdict::Regressed);
+    CHECK_FALSE(m.core_slowdown);
   }
 }
