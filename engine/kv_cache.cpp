@@ -12,6 +12,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "attention/compensation.h"
 #include "attention/softmax_state.h"
 #include "quant/fp16.h"
 #include "quant/quantizer.h"
@@ -399,7 +400,7 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   const int block = kAppendBlockPages * config_.page_tokens;
   std::uint64_t replaced = 0;
   // Sealing pages may demote others under memory pressure: that L2 traffic is the append's.
-  const std::uint64_t swap_out_before = sealed_pool_.swap_out_bytes(), demotions_before = sealed_pool_.demotions();
+  const TrafficCounters traffic_before = sealed_pool_.traffic();
   for (int done = 0; done < n_tokens; done += block) {
     const int count = std::min(block, n_tokens - done);
     replaced += copy_into_residual(state, k + done * row, v + done * row, count);
@@ -408,10 +409,11 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   nan_inf_replaced_ += replaced;
   if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
   if (config_.memory.l1_bytes > 0) sync_memory();
-  if (telemetry_ != nullptr && sealed_pool_.demotions() != demotions_before) {
+  const TrafficCounters moved = sealed_pool_.traffic() - traffic_before;
+  if (telemetry_ != nullptr && moved.demotions != 0) {
     OpCounts ops;
-    ops.write(Tier::L2, config_.k_format, sealed_pool_.swap_out_bytes() - swap_out_before);
-    ops.demoted_pages = sealed_pool_.demotions() - demotions_before;
+    ops.write(Tier::L2, config_.k_format, moved.swap_out_bytes);
+    ops.demoted_pages = moved.demotions;
     telemetry_->on_ops(phase_, ops);
   }
 }
@@ -487,7 +489,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   extra_states_.clear();
   if (plan != nullptr && options.compensate) {
     if (n_queries != 1) throw InputError("KVCache::attend", "compensate", "compensation applies to decode steps");
-    compensation_states(*plan, q, *all);
+    compensate_dropped(*plan, q, *all);
   }
   if (plan != nullptr) {
     plan_views(state, *plan, all);
@@ -495,13 +497,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     views_ = *all;
   }
   // L2 traffic of this call: demand loads in acquire_pages, demotions and prefetches after it.
-  const std::uint64_t swap_in_before = sealed_pool_.swap_in_bytes(), swap_out_before = sealed_pool_.swap_out_bytes();
-  const std::uint64_t demand_pages_before = sealed_pool_.demand_loads(), demand_bytes_before = sealed_pool_.demand_bytes();
-  const std::uint64_t prefetch_pages_before = sealed_pool_.prefetch_loads(),
-                      prefetch_bytes_before = sealed_pool_.prefetch_bytes();
-  const std::uint64_t buffered_demand_before = sealed_pool_.buffered_demand(),
-                      buffered_prefetch_before = sealed_pool_.buffered_prefetch();
-  const std::uint64_t demotions_before = sealed_pool_.demotions();
+  const TrafficCounters traffic_before = sealed_pool_.traffic();
   const ModelGeometry& g = config_.geometry;
   PagedAttentionArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -597,21 +593,22 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.mac(config_.v_format, macs);
     ops.softmax_exps = macs / static_cast<std::uint64_t>(g.head_dim);
     ops.write(Tier::L0, config_.k_format, step_read_bytes_);
-    ops.read(Tier::L2, config_.k_format, sealed_pool_.swap_in_bytes() - swap_in_before);
-    ops.write(Tier::L2, config_.k_format, sealed_pool_.swap_out_bytes() - swap_out_before);
+    const TrafficCounters moved = sealed_pool_.traffic() - traffic_before;
+    ops.read(Tier::L2, config_.k_format, moved.swap_in_bytes);
+    ops.write(Tier::L2, config_.k_format, moved.swap_out_bytes);
     ops.attention_calls = 1;
     ops.attention_queries = static_cast<std::uint64_t>(n_queries);
     if (n_queries == 1) {
       for (const HeadPages& head : state.heads) ops.context_pages += head.sealed.size();
       if (config_.memory.l1_bytes > 0) ops.managed_pages = ops.context_pages;
     }
-    ops.demand_pages = sealed_pool_.demand_loads() - demand_pages_before;
-    ops.demand_bytes = sealed_pool_.demand_bytes() - demand_bytes_before;
-    ops.prefetch_pages = sealed_pool_.prefetch_loads() - prefetch_pages_before;
-    ops.prefetch_bytes = sealed_pool_.prefetch_bytes() - prefetch_bytes_before;
-    ops.demand_buffered = sealed_pool_.buffered_demand() - buffered_demand_before;
-    ops.prefetch_buffered = sealed_pool_.buffered_prefetch() - buffered_prefetch_before;
-    ops.demoted_pages = sealed_pool_.demotions() - demotions_before;
+    ops.demand_pages = moved.demand_loads;
+    ops.demand_bytes = moved.demand_bytes;
+    ops.prefetch_pages = moved.prefetch_loads;
+    ops.prefetch_bytes = moved.prefetch_bytes;
+    ops.demand_buffered = moved.buffered_demand;
+    ops.prefetch_buffered = moved.buffered_prefetch;
+    ops.demoted_pages = moved.demotions;
     telemetry_->on_ops(phase_, ops);
   }
 }
@@ -887,70 +884,18 @@ void KVCache::plan_views(const LayerState& state, const SelectionPlan& plan, con
   }
 }
 
-void KVCache::compensation_states(const SelectionPlan& plan, const float* q,
+void KVCache::compensate_dropped(const SelectionPlan& plan, const float* q,
                                   const std::vector<std::vector<PageView>>& all) {
-  // One pseudo-token per dropped page: logit scale * q . mean_k + ln(tokens), value mean_v,
-  // folded into a per-q-head softmax state that paged_attention merges with the real pages.
   const ModelGeometry& g = config_.geometry;
-  const int dim = g.head_dim, group = g.group();
-  const auto udim = static_cast<std::size_t>(dim);
-  const std::size_t stride = SoftmaxState::stride(dim);
+  const int group = g.group();
+  const std::size_t stride = SoftmaxState::stride(g.head_dim);
   extra_states_.assign(static_cast<std::size_t>(g.q_heads) * stride, 0.0f);
-  std::vector<float> k_means, v_means, log_tokens, logits;
   for (int h = 0; h < g.kv_heads; ++h) {
-    const auto& kept = plan.heads[static_cast<std::size_t>(h)].pages;
-    const auto& list = all[static_cast<std::size_t>(h)];
-    k_means.clear();
-    v_means.clear();
-    log_tokens.clear();
-    for (std::size_t p = 0, next = 0; p < list.size(); ++p) {
-      if (next < kept.size() && static_cast<std::size_t>(kept[next]) == p) {
-        ++next;
-        continue;
-      }
-      if (list[p].tokens == 0) continue;
-      const std::size_t at = k_means.size();
-      k_means.resize(at + udim, 0.0f);
-      v_means.resize(at + udim, 0.0f);
-      if (list[p].means != nullptr) {  // sealed page: the summary's means
-        const std::uint16_t* means = list[p].means;
-        for (std::size_t c = 0; c < udim; ++c) {
-          k_means[at + c] = f16_to_f32(means[c]);
-          v_means[at + c] = f16_to_f32(means[udim + c]);
-        }
-      } else {  // residual page: average its F32 rows
-        const float* k = residual_layout_.at<float>(list[p].data, residual_layout_.k_data);
-        const float* v = residual_layout_.at<float>(list[p].data, residual_layout_.v_data);
-        for (int t = 0; t < list[p].tokens; ++t) {
-          for (std::size_t c = 0; c < udim; ++c) {
-            k_means[at + c] += k[static_cast<std::size_t>(t) * udim + c] / static_cast<float>(list[p].tokens);
-            v_means[at + c] += v[static_cast<std::size_t>(t) * udim + c] / static_cast<float>(list[p].tokens);
-          }
-        }
-      }
-      log_tokens.push_back(std::log(static_cast<float>(list[p].tokens)));
-    }
-    const std::size_t dropped = log_tokens.size();
-    for (int qh = 0; qh < group; ++qh) {
-      SoftmaxState state(extra_states_.data() + static_cast<std::size_t>(h * group + qh) * stride, dim);
-      state.reset();
-      if (dropped == 0) continue;
-      const float* qv = q + static_cast<std::size_t>(h * group + qh) * udim;
-      logits.assign(dropped, 0.0f);
-      float best = -INFINITY;
-      for (std::size_t d = 0; d < dropped; ++d) {
-        float dot = 0.0f;
-        for (std::size_t c = 0; c < udim; ++c) dot += qv[c] * k_means[d * udim + c];
-        logits[d] = dot * config_.softmax_scale + log_tokens[d];
-        best = std::max(best, logits[d]);
-      }
-      state.max() = best;
-      for (std::size_t d = 0; d < dropped; ++d) {
-        const float w = std::exp(logits[d] - best);
-        state.sum() += w;
-        for (std::size_t c = 0; c < udim; ++c) state.out()[c] += w * v_means[d * udim + c];
-      }
-    }
+    const auto uh = static_cast<std::size_t>(h);
+    gather_dropped_pages(all[uh], plan.heads[uh].pages, residual_layout_, g.head_dim, dropped_);
+    const std::size_t first = uh * static_cast<std::size_t>(group);
+    compensation_states(dropped_, q + first * static_cast<std::size_t>(g.head_dim), group, config_.softmax_scale,
+                        extra_states_.data() + first * stride);
   }
 }
 

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attention/compensation.h"
 #include "attention/page_kernels.h"
 #include "attention/paged_attention.h"
 #include "geometry.h"
@@ -33,7 +34,7 @@
 #include "quant/calibration.h"
 #include "quant/page_layout.h"
 #include "runtime/thread_pool.h"
-#include "sparse/selection.h"
+#include "selection_plan.h"
 #include "telemetry.h"
 
 namespace kv {
@@ -180,7 +181,7 @@ class KVCache {
   void widen_key_bounds(std::byte* page, const float* key);
   PageView view_of(const LayerState& state, std::size_t head, std::size_t page) const;
   void plan_views(const LayerState& state, const SelectionPlan& plan, const std::vector<std::vector<PageView>>* all);
-  void compensation_states(const SelectionPlan& plan, const float* q, const std::vector<std::vector<PageView>>& all);
+  void compensate_dropped(const SelectionPlan& plan, const float* q, const std::vector<std::vector<PageView>>& all);
   void release_layer(LayerState& state);
   void update_pins(LayerState& state);
   bool requantize_page(PageId id);
@@ -211,6 +212,7 @@ class KVCache {
   std::uint64_t nan_inf_replaced_ = 0;
   AttentionWorkspace workspace_;
   std::vector<float> page_lse_, query_lse_, extra_states_;
+  DroppedPages dropped_;  // compensation's gather, reused across heads and calls
   std::vector<std::size_t> mass_offset_;  // [kv head]: its first entry in page_lse_
   std::vector<std::vector<PageView>> views_;      // the pages one attend() call reads
   std::vector<std::vector<PageView>> all_views_;  // all pages, when attend() built them

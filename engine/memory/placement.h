@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "memory/page_pool.h"
+#include "selection_plan.h"
 
 namespace kv {
 
@@ -30,14 +31,6 @@ double retention(const DemotionCandidate& page, std::uint64_t now);
 // to the older page, then the lower id.
 std::vector<PageId> plan_demotion(std::vector<DemotionCandidate> candidates, std::uint64_t now,
                                   std::size_t bytes_to_free, std::size_t max_pages);
-
-// One kv head's selection at one step (logical page indices, ascending) and the scores of its
-// middle pages (the pages the budget competes for), as sparse/selection.h plans them.
-struct SelectionRecord {
-  std::vector<int> kept;
-  std::vector<int> middle_pages;
-  std::vector<float> middle_scores;
-};
 
 // Pages the next `lookahead` steps are predicted to read, most likely first, per kv head:
 // pages kept in the recent history but not now (selections oscillate), then the best-scored

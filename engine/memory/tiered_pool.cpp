@@ -367,6 +367,34 @@ void TieredPool::release_acquired() {
 
 bool TieredPool::held(PageId id) const { return use_[id].held_by == hold_; }
 
+TrafficCounters operator-(const TrafficCounters& later, const TrafficCounters& earlier) {
+  TrafficCounters d;
+  d.swap_in_bytes = later.swap_in_bytes - earlier.swap_in_bytes;
+  d.swap_out_bytes = later.swap_out_bytes - earlier.swap_out_bytes;
+  d.demand_loads = later.demand_loads - earlier.demand_loads;
+  d.demand_bytes = later.demand_bytes - earlier.demand_bytes;
+  d.prefetch_loads = later.prefetch_loads - earlier.prefetch_loads;
+  d.prefetch_bytes = later.prefetch_bytes - earlier.prefetch_bytes;
+  d.buffered_demand = later.buffered_demand - earlier.buffered_demand;
+  d.buffered_prefetch = later.buffered_prefetch - earlier.buffered_prefetch;
+  d.demotions = later.demotions - earlier.demotions;
+  return d;
+}
+
+TrafficCounters TieredPool::traffic() const {
+  TrafficCounters t;
+  t.swap_in_bytes = stats_.swap_in_bytes;
+  t.swap_out_bytes = stats_.swap_out_bytes;
+  t.demand_loads = stats_.demand_loads;
+  t.demand_bytes = stats_.demand_bytes;
+  t.prefetch_loads = stats_.prefetch_loads;
+  t.prefetch_bytes = stats_.prefetch_bytes;
+  t.buffered_demand = stats_.buffered_demand;
+  t.buffered_prefetch = stats_.buffered_prefetch;
+  t.demotions = stats_.demotions;
+  return t;
+}
+
 void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t horizon) {
   release_acquired();
   // Predicted pages are demoted last; then the room left above the warning watermark is

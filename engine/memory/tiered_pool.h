@@ -101,6 +101,18 @@ struct MemoryStats {
   double swap_out_gb_per_s() const;   // device bytes written / L2 write time
 };
 
+// The pool's L2 traffic counters at one moment; the difference of two is what happened between
+// them (one attention call's or one append's moves, for the cost model's op counts).
+struct TrafficCounters {
+  std::uint64_t swap_in_bytes = 0, swap_out_bytes = 0;  // page bytes loaded from / demoted to L2
+  std::uint64_t demand_loads = 0, demand_bytes = 0;
+  std::uint64_t prefetch_loads = 0, prefetch_bytes = 0;
+  // Loads of pages demoted less than one write batch before (MemoryStats).
+  std::uint64_t buffered_demand = 0, buffered_prefetch = 0;
+  std::uint64_t demotions = 0;
+};
+TrafficCounters operator-(const TrafficCounters& later, const TrafficCounters& earlier);
+
 class TieredPool {
  public:
   // page_bytes: a multiple of alignment. Throws InputError for a bad config or L2 directory.
@@ -164,17 +176,8 @@ class TieredPool {
   void drain();
 
   MemoryStats stats() const;
-  // Page bytes loaded from / demoted to L2 so far (cheap: no lock, no copy).
-  std::uint64_t swap_in_bytes() const { return stats_.swap_in_bytes; }
-  std::uint64_t swap_out_bytes() const { return stats_.swap_out_bytes; }
-  std::uint64_t demand_loads() const { return stats_.demand_loads; }
-  std::uint64_t demotions() const { return stats_.demotions; }
-  std::uint64_t demand_bytes() const { return stats_.demand_bytes; }
-  std::uint64_t prefetch_loads() const { return stats_.prefetch_loads; }
-  std::uint64_t prefetch_bytes() const { return stats_.prefetch_bytes; }
-  // Loads so far of pages demoted less than one write batch before (MemoryStats).
-  std::uint64_t buffered_demand() const { return stats_.buffered_demand; }
-  std::uint64_t buffered_prefetch() const { return stats_.buffered_prefetch; }
+  // The L2 traffic so far (cheap: no lock, no copy of the stats' strings).
+  TrafficCounters traffic() const;
   bool l2_enabled() const { return store_ != nullptr; }
   const MemoryConfig& config() const { return config_; }
   // Events and the per-step samples since the last call.

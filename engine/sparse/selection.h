@@ -15,25 +15,10 @@
 #include <vector>
 
 #include "runtime/thread_pool.h"
+#include "selection_plan.h"
 #include "sparse/policy.h"
 
 namespace kv {
-
-enum class KeepReason : std::uint8_t { Sink, Window, Score };
-
-struct HeadSelection {
-  std::vector<int> pages;            // kept logical pages, ascending
-  std::vector<KeepReason> reasons;   // one per kept page
-  std::vector<float> middle_scores;  // the score of every middle (non-forced) page, page order
-};
-
-struct SelectionPlan {
-  int total_pages = 0;
-  int budget_pages = 0;  // after the forced pages were fitted
-  std::vector<HeadSelection> heads;
-
-  std::size_t kept_pages(int head) const { return heads[static_cast<std::size_t>(head)].pages.size(); }
-};
 
 struct SelectionInput {
   int context_tokens = 0;

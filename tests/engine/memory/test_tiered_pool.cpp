@@ -105,10 +105,20 @@ TEST_CASE("demoted pages come back intact, clean copies are dropped, not rewritt
     REQUIRE(holds(frames[i], cold[i]));
     CHECK(pool.version(cold[i]) % 2 == 0);
   }
+  const TrafficCounters before_step = pool.traffic();
   pool.end_step({});
   MemoryStats stats = pool.stats();
   CHECK(stats.demand_loads == cold.size());
   CHECK(stats.swap_in_bytes == cold.size() * kPage);
+  // The traffic snapshot agrees with the stats, and a difference of two is what moved between.
+  const TrafficCounters now = pool.traffic();
+  CHECK(now.demand_loads == stats.demand_loads);
+  CHECK(now.swap_in_bytes == stats.swap_in_bytes);
+  CHECK(now.demotions == stats.demotions);
+  CHECK(now.swap_out_bytes == stats.swap_out_bytes);
+  const TrafficCounters moved = now - before_step;
+  CHECK(moved.demand_loads == 0);  // acquire() loaded them, before the snapshot
+  CHECK(moved.demotions == stats.demotions - before_step.demotions);
   const auto written = stats.demotions;
   // The loaded pages are clean: demoting them again only drops the L1 copy.
   pool.acquire({ids[59]}, frames);  // keep one hot

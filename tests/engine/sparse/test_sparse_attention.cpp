@@ -8,6 +8,7 @@
 #include "model/synthetic.h"
 #include "runtime/error.h"
 #include "sparse/quest.h"
+#include "sparse/selection.h"
 #include "int_twin.h"
 #include "test_support.h"
 

@@ -1,0 +1,38 @@
+// What page selection decides, as plain values: the plan one attention call applies and the
+// record of a step's selection that prefetch prediction reads. Selection (sparse/) writes
+// them; the cache and the memory pool (memory/) read them. This header sits below both, so
+// that sparse/ depends on the cache and never the other way round.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kv {
+
+// Why a page was kept: it holds a sink token, it overlaps the local window, or its score won.
+enum class KeepReason : std::uint8_t { Sink, Window, Score };
+
+struct HeadSelection {
+  std::vector<int> pages;            // kept logical pages, ascending
+  std::vector<KeepReason> reasons;   // one per kept page
+  std::vector<float> middle_scores;  // the score of every middle (non-forced) page, page order
+};
+
+struct SelectionPlan {
+  int total_pages = 0;
+  int budget_pages = 0;  // after the forced pages were fitted
+  std::vector<HeadSelection> heads;
+
+  std::size_t kept_pages(int head) const { return heads[static_cast<std::size_t>(head)].pages.size(); }
+};
+
+// One kv head's selection at one step (logical page indices, ascending) and the scores of its
+// middle pages (the pages the budget competes for), as sparse/selection.h plans them.
+struct SelectionRecord {
+  std::vector<int> kept;
+  std::vector<int> middle_pages;
+  std::vector<float> middle_scores;
+};
+
+}  // namespace kv
