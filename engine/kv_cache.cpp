@@ -120,7 +120,7 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
                    Calibration(config.outlier_factor)) {
   if (config_.softmax_scale == 0.0f) config_.softmax_scale = 1.0f / std::sqrt(static_cast<float>(config.geometry.head_dim));
   if (config_.memory.l1_bytes > 0 && long_tail_layout_.bytes < layout_.bytes) {
-    sealed_pool_.set_long_tail(long_tail_layout_.bytes, [this](PageId id) { return requantize_page(id); });
+    sealed_pool_.set_long_tail(long_tail_layout_.bytes);
   }
 }
 
@@ -820,8 +820,19 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
   }
   // A layer's next step comes after every other layer's: protect predictions that long.
   const auto horizon = static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, lookahead));
-  sealed_pool_.end_step(predicted, horizon);
+  apply_relief(sealed_pool_.release_step(predicted, horizon));
+  sealed_pool_.finish_step(predicted);
   forward_memory_reports();
+}
+
+void KVCache::apply_relief(const TieredPool::Relief& relief) {
+  // Danger's first remedy is the sparse policy's, above the cache: a request it serves
+  // (budget_requests()); the second, the long tail's requantization, is the cache's own.
+  if (relief.tighten_budget) ++budget_requests_;
+  if (!relief.requantize) return;
+  std::size_t done = 0;
+  for (PageId id : relief.pages) done += requantize_page(id) ? 1 : 0;
+  sealed_pool_.finish_relief(done);
 }
 
 void KVCache::update_pins(LayerState& state) {
@@ -852,7 +863,7 @@ void KVCache::sync_memory() {
     }
   }
   sealed_pool_.set_external_bytes(residual_pool_.live_pages() * residual_layout_.bytes + summaries);
-  sealed_pool_.relieve_pressure();
+  apply_relief(sealed_pool_.relieve_pressure());
   forward_memory_reports();
 }
 

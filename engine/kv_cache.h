@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -135,8 +134,11 @@ class KVCache {
   // Every kv head's key bounds (Quest's input) without building page views: the sealed pages'
   // summaries in place, copies of the residual pages'. Valid until the sequence next changes.
   void key_bounds(SeqId seq, int layer, std::vector<HeadKeyBounds>& heads) const;
-  // Danger under memory pressure asks for a smaller sparse budget through this (true: done).
-  void set_budget_tightener(std::function<bool()> tighten) { sealed_pool_.set_tighten_budget(std::move(tighten)); }
+  // Danger under memory pressure asks for a smaller sparse budget: the count of such requests
+  // so far. A sparse decoder serves each one it has not seen (SparseDecoder) and reports a
+  // budget it did make smaller through budget_tightened().
+  std::uint64_t budget_requests() const { return budget_requests_; }
+  void budget_tightened() { sealed_pool_.budget_tightened(); }
   // Waits until pages demoted so far are on the L2 device (benchmarks, tests).
   void drain_memory() { sealed_pool_.drain(); }
 
@@ -185,6 +187,7 @@ class KVCache {
   void release_layer(LayerState& state);
   void update_pins(LayerState& state);
   bool requantize_page(PageId id);
+  void apply_relief(const TieredPool::Relief& relief);
   void sync_memory();
   // views_' sealed pages at positions [begin, end) of every head: made resident and held.
   void acquire_pages(const LayerState& state, std::size_t begin, std::size_t end);
@@ -210,6 +213,7 @@ class KVCache {
   SeqId next_seq_ = 0;
   Phase phase_ = Phase::Prefill;
   std::uint64_t nan_inf_replaced_ = 0;
+  std::uint64_t budget_requests_ = 0;
   AttentionWorkspace workspace_;
   std::vector<float> page_lse_, query_lse_, extra_states_;
   DroppedPages dropped_;  // compensation's gather, reused across heads and calls

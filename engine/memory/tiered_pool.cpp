@@ -395,12 +395,20 @@ TrafficCounters TieredPool::traffic() const {
   return t;
 }
 
-void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t horizon) {
+TieredPool::Relief TieredPool::release_step(const std::vector<PageId>& predicted, std::uint64_t horizon) {
   release_acquired();
-  // Predicted pages are demoted last; then the room left above the warning watermark is
-  // filled with the predicted pages that are in L2, most likely first.
+  // Predicted pages are demoted last; finish_step() then fills the room left above the warning
+  // watermark with the predicted pages that are in L2, most likely first.
   for (PageId id : predicted) at(id).predicted_at = step_ + horizon;
-  relieve_pressure();
+  return relieve_pressure();
+}
+
+void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t horizon) {
+  if (release_step(predicted, horizon).requantize) finish_relief(0);
+  finish_step(predicted);
+}
+
+void TieredPool::finish_step(const std::vector<PageId>& predicted) {
   if (store_ != nullptr && config_.prefetch_lookahead > 0 && config_.l1_bytes > 0) {
     const auto ceiling = static_cast<std::uint64_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
     for (PageId id : predicted) {
@@ -537,61 +545,63 @@ std::uint64_t mem_available_bytes() {
 
 }  // namespace
 
-void TieredPool::relieve_pressure() {
-  if (config_.l1_bytes == 0) return;
-  const auto cap = static_cast<double>(config_.l1_bytes);
+PressureState TieredPool::pressure_state() const {
+  PressureState s;
+  s.l1_bytes = config_.l1_bytes;
+  s.l1_used = l1_used();
+  s.pinned_bytes = pinned_bytes();
+  s.level = level_;
+  s.machine_low = machine_low_;
+  s.has_l2 = store_ != nullptr;
+  s.l2_stopped = l2_stopped_;
+  s.overflowing = overflowing_;
+  s.long_tail = small_page_bytes_ > 0;
+  s.page_bytes = page_bytes_;
+  s.small_page_bytes = small_page_bytes_;
+  return s;
+}
+
+void TieredPool::apply_level(const PressurePlan& plan) {
+  if (plan.level) set_level(*plan.level, plan.reason);
+  if (!plan.done) return;
+  if (plan.overflow_opened) event(MemoryEvent::Kind::Overflow, plan.overflow_reason);
+  overflowing_ = plan.overflowing;
+}
+
+TieredPool::Relief TieredPool::relieve_pressure() {
+  Relief relief;
+  if (config_.l1_bytes == 0) return relief;
   if (config_.mem_available_floor_bytes > 0) {
     const bool low = mem_available_bytes() < config_.mem_available_floor_bytes;
     if (low && !machine_low_) event(MemoryEvent::Kind::Pressure, "MemAvailable below mem_available_floor_bytes");
     machine_low_ = low;
   }
-  // Whole bytes, so that "free > 15%" is exact at the boundary. A machine low on memory
-  // counts as no free L1.
-  const auto warning_free_bytes = static_cast<std::int64_t>(std::llround(cap * config_.warning_free));
-  const auto safe = [&] {
-    return !machine_low_ && static_cast<std::int64_t>(config_.l1_bytes) - static_cast<std::int64_t>(l1_used()) > warning_free_bytes;
-  };
-  if (safe()) {
-    set_level(PressureLevel::Safe, "L1 free above the warning watermark");
-    return;
+  const PressureWatermarks marks{config_.warning_free, config_.target_free, config_.danger_pinned};
+  PressurePlan plan = plan_pressure(pressure_state(), marks, PressureStage::Start);
+  apply_level(plan);
+  if (plan.done) return relief;
+  if (plan.demote_bytes > 0) demote_bytes(plan.demote_bytes);
+  plan = plan_pressure(pressure_state(), marks, PressureStage::AfterDemotion);
+  apply_level(plan);
+  relief.tighten_budget = plan.tighten_budget;
+  if (plan.requantize_pages > 0) {
+    // Second remedy: the long tail (lowest retention, unpinned, resident) shrinks to INT2.
+    relief.requantize = true;
+    relief.pages = plan_long_tail(plan.requantize_pages);
   }
-  if (level_ == PressureLevel::Safe) set_level(PressureLevel::Warning, "L1 free at or below the warning watermark");
-  const auto target = static_cast<std::uint64_t>(std::llround(cap * (1.0 - config_.target_free)));
-  if (l1_used() > target) demote_bytes(l1_used() - target);
-  if (safe()) {
-    set_level(PressureLevel::Safe, "demotion brought L1 free above the warning watermark");
-    return;
-  }
-  // Demotion cannot keep up: L2 missing, full or failing, or pinned pages fill L1.
-  const std::uint64_t pinned = pinned_pages_ * page_bytes_ + external_bytes_;
-  std::string reason = store_ == nullptr ? "no L2 tier" : l2_stopped_ ? "L2 full or failing" : "pinned and in-use pages fill L1";
-  if (static_cast<double>(pinned) >= config_.danger_pinned * cap) reason = "pinned pages alone near the L1 cap";
-  if (machine_low_) reason = "MemAvailable below mem_available_floor_bytes";
-  if (level_ != PressureLevel::Danger) {
-    set_level(PressureLevel::Danger, reason);
-    if (tighten_ && tighten_()) event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened");
-  }
-  // Second remedy: the long tail (lowest retention, unpinned, resident) shrinks to INT2.
-  if (requantize_ && small_page_bytes_ < page_bytes_ && l1_used() > target) {
-    const std::size_t saved_per_page = page_bytes_ - small_page_bytes_;
-    const std::size_t pages = (l1_used() - target + saved_per_page - 1) / saved_per_page;
-    const std::vector<PageId> plan = plan_long_tail(pages);
-    std::size_t done = 0;
-    for (PageId id : plan) done += requantize_(id) ? 1 : 0;
-    if (done > 0) {
-      stats_.requantized_pages += done;
-      event(MemoryEvent::Kind::Requantized, "danger: long-tail pages requantized to INT2", done);
-    }
-    if (safe()) {
-      set_level(PressureLevel::Safe, "requantization brought L1 free above the warning watermark");
-      overflowing_ = false;
-      return;
-    }
-  }
-  const bool over = l1_used() > config_.l1_bytes;
-  if (over && !overflowing_) event(MemoryEvent::Kind::Overflow, "L1 holds more than l1_bytes: " + reason);
-  overflowing_ = over;
+  return relief;
 }
+
+void TieredPool::finish_relief(std::size_t requantized) {
+  if (requantized > 0) {
+    stats_.requantized_pages += requantized;
+    event(MemoryEvent::Kind::Requantized, "danger: long-tail pages requantized to INT2", requantized);
+  }
+  const PressureWatermarks marks{config_.warning_free, config_.target_free, config_.danger_pinned};
+  apply_level(plan_pressure(pressure_state(), marks, PressureStage::AfterRequantization));
+}
+
+void TieredPool::budget_tightened() { event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened"); }
 
 std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
   std::vector<DemotionCandidate> candidates;

@@ -19,7 +19,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,6 +28,7 @@
 #include "memory/l2_store.h"
 #include "memory/memory_events.h"
 #include "memory/page_pool.h"
+#include "memory/pressure_controller.h"
 #include "runtime/error.h"
 
 namespace kv {
@@ -164,14 +164,36 @@ class TieredPool {
   void release_acquired();
   // Accounts the step's L0 staging of `bytes` (staged bytes, batches of half of L0, peak).
   void stage_l0(std::uint64_t bytes);
-  // Releases the step's pages; predicted pages (most likely first) are demoted last for the
-  // next `horizon` steps, pressure is relieved, then the predicted pages in L2 are prefetched
-  // into the L1 room above the warning watermark.
+  // What pressure relief leaves to the pool's owner (pressure_controller.h): danger was just
+  // entered, so a smaller sparse budget is wanted; and, when `requantize`, the long-tail pages
+  // to shrink (shrink()/finish_shrink()), after which the owner calls finish_relief() with how
+  // many it shrank (possibly none).
+  struct Relief {
+    bool tighten_budget = false;
+    bool requantize = false;
+    std::vector<PageId> pages;
+  };
+
+  // A step ends in two halves, so that the owner applies the relief before prefetch fills the
+  // room left: release_step() releases the step's pages, marks the predicted pages (most likely
+  // first) to be demoted last for the next `horizon` steps and relieves pressure;
+  // finish_step() prefetches the predicted pages that are in L2 into the L1 room above the
+  // warning watermark and closes the step's sample.
+  Relief release_step(const std::vector<PageId>& predicted, std::uint64_t horizon = 1);
+  void finish_step(const std::vector<PageId>& predicted);
+  // Both, for an owner with nothing to apply: a budget request goes unanswered and a
+  // requantization plan is finished with none done.
   void end_step(const std::vector<PageId>& predicted, std::uint64_t horizon = 1);
   std::uint64_t step() const { return step_; }
 
-  // Runs the pressure controller now (the cache calls it after sealing pages).
-  void relieve_pressure();
+  // Runs the pressure controller now (the cache calls it after sealing pages) and applies what
+  // the pool can: levels, events and demotion.
+  Relief relieve_pressure();
+  // After the owner applied a Relief with `requantize`: counts the pages, then safe again or
+  // an overflow episode.
+  void finish_relief(std::size_t requantized);
+  // The owner's sparse policy took a smaller budget on danger's request: reported as an event.
+  void budget_tightened();
   // Waits until the migrator has written every full batch (tests, benchmarks).
   void drain();
 
@@ -183,15 +205,9 @@ class TieredPool {
   // Events and the per-step samples since the last call.
   std::vector<MemoryEvent> take_events();
   std::vector<MemorySample> take_samples();
-  // Danger's first remedy: the owner's sparse policy takes a smaller budget. Returns whether it did.
-  void set_tighten_budget(std::function<bool()> tighten) { tighten_ = std::move(tighten); }
-
-  // Danger's second remedy. The owner declares the byte size of a long-tail (INT2) page and a
-  // callback that requantizes one page (true: done) using shrink()/finish_shrink().
-  void set_long_tail(std::size_t small_page_bytes, std::function<bool(PageId)> requantize) {
-    small_page_bytes_ = small_page_bytes;
-    requantize_ = std::move(requantize);
-  }
+  // Danger's second remedy: the owner declares the byte size of a long-tail (INT2) page, and
+  // relief then plans pages for it to requantize (Relief::pages).
+  void set_long_tail(std::size_t small_page_bytes) { small_page_bytes_ = small_page_bytes; }
   // A resident full-size page gets a long-tail frame (returned, to fill); its old bytes stay
   // readable at shrink_source() until finish_shrink(), which frees them and drops a stale L2
   // copy. The page's version is odd in between.
@@ -228,6 +244,9 @@ class TieredPool {
   void demote(const std::vector<PageId>& plan);
   std::size_t demote_bytes(std::size_t bytes_to_free);
   void set_level(PressureLevel level, const std::string& reason);
+  PressureState pressure_state() const;
+  // Sets the plan's level and closes or opens an overflow episode as it says.
+  void apply_level(const PressurePlan& plan);
   void event(MemoryEvent::Kind kind, const std::string& reason, std::uint64_t pages = 0);
   void migrator_loop();
 
@@ -245,7 +264,6 @@ class TieredPool {
   std::size_t frame_bytes_used_ = 0;
   std::size_t slab_bytes_ = 0;
   std::size_t small_page_bytes_ = 0;
-  std::function<bool(PageId)> requantize_;
   std::byte* shrink_source_ = nullptr;
   std::size_t external_bytes_ = 0;
 
@@ -274,7 +292,6 @@ class TieredPool {
   MemorySample sample_;
   std::vector<MemoryEvent> events_;
   std::vector<MemorySample> samples_;
-  std::function<bool()> tighten_;
 
   // Migrator: loads (demand first), then the store's writes, then compaction.
   std::mutex mutex_;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -11,12 +10,17 @@
 namespace kv {
 
 SparseDecoder::SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry, const ExactKV* exact)
-    : cache_(cache), policy_(policy), telemetry_(telemetry), exact_(exact) {
+    : cache_(cache), policy_(policy), telemetry_(telemetry), exact_(exact), budget_requests_served_(cache.budget_requests()) {
   validate_sparse_policy(policy_, "sparse policy");
-  cache_.set_budget_tightener([this] { return tighten_budget(); });
 }
 
-SparseDecoder::~SparseDecoder() { cache_.set_budget_tightener({}); }
+void SparseDecoder::serve_budget_requests() {
+  // Requests from before this decoder existed were never its to serve (the constructor).
+  while (budget_requests_served_ < cache_.budget_requests()) {
+    ++budget_requests_served_;
+    if (tighten_budget()) cache_.budget_tightened();
+  }
+}
 
 bool SparseDecoder::tighten_budget() {
   if (!policy_.needs_budget()) return false;
@@ -63,6 +67,7 @@ void SparseDecoder::report_selection(Phase phase, std::uint64_t start_ns, std::s
 }
 
 void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
+  serve_budget_requests();  // appending may have entered danger
   const ModelGeometry& g = cache_.config().geometry;
   const int page_tokens = cache_.config().page_tokens;
   // Selection reads the key bounds alone; the cache views only the planned pages.
@@ -97,6 +102,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   options.compensate = policy_.compensation == Compensation::MeanV;
   options.importance = &acc;
   cache_.attend(seq, layer, q, 1, out, options);
+  serve_budget_requests();  // the step may have entered danger
 
   SelectionEvent event;
   event.step = step_;
@@ -147,6 +153,7 @@ bool SparseDecoder::check_quality(const float* q, const float* out) {
 }
 
 void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {
+  serve_budget_requests();  // appending may have entered danger
   const ModelGeometry& g = cache_.config().geometry;
   // Like a decode step: selection reads the key bounds, the cache views the planned pages.
   cache_.key_bounds(seq, layer, key_bounds_);
@@ -172,6 +179,7 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   AttendOptions options;
   options.plan = &last_plan_;
   cache_.attend(seq, layer, q, n_queries, out, options);
+  serve_budget_requests();
 }
 
 SelectionQuality SparseDecoder::measure_quality(int layer, const float* q, const float* out, int context) {

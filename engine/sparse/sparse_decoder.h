@@ -25,7 +25,6 @@ class SparseDecoder {
   // per critical token dropped).
   SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr,
                 const ExactKV* exact = nullptr);
-  ~SparseDecoder();
   SparseDecoder(const SparseDecoder&) = delete;
   SparseDecoder& operator=(const SparseDecoder&) = delete;
 
@@ -46,9 +45,10 @@ class SparseDecoder {
 
   // Adaptive tightening: a new budget from now on (fraction in (0, 1] or pages >= 1).
   void set_budget(float fraction, int pages);
-  // Memory danger's request (the decoder registers it with the cache): halves the budget, down
-  // to kMinTightenedBudget or one page. Returns false when it cannot go lower (or the selector
-  // has no budget).
+  // Memory danger's request (the cache counts them; attend() and prefill() serve each new one,
+  // before planning and after the cache's step): halves the budget, down to
+  // kMinTightenedBudget or one page. Returns false when it cannot go lower (or the selector has
+  // no budget).
   bool tighten_budget();
   static constexpr float kMinTightenedBudget = 0.01f;
   const SparsePolicy& policy() const { return policy_; }
@@ -72,12 +72,14 @@ class SparseDecoder {
   // The select span and the selection's operation counts (a null sink: nothing).
   void report_selection(Phase phase, std::uint64_t start_ns, std::size_t pages, bool bounded);
   SelectionQuality measure_quality(int layer, const float* q, const float* out, int context);
+  void serve_budget_requests();
 
   KVCache& cache_;
   SparsePolicy policy_;
   Telemetry* telemetry_;
   const ExactKV* exact_;
   int step_ = 0;
+  std::uint64_t budget_requests_served_;
   double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0;
   long quality_checks_ = 0, needles_seen_ = 0, needles_kept_ = 0;
   // Per (seq, layer): accumulated attention [kv head][page] and the step it was last decayed.

@@ -174,18 +174,20 @@ TEST_CASE("prefetch loads predicted pages before the step that reads them", "[me
 TEST_CASE("danger: pinned pages fill L1, the budget is tightened, L1 overflows but nothing fails", "[memory][tiers]") {
   kvtest::TempDir dir("tiers-danger");
   TieredPool pool(kPage, 64, tiered(dir.path, 20));
-  int tightened = 0;
-  pool.set_tighten_budget([&] { return ++tightened > 0; });
   const auto ids = allocate(pool, 24);
   for (PageId id : ids) pool.pin(id);
-  pool.relieve_pressure();
+  const TieredPool::Relief relief = pool.relieve_pressure();
+  CHECK(relief.tighten_budget);  // the owner's to apply
+  CHECK_FALSE(relief.requantize);  // no long tail declared
+  pool.budget_tightened();
   const auto events = pool.take_events();
   const auto pressure = of_kind(events, MemoryEvent::Kind::Pressure);
   REQUIRE(pressure.size() == 2);
   CHECK(pressure[1].to == PressureLevel::Danger);
   CHECK(pressure[1].reason == "pinned pages alone near the L1 cap");
-  CHECK(tightened == 1);
   CHECK(of_kind(events, MemoryEvent::Kind::BudgetTightened).size() == 1);
+  // Still in danger: no second request.
+  CHECK_FALSE(pool.relieve_pressure().tighten_budget);
   CHECK(of_kind(events, MemoryEvent::Kind::Overflow).size() == 1);
   for (PageId id : ids) CHECK(pool.resident(id));
   for (PageId id : ids) pool.unpin(id);
@@ -242,15 +244,13 @@ TEST_CASE("the optional MemAvailable watermark degrades a run on a machine low o
   MemoryConfig config = tiered(dir.path, 100);
   config.mem_available_floor_bytes = std::size_t{1} << 60;  // no machine has this much available
   TieredPool pool(kPage, 64, config);
-  int tightened = 0;
-  pool.set_tighten_budget([&] { return ++tightened > 0; });
   allocate(pool, 10);  // L1 itself is nearly empty
-  pool.relieve_pressure();
+  const bool tighten = pool.relieve_pressure().tighten_budget;
   const auto events = pool.take_events();
   REQUIRE_FALSE(events.empty());
   CHECK(events[0].reason == "MemAvailable below mem_available_floor_bytes");
   CHECK(pool.stats().level == PressureLevel::Danger);
-  CHECK(tightened == 1);
+  CHECK(tighten);
   // Off by default.
   TieredPool calm(kPage, 64, tiered(dir.path, 100));
   allocate(calm, 10);

@@ -236,3 +236,40 @@ TEST_CASE("Sparse prefill: a covering budget equals dense prefill, a tight one k
   const std::vector<float> tight_last(tight.begin() + static_cast<long>(last), tight.end());
   CHECK(kvtest::relative_error(tight_last, decode) < 1e-4f);
 }
+
+TEST_CASE("memory danger's budget request is served once by every decoder on the cache", "[sparse][memory]") {
+  // No L2 tier and an L1 cap far below the context: appending enters danger.
+  CacheConfig config;
+  config.geometry = {1, 4, 2, 64, 4096};
+  config.k_format = config.v_format = Format::Q8;
+  config.page_tokens = 64;
+  config.threads = 1;
+  config.memory.l1_bytes = 64 * 1024;
+  KVCache cache(config);
+  Recorder first_events, second_events, late_events;
+  SparseDecoder first(cache, policy(Selector::Quest, 0.5f), &first_events);
+  SparseDecoder second(cache, policy(Selector::Quest, 0.5f), &second_events);
+  const SeqId seq = cache.create_sequence();
+  constexpr int kTokens = 1024;
+  const auto k = kvtest::random_keys(kTokens, 2, 64, 3);
+  const auto v = kvtest::random_values(static_cast<std::size_t>(kTokens) * 2 * 64, 4);
+  cache.append(seq, 0, k.data(), v.data(), kTokens);
+  REQUIRE(cache.stats().memory.level == PressureLevel::Danger);
+  REQUIRE(cache.budget_requests() == 1);
+  // Nothing tightens until a decoder plans again.
+  CHECK(first.policy().budget == 0.5f);
+  SparseDecoder late(cache, policy(Selector::Quest, 0.5f), &late_events);  // after the request
+  const auto q = kvtest::random_values(4 * 64, 5);
+  std::vector<float> out(q.size());
+  for (SparseDecoder* d : {&first, &second, &late}) d->attend(seq, 0, q.data(), out.data());
+  CHECK(first.policy().budget == 0.25f);
+  CHECK(second.policy().budget == 0.25f);
+  CHECK(late.policy().budget == 0.5f);  // the request came before it existed
+  REQUIRE(first_events.budgets.size() == 1);
+  CHECK(first_events.budgets[0].from_budget == 0.5f);
+  CHECK(late_events.budgets.empty());
+  // Still in danger: no new request, no further tightening.
+  for (SparseDecoder* d : {&first, &second}) d->attend(seq, 0, q.data(), out.data());
+  CHECK(cache.budget_requests() == 1);
+  CHECK(first.policy().budget == 0.25f);
+}
