@@ -190,17 +190,7 @@ void TieredPool::release(PageId id) {
   KV_ASSERT(!held(id), "release of a page the current step holds");
   if (store_ != nullptr) {
     std::unique_lock lock(mutex_);
-    // A queued prefetch is cancelled; a running load must finish before its frame is reused.
-    for (auto it = prefetch_.begin(); it != prefetch_.end(); ++it) {
-      if (it->page == &page) {
-        prefetch_.erase(it);
-        page.load = Page::Load::None;
-        break;
-      }
-    }
-    done_.wait(lock, [&] { return page.load != Page::Load::Queued && page.load != Page::Load::Running; });
-    page.load = Page::Load::None;
-    page.error.clear();
+    settle_load(page, lock);
   }
   if (page.prefetched) ++stats_.prefetch_unused;
   if (page.frame != nullptr) give_frame(page.frame, page.small);
@@ -260,6 +250,21 @@ void TieredPool::start_load(PageId id, bool demand) {
   page.error.clear();
   (demand ? demand_ : prefetch_).push_back({&page, page.slot, page.frame});
   work_.notify_one();
+}
+
+void TieredPool::settle_load(Page& page, std::unique_lock<std::mutex>& lock) {
+  // A prefetch still queued is cancelled; a load already running must finish before the
+  // page's frame is reused.
+  for (auto it = prefetch_.begin(); it != prefetch_.end(); ++it) {
+    if (it->page == &page) {
+      prefetch_.erase(it);
+      page.load = Page::Load::None;
+      break;
+    }
+  }
+  done_.wait(lock, [&] { return page.load != Page::Load::Queued && page.load != Page::Load::Running; });
+  page.load = Page::Load::None;
+  page.error.clear();
 }
 
 void TieredPool::wait_load(Page& page, bool count_wait) {
@@ -440,7 +445,7 @@ void TieredPool::event(MemoryEvent::Kind kind, const std::string& reason, std::u
   e.from = e.to = level_;
   e.l1_used_bytes = l1_used();
   e.l1_capacity_bytes = config_.l1_bytes;
-  e.pinned_bytes = pinned_pages_ * page_bytes_ + external_bytes_;
+  e.pinned_bytes = pinned_bytes();
   e.l2_live_bytes = store_ != nullptr ? store_->stats().live_bytes : 0;
   e.pages = pages;
   e.reason = reason;
@@ -482,19 +487,8 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     if (page.prefetched) ++stats_.prefetch_unused;
     page.prefetched = false;
     {
-      // An unconsumed prefetch: cancelled while queued, waited for while running.
       std::unique_lock lock(mutex_);
-      for (auto it = prefetch_.begin(); it != prefetch_.end() && page.load == Page::Load::Queued; ++it) {
-        if (it->page == &page) {
-          prefetch_.erase(it);
-          break;
-        }
-      }
-      if (page.load != Page::Load::Queued) {
-        done_.wait(lock, [&] { return page.load != Page::Load::Running; });
-      }
-      page.load = Page::Load::None;
-      page.error.clear();
+      settle_load(page, lock);
     }
     give_frame(page.frame, page.small);
     place(id, nullptr, page.small);
@@ -656,7 +650,7 @@ std::vector<MemorySample> TieredPool::take_samples() { return std::exchange(samp
 MemoryStats TieredPool::stats() const {
   MemoryStats s = stats_;
   s.l1_used_bytes = l1_used();
-  s.pinned_bytes = pinned_pages_ * page_bytes_ + external_bytes_;
+  s.pinned_bytes = pinned_bytes();
   s.frame_bytes = slab_bytes_;
   s.level = level_;
   s.l2_enabled = store_ != nullptr;

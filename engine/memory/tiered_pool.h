@@ -241,6 +241,9 @@ class TieredPool {
   std::uint64_t l1_used() const;
   void start_load(PageId id, bool demand);
   void wait_load(Page& page, bool count_wait);
+  // Leaves `page` with no load in flight: a queued prefetch is cancelled, a running load waited
+  // for (release and demotion, before the frame is reused). mutex_ held.
+  void settle_load(Page& page, std::unique_lock<std::mutex>& lock);
   void demote(const std::vector<PageId>& plan);
   std::size_t demote_bytes(std::size_t bytes_to_free);
   void set_level(PressureLevel level, const std::string& reason);
