@@ -14,6 +14,7 @@
 
 #include "attention/compensation.h"
 #include "attention/softmax_state.h"
+#include "memory/memory_advisor.h"
 #include "quant/fp16.h"
 #include "quant/quantizer.h"
 #include "runtime/clock.h"
@@ -771,52 +772,11 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
   const int lookahead = config_.memory.prefetch_lookahead;
   if (sealed_pool_.l2_enabled() && lookahead > 0 && decode) {
     // Selection history: what each kv head read this step, and the runners-up of the plan.
-    const auto heads = state.heads.size();
-    std::vector<SelectionRecord> records(heads);
-    const int pages = static_cast<int>(views_[0].size());
-    for (std::size_t h = 0; h < heads; ++h) {
-      SelectionRecord& record = records[h];
-      if (plan == nullptr) {
-        for (int p = 0; p < pages; ++p) record.kept.push_back(p);
-        continue;
-      }
-      const HeadSelection& selection = plan->heads[h];
-      record.kept = selection.pages;
-      std::vector<bool> forced(static_cast<std::size_t>(plan->total_pages), false);
-      for (std::size_t i = 0; i < selection.pages.size(); ++i) {
-        if (selection.reasons[i] != KeepReason::Score) forced[static_cast<std::size_t>(selection.pages[i])] = true;
-      }
-      for (int p = 0; p < plan->total_pages; ++p) {
-        if (!forced[static_cast<std::size_t>(p)]) record.middle_pages.push_back(p);
-      }
-      record.middle_scores = selection.middle_scores;
-    }
-    state.history.push_back(std::move(records));
+    state.history.push_back(selection_records(plan, state.heads.size(), static_cast<int>(views_[0].size())));
     while (state.history.size() > static_cast<std::size_t>(lookahead) + 1) state.history.pop_front();
-    // Per head, the predicted logical pages; interleaved by rank so every head gets its best first.
-    std::vector<std::vector<int>> per_head(heads);
-    std::size_t longest = 0;
-    for (std::size_t h = 0; h < heads; ++h) {
-      std::vector<const SelectionRecord*> history;
-      for (const auto& step : state.history) history.push_back(&step[h]);
-      per_head[h] = plan_prefetch(history, lookahead);
-      longest = std::max(longest, per_head[h].size());
-    }
-    // This step's pages first (a selection mostly persists), then the extra predictions.
-    for (std::size_t h = 0; h < heads; ++h) {
-      for (int page : state.history.back()[h].kept) {
-        if (static_cast<std::size_t>(page) < state.heads[h].sealed.size()) {
-          predicted.push_back(state.heads[h].sealed[static_cast<std::size_t>(page)]);
-        }
-      }
-    }
-    for (std::size_t rank = 0; rank < longest; ++rank) {
-      for (std::size_t h = 0; h < heads; ++h) {
-        if (rank >= per_head[h].size()) continue;
-        const auto page = static_cast<std::size_t>(per_head[h][rank]);
-        if (page < state.heads[h].sealed.size()) predicted.push_back(state.heads[h].sealed[page]);
-      }
-    }
+    std::vector<const std::vector<PageId>*> sealed;
+    for (const HeadPages& head : state.heads) sealed.push_back(&head.sealed);
+    predicted = predicted_pages(state.history, lookahead, sealed);
   }
   // A layer's next step comes after every other layer's: protect predictions that long.
   const auto horizon = static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, lookahead));

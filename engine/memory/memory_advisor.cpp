@@ -1,0 +1,58 @@
+#include "memory/memory_advisor.h"
+
+#include <algorithm>
+
+#include "memory/placement.h"
+
+namespace kv {
+
+std::vector<SelectionRecord> selection_records(const SelectionPlan* plan, std::size_t heads, int pages) {
+  std::vector<SelectionRecord> records(heads);
+  for (std::size_t h = 0; h < heads; ++h) {
+    SelectionRecord& record = records[h];
+    if (plan == nullptr) {
+      for (int p = 0; p < pages; ++p) record.kept.push_back(p);
+      continue;
+    }
+    const HeadSelection& selection = plan->heads[h];
+    record.kept = selection.pages;
+    std::vector<bool> forced(static_cast<std::size_t>(plan->total_pages), false);
+    for (std::size_t i = 0; i < selection.pages.size(); ++i) {
+      if (selection.reasons[i] != KeepReason::Score) forced[static_cast<std::size_t>(selection.pages[i])] = true;
+    }
+    for (int p = 0; p < plan->total_pages; ++p) {
+      if (!forced[static_cast<std::size_t>(p)]) record.middle_pages.push_back(p);
+    }
+    record.middle_scores = selection.middle_scores;
+  }
+  return records;
+}
+
+std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord>>& history, int lookahead,
+                                    const std::vector<const std::vector<PageId>*>& sealed) {
+  std::vector<PageId> predicted;
+  if (history.empty()) return predicted;
+  const std::size_t heads = sealed.size();
+  std::vector<std::vector<int>> per_head(heads);
+  std::size_t longest = 0;
+  for (std::size_t h = 0; h < heads; ++h) {
+    std::vector<const SelectionRecord*> steps;
+    for (const auto& step : history) steps.push_back(&step[h]);
+    per_head[h] = plan_prefetch(steps, lookahead);
+    longest = std::max(longest, per_head[h].size());
+  }
+  const auto add = [&](std::size_t h, int page) {
+    if (static_cast<std::size_t>(page) < sealed[h]->size()) predicted.push_back((*sealed[h])[static_cast<std::size_t>(page)]);
+  };
+  for (std::size_t h = 0; h < heads; ++h) {
+    for (int page : history.back()[h].kept) add(h, page);
+  }
+  for (std::size_t rank = 0; rank < longest; ++rank) {
+    for (std::size_t h = 0; h < heads; ++h) {
+      if (rank < per_head[h].size()) add(h, per_head[h][rank]);
+    }
+  }
+  return predicted;
+}
+
+}  // namespace kv
