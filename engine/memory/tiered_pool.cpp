@@ -1,14 +1,10 @@
 #include "memory/tiered_pool.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <new>
 #include <utility>
 
 #include "memory/placement.h"
@@ -16,14 +12,6 @@
 #include "runtime/error.h"
 
 namespace kv {
-
-namespace {
-
-// L1 slabs are one transparent huge page each (2 MiB, aligned, madvise'd): decode walks every
-// page of a long context, and with 4 KiB pages each 10 KB KV page costs TLB misses.
-constexpr std::size_t kSlabBytes = 2u << 20;
-
-}  // namespace
 
 struct TieredPool::Page {
   enum class Load : std::uint8_t { None, Queued, Running, Done, Failed };
@@ -41,8 +29,6 @@ struct TieredPool::Page {
   Load load = Load::None;
   std::string error;
 };
-
-void TieredPool::SlabFree::operator()(std::byte* p) const { std::free(p); }
 
 void validate_memory_config(const MemoryConfig& config) {
   const std::string where = "memory config";
@@ -84,7 +70,7 @@ double MemoryStats::swap_out_gb_per_s() const {
 }
 
 TieredPool::TieredPool(std::size_t page_bytes, std::size_t alignment, const MemoryConfig& config)
-    : page_bytes_(page_bytes), alignment_(alignment), config_((validate_memory_config(config), config)) {
+    : page_bytes_(page_bytes), config_((validate_memory_config(config), config)), frames_(page_bytes, alignment) {
   KV_ASSERT(page_bytes > 0 && page_bytes % alignment == 0, "page size must be a multiple of the alignment");
   if (!config_.l2.dir.empty()) {
     store_ = std::make_unique<L2Store>(config_.l2);
@@ -120,35 +106,17 @@ const TieredPool::Page& TieredPool::at(PageId id) const {
   return pages_[id];
 }
 
-std::uint64_t TieredPool::l1_used() const { return frame_bytes_used_ + external_bytes_; }
+std::uint64_t TieredPool::l1_used() const { return frames_.used_bytes() + external_bytes_; }
 
-std::size_t TieredPool::class_bytes(bool small) const { return small ? small_page_bytes_ : page_bytes_; }
+std::size_t TieredPool::class_bytes(bool small) const { return frames_.class_bytes(small); }
 
 std::byte* TieredPool::take_frame(bool small) {
-  auto& free = free_frames_[small ? 1 : 0];
-  const std::size_t bytes = class_bytes(small);
-  if (free.empty()) {
-    const std::size_t count = std::max<std::size_t>(1, kSlabBytes / bytes);
-    const std::size_t slab = (count * bytes + kSlabBytes - 1) / kSlabBytes * kSlabBytes;
-    void* memory = std::aligned_alloc(std::max(alignment_, kSlabBytes), slab);
-    if (memory == nullptr) throw std::bad_alloc();
-    madvise(memory, slab, MADV_HUGEPAGE);  // advice: where the OS refuses, 4 KiB pages serve
-    auto* base = static_cast<std::byte*>(memory);
-    slabs_.emplace_back(base);
-    slab_bytes_ += count * bytes;
-    for (std::size_t i = count; i-- > 0;) free.push_back(base + i * bytes);
-  }
-  std::byte* frame = free.back();
-  free.pop_back();
-  frame_bytes_used_ += bytes;
+  std::byte* frame = frames_.take(small);
   stats_.peak_l1_bytes = std::max(stats_.peak_l1_bytes, l1_used());
   return frame;
 }
 
-void TieredPool::give_frame(std::byte* frame, bool small) {
-  free_frames_[small ? 1 : 0].push_back(frame);
-  frame_bytes_used_ -= class_bytes(small);
-}
+void TieredPool::give_frame(std::byte* frame, bool small) { frames_.give(frame, small); }
 
 PageId TieredPool::allocate() {
   PageId id;
@@ -549,9 +517,9 @@ PressureState TieredPool::pressure_state() const {
   s.has_l2 = store_ != nullptr;
   s.l2_stopped = l2_stopped_;
   s.overflowing = overflowing_;
-  s.long_tail = small_page_bytes_ > 0;
+  s.long_tail = frames_.small_bytes() > 0;
   s.page_bytes = page_bytes_;
-  s.small_page_bytes = small_page_bytes_;
+  s.small_page_bytes = frames_.small_bytes();
   return s;
 }
 
@@ -651,7 +619,7 @@ MemoryStats TieredPool::stats() const {
   MemoryStats s = stats_;
   s.l1_used_bytes = l1_used();
   s.pinned_bytes = pinned_bytes();
-  s.frame_bytes = slab_bytes_;
+  s.frame_bytes = frames_.reserved_bytes();
   s.level = level_;
   s.l2_enabled = store_ != nullptr;
   if (store_ != nullptr) {

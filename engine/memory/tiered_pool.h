@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "memory/frame_arena.h"
 #include "memory/l2_store.h"
 #include "memory/memory_events.h"
 #include "memory/page_pool.h"
@@ -207,7 +208,7 @@ class TieredPool {
   std::vector<MemorySample> take_samples();
   // Danger's second remedy: the owner declares the byte size of a long-tail (INT2) page, and
   // relief then plans pages for it to requantize (Relief::pages).
-  void set_long_tail(std::size_t small_page_bytes) { small_page_bytes_ = small_page_bytes; }
+  void set_long_tail(std::size_t small_page_bytes) { frames_.set_small_bytes(small_page_bytes); }
   // A resident full-size page gets a long-tail frame (returned, to fill); its old bytes stay
   // readable at shrink_source() until finish_shrink(), which frees them and drops a stale L2
   // copy. The page's version is odd in between.
@@ -254,19 +255,11 @@ class TieredPool {
   void migrator_loop();
 
   std::size_t page_bytes_;
-  std::size_t alignment_;
   MemoryConfig config_;
   std::unique_ptr<L2Store> store_;
 
   // L1 frames, carved from slabs as needed (the arena never exceeds its peak).
-  struct SlabFree {
-    void operator()(std::byte* p) const;
-  };
-  std::vector<std::unique_ptr<std::byte, SlabFree>> slabs_;
-  std::vector<std::byte*> free_frames_[2];  // full-size, long-tail
-  std::size_t frame_bytes_used_ = 0;
-  std::size_t slab_bytes_ = 0;
-  std::size_t small_page_bytes_ = 0;
+  FrameArena frames_;
   std::byte* shrink_source_ = nullptr;
   std::size_t external_bytes_ = 0;
 
