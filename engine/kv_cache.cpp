@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <future>
 #include <limits>
 #include <new>
 #include <string>
@@ -13,6 +12,7 @@
 #include <xxhash.h>
 
 #include "attention/compensation.h"
+#include "attention/l0_staging.h"
 #include "attention/softmax_state.h"
 #include "memory/memory_advisor.h"
 #include "quant/fp16.h"
@@ -118,7 +118,8 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
       sealed_pool_(layout_.bytes, page_alignment(config), config.memory),
       residual_pool_(residual_layout_.bytes, page_alignment(config), kPagesPerSlab),
       calibration_(static_cast<std::size_t>(config.geometry.layers) * config.geometry.kv_heads,
-                   Calibration(config.outlier_factor)) {
+                   Calibration(config.outlier_factor)),
+      l0_(config.memory.l0_bytes) {
   if (config_.softmax_scale == 0.0f) config_.softmax_scale = 1.0f / std::sqrt(static_cast<float>(config.geometry.head_dim));
   if (config_.memory.l1_bytes > 0 && long_tail_layout_.bytes < layout_.bytes) {
     sealed_pool_.set_long_tail(long_tail_layout_.bytes);
@@ -540,7 +541,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
       acquire_pages(state, 0, std::numeric_limits<std::size_t>::max());
     }
     if (through_l0) {
-      attend_through_l0(args);
+      l0_.attend(*kernels_, pool_, args, workspace_);
     } else {
       paged_attention(*kernels_, pool_, args, workspace_);
     }
@@ -611,94 +612,6 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     ops.prefetch_buffered = moved.buffered_prefetch;
     ops.demoted_pages = moved.demotions;
     telemetry_->on_ops(phase_, ops);
-  }
-}
-
-void KVCache::attend_through_l0(const PagedAttentionArgs& whole) {
-  // l0_copy: the step's pages go through the L0 arena in batches of at most half of it; while
-  // the kernels read one half, a second thread copies the next batch into the other (double
-  // buffering). Batches' partial results merge by their log-sum-exp, like pages in a batch.
-  const ModelGeometry& g = config_.geometry;
-  const std::size_t half = config_.memory.l0_bytes / 2;
-  const std::size_t columns = views_[0].size();
-  for (const auto& head : views_) {
-    if (head.size() != columns) throw InputError("KVCache::attend", "l0_copy", "needs the same page count for every kv head");
-  }
-  const auto padded = [](const PageView& page) { return (page.layout->bytes + kPageAlign - 1) / kPageAlign * kPageAlign; };
-  // Batches: runs of columns (page i of every head) that fit in one half.
-  std::vector<std::pair<std::size_t, std::size_t>> batches;
-  for (std::size_t begin = 0, end = 0, bytes = 0; end <= columns; ++end) {
-    std::size_t column = 0;
-    if (end < columns) {
-      for (const auto& head : views_) column += padded(head[end]);
-      if (column > half) throw InputError("memory config", "l0_bytes", "half of L0 must hold one page of every kv head");
-    }
-    if (end == columns || bytes + column > half) {
-      if (end > begin) batches.emplace_back(begin, end);
-      begin = end;
-      bytes = 0;
-    }
-    bytes += column;
-  }
-  if (!l0_arena_) {
-    void* memory = std::aligned_alloc(kDirectIoAlign, config_.memory.l0_bytes);
-    if (memory == nullptr) throw std::bad_alloc();
-    l0_arena_.reset(static_cast<std::byte*>(memory));
-  }
-  std::vector<std::vector<PageView>> staged[2] = {std::vector<std::vector<PageView>>(views_.size()),
-                                                  std::vector<std::vector<PageView>>(views_.size())};
-  const auto copy_batch = [&](std::size_t b) {
-    auto& batch = staged[b % 2];
-    std::byte* dst = l0_arena_.get() + (b % 2) * half;
-    for (std::size_t h = 0; h < views_.size(); ++h) {
-      batch[h].assign(views_[h].begin() + static_cast<std::ptrdiff_t>(batches[b].first),
-                      views_[h].begin() + static_cast<std::ptrdiff_t>(batches[b].second));
-      for (PageView& page : batch[h]) {
-        std::memcpy(dst, page.data, page.layout->bytes);
-        page.data = dst;
-        dst += padded(page);
-      }
-    }
-  };
-  const auto dim = static_cast<std::size_t>(g.head_dim);
-  const auto q_heads = static_cast<std::size_t>(g.q_heads);
-  const auto group = static_cast<std::size_t>(g.group());
-  std::vector<float> out(q_heads * dim, 0.0f), batch_out(q_heads * dim), batch_lse(q_heads), batch_page_lse;
-  std::vector<float> running_max(q_heads, -INFINITY), running_sum(q_heads, 0.0f);
-  copy_batch(0);
-  for (std::size_t b = 0; b < batches.size(); ++b) {
-    std::future<void> next;
-    if (b + 1 < batches.size()) next = std::async(std::launch::async, copy_batch, b + 1);
-    const auto [begin, end] = batches[b];
-    PagedAttentionArgs args = whole;
-    args.pages = &staged[b % 2];
-    args.out = batch_out.data();
-    args.query_lse = batch_lse.data();
-    args.extra_states = b == 0 ? whole.extra_states : nullptr;
-    if (whole.page_lse != nullptr) {
-      batch_page_lse.assign((end - begin) * views_.size() * group, 0.0f);
-      args.page_lse = batch_page_lse.data();
-    }
-    paged_attention(*kernels_, pool_, args, workspace_);
-    if (whole.page_lse != nullptr) {  // back to the whole call's layout: head after head
-      for (std::size_t h = 0; h < views_.size(); ++h) {
-        std::copy_n(batch_page_lse.begin() + static_cast<std::ptrdiff_t>(h * (end - begin) * group), (end - begin) * group,
-                    whole.page_lse + (h * columns + begin) * group);
-      }
-    }
-    for (std::size_t qh = 0; qh < q_heads; ++qh) {
-      const float top = std::max(running_max[qh], batch_lse[qh]);
-      if (top == -INFINITY) continue;
-      const float keep = std::exp(running_max[qh] - top), add = std::exp(batch_lse[qh] - top);
-      for (std::size_t c = 0; c < dim; ++c) out[qh * dim + c] = out[qh * dim + c] * keep + batch_out[qh * dim + c] * add;
-      running_sum[qh] = running_sum[qh] * keep + add;
-      running_max[qh] = top;
-    }
-    if (next.valid()) next.get();
-  }
-  for (std::size_t qh = 0; qh < q_heads; ++qh) {
-    for (std::size_t c = 0; c < dim; ++c) whole.out[qh * dim + c] = out[qh * dim + c] / running_sum[qh];
-    if (whole.query_lse != nullptr) whole.query_lse[qh] = running_max[qh] + std::log(running_sum[qh]);
   }
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "attention/compensation.h"
+#include "attention/l0_staging.h"
 #include "attention/page_kernels.h"
 #include "attention/paged_attention.h"
 #include "geometry.h"
@@ -194,7 +195,6 @@ class KVCache {
   std::size_t sealed_bytes(std::size_t begin, std::size_t end) const;
   // Bytes of sealed pages one attention call may hold at once under an L1 cap (0: no limit).
   std::size_t stream_batch_bytes() const;
-  void attend_through_l0(const PagedAttentionArgs& whole);
   void finish_memory_step(LayerState& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);
   void forward_memory_reports();
@@ -224,10 +224,7 @@ class KVCache {
   std::vector<const std::byte*> step_frames_;
   std::uint64_t step_read_bytes_ = 0;
   std::vector<std::vector<float>> own_mass_;  // page masses the cache asks for itself
-  struct ArenaFree {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::byte, ArenaFree> l0_arena_;  // l0_copy: the L0 stand-in, allocated on first use
+  L0Stager l0_;  // l0_copy: the L0 stand-in
 };
 
 }  // namespace kv
