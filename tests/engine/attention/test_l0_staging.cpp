@@ -8,40 +8,13 @@
 #include <vector>
 
 #include "attention/l0_staging.h"
-#include "quant/quantizer.h"
+#include "engine/attention/random_pages.h"
 #include "test_support.h"
 
 using namespace kv;
+using kvtest::RandomPages;
+using kvtest::random_pages;
 
-namespace {
-
-struct Pages {
-  PageLayout layout;
-  std::vector<std::vector<std::byte>> storage;
-  std::vector<std::vector<PageView>> views;
-};
-
-Pages build(Format f, int kv_heads, int dim, int page_tokens, int ctx, std::uint32_t seed) {
-  Pages p;
-  p.layout = PageLayout::make({page_tokens, dim, f, f, 32, false});
-  for (int h = 0; h < kv_heads; ++h) {
-    for (int start = 0; start < ctx; start += page_tokens) {
-      const int tokens = std::min(page_tokens, ctx - start);
-      const auto k = kvtest::random_keys(tokens, 1, dim, seed++);
-      const auto v = kvtest::random_values(static_cast<std::size_t>(tokens) * dim, seed++);
-      p.storage.emplace_back(p.layout.bytes);
-      quantize_page(p.layout, k.data(), v.data(), tokens, p.storage.back().data(), nullptr);
-    }
-  }
-  std::size_t i = 0;
-  p.views.resize(static_cast<std::size_t>(kv_heads));
-  for (int h = 0; h < kv_heads; ++h) {
-    for (int start = 0; start < ctx; start += page_tokens) p.views[h].push_back({&p.layout, p.storage[i++].data(), std::min(page_tokens, ctx - start)});
-  }
-  return p;
-}
-
-}  // namespace
 
 TEST_CASE("attention staged through L0 agrees with the direct call on random shapes", "[attention][l0]") {
   std::mt19937 rng(17);
@@ -56,7 +29,7 @@ TEST_CASE("attention staged through L0 agrees with the direct call on random sha
     const int ctx = std::uniform_int_distribution<int>(1, 40 * page_tokens)(rng);
     const Format f = formats[trial % 3];
     CAPTURE(trial, kv_heads, group, dim, page_tokens, ctx, format_name(f));
-    const Pages kv = build(f, kv_heads, dim, page_tokens, ctx, 1000u * static_cast<std::uint32_t>(trial));
+    const RandomPages kv = random_pages(f, kv_heads, dim, page_tokens, ctx, 1000u * static_cast<std::uint32_t>(trial));
     const AttentionShape shape{kv_heads * group, kv_heads, dim, 1.0f / std::sqrt(static_cast<float>(dim))};
     const auto q = kvtest::random_values(static_cast<std::size_t>(shape.q_heads) * dim, 99u + static_cast<std::uint32_t>(trial));
     const std::size_t pages = kv.views[0].size();
@@ -86,7 +59,7 @@ TEST_CASE("attention staged through L0 agrees with the direct call on random sha
 TEST_CASE("an L0 whose half cannot hold one page of every kv head is refused", "[attention][l0]") {
   ThreadPool pool(1);
   AttentionWorkspace workspace;
-  const Pages kv = build(Format::F16, 4, 128, 64, 200, 5);
+  const RandomPages kv = random_pages(Format::F16, 4, 128, 64, 200, 5);
   const AttentionShape shape{4, 4, 128, 1.0f / std::sqrt(128.0f)};
   const auto q = kvtest::random_values(4 * 128, 6);
   std::vector<float> out(q.size());

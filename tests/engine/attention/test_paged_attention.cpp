@@ -7,42 +7,12 @@
 #include "attention/int_dot.h"
 #include "attention/paged_attention.h"
 #include "quant/quantizer.h"
+#include "engine/attention/random_pages.h"
 #include "test_support.h"
 
 using namespace kv;
-
-namespace {
-
-struct PagedKV {
-  PageLayout layout;
-  std::vector<std::vector<std::byte>> storage;
-  std::vector<std::vector<PageView>> views;
-};
-
-// Builds kv_heads lists of pages holding ctx tokens (last page partial when ctx % T != 0).
-PagedKV build(Format f, int kv_heads, int dim, int page_tokens, int ctx, std::uint32_t seed) {
-  PagedKV kv;
-  kv.layout = PageLayout::make({page_tokens, dim, f, f, 32, false});
-  kv.views.resize(static_cast<std::size_t>(kv_heads));
-  for (int h = 0; h < kv_heads; ++h) {
-    for (int start = 0; start < ctx; start += page_tokens) {
-      const int tokens = std::min(page_tokens, ctx - start);
-      const auto k = kvtest::random_keys(tokens, 1, dim, seed++);
-      const auto v = kvtest::random_values(static_cast<std::size_t>(tokens) * dim, seed++);
-      kv.storage.emplace_back(kv.layout.bytes);
-      quantize_page(kv.layout, k.data(), v.data(), tokens, kv.storage.back().data(), nullptr);
-    }
-  }
-  std::size_t i = 0;
-  for (int h = 0; h < kv_heads; ++h) {
-    for (int start = 0; start < ctx; start += page_tokens) {
-      kv.views[h].push_back({&kv.layout, kv.storage[i++].data(), std::min(page_tokens, ctx - start)});
-    }
-  }
-  return kv;
-}
-
-}  // namespace
+using kvtest::RandomPages;
+using kvtest::random_pages;
 
 TEST_CASE("Paged attention equals dense reference attention on the gathered pages", "[attention]") {
   std::uint32_t seed = 77;
@@ -58,7 +28,7 @@ TEST_CASE("Paged attention equals dense reference attention on the gathered page
     for (Format f : kAllFormats) {
       for (const Shape& s : shapes) {
         CAPTURE(isa_name(isa), format_name(f), s.q_heads, s.kv_heads, s.dim, s.page_tokens, s.ctx, s.n_queries);
-        const PagedKV kv = build(f, s.kv_heads, s.dim, s.page_tokens, s.ctx, seed);
+        const RandomPages kv = random_pages(f, s.kv_heads, s.dim, s.page_tokens, s.ctx, seed);
         seed += 1000;
         const AttentionShape shape{s.q_heads, s.kv_heads, s.dim, 1.0f / std::sqrt(static_cast<float>(s.dim))};
         const auto q = kvtest::random_values(static_cast<std::size_t>(s.n_queries) * s.q_heads * s.dim, seed++);
@@ -98,7 +68,7 @@ TEST_CASE("Paged attention equals dense reference attention on the gathered page
 }
 
 TEST_CASE("Paged attention is bit-identical whatever the thread count", "[attention]") {
-  const PagedKV kv = build(Format::Q4, 4, 64, 16, 777, 5);
+  const RandomPages kv = random_pages(Format::Q4, 4, 64, 16, 777, 5);
   const AttentionShape shape{16, 4, 64, 0.125f};
   for (int n_queries : {1, 33}) {
     const auto q = kvtest::random_values(static_cast<std::size_t>(n_queries) * 16 * 64, 9);
@@ -133,7 +103,7 @@ TEST_CASE("Paged attention in waves of resident pages is bit-identical to one pa
         for (std::size_t wave_pages : {1, 3, 7}) {
           CAPTURE(isa_name(isa), format_name(f), n_queries, wave_pages);
           const int kv_heads = 4, q_heads = 8, dim = 64, page_tokens = 16, ctx = 16 * 20 + 5;
-          PagedKV kv = build(f, kv_heads, dim, page_tokens, ctx, 31);
+          RandomPages kv = random_pages(f, kv_heads, dim, page_tokens, ctx, 31);
           for (auto& head : kv.views) {
             for (std::size_t p = 0; p < head.size(); ++p) head[p].first_token = static_cast<int>(p) * page_tokens;
           }
