@@ -698,6 +698,11 @@ void KVCache::finish_memory_step(LayerState& state, bool decode, const Selection
   forward_memory_reports();
 }
 
+void KVCache::budget_tightened() {
+  sealed_pool_.budget_tightened();
+  forward_memory_reports();  // a request served after the run's last step still reaches the sink
+}
+
 void KVCache::apply_relief(const TieredPool::Relief& relief) {
   // Danger's first remedy is the sparse policy's, above the cache: a request it serves
   // (budget_requests()); the second, the long tail's requantization, is the cache's own.

@@ -139,7 +139,7 @@ class KVCache {
   // so far. A sparse decoder serves each one it has not seen (SparseDecoder) and reports a
   // budget it did make smaller through budget_tightened().
   std::uint64_t budget_requests() const { return budget_requests_; }
-  void budget_tightened() { sealed_pool_.budget_tightened(); }
+  void budget_tightened();
   // Waits until pages demoted so far are on the L2 device (benchmarks, tests).
   void drain_memory() { sealed_pool_.drain(); }
 

@@ -45,13 +45,18 @@ double cpu_probe_ms(int threads) {
   std::vector<std::uint64_t> sums(cpu_ns.size(), 0);
   std::vector<std::thread> running;
   running.reserve(cpu_ns.size());
-  for (std::size_t t = 0; t < cpu_ns.size(); ++t) {
-    running.emplace_back([&, t] {
-      std::vector<std::uint64_t> buffer = cpu_probe_buffer();
-      const std::uint64_t start = kv::thread_cpu_ns();
-      sums[t] = cpu_probe_job(buffer, kRounds);
-      cpu_ns[t] = kv::thread_cpu_ns() - start;
-    });
+  try {
+    for (std::size_t t = 0; t < cpu_ns.size(); ++t) {
+      running.emplace_back([&, t] {
+        std::vector<std::uint64_t> buffer = cpu_probe_buffer();
+        const std::uint64_t start = kv::thread_cpu_ns();
+        sums[t] = cpu_probe_job(buffer, kRounds);
+        cpu_ns[t] = kv::thread_cpu_ns() - start;
+      });
+    }
+  } catch (...) {  // a thread that could not start: join those that did, then report
+    for (std::thread& t : running) t.join();
+    throw;
   }
   for (std::thread& t : running) t.join();
   // The checksums are written where the optimiser must assume they are read.

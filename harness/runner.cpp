@@ -141,6 +141,8 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     facts.noise = noise_between(before, cpu_sample(), queue_before, run_queue_sample());
     const std::optional<double> contention = facts.noise.contention();
     facts.noisy = !contention || *contention > noise_threshold;
+    // The repetition's peak resident set is read before the probe's buffers can add to it.
+    facts.peak_rss_bytes = rss_reset ? peak_rss_bytes() : 0;
     facts.cpu_probe_ms = (probe_before_ms + cpu_probe_ms(pool.size())) / 2.0;
   };
   ExecutionResult result;
@@ -211,7 +213,6 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   facts.f16_layout = &*f16_layout;
   facts.ttft_target_ms = c.workload.ttft_target_ms;
   facts.tpot_target_ms = c.workload.tpot_target_ms;
-  facts.peak_rss_bytes = rss_reset ? peak_rss_bytes() : 0;
 
   EngineRun run;
   RepetitionRecord& record = run.record;
