@@ -41,7 +41,9 @@ void L0Stager::attend(const PageKernels& kernels, ThreadPool& pool, const PagedA
     bytes += column;
   }
   if (!arena_) {
-    void* memory = std::aligned_alloc(kDirectIoAlign, l0_bytes_);
+    // aligned_alloc wants a size that is a multiple of the alignment; l0_bytes need not be one.
+    const std::size_t bytes = (l0_bytes_ + kDirectIoAlign - 1) / kDirectIoAlign * kDirectIoAlign;
+    void* memory = std::aligned_alloc(kDirectIoAlign, bytes);
     if (memory == nullptr) throw std::bad_alloc();
     arena_.reset(static_cast<std::byte*>(memory));
   }

@@ -141,7 +141,8 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
 
   SECTION("cores 18% slower and the engine unchanged: unchanged, with the probe's slowdown") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
-    const MetricComparison& m = row(compare_runs(store, quiet, busy, rules, {}), "span_decode_total_cpu_ms");
+    const RunComparison compared = compare_runs(store, quiet, busy, rules, {});
+    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
     CHECK(m.verdict == Verdict::Unchanged);
     REQUIRE(m.core_slowdown);
     CHECK(*m.core_slowdown == Approx(1.18).epsilon(0.01));
@@ -150,13 +151,15 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
   }
   SECTION("cores 18% slower and the engine 25% slower: regressed by about 25%") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18 * 1.25, 5.0 * 1.18, true);
-    const MetricComparison& m = row(compare_runs(store, quiet, busy, rules, {}), "span_decode_total_cpu_ms");
+    const RunComparison compared = compare_runs(store, quiet, busy, rules, {});
+    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
     CHECK(m.verdict == Verdict::Regressed);
     CHECK(m.ratio == Approx(1.25).epsilon(0.02));
   }
   SECTION("the baseline busy and the candidate quiet: the same rule, either way") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
-    const MetricComparison& m = row(compare_runs(store, busy, quiet, rules, {}), "span_decode_total_cpu_ms");
+    const RunComparison compared = compare_runs(store, busy, quiet, rules, {});
+    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
     CHECK(m.verdict == Verdict::Unchanged);
     REQUIRE(m.core_slowdown);
     CHECK(*m.core_slowdown == Approx(1.0 / 1.18).epsilon(0.01));
@@ -164,7 +167,8 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
   SECTION("both busy throughout: CPU times are judged as measured, the probe aside") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
     const std::int64_t slower = add_cpu_run(store, 60.0 * 1.18 * 1.25, 5.0 * 1.18, true);
-    const MetricComparison& m = row(compare_runs(store, busy, slower, rules, {}), "span_decode_total_cpu_ms");
+    const RunComparison compared = compare_runs(store, busy, slower, rules, {});
+    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
     CHECK(m.verdict == Verdict::Regressed);
     CHECK_FALSE(m.core_slowdown);
   }
@@ -172,13 +176,15 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
     CompareOptions paired;
     paired.paired = true;
-    const MetricComparison& m = row(compare_runs(store, quiet, busy, rules, paired), "span_decode_total_cpu_ms");
+    const RunComparison compared = compare_runs(store, quiet, busy, rules, paired);
+    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
     CHECK(m.verdict == Verdict::Unchanged);
     REQUIRE(m.core_slowdown);
   }
   SECTION("both quiet: CPU times are judged as measured, the probe aside") {
     const std::int64_t other = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, false);
-    const MetricComparison& m = row(compare_runs(store, quiet, other, rules, {}), "span_decode_total_cpu_ms");
+    const RunComparison compared = compare_runs(store, quiet, other, rules, {});
+    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
     CHECK(m.verdict == Verdict::Regressed);
     CHECK_FALSE(m.core_slowdown);
   }
