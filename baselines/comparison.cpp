@@ -224,7 +224,8 @@ std::optional<std::vector<Sample>> at_core_speed(const std::vector<Sample>& samp
   std::vector<Sample> out = samples;
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (!(probes[i].value > 0.0)) return std::nullopt;
-    out[i].value = samples[i].value * reference / probes[i].value;
+    // At the reference speed already (a pair left as measured): the value itself, not x * r / r.
+    if (probes[i].value != reference) out[i].value = samples[i].value * reference / probes[i].value;
   }
   return out;
 }

@@ -138,11 +138,14 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
   ResultsStore store(dir.path + "/results.sqlite");
   const GateRules rules = parse_gate_rules(R"({"rules": []})", "empty.json");
   const std::int64_t quiet = add_cpu_run(store, 60.0, 5.0, false);
+  // The decode CPU-time row of one comparison (a copy: the comparison does not outlive the call).
+  const auto cpu_row = [&](std::int64_t baseline, std::int64_t candidate, const CompareOptions& options = {}) {
+    return row(compare_runs(store, baseline, candidate, rules, options), "span_decode_total_cpu_ms");
+  };
 
   SECTION("cores 18% slower and the engine unchanged: unchanged, with the probe's slowdown") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
-    const RunComparison compared = compare_runs(store, quiet, busy, rules, {});
-    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
+    const MetricComparison m = cpu_row(quiet, busy);
     CHECK(m.verdict == Verdict::Unchanged);
     REQUIRE(m.core_slowdown);
     CHECK(*m.core_slowdown == Approx(1.18).epsilon(0.01));
@@ -151,15 +154,13 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
   }
   SECTION("cores 18% slower and the engine 25% slower: regressed by about 25%") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18 * 1.25, 5.0 * 1.18, true);
-    const RunComparison compared = compare_runs(store, quiet, busy, rules, {});
-    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
+    const MetricComparison m = cpu_row(quiet, busy);
     CHECK(m.verdict == Verdict::Regressed);
     CHECK(m.ratio == Approx(1.25).epsilon(0.02));
   }
   SECTION("the baseline busy and the candidate quiet: the same rule, either way") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
-    const RunComparison compared = compare_runs(store, busy, quiet, rules, {});
-    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
+    const MetricComparison m = cpu_row(busy, quiet);
     CHECK(m.verdict == Verdict::Unchanged);
     REQUIRE(m.core_slowdown);
     CHECK(*m.core_slowdown == Approx(1.0 / 1.18).epsilon(0.01));
@@ -167,8 +168,7 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
   SECTION("both busy throughout: CPU times are judged as measured, the probe aside") {
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
     const std::int64_t slower = add_cpu_run(store, 60.0 * 1.18 * 1.25, 5.0 * 1.18, true);
-    const RunComparison compared = compare_runs(store, busy, slower, rules, {});
-    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
+    const MetricComparison m = cpu_row(busy, slower);
     CHECK(m.verdict == Verdict::Regressed);
     CHECK_FALSE(m.core_slowdown);
   }
@@ -176,15 +176,13 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
     const std::int64_t busy = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, true);
     CompareOptions paired;
     paired.paired = true;
-    const RunComparison compared = compare_runs(store, quiet, busy, rules, paired);
-    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
+    const MetricComparison m = cpu_row(quiet, busy, paired);
     CHECK(m.verdict == Verdict::Unchanged);
     REQUIRE(m.core_slowdown);
   }
   SECTION("both quiet: CPU times are judged as measured, the probe aside") {
     const std::int64_t other = add_cpu_run(store, 60.0 * 1.18, 5.0 * 1.18, false);
-    const RunComparison compared = compare_runs(store, quiet, other, rules, {});
-    const MetricComparison& m = row(compared, "span_decode_total_cpu_ms");
+    const MetricComparison m = cpu_row(quiet, other);
     CHECK(m.verdict == Verdict::Regressed);
     CHECK_FALSE(m.core_slowdown);
   }
