@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <future>
 #include <new>
 #include <utility>
 
@@ -71,10 +70,7 @@ void L0Stager::attend(const PageKernels& kernels, ThreadPool& pool, const PagedA
   // state of max lse, sum 1 (sum 0: no visible token), out the output.
   std::vector<float> merged(q_heads * stride), batch(q_heads * stride), batch_out(q_heads * dim), batch_lse(q_heads), batch_page_lse;
   for (std::size_t qh = 0; qh < q_heads; ++qh) SoftmaxState(merged.data() + qh * stride, shape.head_dim).reset();
-  copy_batch(0);
-  for (std::size_t b = 0; b < batches.size(); ++b) {
-    std::future<void> next;
-    if (b + 1 < batches.size()) next = std::async(std::launch::async, copy_batch, b + 1);
+  const auto attend_batch = [&](std::size_t b) {
     const auto [begin, end] = batches[b];
     PagedAttentionArgs args = whole;
     args.pages = &staged[b % 2];
@@ -99,7 +95,21 @@ void L0Stager::attend(const PageKernels& kernels, ThreadPool& pool, const PagedA
       std::copy_n(batch_out.begin() + static_cast<std::ptrdiff_t>(qh * dim), dim, part.out());
       SoftmaxState(merged.data() + qh * stride, shape.head_dim).merge(part);
     }
-    if (next.valid()) next.get();
+  };
+  copy_batch(0);
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    // The next batch is copied on the pool's background thread while this one is attended.
+    if (b + 1 < batches.size()) pool.start_background([&copy_batch, b] { copy_batch(b + 1); });
+    try {
+      attend_batch(b);
+    } catch (...) {
+      try {
+        pool.wait_background();  // the copy uses this call's buffers
+      } catch (...) {
+      }
+      throw;
+    }
+    pool.wait_background();
   }
   for (std::size_t qh = 0; qh < q_heads; ++qh) {
     const SoftmaxState state(merged.data() + qh * stride, shape.head_dim);

@@ -1,9 +1,9 @@
 // Attention through a real L0 arena (the SRAM stand-in of memory.l0_copy): a decode step's pages
 // are copied into halves of the arena in batches (runs of page positions, every kv head's page
-// at each position) and the kernels read the copies. While the kernels read one half, a second
-// thread copies the next batch into the other (double buffering). Each batch is a partial
-// attention whose (output, log-sum-exp) merge in order through SoftmaxState, like pages in a
-// batch, so the result is the direct call's up to rounding.
+// at each position) and the kernels read the copies. While the kernels read one half, the
+// engine pool's background thread copies the next batch into the other (double buffering).
+// Each batch is a partial attention whose (output, log-sum-exp) merge in order through
+// SoftmaxState, like pages in a batch, so the result is the direct call's up to rounding.
 #pragma once
 
 #include <cstddef>

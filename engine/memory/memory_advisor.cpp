@@ -55,4 +55,38 @@ std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord
   return predicted;
 }
 
+void MemoryAdvisor::update_pins(int length, const std::vector<PageId>& sealed, std::vector<PagePin>& pins) const {
+  if (config_.l1_bytes == 0) return;  // nothing is ever demoted
+  const int window_start = length - config_.pin_window_tokens;
+  for (std::size_t p = 0; p < sealed.size(); ++p) {
+    const int first = static_cast<int>(p) * page_tokens_;
+    const bool want = first < config_.pin_sink_tokens || first + page_tokens_ > window_start;
+    if (want == static_cast<bool>(pins[p])) continue;
+    if (want) {
+      pins[p] = PagePin(pool_, sealed[p]);
+    } else {
+      pins[p].reset();
+    }
+  }
+}
+
+void MemoryAdvisor::set_importance(const std::vector<PageId>& sealed, const std::vector<float>& given) const {
+  for (std::size_t p = 0; p < sealed.size() && p < given.size(); ++p) pool_.set_importance(sealed[p], given[p]);
+}
+
+void MemoryAdvisor::add_mass(PageId page, float mass, bool decay) const {
+  const float before = pool_.importance(page) * (decay ? config_.importance_decay : 1.0f);
+  pool_.set_importance(page, before + mass);
+}
+
+std::vector<PageId> MemoryAdvisor::predict(std::deque<std::vector<SelectionRecord>>& history, const SelectionPlan* plan,
+                                           int pages, const std::vector<const std::vector<PageId>*>& sealed) const {
+  const int lookahead = config_.prefetch_lookahead;
+  if (!predicts()) return {};
+  // Selection history: what each kv head read this step, and the runners-up of the plan.
+  history.push_back(selection_records(plan, sealed.size(), pages));
+  while (history.size() > static_cast<std::size_t>(lookahead) + 1) history.pop_front();
+  return predicted_pages(history, lookahead, sealed);
+}
+
 }  // namespace kv

@@ -1,14 +1,17 @@
-// What the cache advises the memory pool after each decode step: how important each page is
-// (demotion ranks pages by it) and which pages the next steps will likely read (prefetched, and
-// demoted last). Pure functions over the step's plan and the selection history; the cache keeps
-// the history per (sequence, layer) and hands the result to TieredPool.
+// What the cache advises the memory pool: which pages stay in L1 whatever happens (pins on the
+// sink and window pages, as handles), how important each page is after a decode step (demotion
+// ranks pages by it) and which pages the next steps will likely read (prefetched, and demoted
+// last). Predictions are pure functions over the step's plan and the selection history; the
+// cache keeps the history per (sequence, layer) and hands the result to TieredPool.
 #pragma once
 
 #include <cstddef>
 #include <deque>
 #include <vector>
 
+#include "memory/page_pin.h"
 #include "memory/page_pool.h"
+#include "memory/tiered_pool.h"
 #include "selection_plan.h"
 
 namespace kv {
@@ -23,5 +26,34 @@ std::vector<SelectionRecord> selection_records(const SelectionPlan* plan, std::s
 // sealed[h]: kv head h's sealed pages in logical order (residual pages are not the pool's).
 std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord>>& history, int lookahead,
                                     const std::vector<const std::vector<PageId>*>& sealed);
+
+class MemoryAdvisor {
+ public:
+  MemoryAdvisor(TieredPool& pool, const MemoryConfig& config, int page_tokens)
+      : pool_(pool), config_(config), page_tokens_(page_tokens) {}
+
+  // One kv head of `length` tokens: its sealed pages holding a sink token (the first
+  // pin_sink_tokens) or overlapping the window (the last pin_window_tokens) are pinned, the
+  // others not. Without an L1 cap nothing is ever demoted, and nothing is pinned.
+  void update_pins(int length, const std::vector<PageId>& sealed, std::vector<PagePin>& pins) const;
+  // After a decode step: a head's pages take the selector's importance (already decayed for
+  // the step), `given[p]` for logical page p.
+  void set_importance(const std::vector<PageId>& sealed, const std::vector<float>& given) const;
+  // After a decode step: an attended page's attention mass joins its importance, which decays
+  // first (memory.importance_decay) unless the selector's importance was just set.
+  void add_mass(PageId page, float mass, bool decay) const;
+  // Whether predict() predicts: an L2 tier to prefetch from and a lookahead.
+  bool predicts() const { return pool_.l2_enabled() && config_.prefetch_lookahead > 0; }
+  // After a decode step: records the step's selection (plan, or all `pages` pages read) in
+  // `history` (kept lookahead + 1 steps long) and returns the pages predicted for the next
+  // steps (predicted_pages); none without an L2 tier or lookahead.
+  std::vector<PageId> predict(std::deque<std::vector<SelectionRecord>>& history, const SelectionPlan* plan, int pages,
+                              const std::vector<const std::vector<PageId>*>& sealed) const;
+
+ private:
+  TieredPool& pool_;
+  const MemoryConfig& config_;
+  int page_tokens_;
+};
 
 }  // namespace kv

@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <chrono>
+#include <utility>
 
 #include "runtime/error.h"
 
@@ -15,6 +16,14 @@ ThreadPool::ThreadPool(int threads) {
 }
 
 ThreadPool::~ThreadPool() {
+  if (background_.joinable()) {
+    {
+      std::lock_guard lock(background_mutex_);
+      background_stop_ = true;
+    }
+    background_cv_.notify_all();
+    background_.join();
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -111,6 +120,42 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
   }
   const WorkStamp inside = thread_work() - entered;
   work_account::add_caller_time(inside, inside - own_items);
+}
+
+void ThreadPool::start_background(std::function<void()> task) {
+  wait_background();
+  std::lock_guard lock(background_mutex_);
+  if (!background_.joinable()) background_ = std::thread([this] { background_loop(); });
+  background_task_ = std::move(task);
+  background_cv_.notify_all();
+}
+
+void ThreadPool::wait_background() {
+  std::unique_lock lock(background_mutex_);
+  background_cv_.wait(lock, [&] { return !background_task_; });
+  if (background_error_) std::rethrow_exception(std::exchange(background_error_, nullptr));
+}
+
+void ThreadPool::background_loop() {
+  std::unique_lock lock(background_mutex_);
+  for (;;) {
+    background_cv_.wait(lock, [&] { return background_stop_ || background_task_; });
+    if (background_stop_) return;
+    lock.unlock();
+    const WorkStamp start = thread_work();
+    std::exception_ptr error;
+    try {
+      background_task_();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // Accounted before the task counts as finished, so a waiter sees all of it.
+    work_account::add_worker_work(thread_work() - start);
+    lock.lock();
+    background_error_ = error;
+    background_task_ = nullptr;
+    background_cv_.notify_all();
+  }
 }
 
 }  // namespace kv

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -31,6 +32,13 @@ class ThreadPool {
   // items is accounted as engine work (runtime/work_clock.h); the waiting around them is not.
   void parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn);
 
+  // One task beside the loops, on the pool's background thread (started on first use): L0
+  // staging copies the next batch of pages there while the kernels read this one. Its CPU time
+  // is engine work, like an item's. One task at a time: a second start waits for the first.
+  void start_background(std::function<void()> task);
+  // Waits for the background task, if any; rethrows what it threw.
+  void wait_background();
+
   // Test only (a suite's test_slowdown): after each item, the thread that ran it does `share`
   // times that item's CPU time again as busy work, so a slowdown costs every thread CPU time.
   void set_work_inflation(double share) { inflation_.store(share, std::memory_order_relaxed); }
@@ -39,6 +47,8 @@ class ThreadPool {
   void worker_loop();
   // Runs items until none is left; returns the work they took on this thread.
   WorkStamp run_items(bool worker);
+
+  void background_loop();
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
@@ -54,6 +64,13 @@ class ThreadPool {
   std::atomic<std::size_t> generation_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<double> inflation_{0.0};
+
+  std::thread background_;
+  std::mutex background_mutex_;
+  std::condition_variable background_cv_;
+  std::function<void()> background_task_;  // set: queued or running
+  bool background_stop_ = false;
+  std::exception_ptr background_error_;
 };
 
 }  // namespace kv

@@ -1,0 +1,55 @@
+// What a KV cache is built from: the model geometry, the page formats and sizes, the decode
+// kernels' work split and the memory tiers - and the checks that refuse an impossible one.
+#pragma once
+
+#include <cstddef>
+
+#include "attention/paged_attention.h"
+#include "geometry.h"
+#include "memory/tiered_pool.h"
+#include "quant/page_layout.h"
+#include "quant/calibration.h"
+#include "runtime/isa.h"
+
+namespace kv {
+
+struct CacheConfig {
+  ModelGeometry geometry;
+  Format k_format = Format::F16;
+  Format v_format = Format::F16;
+  int v_group = 32;  // V scale group (32 or 64 channels), clamped to head_dim
+  int page_tokens = kDefaultPageTokens;
+  int residual_tokens = 0;
+  bool pad_pages_to_4k = false;
+  int threads = 0;  // 0: all cores
+  Isa isa = Isa::Auto;
+  int split_pages = kDefaultSplitPages;  // decode work unit: pages per task
+  float outlier_factor = kDefaultOutlierFactor;
+  float softmax_scale = 0.0f;  // 0: 1/sqrt(head_dim)
+  // Tiers of the sealed pages: L1 cap, L2 directory, prefetch, watermarks, pins. The default
+  // (no cap, no L2) keeps every page in L1.
+  MemoryConfig memory;
+};
+
+// Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.
+void validate_cache_config(const CacheConfig& config);
+
+// The page layout of `config` with K and V stored as `k` and `v` (the sealed pages', the F32
+// residual's, the INT2 long tail's).
+PageLayout cache_page_layout(const CacheConfig& config, Format k, Format v);
+// Page frames are aligned for direct I/O when pages are padded to 4 KiB.
+std::size_t cache_page_alignment(const CacheConfig& config);
+
+// The least L1 capacity (the cap of a cache with `config.geometry`) that lets every layer run a
+// context of `context_tokens` without going over the cap: per layer and kv head, the pinned sink
+// and window pages, the full-precision residual and the page summaries (selection's index), which
+// no demotion can free, and room for the attention call in flight to hold one page position. A
+// prefill chunk passes through the residual while it is appended and sealed, uncounted.
+struct L1Minimum {
+  std::size_t bytes = 0;
+  int pinned_pages = 0;    // per layer and kv head
+  int residual_pages = 0;  // per layer and kv head
+};
+L1Minimum minimum_l1_bytes(const CacheConfig& config, int context_tokens);
+
+}  // namespace kv
