@@ -3,7 +3,8 @@
 #   1. Release build (build/): unit tests and end-to-end tests through CTest, then the slow
 #      tests and the contention tests (a process holding a core) alone.
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
-#   3. ThreadSanitizer build (build-tsan/, -O1): the memory-tier tests (migrator vs decode path).
+#   3. ThreadSanitizer build (build-tsan/, -O1): the memory-tier and engine-thread tests
+#      (migrator vs decode path, background copies vs L0 staging).
 #   4. Compile-only check of engine/ for aarch64 (build-aarch64/) with Debian's cross g++.
 #   5. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
@@ -48,8 +49,8 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_REL
   -DKVBENCH_SANITIZE=thread -DKVBENCH_BUILD_BENCH=OFF >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvbench-memory-tests
 
-step "tsan tests: [memory]"
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/kvbench-memory-tests "[memory]"
+step "tsan tests: [memory],[threads]"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/kvbench-memory-tests "[memory],[threads]"
 
 step "aarch64 cross-compile of engine/"
 cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \

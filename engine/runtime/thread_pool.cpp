@@ -140,7 +140,7 @@ void ThreadPool::background_loop() {
   std::unique_lock lock(background_mutex_);
   for (;;) {
     background_cv_.wait(lock, [&] { return background_stop_ || background_task_; });
-    if (background_stop_) return;
+    if (!background_task_) return;  // stopping, with nothing left to run
     lock.unlock();
     const WorkStamp start = thread_work();
     std::exception_ptr error;

@@ -16,7 +16,7 @@ using kvtest::RandomPages;
 using kvtest::random_pages;
 
 
-TEST_CASE("attention staged through L0 agrees with the direct call on random shapes", "[attention][l0]") {
+TEST_CASE("attention staged through L0 agrees with the direct call on random shapes", "[attention][l0][threads]") {
   std::mt19937 rng(17);
   ThreadPool pool(2);
   AttentionWorkspace workspace;

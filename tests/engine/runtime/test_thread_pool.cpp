@@ -1,10 +1,13 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <numeric>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
+#include "runtime/work_clock.h"
 
 using namespace kv;
 
@@ -35,4 +38,50 @@ TEST_CASE("Thread count 0 means all cores, negative is refused", "[runtime]") {
   ThreadPool pool(0);
   CHECK(pool.size() >= 1);
   CHECK_THROWS_AS(ThreadPool(-1), InputError);
+}
+
+TEST_CASE("the background task runs beside the loops, one at a time, and its error reaches the waiter", "[runtime][threads]") {
+  ThreadPool pool(2);
+  pool.wait_background();  // nothing started: returns at once
+  std::atomic<int> runs{0};
+  std::vector<int> order;
+  for (int i = 0; i < 50; ++i) {
+    // A second start waits for the first: the tasks never overlap and run in order.
+    pool.start_background([&, i] {
+      order.push_back(i);
+      ++runs;
+    });
+    std::vector<int> items(8, 0);
+    pool.parallel_for(items.size(), [&](std::size_t k) { items[k] = 1; });  // loops run meanwhile
+    CHECK(std::accumulate(items.begin(), items.end(), 0) == 8);
+  }
+  pool.wait_background();
+  CHECK(runs == 50);
+  std::vector<int> expected(50);
+  std::iota(expected.begin(), expected.end(), 0);
+  CHECK(order == expected);
+
+  pool.start_background([] { throw std::runtime_error("copy failed"); });
+  CHECK_THROWS_WITH(pool.wait_background(), "copy failed");
+  pool.wait_background();  // the error is handed over once
+  pool.start_background([&] { ++runs; });  // and the thread still serves
+  pool.wait_background();
+  CHECK(runs == 51);
+}
+
+TEST_CASE("the background task's CPU time is engine work", "[runtime][threads]") {
+  ThreadPool pool(1);
+  const WorkStamp before = engine_work();
+  pool.start_background([] { burn_cpu_ns(20'000'000); });
+  pool.wait_background();
+  CHECK((engine_work() - before).cpu_ns >= 20'000'000u);
+}
+
+TEST_CASE("a pool runs its last background task before it shuts down", "[runtime][threads]") {
+  std::atomic<bool> ran{false};
+  {
+    ThreadPool pool(1);
+    pool.start_background([&] { ran = true; });
+  }
+  CHECK(ran);
 }
