@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "memory/placement.h"
@@ -14,20 +14,16 @@
 namespace kv {
 
 struct TieredPool::Page {
-  enum class Load : std::uint8_t { None, Queued, Running, Done, Failed };
   bool small = false;  // requantized to INT2: a long-tail frame
   std::byte* frame = nullptr;  // L1 copy
   L2Slot slot = kNoSlot;       // L2 copy
   std::atomic<std::uint32_t> version{0};
   std::uint32_t refcount = 0;
   std::uint32_t pins = 0;
-  float importance = 0.0f;
   bool prefetched = false;  // the L1 copy came from a prefetch and no step has read it yet
   std::uint64_t predicted_at = 0;  // a step predicted to read the page (demoted last until then)
   std::uint64_t demoted_at = 0;    // swap_out_bytes when it was demoted (its place in the write stream)
-  // Shared with the migrator, under mutex_.
-  Load load = Load::None;
-  std::string error;
+  Migrator::Load load;  // shared with the migrator, under its lock
 };
 
 void validate_memory_config(const MemoryConfig& config) {
@@ -74,27 +70,19 @@ TieredPool::TieredPool(std::size_t page_bytes, std::size_t alignment, const Memo
   KV_ASSERT(page_bytes > 0 && page_bytes % alignment == 0, "page size must be a multiple of the alignment");
   if (!config_.l2.dir.empty()) {
     store_ = std::make_unique<L2Store>(config_.l2);
-    store_->set_writer_wakeup([this] {
-      std::lock_guard lock(mutex_);
-      writes_ready_ = true;
-      work_.notify_one();
-    });
-    migrator_ = std::thread([this] { migrator_loop(); });
+    L2Store* store = store_.get();
+    migrator_ = std::make_unique<Migrator>(MigratorIo{
+        [store](L2Slot slot, std::byte* frame) { store->read(slot, frame); },
+        [store] {
+          if (store->write_pending(false)) store->compact();
+        }});
+    store_->set_writer_wakeup([migrator = migrator_.get()] { migrator->writes_ready(); });
   }
   stats_.l1_capacity_bytes = config_.l1_bytes;
 }
 
 TieredPool::~TieredPool() {
-  if (migrator_.joinable()) {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-      demand_.clear();
-      prefetch_.clear();
-    }
-    work_.notify_all();
-    migrator_.join();
-  }
+  if (migrator_ != nullptr) migrator_->stop();
 }
 
 TieredPool::Page& TieredPool::at(PageId id) {
@@ -130,6 +118,7 @@ PageId TieredPool::allocate() {
   if (residence_.size() < pages_.size()) {
     residence_.resize(pages_.size());
     use_.resize(pages_.size());
+    importance_.resize(pages_.size());
   }
   Page& page = pages_[id];
   place(id, take_frame(false), false);
@@ -156,10 +145,7 @@ void TieredPool::release(PageId id) {
   KV_ASSERT(page.refcount > 0, "release of a free page");
   if (--page.refcount > 0) return;
   KV_ASSERT(!held(id), "release of a page the current step holds");
-  if (store_ != nullptr) {
-    std::unique_lock lock(mutex_);
-    settle_load(page, lock);
-  }
+  if (migrator_ != nullptr) migrator_->settle(page.load);
   if (page.prefetched) ++stats_.prefetch_unused;
   if (page.frame != nullptr) give_frame(page.frame, page.small);
   if (page.slot != kNoSlot) store_->release(page.slot);
@@ -167,7 +153,7 @@ void TieredPool::release(PageId id) {
   pinned_pages_ -= page.pins > 0 ? 1 : 0;
   page.slot = kNoSlot;
   page.pins = 0;
-  page.importance = 0.0f;
+  importance_[id] = 0.0f;
   page.prefetched = false;
   page.predicted_at = 0;
   page.version.fetch_add(2);  // a reused id never matches a reader's old version
@@ -193,14 +179,16 @@ void TieredPool::unpin(PageId id) {
   if (--at(id).pins == 0) --pinned_pages_;
 }
 bool TieredPool::pinned(PageId id) const { return at(id).pins > 0; }
-void TieredPool::set_importance(PageId id, float importance) { at(id).importance = importance; }
-float TieredPool::importance(PageId id) const { return at(id).importance; }
 std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(); }
 bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
 bool TieredPool::small(PageId id) const { return residence(id).small; }
 
+std::unique_lock<std::mutex> TieredPool::lock_loads() {
+  return migrator_ != nullptr ? migrator_->lock() : std::unique_lock<std::mutex>();
+}
 
-void TieredPool::start_load(PageId id, bool demand) {
+void TieredPool::start_load(PageId id, Migrator::LoadKind kind) {
+  const bool demand = kind == Migrator::LoadKind::Demand;
   Page& page = at(id);
   if (demand && config_.l1_bytes > 0 && l1_used() + page_bytes_ > config_.l1_bytes) {
     demote_bytes(page_bytes_ * config_.demote_batch_pages);
@@ -213,50 +201,7 @@ void TieredPool::start_load(PageId id, bool demand) {
   // from memory. Deterministic (the flushes of the writer thread are not).
   if (stats_.swap_out_bytes - page.demoted_at < config_.l2.batch_bytes) ++(demand ? stats_.buffered_demand : stats_.buffered_prefetch);
   sample_.swap_in_bytes += bytes;
-  std::lock_guard lock(mutex_);
-  page.load = Page::Load::Queued;
-  page.error.clear();
-  (demand ? demand_ : prefetch_).push_back({&page, page.slot, page.frame});
-  work_.notify_one();
-}
-
-void TieredPool::settle_load(Page& page, std::unique_lock<std::mutex>& lock) {
-  // A prefetch still queued is cancelled; a load already running must finish before the
-  // page's frame is reused.
-  for (auto it = prefetch_.begin(); it != prefetch_.end(); ++it) {
-    if (it->page == &page) {
-      prefetch_.erase(it);
-      page.load = Page::Load::None;
-      break;
-    }
-  }
-  done_.wait(lock, [&] { return page.load != Page::Load::Queued && page.load != Page::Load::Running; });
-  page.load = Page::Load::None;
-  page.error.clear();
-}
-
-void TieredPool::wait_load(Page& page, bool count_wait) {
-  std::unique_lock lock(mutex_);
-  if (page.load == Page::Load::Queued) {  // still queued as a prefetch: move it to the front
-    for (auto it = prefetch_.begin(); it != prefetch_.end(); ++it) {
-      if (it->page == &page) {
-        demand_.push_front(*it);
-        prefetch_.erase(it);
-        work_.notify_one();
-        break;
-      }
-    }
-  }
-  if (page.load == Page::Load::Queued || page.load == Page::Load::Running) {
-    const std::uint64_t start = monotonic_ns();
-    done_.wait(lock, [&] { return page.load != Page::Load::Queued && page.load != Page::Load::Running; });
-    if (count_wait) {
-      const std::uint64_t waited = monotonic_ns() - start;
-      ++stats_.pages_waited;
-      stats_.dma_wait_ns += waited;
-      sample_.dma_wait_ns += waited;
-    }
-  }
+  migrator_->enqueue({&page.load, &page.version, page.slot, page.frame}, kind);
 }
 
 void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::byte*>& out) {
@@ -293,29 +238,25 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
       continue;
     }
     ++stats_.demand_loads;
-    start_load(id, true);
+    start_load(id, Migrator::LoadKind::Demand);
     waiting.push_back(id);
   }
   out.resize(ids.size());
   for (PageId id : waiting) {
     Page& page = at(id);
-    {
-      std::lock_guard lock(mutex_);
-      if (page.load == Page::Load::None) continue;
+    if (const std::optional<std::uint64_t> waited = migrator_->wait(page.load)) {
+      ++stats_.pages_waited;
+      stats_.dma_wait_ns += *waited;
+      sample_.dma_wait_ns += *waited;
     }
-    wait_load(page, true);
-    std::lock_guard lock(mutex_);
-    if (page.load == Page::Load::Failed) {
+    const std::string error = migrator_->consume(page.load);
+    if (!error.empty()) {
       // The page has no intact copy: give back its frame so a retry reloads it, then report.
-      const std::string error = page.error;
-      page.load = Page::Load::None;
-      page.error.clear();
       give_frame(page.frame, page.small);
       place(id, nullptr, page.small);
       release_acquired();
       throw InputError(store_->path(), "l2 read", error);
     }
-    page.load = Page::Load::None;
   }
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const Page& page = at(ids[i]);
@@ -391,7 +332,7 @@ void TieredPool::finish_step(const std::vector<PageId>& predicted) {
       use_[id].last_used = step_;
       page.prefetched = true;
       ++stats_.prefetch_loads;
-      start_load(id, false);
+      start_load(id, Migrator::LoadKind::Prefetch);
     }
   }
   const std::uint64_t now = monotonic_ns();
@@ -454,10 +395,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     }
     if (page.prefetched) ++stats_.prefetch_unused;
     page.prefetched = false;
-    {
-      std::unique_lock lock(mutex_);
-      settle_load(page, lock);
-    }
+    migrator_->settle(page.load);
     give_frame(page.frame, page.small);
     place(id, nullptr, page.small);
   }
@@ -471,14 +409,14 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
   }
   std::vector<DemotionCandidate> candidates;
   {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_loads();
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
       // A prefetch still in flight is a candidate like any other resident page (its state
       // depends on timing; the plan must not): demote() cancels or waits for it.
       if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || held(id)) continue;
       if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-      candidates.push_back({id, page.importance, use_[id].last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
+      candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
     }
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
@@ -568,12 +506,11 @@ void TieredPool::budget_tightened() { event(MemoryEvent::Kind::BudgetTightened, 
 std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
   std::vector<DemotionCandidate> candidates;
   {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_loads();
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
-      const bool loading = page.load == Page::Load::Queued || page.load == Page::Load::Running;
-      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || held(id) || loading) continue;
-      candidates.push_back({id, page.importance, use_[id].last_used, false, 1, false});
+      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || held(id) || page.load.in_flight()) continue;
+      candidates.push_back({id, importance_[id], use_[id].last_used, false, 1, false});
     }
   }
   return plan_demotion(std::move(candidates), step_, max_pages, max_pages);
@@ -582,10 +519,7 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
 std::byte* TieredPool::shrink(PageId id) {
   Page& page = at(id);
   KV_ASSERT(page.frame != nullptr && !page.small && !held(id), "shrink of a page that is not a resident full-size page");
-  {
-    std::lock_guard lock(mutex_);  // a finished, unconsumed prefetch
-    page.load = Page::Load::None;
-  }
+  if (migrator_ != nullptr) migrator_->consume(page.load);  // a finished, unconsumed prefetch
   page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while rewritten
   std::byte* old = page.frame;
   place(id, take_frame(true), true);
@@ -637,45 +571,6 @@ MemoryStats TieredPool::stats() const {
     s.l2_on_ram = store_->on_ram();
   }
   return s;
-}
-
-void TieredPool::migrator_loop() {
-  for (;;) {
-    Job job;
-    bool write = false;
-    {
-      std::unique_lock lock(mutex_);
-      work_.wait(lock, [&] { return stop_ || !demand_.empty() || !prefetch_.empty() || writes_ready_; });
-      if (stop_) return;
-      if (!demand_.empty()) {
-        job = demand_.front();
-        demand_.pop_front();
-      } else if (!prefetch_.empty()) {
-        job = prefetch_.front();
-        prefetch_.pop_front();
-      } else {
-        writes_ready_ = false;
-        write = true;
-      }
-      if (job.page != nullptr) job.page->load = Page::Load::Running;
-    }
-    if (write) {
-      if (store_->write_pending(false)) store_->compact();
-      continue;
-    }
-    job.page->version.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
-    std::string error;
-    try {
-      store_->read(job.slot, job.frame);
-    } catch (const InputError& e) {
-      error = e.what();
-    }
-    job.page->version.fetch_add(1, std::memory_order_acq_rel);  // even: stable
-    std::lock_guard lock(mutex_);
-    job.page->load = error.empty() ? Page::Load::Done : Page::Load::Failed;
-    job.page->error = std::move(error);
-    done_.notify_all();
-  }
 }
 
 }  // namespace kv

@@ -1,6 +1,6 @@
 // The heterogeneous memory pool behind the page table: physical pages that live in L1 (a DRAM
 // arena with a hard capacity) and/or L2 (l2_store.h), staged through L0 each step, moved by a
-// migrator thread, and kept within capacity by a pressure controller.
+// migrator thread (migrator.h), and kept within capacity by a pressure controller.
 //
 // A page's bytes never change once sealed; a page may have an L1 copy (its frame), an L2 copy
 // (its slot), or both (the L1 copy is then a clean read-cache entry that demotion just drops).
@@ -15,19 +15,18 @@
 // constructor's thread from one thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "memory/frame_arena.h"
 #include "memory/l2_store.h"
 #include "memory/memory_events.h"
+#include "memory/migrator.h"
 #include "memory/page_pool.h"
 #include "memory/pressure_controller.h"
 #include "runtime/error.h"
@@ -153,8 +152,16 @@ class TieredPool {
 
   void pin(PageId id);
   void unpin(PageId id);
-  void set_importance(PageId id, float importance);
-  float importance(PageId id) const;
+  // How much the owner expects the page to be read (demotion takes the least important first).
+  // Inline and dense: the owner sets every page's importance after each decode step.
+  void set_importance(PageId id, float importance) {
+    KV_ASSERT(id < importance_.size(), "unknown page id");
+    importance_[id] = importance;
+  }
+  float importance(PageId id) const {
+    KV_ASSERT(id < importance_.size(), "unknown page id");
+    return importance_[id];
+  }
   // Bytes of L1 used outside the pool (the cache's full-precision residual), counted in L1.
   void set_external_bytes(std::size_t bytes) { external_bytes_ = bytes; }
 
@@ -224,11 +231,6 @@ class TieredPool {
 
  private:
   struct Page;
-  struct Job {
-    Page* page = nullptr;
-    L2Slot slot = kNoSlot;
-    std::byte* frame = nullptr;
-  };
 
   Page& at(PageId id);
   // Sets a page's frame and frame class, in its record and in residence_.
@@ -240,11 +242,9 @@ class TieredPool {
   std::size_t class_bytes(bool small) const;
   std::vector<PageId> plan_long_tail(std::size_t max_pages);
   std::uint64_t l1_used() const;
-  void start_load(PageId id, bool demand);
-  void wait_load(Page& page, bool count_wait);
-  // Leaves `page` with no load in flight: a queued prefetch is cancelled, a running load waited
-  // for (release and demotion, before the frame is reused). mutex_ held.
-  void settle_load(Page& page, std::unique_lock<std::mutex>& lock);
+  void start_load(PageId id, Migrator::LoadKind kind);
+  // The migrator's lock over the page records' load states; none without L2 (no migrator).
+  std::unique_lock<std::mutex> lock_loads();
   void demote(const std::vector<PageId>& plan);
   std::size_t demote_bytes(std::size_t bytes_to_free);
   void set_level(PressureLevel level, const std::string& reason);
@@ -252,7 +252,6 @@ class TieredPool {
   // Sets the plan's level and closes or opens an overflow episode as it says.
   void apply_level(const PressurePlan& plan);
   void event(MemoryEvent::Kind kind, const std::string& reason, std::uint64_t pages = 0);
-  void migrator_loop();
 
   std::size_t page_bytes_;
   MemoryConfig config_;
@@ -277,26 +276,22 @@ class TieredPool {
     std::uint64_t last_used = 0;
   };
   std::vector<Use> use_;
+  std::vector<float> importance_;  // per id, dense (set_importance)
   std::uint64_t hold_ = 1;
   bool holding_ = false;
   PressureLevel level_ = PressureLevel::Safe;
-  bool l2_stopped_ = false;
+  bool l2_stopped_ = false;   // failed or full: no more demotion of dirty pages
   bool overflowing_ = false;  // an Overflow event is reported once per episode
-  bool machine_low_ = false;
-  std::uint64_t last_sample_ns_ = 0;  // MemAvailable below its floor at the last check  // failed or full: no more demotion of dirty pages
+  bool machine_low_ = false;  // MemAvailable below its floor at the last check
+  std::uint64_t last_sample_ns_ = 0;  // when the last step's sample was closed
   MemoryStats stats_;
   MemorySample sample_;
   std::vector<MemoryEvent> events_;
   std::vector<MemorySample> samples_;
 
-  // Migrator: loads (demand first), then the store's writes, then compaction.
-  std::mutex mutex_;
-  std::condition_variable work_, done_;
-  std::deque<Job> demand_, prefetch_;
-  bool writes_ready_ = false;
-  bool stop_ = false;
-  std::uint64_t load_ns_ = 0;
-  std::thread migrator_;
+  // Loads (demand first), then the store's writes and compaction; with L2 only. Last: stopped
+  // before the page records and the store it points into go.
+  std::unique_ptr<Migrator> migrator_;
 };
 
 }  // namespace kv

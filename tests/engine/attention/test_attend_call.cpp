@@ -118,7 +118,7 @@ TEST_CASE("an attend call over all pages is the direct paged attention", "[atten
   }
 }
 
-TEST_CASE("a plan attends its pages; waves and L0 staging give the same output", "[attention][attend_call]") {
+TEST_CASE("a plan attends its pages, and waves and L0 staging give the same output", "[attention][attend_call]") {
   std::mt19937 rng(9);
   ThreadPool pool(2);
   for (std::uint32_t trial = 0; trial < 10; ++trial) {

@@ -1,0 +1,196 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <latch>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "memory/migrator.h"
+#include "runtime/error.h"
+
+using namespace kv;
+
+namespace {
+
+constexpr std::size_t kFrame = 64;
+constexpr L2Slot kBlocking = 1;  // its read waits until the test opens the gate
+constexpr L2Slot kBad = 9;       // its read fails like a checksum mismatch
+constexpr int kWrite = -1;       // the write callback, in the log
+
+using State = Migrator::Load::State;
+
+// A page record as the pool keeps one: the load, the version and the frame.
+struct TestPage {
+  Migrator::Load load;
+  std::atomic<std::uint32_t> version{0};
+  std::vector<std::byte> frame = std::vector<std::byte>(kFrame);
+};
+
+Migrator::Job job(TestPage& page, L2Slot slot) { return {&page.load, &page.version, slot, page.frame.data()}; }
+
+// Stands in for the L2 store: logs what the migrator ran, in order. Ordering comes from
+// blocking, never from time: the read of kBlocking says it started and waits for the gate.
+struct FakeStore {
+  std::latch started{1}, gate{1}, written{1};
+  std::mutex mutex;
+  std::vector<int> log;
+  std::atomic<int> writes{0};
+
+  MigratorIo io() {
+    return {[this](L2Slot slot, std::byte* frame) { read(slot, frame); }, [this] { write(); }};
+  }
+  void read(L2Slot slot, std::byte* frame) {
+    if (slot == kBlocking) {
+      started.count_down();
+      gate.wait();
+    }
+    if (slot == kBad) throw InputError("segment-0.l2", "page 9", "checksum mismatch");
+    std::memset(frame, static_cast<int>(slot), kFrame);
+    std::lock_guard lock(mutex);
+    log.push_back(static_cast<int>(slot));
+  }
+  void write() {
+    {
+      std::lock_guard lock(mutex);
+      log.push_back(kWrite);
+    }
+    if (writes.fetch_add(1) == 0) written.count_down();
+  }
+  std::vector<int> ran() {
+    std::lock_guard lock(mutex);
+    return log;
+  }
+};
+
+bool holds(const TestPage& page, L2Slot slot) {
+  for (std::byte b : page.frame) {
+    if (b != static_cast<std::byte>(slot)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("settle cancels a queued prefetch, which never runs, and waits for a running load", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io());
+  TestPage running, prefetched;
+  migrator.enqueue(job(running, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();  // the thread is inside the blocking read: the prefetch stays queued
+  migrator.enqueue(job(prefetched, 2), Migrator::LoadKind::Prefetch);
+  migrator.settle(prefetched.load);
+  CHECK(prefetched.load.state == State::None);
+  store.gate.count_down();
+  migrator.settle(running.load);
+  CHECK(running.load.state == State::None);
+  migrator.stop();
+  CHECK(store.ran() == std::vector<int>{kBlocking});
+  CHECK(running.version.load() == 2);  // odd while written, even after
+  CHECK(prefetched.version.load() == 0);
+  CHECK(holds(running, kBlocking));
+}
+
+TEST_CASE("wait returns once a running load has written its frame, and consume marks it seen", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io());
+  TestPage page;
+  migrator.enqueue(job(page, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();
+  {
+    const auto lock = migrator.lock();
+    CHECK(page.load.state == State::Running);
+    CHECK(page.version.load() % 2 == 1);
+  }
+  std::thread opener([&] { store.gate.count_down(); });
+  migrator.wait(page.load);
+  opener.join();
+  CHECK(page.load.state == State::Done);  // left for consume()
+  CHECK(page.version.load() == 2);
+  CHECK(holds(page, kBlocking));
+  CHECK(migrator.consume(page.load).empty());
+  CHECK(page.load.state == State::None);
+  CHECK_FALSE(migrator.wait(page.load).has_value());  // nothing in flight: no wait
+}
+
+TEST_CASE("demand loads run before queued prefetches, the store's writes when no load waits", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io());
+  TestPage first, p1, p2, d1, d2;
+  migrator.enqueue(job(first, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();
+  migrator.enqueue(job(p1, 11), Migrator::LoadKind::Prefetch);
+  migrator.enqueue(job(p2, 12), Migrator::LoadKind::Prefetch);
+  migrator.writes_ready();
+  migrator.enqueue(job(d1, 21), Migrator::LoadKind::Demand);
+  migrator.enqueue(job(d2, 22), Migrator::LoadKind::Demand);
+  store.gate.count_down();
+  store.written.wait();
+  CHECK(store.ran() == std::vector<int>{kBlocking, 21, 22, 11, 12, kWrite});
+  for (TestPage* page : {&first, &p1, &p2, &d1, &d2}) {
+    CHECK_FALSE(migrator.wait(page->load).has_value());  // all done before the write
+    CHECK(migrator.consume(page->load).empty());
+  }
+}
+
+TEST_CASE("waiting for a queued prefetch runs it", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io());
+  TestPage first, p1, p2;
+  migrator.enqueue(job(first, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();
+  migrator.enqueue(job(p1, 11), Migrator::LoadKind::Prefetch);
+  migrator.enqueue(job(p2, 12), Migrator::LoadKind::Prefetch);
+  // Which of p1 and p2 runs first depends on when wait() promotes p2: only the outcome is checked.
+  std::thread opener([&] { store.gate.count_down(); });
+  migrator.wait(p2.load);
+  opener.join();
+  CHECK(p2.load.state == State::Done);
+  CHECK(holds(p2, 12));
+  migrator.settle(p1.load);
+  CHECK(p1.load.state == State::None);
+}
+
+TEST_CASE("a failed read leaves the load Failed with the store's error, reported once", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io());
+  TestPage page;
+  migrator.enqueue(job(page, kBad), Migrator::LoadKind::Demand);
+  migrator.wait(page.load);
+  CHECK(page.load.state == State::Failed);
+  CHECK(page.version.load() == 2);
+  const std::string error = migrator.consume(page.load);
+  CHECK_THAT(error, Catch::Contains("checksum mismatch"));
+  CHECK(page.load.state == State::None);
+  CHECK(migrator.consume(page.load).empty());
+}
+
+TEST_CASE("stop drops the queued jobs, lets the running load finish and joins", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io());
+  TestPage running, demand, prefetch;
+  migrator.enqueue(job(running, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();
+  migrator.enqueue(job(demand, 21), Migrator::LoadKind::Demand);
+  migrator.enqueue(job(prefetch, 11), Migrator::LoadKind::Prefetch);
+  // The gate opens only once stop() has dropped the queue (the dropped loads read None).
+  std::thread opener([&] {
+    for (;;) {
+      {
+        const auto lock = migrator.lock();
+        if (demand.load.state == State::None) break;
+      }
+      std::this_thread::yield();
+    }
+    store.gate.count_down();
+  });
+  migrator.stop();
+  opener.join();
+  CHECK(store.ran() == std::vector<int>{kBlocking});
+  CHECK(running.load.state == State::Done);
+  CHECK(prefetch.load.state == State::None);
+  CHECK(demand.version.load() == 0);
+  migrator.settle(demand.load);  // nothing in flight: returns at once
+  migrator.stop();               // idempotent
+}
