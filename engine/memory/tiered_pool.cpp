@@ -407,17 +407,17 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
     l2_stopped_ = true;
     event(MemoryEvent::Kind::L2Failed, store_->failure());
   }
+  // Every resident page that is not pinned or held, found through the dense arrays first (a page's
+  // full record is touched only for a resident one). No lock: the migrator writes none of these
+  // fields. A prefetch still in flight is a candidate like any other resident page (its state
+  // depends on timing; the plan must not): demote() cancels or waits for it.
   std::vector<DemotionCandidate> candidates;
-  {
-    const auto lock = lock_loads();
-    for (PageId id = 0; id < pages_.size(); ++id) {
-      const Page& page = pages_[id];
-      // A prefetch still in flight is a candidate like any other resident page (its state
-      // depends on timing; the plan must not): demote() cancels or waits for it.
-      if (page.refcount == 0 || page.frame == nullptr || page.pins > 0 || held(id)) continue;
-      if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-      candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
-    }
+  for (PageId id = 0; id < pages_.size(); ++id) {
+    if (residence_[id].frame == nullptr || held(id)) continue;  // free pages have no frame
+    const Page& page = pages_[id];
+    if (page.pins > 0) continue;
+    if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
+    candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
   const std::uint64_t before = l1_used();
