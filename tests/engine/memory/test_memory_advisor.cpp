@@ -1,7 +1,8 @@
-// The memory advisor's pure parts: a step's selection records from a plan (forced pages are not
-// middle pages; no plan: every page read), and the predicted pages in the order the pool needs
-// them (this step's pages of every head first, then each head's predictions interleaved by
-// rank, residual pages left out).
+// The memory advisor: a step's selection records from a plan (forced pages are not middle pages;
+// no plan: every page read), the predicted pages in the order the pool needs them (this step's
+// pages of every head first, then each head's predictions interleaved by rank, residual pages
+// left out), pins on the sink and window pages that follow the window as it moves (none without
+// an L1 cap), importance set or accumulated with decay, and a history kept lookahead + 1 long.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "memory/memory_advisor.h"
 #include "memory/placement.h"
+#include "test_support.h"
 
 using namespace kv;
 
@@ -50,4 +52,81 @@ TEST_CASE("predicted pages: this step's pages first, then predictions by rank, r
   }
   CHECK(predicted == expected);
   CHECK(predicted_pages({}, 2, {&head0, &head1}).empty());
+}
+
+namespace {
+
+constexpr std::size_t kPage = 4096;
+
+MemoryConfig capped() {
+  MemoryConfig c;
+  c.l1_bytes = 64 * kPage;
+  c.pin_sink_tokens = 4;
+  c.pin_window_tokens = 64;
+  c.importance_decay = 0.5f;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the advisor pins the sink and window pages and follows the window", "[memory][advisor]") {
+  const MemoryConfig config = capped();
+  TieredPool pool(kPage, 64, config);
+  const MemoryAdvisor advisor(pool, config, 16);
+  std::vector<PageId> sealed;
+  for (int p = 0; p < 8; ++p) sealed.push_back(pool.allocate());
+  std::vector<PagePin> pins(sealed.size());
+  advisor.update_pins(8 * 16, sealed, pins);  // window: tokens 64..127, pages 4..7
+  for (std::size_t p = 0; p < sealed.size(); ++p) CHECK(pool.pinned(sealed[p]) == (p == 0 || p >= 4));
+  sealed.push_back(pool.allocate());
+  pins.emplace_back();
+  advisor.update_pins(9 * 16, sealed, pins);  // window moves on by a page: page 4 is let go
+  for (std::size_t p = 0; p < sealed.size(); ++p) CHECK(pool.pinned(sealed[p]) == (p == 0 || p >= 5));
+  pins.clear();
+  CHECK(pool.pinned_bytes() == 0);
+
+  MemoryConfig uncapped = config;
+  uncapped.l1_bytes = 0;
+  const MemoryAdvisor free_advisor(pool, uncapped, 16);
+  std::vector<PagePin> none(sealed.size());
+  free_advisor.update_pins(9 * 16, sealed, none);
+  CHECK(pool.pinned_bytes() == 0);  // nothing is ever demoted, so nothing is pinned
+}
+
+TEST_CASE("the advisor sets importance or accumulates attention mass with decay", "[memory][advisor]") {
+  const MemoryConfig config = capped();
+  TieredPool pool(kPage, 64, config);
+  const MemoryAdvisor advisor(pool, config, 16);
+  const std::vector<PageId> sealed{pool.allocate(), pool.allocate()};
+  advisor.set_importance(sealed, {3.0f});  // shorter than the pages: the rest untouched
+  CHECK(pool.importance(sealed[0]) == 3.0f);
+  CHECK(pool.importance(sealed[1]) == 0.0f);
+  advisor.add_mass(sealed[0], 1.0f, false);
+  CHECK(pool.importance(sealed[0]) == 4.0f);
+  advisor.add_mass(sealed[0], 1.0f, true);  // decays by half first
+  CHECK(pool.importance(sealed[0]) == 3.0f);
+}
+
+TEST_CASE("the advisor predicts only with an L2 tier and keeps lookahead + 1 steps of history", "[memory][advisor]") {
+  MemoryConfig config = capped();
+  TieredPool no_l2(kPage, 64, config);
+  const MemoryAdvisor without(no_l2, config, 16);
+  CHECK_FALSE(without.predicts());
+  std::deque<std::vector<SelectionRecord>> history;
+  const std::vector<PageId> head{no_l2.allocate()};
+  CHECK(without.predict(history, nullptr, 1, {&head}).empty());
+  CHECK(history.empty());
+
+  kvtest::TempDir dir("advisor");
+  config.l2.dir = dir.path;
+  config.prefetch_lookahead = 2;
+  TieredPool pool(kPage, 4096, config);
+  const MemoryAdvisor advisor(pool, config, 16);
+  REQUIRE(advisor.predicts());
+  const std::vector<PageId> pages{pool.allocate(), pool.allocate(), pool.allocate()};
+  for (int step = 0; step < 5; ++step) {
+    const std::vector<PageId> predicted = advisor.predict(history, nullptr, 3, {&pages});
+    CHECK(predicted == pages);  // every page read, every page predicted
+  }
+  CHECK(history.size() == 3);
 }
