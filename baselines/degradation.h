@@ -15,12 +15,9 @@ namespace kvbench {
 // The metric names that count degradation (gated exactly: any new degradation is a regression).
 const std::vector<std::string>& degradation_metric_names();
 
-// Event kinds that explain a degradation; they are stored even past the per-repetition cap.
-bool is_degradation_event(const std::string& kind);
-
 // counts: degradation metric -> value; events: the repetition's (any kinds, in order).
 // Empty when nothing degraded.
-std::vector<std::string> degradation_lines(const std::map<std::string, double>& counts, const std::vector<EventRecord>& events);
-std::vector<std::string> degradation_lines(const std::vector<MetricRecord>& metrics, const std::vector<EventRecord>& events);
+std::vector<std::string> degradation_lines(const std::map<std::string, double>& counts, const std::vector<RunEvent>& events);
+std::vector<std::string> degradation_lines(const std::vector<MetricRecord>& metrics, const std::vector<RunEvent>& events);
 
 }  // namespace kvbench

@@ -158,13 +158,13 @@ std::map<std::string, std::vector<double>> load_series(ResultsStore& store, std:
   return out;
 }
 
-std::vector<EventRecord> load_events(ResultsStore& store, std::int64_t run_id, const std::string& case_name, int repetition) {
-  std::vector<EventRecord> out;
-  Query q(store,
-          "SELECT e.step, e.kind, e.detail FROM events e JOIN cases c ON c.id = e.case_id WHERE c.run_id = ? AND c.name = ?"
-          " AND e.repetition = ? ORDER BY e.rowid");
+std::vector<RunEvent> load_events(ResultsStore& store, std::int64_t run_id, const std::string& case_name, int repetition) {
+  std::vector<RunEvent> out;
+  Query q(store, "SELECT e.step, e.kind, " + store.event_data_sql("e") +
+                     " FROM events e JOIN cases c ON c.id = e.case_id WHERE c.run_id = ? AND c.name = ?"
+                     " AND e.repetition = ? ORDER BY e.rowid");
   q.bind(1, run_id).bind(2, case_name).bind(3, static_cast<std::int64_t>(repetition));
-  while (q.step()) out.push_back({q.int64(0), q.text(1), q.text(2)});
+  while (q.step()) out.push_back(parse_event(q.text(1), q.int64(0), q.text(2)));
   return out;
 }
 

@@ -64,7 +64,7 @@ std::vector<CaseRecord> load_cases(ResultsStore& store, std::int64_t run_id);
 // A case's per-step series and its events, for one repetition (the recorder's names).
 std::map<std::string, std::vector<double>> load_series(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
                                                        int repetition);
-std::vector<EventRecord> load_events(ResultsStore& store, std::int64_t run_id, const std::string& case_name, int repetition);
+std::vector<RunEvent> load_events(ResultsStore& store, std::int64_t run_id, const std::string& case_name, int repetition);
 std::map<std::string, std::vector<std::int64_t>> load_histograms(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
                                                                  int repetition);
 

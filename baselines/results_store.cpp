@@ -306,6 +306,44 @@ CREATE VIEW metric_values AS
   FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
 )sql";
 
+// Version 7: events keep their fields (metrics/run_event.h) as JSON in `data`; `detail` stays a
+// line for people. The events of older versions are converted once from their text by
+// event_data_from_text(), which read-only opens of an older database apply as they read.
+constexpr const char* kSchemaV7Head = "ALTER TABLE events ADD COLUMN data TEXT;\n";
+
+// The fields of an events row from its kind and the text older versions stored (the one place
+// that reads that text: written by kvbench up to schema 6, in the formats of its recorder).
+std::string event_data_from_text(const std::string& kind, const std::string& detail) {
+  std::string sql =
+      "CASE\n"
+      "  WHEN {K} IN ('pressure', 'l2_failed', 'l2_full', 'budget_tightened', 'requantized', 'l1_overflow') THEN json_object(\n"
+      "    'from', substr({D}, 1, instr({D}, '->') - 1),\n"
+      "    'to', substr({D}, instr({D}, '->') + 2, instr({D}, ' l1_used=') - instr({D}, '->') - 2),\n"
+      "    'l1_used_bytes', CAST(substr({D}, instr({D}, ' l1_used=') + 9, instr({D}, '/') - instr({D}, ' l1_used=') - 9) AS INTEGER),\n"
+      "    'l1_capacity_bytes', CAST(substr({D}, instr({D}, '/') + 1) AS INTEGER),\n"
+      "    'reason', CASE WHEN instr(substr({D}, instr({D}, '/') + 1), ' ') > 0 THEN substr(substr({D}, instr({D}, '/') + 1), instr(substr({D}, instr({D}, '/') + 1), ' ') + 1) ELSE '' END)\n"
+      "  WHEN {K} = 'budget_change' THEN json_object(\n"
+      "    'from', json(CASE WHEN substr({D}, 8, instr({D}, ' -> ') - 8) LIKE '% pages' THEN json_object('pages', CAST(substr({D}, 8, instr({D}, ' -> ') - 8) AS INTEGER)) ELSE json_object('fraction', CAST(rtrim(substr({D}, 8, instr({D}, ' -> ') - 8), '%') AS REAL) / 100.0) END),\n"
+      "    'to', json(CASE WHEN substr({D}, instr({D}, ' -> ') + 4) LIKE '% pages' THEN json_object('pages', CAST(substr({D}, instr({D}, ' -> ') + 4) AS INTEGER)) ELSE json_object('fraction', CAST(rtrim(substr({D}, instr({D}, ' -> ') + 4), '%') AS REAL) / 100.0) END))\n"
+      "  WHEN {K} = 'token_dropped' THEN json_object(\n"
+      "    'layer', CAST(substr({D}, instr({D}, 'layer=') + 6) AS INTEGER),\n"
+      "    'q_head', CAST(substr({D}, instr({D}, 'q_head=') + 7) AS INTEGER),\n"
+      "    'position', CAST(substr({D}, instr({D}, 'position=') + 9) AS INTEGER),\n"
+      "    'weight', CAST(substr({D}, instr({D}, 'weight=') + 7) AS REAL))\n"
+      "  WHEN {K} = 'kernel' THEN json_object(\n"
+      "    'kernel', CASE WHEN {D} LIKE 'kernel_prefill_%' THEN 'prefill' ELSE 'decode' END,\n"
+      "    'isa', CASE WHEN {D} LIKE 'kernel_prefill_%' THEN substr({D}, 16) ELSE substr({D}, 15) END)\n"
+      "  WHEN {K} = 'events_truncated' THEN json_object('count', CAST({D} AS INTEGER))\n"
+      "  ELSE json_object('text', {D})\n"
+      "END\n";
+  const auto replace_all = [&sql](const std::string& from, const std::string& to) {
+    for (std::size_t at = sql.find(from); at != std::string::npos; at = sql.find(from, at + to.size())) sql.replace(at, from.size(), to);
+  };
+  replace_all("{K}", kind);
+  replace_all("{D}", detail);
+  return sql;
+}
+
 int read_user_version(sqlite3* db) {
   Statement user_version(db, "PRAGMA user_version");
   return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
@@ -498,7 +536,9 @@ void ResultsStore::migrate_to(int target) {
     version = 1;
   }
   // Each version's migration, in order; a shipped one is never edited.
-  static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6};
+  static const std::string kSchemaV7 =
+      std::string(kSchemaV7Head) + "UPDATE events SET data = " + event_data_from_text("kind", "detail") + ";\n";
+  static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6, kSchemaV7.c_str()};
   static_assert(std::size(kMigrations) == kSchemaVersion);
   for (; version < target; ++version) exec(kMigrations[version]);
   exec(("PRAGMA user_version = " + std::to_string(version)).c_str());
@@ -588,15 +628,21 @@ void ResultsStore::insert_histogram(std::int64_t case_id, int repetition, const 
   }
 }
 
-void ResultsStore::add_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events) {
+void ResultsStore::add_events(std::int64_t case_id, int repetition, const std::vector<RunEvent>& events) {
   WriteTransaction tx(*this);
   insert_events(case_id, repetition, events);
   tx.commit();
 }
 
-void ResultsStore::insert_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events) {
-  Statement insert(db_, "INSERT INTO events (case_id, repetition, step, kind, detail) VALUES (?, ?, ?, ?, ?)");
-  for (const EventRecord& e : events) insert.bind(1, case_id).bind(2, repetition).bind(3, e.step).bind(4, e.kind).bind(5, e.detail).run();
+void ResultsStore::insert_events(std::int64_t case_id, int repetition, const std::vector<RunEvent>& events) {
+  Statement insert(db_, "INSERT INTO events (case_id, repetition, step, kind, detail, data) VALUES (?, ?, ?, ?, ?, ?)");
+  for (const RunEvent& e : events) {
+    insert.bind(1, case_id).bind(2, repetition).bind(3, e.step).bind(4, std::string(e.name())).bind(5, describe(e)).bind(6, event_data(e)).run();
+  }
+}
+
+std::string ResultsStore::event_data_sql(const std::string& alias) const {
+  return schema_version_ >= 7 ? alias + ".data" : event_data_from_text(alias + ".kind", alias + ".detail");
 }
 
 void ResultsStore::add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics) {
@@ -634,12 +680,6 @@ void ResultsStore::insert_series(std::int64_t case_id, int repetition, const std
   for (std::size_t i = 0; i < values.size(); ++i) {
     insert.bind(1, case_id).bind(2, repetition).bind(3, name).bind(4, static_cast<std::int64_t>(i)).bind(5, values[i]).run();
   }
-}
-
-void ResultsStore::add_event(std::int64_t case_id, int repetition, std::int64_t step, const std::string& kind,
-                             const std::string& detail) {
-  Statement insert(db_, "INSERT INTO events (case_id, repetition, step, kind, detail) VALUES (?, ?, ?, ?, ?)");
-  insert.bind(1, case_id).bind(2, repetition).bind(3, step).bind(4, kind).bind(5, detail).run();
 }
 
 void ResultsStore::set_baseline(const std::string& name, std::int64_t run_id, const std::string& reason) {

@@ -23,10 +23,11 @@
 #include <vector>
 
 #include "metric_table.h"
+#include "run_event.h"
 
 namespace kvbench {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 // The oldest schema the read-only tools read as it is (writers migrate anything older).
 inline constexpr int kOldestReadableSchema = 2;
 
@@ -66,12 +67,6 @@ struct MetricRecord {
   bool noisy = false;
 };
 
-struct EventRecord {
-  std::int64_t step = 0;
-  std::string kind;
-  std::string detail;
-};
-
 // Everything one repetition of a case stores; written in one transaction, so a repetition is
 // either whole in the database or absent.
 struct RepetitionRecord {
@@ -79,7 +74,7 @@ struct RepetitionRecord {
   std::vector<MetricRecord> metrics;
   std::vector<std::pair<std::string, std::vector<double>>> series;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> histograms;
-  std::vector<EventRecord> events;
+  std::vector<RunEvent> events;
 };
 
 struct RunRow {
@@ -113,8 +108,8 @@ class ResultsStore {
   // One repetition's metrics of a case, in one transaction.
   void add_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics);
   void add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values);
-  void add_event(std::int64_t case_id, int repetition, std::int64_t step, const std::string& kind, const std::string& detail);
-  void add_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events);
+  // Events are stored as their kind, step, fields (JSON) and a line for people (describe()).
+  void add_events(std::int64_t case_id, int repetition, const std::vector<RunEvent>& events);
   void add_histogram(std::int64_t case_id, int repetition, const std::string& name, const std::vector<std::int64_t>& counts);
   void finish_case(std::int64_t case_id, CaseStatus status, const std::string& error = "");
 
@@ -148,6 +143,10 @@ class ResultsStore {
   sqlite3* db() { return db_; }
   const std::string& path() const { return path_; }
   int schema_version() const { return schema_version_; }
+  // The SQL expression of the stored fields of events row `alias` (JSON text): its data column,
+  // or - in a database older than typed events, opened read-only and so not migrated - the same
+  // conversion from its text that the migration to version 7 applies once.
+  std::string event_data_sql(const std::string& alias) const;
   // Tests: a new, empty database at an earlier schema version, to migrate from.
   static void create_at_version(const std::string& path, int version);
   Access access() const { return access_; }
@@ -161,7 +160,7 @@ class ResultsStore {
   void insert_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics);
   void insert_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values);
   void insert_histogram(std::int64_t case_id, int repetition, const std::string& name, const std::vector<std::int64_t>& counts);
-  void insert_events(std::int64_t case_id, int repetition, const std::vector<EventRecord>& events);
+  void insert_events(std::int64_t case_id, int repetition, const std::vector<RunEvent>& events);
 
   std::string path_;
   Access access_ = Access::ReadWrite;

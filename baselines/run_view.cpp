@@ -88,24 +88,26 @@ void load_figures(ResultsStore& store, std::int64_t case_id, CaseView& c, Clock 
     c.figures[name] = v.figure;
   }
   // Degradation in plain words: the first degraded repetition's lines, and how many were.
-  std::map<int, std::vector<EventRecord>> events;
-  Query e(store,
-          "SELECT repetition, step, kind, detail FROM events WHERE case_id = ? AND kind IN"
-          " ('l2_failed', 'l2_full', 'budget_change', 'requantized', 'l1_overflow') ORDER BY rowid");
+  std::map<int, std::vector<RunEvent>> events;
+  std::string kinds;  // the degradation kinds' names, for SQL
+  for (EventKind kind : degradation_event_kinds()) kinds += (kinds.empty() ? "'" : ", '") + std::string(event_kind_name(kind)) + "'";
+  Query e(store, "SELECT repetition, step, kind, " + store.event_data_sql("events") + " FROM events WHERE case_id = ? AND kind IN (" +
+                     kinds + ") ORDER BY rowid");
   e.bind(1, case_id);
-  while (e.step()) events[static_cast<int>(e.int64(0))].push_back({e.int64(1), e.text(2), e.text(3)});
+  while (e.step()) events[static_cast<int>(e.int64(0))].push_back(parse_event(e.text(2), e.int64(1), e.text(3)));
   for (const auto& [repetition, counts] : degradation_counts) {
     const auto lines = degradation_lines(counts, events[repetition]);
     if (lines.empty()) continue;
     if (c.degraded_repetitions++ == 0) c.degradation = lines;
   }
   // Pricing notes are the same in every repetition: the first one's.
-  Query notes(store,
-              "SELECT detail FROM events WHERE case_id = ? AND kind IN ('capacity_rerun', 'does_not_fit') AND repetition = "
-              "(SELECT MIN(repetition) FROM events WHERE case_id = ?) ORDER BY rowid");
+  Query notes(store, "SELECT step, kind, " + store.event_data_sql("events") + " FROM events WHERE case_id = ? AND kind IN ('" +
+                         std::string(event_kind_name(EventKind::CapacityRerun)) + "', '" + std::string(event_kind_name(EventKind::DoesNotFit)) +
+                         "') AND repetition = "
+                         "(SELECT MIN(repetition) FROM events WHERE case_id = ?) ORDER BY rowid");
   notes.bind(1, case_id);
   notes.bind(2, case_id);
-  while (notes.step()) c.pricing.push_back(notes.text(0));
+  while (notes.step()) c.pricing.push_back(parse_event(notes.text(1), notes.int64(0), notes.text(2)).text);
 }
 
 }  // namespace

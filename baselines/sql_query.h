@@ -15,6 +15,7 @@ namespace kvbench {
 // A prepared read with bound parameters.
 class Query {
  public:
+  Query(ResultsStore& store, const std::string& sql) : Query(store, sql.c_str()) {}
   Query(ResultsStore& store, const char* sql) : db_(store.db()) {
     if (sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db_));
   }

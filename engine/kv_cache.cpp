@@ -50,13 +50,13 @@ SeqId KVCache::fork(SeqId parent) {
   for (LayerPages& layer : table_.layers(child, "KVCache::fork")) {
     for (HeadPages& head : layer.heads) advisor_.update_pins(layer.length, head.sealed, head.pins);
   }
-  sync_memory();
+  update_memory_pressure();
   return child;
 }
 
 void KVCache::release(SeqId seq) {
   table_.release(seq, "KVCache::release");
-  sync_memory();
+  update_memory_pressure();
 }
 
 int KVCache::length(SeqId seq, int layer) const { return table_.layer(seq, layer, "KVCache::length").length; }
@@ -81,7 +81,7 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   }
   nan_inf_replaced_ += replaced;
   if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
-  if (config_.memory.l1_bytes > 0) sync_memory();
+  if (config_.memory.l1_bytes > 0) update_memory_pressure();
   const TrafficCounters moved = sealed_pool_.traffic() - traffic_before;
   if (telemetry_ != nullptr && moved.demotions != 0) {
     OpCounts ops;
@@ -96,7 +96,7 @@ void KVCache::seal(SeqId seq, int layer) {
   if (sealed.events.empty()) return;
   LayerPages& state = table_.layer(seq, layer, "KVCache::append");
   for (HeadPages& head : state.heads) advisor_.update_pins(state.length, head.sealed, head.pins);
-  sync_memory();
+  update_memory_pressure();
   if (telemetry_ != nullptr) {
     for (const PageSealed& event : sealed.events) telemetry_->on_page_sealed(event);
     telemetry_->on_ops(phase_, sealed.ops);
@@ -151,7 +151,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   args.page_mass = options.page_mass;
   // The memory pool ranks pages by attention mass when no importance is given.
   if (args.page_mass == nullptr && n_queries == 1 && options.importance == nullptr && config_.memory.l1_bytes > 0) {
-    args.page_mass = &own_mass_;
+    args.page_mass = &cache_page_mass_;
   }
   args.through_l0 = config_.memory.l0_copy && n_queries == 1;  // holds the step's pages while it stages them
   args.wave_bytes = args.through_l0 ? 0 : stream_batch_bytes();
@@ -162,7 +162,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   resident_.bind(state);
   resident_.reset_read_bytes();
   call_.run(*kernels_, pool_, resident_, args);
-  finish_memory_step(state, n_queries == 1, options.plan, n_queries == 1 ? args.page_mass : nullptr, options);
+  end_pool_step(state, n_queries == 1, options.plan, n_queries == 1 ? args.page_mass : nullptr, options);
   if (telemetry_ != nullptr) report_attention(state, n_queries, options.plan != nullptr, sealed_pool_.traffic() - traffic_before);
 }
 
@@ -224,7 +224,7 @@ std::size_t KVCache::stream_batch_bytes() const {
   return std::max<std::size_t>(1, cap > pinned ? (cap - pinned) / 2 : 0);
 }
 
-void KVCache::finish_memory_step(LayerPages& state, bool decode, const SelectionPlan* plan,
+void KVCache::end_pool_step(LayerPages& state, bool decode, const SelectionPlan* plan,
                                  const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
   const std::vector<std::vector<PageView>>& views = call_.views();
   // Importance only ranks pages for demotion, which needs an L1 cap: without one, skip the
@@ -280,8 +280,8 @@ bool KVCache::requantize_page(PageId id) {
   const int tokens = config_.page_tokens;
   const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
   std::vector<float> k(static_cast<std::size_t>(tokens) * dim), v(k.size());
-  std::byte* dst = sealed_pool_.shrink(id);
-  const PageView src{&layout_, sealed_pool_.shrink_source(), tokens};
+  std::byte* dst = sealed_pool_.begin_requantize(id);
+  const PageView src{&layout_, sealed_pool_.requantize_source(), tokens};
   for (int t = 0; t < tokens; ++t) {
     dequantize_k_row_ref(src, t, k.data() + static_cast<std::size_t>(t) * dim);
     dequantize_v_row_ref(src, t, v.data() + static_cast<std::size_t>(t) * dim);
@@ -289,14 +289,14 @@ bool KVCache::requantize_page(PageId id) {
   PageStats stats;
   quantize_page(long_tail_layout_, k.data(), v.data(), tokens, dst, &stats);
   PageHeader* header = PageLayout::header(dst);
-  header->version = sealed_pool_.version(id) + 1;  // even once finish_shrink() returns
+  header->version = sealed_pool_.version(id) + 1;  // even once finish_requantize() returns
   header->checksum = XXH64(dst + sizeof(PageHeader), long_tail_layout_.bytes - sizeof(PageHeader), 0);
   table_.rewrite_bounds(id, long_tail_layout_, dst);
-  sealed_pool_.finish_shrink(id);
+  sealed_pool_.finish_requantize(id);
   return true;
 }
 
-void KVCache::sync_memory() {
+void KVCache::update_memory_pressure() {
   // L1 also holds the full-precision residual and the page-summary index (bounds and means).
   sealed_pool_.set_external_bytes(residual_pool_.live_pages() * residual_layout_.bytes + table_.summary_bytes());
   apply_relief(sealed_pool_.relieve_pressure());
@@ -325,7 +325,7 @@ void KVCache::truncate(SeqId seq, int new_length) {
     layer.history.clear();
     for (HeadPages& head : layer.heads) advisor_.update_pins(layer.length, head.sealed, head.pins);
   }
-  sync_memory();
+  update_memory_pressure();
 }
 
 CacheStats KVCache::stats() const {

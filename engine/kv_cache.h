@@ -112,10 +112,10 @@ class KVCache {
   void seal(SeqId seq, int layer);
   bool requantize_page(PageId id);
   void apply_relief(const TieredPool::Relief& relief);
-  void sync_memory();
+  void update_memory_pressure();
   // Bytes of sealed pages one attention call may hold at once under an L1 cap (0: no limit).
   std::size_t stream_batch_bytes() const;
-  void finish_memory_step(LayerPages& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
+  void end_pool_step(LayerPages& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);
   void report_attention(const LayerPages& state, int n_queries, bool planned, const TrafficCounters& moved);
   void forward_memory_reports();
@@ -137,7 +137,7 @@ class KVCache {
   Phase phase_ = Phase::Prefill;
   std::uint64_t nan_inf_replaced_ = 0;
   std::uint64_t budget_requests_ = 0;
-  std::vector<std::vector<float>> own_mass_;  // page masses the cache asks for itself
+  std::vector<std::vector<float>> cache_page_mass_;  // page masses the cache asks for itself
 };
 
 }  // namespace kv

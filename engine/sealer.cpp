@@ -202,7 +202,7 @@ void Sealer::truncate(SeqId seq, int layer, int new_length) {
       std::vector<const std::byte*> frame;
       const PageId source = head.sealed[static_cast<std::size_t>(page)];
       sealed_.acquire({source}, frame);
-      const PageView src{sealed_.small(source) ? layouts_.long_tail : layouts_.sealed, frame[0], tokens_per_page};
+      const PageView src{sealed_.long_tail(source) ? layouts_.long_tail : layouts_.sealed, frame[0], tokens_per_page};
       for (int t = 0; t < kept; ++t) {
         float* key = residual.at<float>(dst, residual.k_data) + t * dim;
         dequantize_k_row_ref(src, t, key);

@@ -19,7 +19,7 @@ struct RepetitionFacts {
   const ExecutionResult* execution = nullptr;
   const Recorder* recorder = nullptr;
   kv::CacheStats cache;
-  double token_drop_ratio = 0.0;      // the sparse decoder's
+  double token_drop_ratio = 0.0;      // the recorder's (Recorder::token_drop_ratio)
   bool synthetic = true;              // synthetic backend (else llama)
   bool has_needles = false;           // the script planted needles
   int model_layers = 0;               // the whole model's layers

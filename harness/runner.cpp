@@ -147,9 +147,9 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   };
   ExecutionResult result;
   std::optional<kv::PageLayout> layout, f16_layout;
-  const auto fill_cache_facts = [&](kv::KVCache& cache, const kv::SparseDecoder& decoder) {
+  const auto fill_cache_facts = [&](kv::KVCache& cache) {
     facts.cache = cache.stats();
-    facts.token_drop_ratio = decoder.token_drop_ratio();
+    facts.token_drop_ratio = recorder.token_drop_ratio();
     layout = cache.layout();
     kv::PageLayoutSpec spec{cache_config.page_tokens, cache_config.geometry.head_dim, kv::Format::F16, kv::Format::F16,
                             cache_config.v_group, cache_config.pad_pages_to_4k};
@@ -179,7 +179,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     start_noise();
     result = executor.run(script);
     measure_noise();
-    fill_cache_facts(cache, decoder);
+    fill_cache_facts(cache);
     facts.model_layers = preset.layers;
     model_work_per_token = model_work(preset);
   } else {
@@ -201,7 +201,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     start_noise();
     result = executor.run(script);
     measure_noise();
-    fill_cache_facts(cache, decoder);
+    fill_cache_facts(cache);
     facts.model_layers = weights->config.layers;
     model_work_per_token = model_work(weights->config);
   }
@@ -249,14 +249,14 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   const auto histograms = recorder.histograms();
   record.histograms.assign(histograms.begin(), histograms.end());
   std::size_t dropped = 0;
-  for (const RecordedEvent& e : recorder.events()) {
+  for (const RunEvent& e : recorder.events()) {
     if (record.events.size() >= kMaxEvents && !is_degradation_event(e.kind)) {
       ++dropped;
       continue;
     }
-    record.events.push_back({e.step, e.kind, e.detail});
+    record.events.push_back(e);
   }
-  if (dropped > 0) record.events.push_back({0, "events_truncated", fmt::format("{} more events not stored", dropped)});
+  if (dropped > 0) record.events.push_back(truncated_event(dropped));
   return run;
 }
 
@@ -271,7 +271,7 @@ struct Pricing {
   const kv::soc::SocProfile* profile = nullptr;
   bool host_case = false;  // the case's SoC is this host: its host-clock figures are kept
   bool rerun = false;      // the run was this SoC's own (capacity_rerun)
-  std::vector<EventRecord> notes;  // why it reran, or why it does not fit
+  std::vector<RunEvent> notes;  // why it reran, or why it does not fit
 };
 
 // The stored repetition of one SoC's case: the run's exact figures (and host ones on the host's
@@ -646,10 +646,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         const double reserve = p.runtime_reserve_bytes.value, budget = p.model_budget_bytes.value;
         if (weights + reserve > budget) {
           m.decided = true;
-          m.how.notes.push_back({0, "does_not_fit",
+          m.how.notes.push_back(note_event(EventKind::DoesNotFit,
                                  fmt::format("{}: the weights ({}) and the runtime reserve ({}) exceed the model budget ({}); "
                                              "priced from the host run's capacities, fits_in_memory 0",
-                                             p.name, gib(weights), gib(reserve), gib(budget))});
+                                             p.name, gib(weights), gib(reserve), gib(budget))));
         }
       }
       const std::string host_l2 = case_l2_dir(c, c.policy->cache.memory.l1_bytes > 0);
@@ -679,19 +679,19 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
                                m.capacities.l0_bytes >> 10, memory.l0_bytes >> 10);
           }
           if (l1_short && m.capacities.l1_bytes < floor.whole_bytes) {
-            m.how.notes.push_back({0, "does_not_fit",
+            m.how.notes.push_back(note_event(EventKind::DoesNotFit,
                                    fmt::format("{}: {}, and it cannot even hold the {} no demotion can free (pinned and residual "
                                                "pages, summaries); priced from the host run's capacities",
-                                               p.name, why, gib(static_cast<double>(floor.whole_bytes)))});
+                                               p.name, why, gib(static_cast<double>(floor.whole_bytes)))));
             m.capacities = {};
             continue;
           }
           m.how.rerun = true;
-          m.how.notes.push_back({0, "capacity_rerun",
+          m.how.notes.push_back(note_event(EventKind::CapacityRerun,
                                  fmt::format("{}: {}; the engine ran again with L0 {} KiB and L1 {}", p.name, why,
                                              (m.capacities.l0_bytes > 0 ? m.capacities.l0_bytes : memory.l0_bytes) >> 10,
                                              m.capacities.l1_bytes > 0 ? gib(static_cast<double>(m.capacities.l1_bytes))
-                                                                       : std::string("uncapped"))});
+                                                                       : std::string("uncapped"))));
           progress.add(work_of(c) * repetitions);  // its own runs join the ETA
         }
       };

@@ -1,5 +1,7 @@
 #include "sparse_eval_command.h"
 
+#include "recorder.h"
+
 #include <fmt/format.h>
 
 #include "model/synthetic.h"
@@ -58,10 +60,12 @@ int run_sparse_eval(const SparseEvalOptions& o) {
     decoder.check_quality(q.data(), out.data());
     decoder.end_step();
   };
-  kv::SparseDecoder decode(cache, policy, nullptr, &model);
+  // The recorders keep the quality means (one owner of every figure).
+  Recorder decode_figures, question_figures;
+  kv::SparseDecoder decode(cache, policy, &decode_figures, &model);
   int pos = o.ctx;
   for (int s = 0; s < o.steps; ++s) step(decode, pos++);
-  kv::SparseDecoder questions(cache, policy, nullptr, &model);
+  kv::SparseDecoder questions(cache, policy, &question_figures, &model);
   for (std::size_t n = 0; n < config.needles.size(); ++n) {
     model.ask_needle(static_cast<int>(n));
     step(questions, pos++);
@@ -71,9 +75,10 @@ int run_sparse_eval(const SparseEvalOptions& o) {
              o.ctx, o.format, o.selector, policy.needs_budget() ? fmt::format("{:.0f}%", 100.0 * o.budget) : "-",
              o.compensate ? " +mean_v" : "", o.steps, config.needles.size());
   fmt::print("  decode:    attn_mass_recall {:.4f} (oracle {:.4f})  critical_miss_rate {:.4f}  token_drop_ratio {:.4f}\n",
-             decode.attn_mass_recall(), decode.oracle_mass_recall(), decode.critical_miss_rate(), decode.token_drop_ratio());
-  fmt::print("  questions: needle_recall {:.3f}  attn_mass_recall {:.4f}\n", questions.needle_recall(),
-             questions.attn_mass_recall());
+             decode_figures.attn_mass_recall(), decode_figures.oracle_mass_recall(), decode_figures.critical_miss_rate(),
+             decode_figures.token_drop_ratio());
+  fmt::print("  questions: needle_recall {:.3f}  attn_mass_recall {:.4f}\n", question_figures.needle_recall(),
+             question_figures.attn_mass_recall());
   return 0;
 }
 

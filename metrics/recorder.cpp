@@ -2,8 +2,6 @@
 
 #include "metric_table.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <string>
 
@@ -29,7 +27,7 @@ void Recorder::on_nan_inf(int /*layer*/, std::uint64_t count) { counters_["nan_i
 void Recorder::on_kernel(kv::KernelKind kind, kv::Isa isa) {
   const std::string key = std::string(kind == kv::KernelKind::Decode ? "kernel_decode_" : "kernel_prefill_") +
                           std::string(kv::isa_name(isa));
-  if (counters_[key]++ == 0) event(0, "kernel", key);  // each path once
+  if (counters_[key]++ == 0) event(kernel_event(kind, isa));  // each path once
 }
 
 void Recorder::on_ops(kv::Phase phase, const kv::OpCounts& counts) {
@@ -55,22 +53,19 @@ void Recorder::on_selection(const kv::SelectionEvent& event) {
   const double ratio = event.context_tokens > 0 && !event.kept_tokens.empty()
                            ? kept / (static_cast<double>(event.context_tokens) * static_cast<double>(event.kept_tokens.size()))
                            : 1.0;
-  keep_ratio_sum_ += ratio;
-  ++selections_;
   append("keep_ratio", ratio);
+  // token_drop_ratio: the mean over every (step, layer, kv head) of the share of context tokens
+  // not attended.
+  for (int tokens : event.kept_tokens) {
+    dropped_share_sum_ += event.context_tokens > 0 ? 1.0 - static_cast<double>(tokens) / event.context_tokens : 0.0;
+    ++head_selections_;
+  }
   auto& histogram = histograms_["importance_score"];
   histogram.resize(std::max(histogram.size(), event.score_histogram.size()), 0);
   for (std::size_t i = 0; i < event.score_histogram.size(); ++i) histogram[i] += event.score_histogram[i];
 }
 
-void Recorder::on_budget_change(const kv::BudgetChange& change) {
-  // "budget 10% -> 5%" or "budget 40 pages -> 20 pages": read as it is by `kvbench show`.
-  const auto budget = [](float fraction, int pages) {
-    return pages > 0 ? fmt::format("{} pages", pages) : fmt::format("{:.3g}%", 100.0 * fraction);
-  };
-  event(change.step, "budget_change",
-        "budget " + budget(change.from_budget, change.from_budget_pages) + " -> " + budget(change.budget, change.budget_pages));
-}
+void Recorder::on_budget_change(const kv::BudgetChange& change) { event(budget_event(change)); }
 
 void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
   recall_sum_ += quality.attn_mass_recall;
@@ -83,16 +78,10 @@ void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
   needles_kept_ += static_cast<std::uint64_t>(quality.needles_kept);
 }
 
-void Recorder::on_token_dropped(const kv::TokenDropped& drop) {
-  event(drop.step, "token_dropped",
-        "layer=" + std::to_string(drop.layer) + " q_head=" + std::to_string(drop.q_head) + " position=" +
-            std::to_string(drop.position) + " weight=" + std::to_string(drop.weight));
-}
+void Recorder::on_token_dropped(const kv::TokenDropped& drop) { event(token_dropped_event(drop)); }
 
 void Recorder::on_memory_event(const kv::MemoryEvent& e) {
-  std::string detail = std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to)) +
-                       " l1_used=" + std::to_string(e.l1_used_bytes) + "/" + std::to_string(e.l1_capacity_bytes) + " " + e.reason;
-  event(static_cast<std::int64_t>(e.step), std::string(kv::memory_event_name(e.kind)), std::move(detail));
+  event(memory_event(e));
   if (e.kind == kv::MemoryEvent::Kind::L2Failed) add("l2_errors");
   if (e.kind == kv::MemoryEvent::Kind::Overflow) add("l1_overflow_events");
 }
@@ -142,7 +131,7 @@ std::map<std::string, double> Recorder::scalars() const {
     out["outlier_channel_ratio"] = outlier_sum_ / n;
     out["clip_ratio"] = clip_sum_ / n;
   }
-  if (selections_ > 0) out["token_drop_ratio"] = 1.0 - keep_ratio_sum_ / static_cast<double>(selections_);
+  if (head_selections_ > 0) out["token_drop_ratio"] = token_drop_ratio();
   if (quality_checks_ > 0) {
     out["attn_mass_recall"] = recall_sum_ / static_cast<double>(quality_checks_);
     out["oracle_mass_recall"] = oracle_sum_ / static_cast<double>(quality_checks_);

@@ -13,16 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "run_event.h"
 #include "soc/cost_model.h"
 #include "telemetry.h"
 
 namespace kvbench {
-
-struct RecordedEvent {
-  std::int64_t step = 0;
-  std::string kind;    // pressure, l2_failed, budget_change, token_dropped, kernel, ...
-  std::string detail;
-};
 
 struct Gauge {
   double value = 0.0;
@@ -39,9 +34,7 @@ class Recorder final : public kv::Telemetry {
   void add(const std::string& counter, double amount = 1.0) { counters_[counter] += amount; }
   void gauge(const std::string& name, double value) { gauges_[name].set(value); }
   void append(const std::string& series, double value) { series_[series].push_back(value); }
-  void event(std::int64_t step, std::string kind, std::string detail) {
-    events_.push_back({step, std::move(kind), std::move(detail)});
-  }
+  void event(RunEvent event) { events_.push_back(std::move(event)); }
   void add_span(kv::Phase phase, kv::Span span, double ms);
 
   // RAII: the wall time between construction and destruction joins span_<phase>_<name>_ms.
@@ -81,7 +74,7 @@ class Recorder final : public kv::Telemetry {
   const std::vector<double>* find_series(const std::string& name) const;
   const std::map<std::string, std::vector<double>>& series() const { return series_; }
   const std::map<std::string, std::vector<std::int64_t>>& histograms() const { return histograms_; }
-  const std::vector<RecordedEvent>& events() const { return events_; }
+  const std::vector<RunEvent>& events() const { return events_; }
   const kv::OpCounts& ops(kv::Phase phase) const { return ops_[static_cast<int>(phase)]; }
   // Per-step operation counts, the cost model's input: on_ops adds to the open step (selection
   // and attention calls to its attention part, page sealing to its append part); close_step
@@ -91,13 +84,24 @@ class Recorder final : public kv::Telemetry {
   // Named scalars this recorder can state (quantization health, selection quality, spans);
   // a name is absent when nothing was observed for it.
   std::map<std::string, double> scalars() const;
+  // The mean over every (step, layer, kv head) of the share of context tokens a sparse plan left
+  // out; 0 before any selection. The one owner of the figure.
+  double token_drop_ratio() const {
+    return head_selections_ > 0 ? dropped_share_sum_ / static_cast<double>(head_selections_) : 0.0;
+  }
+  // Means over the sampled quality checks so far (0 before any); needle recall is 1 when no
+  // needle was present.
+  double attn_mass_recall() const { return quality_checks_ > 0 ? recall_sum_ / static_cast<double>(quality_checks_) : 0.0; }
+  double oracle_mass_recall() const { return quality_checks_ > 0 ? oracle_sum_ / static_cast<double>(quality_checks_) : 0.0; }
+  double critical_miss_rate() const { return quality_checks_ > 0 ? miss_sum_ / static_cast<double>(quality_checks_) : 0.0; }
+  double needle_recall() const { return needles_ > 0 ? static_cast<double>(needles_kept_) / static_cast<double>(needles_) : 1.0; }
 
  private:
   std::map<std::string, double> counters_;
   std::map<std::string, Gauge> gauges_;
   std::map<std::string, std::vector<double>> series_;
   std::map<std::string, std::vector<std::int64_t>> histograms_;
-  std::vector<RecordedEvent> events_;
+  std::vector<RunEvent> events_;
   // Spans in ms, [phase][span], named span_<phase>_<name>_ms by scalars().
   double span_ms_[kv::kPhaseCount][kv::kSpanCount] = {};
   kv::OpCounts ops_[kv::kPhaseCount];
@@ -105,9 +109,9 @@ class Recorder final : public kv::Telemetry {
   // Quantization health over sealed pages that had a reference.
   double drift_sum_ = 0.0, drift_max_ = 0.0, outlier_sum_ = 0.0, clip_sum_ = 0.0;
   std::uint64_t health_pages_ = 0;
-  // Selection.
-  double keep_ratio_sum_ = 0.0;
-  std::uint64_t selections_ = 0;
+  // Selection: the dropped share summed over (step, layer, kv head).
+  double dropped_share_sum_ = 0.0;
+  std::uint64_t head_selections_ = 0;
   double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
   std::uint64_t quality_checks_ = 0, needles_ = 0, needles_kept_ = 0;
 };

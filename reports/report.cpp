@@ -8,7 +8,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "change_points.h"
 #include "html.h"
@@ -336,16 +335,12 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
     }
     std::vector<Level> caps;
     std::vector<Mark> transitions;
-    for (const EventRecord& e : events) {
-      if (e.kind != "pressure") continue;
-      const std::size_t slash = e.detail.find('/'), space = e.detail.find(' ', slash);
-      if (caps.empty() && slash != std::string::npos) {
-        try {
-          caps.push_back({std::stod(e.detail.substr(slash + 1, space - slash - 1)), "L1 cap"});
-        } catch (const std::exception&) {
-        }
+    for (const RunEvent& e : events) {
+      if (e.kind != EventKind::Pressure) continue;
+      if (caps.empty()) caps.push_back({static_cast<double>(e.l1_capacity_bytes), "L1 cap"});
+      if (transitions.size() < 12) {
+        transitions.push_back({static_cast<double>(e.step), std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to))});
       }
-      if (transitions.size() < 12) transitions.push_back({static_cast<double>(e.step), e.detail.substr(0, e.detail.find(' '))});
     }
     if (levels.empty()) {
       page << line("memory water levels: no data (the case recorded no memory samples)");
@@ -436,17 +431,11 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
   // Dropped critical tokens.
   std::string rows;
   std::size_t dropped = 0;
-  for (const EventRecord& e : events) {
-    if (e.kind != "token_dropped") continue;
+  for (const RunEvent& e : events) {
+    if (e.kind != EventKind::TokenDropped) continue;
     if (dropped++ >= kDroppedRows) continue;
-    std::map<std::string, std::string> fields;
-    std::istringstream words(e.detail);
-    for (std::string w; words >> w;) {
-      const auto eq = w.find('=');
-      if (eq != std::string::npos) fields[w.substr(0, eq)] = w.substr(eq + 1);
-    }
-    rows += "<tr><td>" + std::to_string(e.step) + "</td><td>" + h(fields["layer"]) + "</td><td>" + h(fields["q_head"]) + "</td><td>" +
-            h(fields["position"]) + "</td><td>" + h(fields["weight"]) + "</td></tr>\n";
+    rows += "<tr><td>" + std::to_string(e.step) + "</td><td>" + std::to_string(e.layer) + "</td><td>" + std::to_string(e.q_head) +
+            "</td><td>" + std::to_string(e.position) + "</td><td>" + std::to_string(e.weight) + "</td></tr>\n";
   }
   if (dropped == 0) {
     page << line("dropped critical tokens: none");

@@ -24,7 +24,7 @@ void AttendCall::run(const PageKernels& kernels, ThreadPool& pool, PageAccess& a
     }
     all = &all_views_;
   }
-  extra_states_.clear();
+  compensation_states_.clear();
   if (plan != nullptr && args.compensate) {
     if (args.n_queries != 1) throw InputError("KVCache::attend", "compensate", "compensation applies to decode steps");
     compensate_dropped(args, *all);
@@ -42,7 +42,7 @@ void AttendCall::run(const PageKernels& kernels, ThreadPool& pool, PageAccess& a
   call.out = args.out;
   call.split_pages = args.split_pages;
   call.context_tokens = args.context_tokens;
-  call.extra_states = extra_states_.empty() ? nullptr : extra_states_.data();
+  call.compensation_states = compensation_states_.empty() ? nullptr : compensation_states_.data();
   const int group = args.shape.q_heads / args.shape.kv_heads;
   if (args.page_mass != nullptr && args.n_queries != 1) {
     throw InputError("KVCache::attend", "page_mass", "page masses are reported for decode steps");
@@ -132,13 +132,13 @@ void AttendCall::compensate_dropped(const AttendCallArgs& args, const std::vecto
   const AttentionShape& shape = args.shape;
   const int group = shape.q_heads / shape.kv_heads;
   const std::size_t stride = SoftmaxState::stride(shape.head_dim);
-  extra_states_.assign(static_cast<std::size_t>(shape.q_heads) * stride, 0.0f);
+  compensation_states_.assign(static_cast<std::size_t>(shape.q_heads) * stride, 0.0f);
   for (int h = 0; h < shape.kv_heads; ++h) {
     const auto uh = static_cast<std::size_t>(h);
     gather_dropped_pages(all[uh], args.plan->heads[uh].pages, *args.residual_layout, shape.head_dim, dropped_);
     const std::size_t first = uh * static_cast<std::size_t>(group);
     compensation_states(dropped_, args.q + first * static_cast<std::size_t>(shape.head_dim), group, shape.scale,
-                        extra_states_.data() + first * stride);
+                        compensation_states_.data() + first * stride);
   }
 }
 

@@ -67,7 +67,7 @@ class AttendCall {
   L0Stager l0_;
   std::vector<std::vector<PageView>> views_;      // the pages one call reads
   std::vector<std::vector<PageView>> all_views_;  // every page, when the call built them
-  std::vector<float> page_lse_, query_lse_, extra_states_;
+  std::vector<float> page_lse_, query_lse_, compensation_states_;
   std::vector<std::size_t> mass_offset_;  // [kv head]: its first entry in page_lse_
   DroppedPages dropped_;                  // compensation's gather, reused across heads and calls
 };

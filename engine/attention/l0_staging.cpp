@@ -76,7 +76,7 @@ void L0Stager::attend(const PageKernels& kernels, ThreadPool& pool, const PagedA
     args.pages = &staged[b % 2];
     args.out = batch_out.data();
     args.query_lse = batch_lse.data();
-    args.extra_states = b == 0 ? whole.extra_states : nullptr;
+    args.compensation_states = b == 0 ? whole.compensation_states : nullptr;
     if (whole.page_lse != nullptr) {
       batch_page_lse.assign((end - begin) * views.size() * group, 0.0f);
       args.page_lse = batch_page_lse.data();

@@ -127,9 +127,9 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
         SoftmaxState(first + g * stride, dim).merge(SoftmaxState(const_cast<float*>(part) + g * stride, dim));
       }
     }
-    if (args.extra_states != nullptr) {
+    if (args.compensation_states != nullptr) {
       for (int g = 0; g < group; ++g) {
-        const float* extra = args.extra_states + (static_cast<std::size_t>(head) * group + g) * stride;
+        const float* extra = args.compensation_states + (static_cast<std::size_t>(head) * group + g) * stride;
         SoftmaxState(first + g * stride, dim).merge(SoftmaxState(const_cast<float*>(extra), dim));
       }
     }

@@ -49,7 +49,7 @@ struct PagedAttentionArgs {
   float* query_lse = nullptr;
   // Decode only, optional: [q_heads] extra partial softmax states (stride SoftmaxState::stride)
   // merged after the pages, e.g. the compensation for dropped pages.
-  const float* extra_states = nullptr;
+  const float* compensation_states = nullptr;
   // Optional: read the pages in waves (nullptr: every page is resident for the whole call).
   const PageWaves* waves = nullptr;
 };

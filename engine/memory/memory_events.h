@@ -43,18 +43,6 @@ struct MemoryEvent {
   std::string reason;
 };
 
-inline std::string_view memory_event_name(MemoryEvent::Kind kind) {
-  switch (kind) {
-    case MemoryEvent::Kind::Pressure: return "pressure";
-    case MemoryEvent::Kind::L2Failed: return "l2_failed";
-    case MemoryEvent::Kind::L2Full: return "l2_full";
-    case MemoryEvent::Kind::BudgetTightened: return "budget_tightened";
-    case MemoryEvent::Kind::Requantized: return "requantized";
-    case MemoryEvent::Kind::Overflow: return "l1_overflow";
-  }
-  return "unknown";
-}
-
 // One decode step (one attention call) of the memory pool.
 struct MemorySample {
   std::uint64_t step = 0;

@@ -14,7 +14,7 @@
 namespace kv {
 
 struct TieredPool::Page {
-  bool small = false;  // requantized to INT2: a long-tail frame
+  bool long_tail = false;  // requantized to INT2: a long-tail frame
   std::byte* frame = nullptr;  // L1 copy
   L2Slot slot = kNoSlot;       // L2 copy
   std::atomic<std::uint32_t> version{0};
@@ -96,15 +96,15 @@ const TieredPool::Page& TieredPool::at(PageId id) const {
 
 std::uint64_t TieredPool::l1_used() const { return frames_.used_bytes() + external_bytes_; }
 
-std::size_t TieredPool::class_bytes(bool small) const { return frames_.class_bytes(small); }
+std::size_t TieredPool::class_bytes(bool long_tail) const { return frames_.class_bytes(long_tail); }
 
-std::byte* TieredPool::take_frame(bool small) {
-  std::byte* frame = frames_.take(small);
+std::byte* TieredPool::take_frame(bool long_tail) {
+  std::byte* frame = frames_.take(long_tail);
   stats_.peak_l1_bytes = std::max(stats_.peak_l1_bytes, l1_used());
   return frame;
 }
 
-void TieredPool::give_frame(std::byte* frame, bool small) { frames_.give(frame, small); }
+void TieredPool::give_frame(std::byte* frame, bool long_tail) { frames_.give(frame, long_tail); }
 
 PageId TieredPool::allocate() {
   PageId id;
@@ -147,7 +147,7 @@ void TieredPool::release(PageId id) {
   KV_ASSERT(!held(id), "release of a page the current step holds");
   if (migrator_ != nullptr) migrator_->settle(page.load);
   if (page.prefetched) ++stats_.prefetch_unused;
-  if (page.frame != nullptr) give_frame(page.frame, page.small);
+  if (page.frame != nullptr) give_frame(page.frame, page.long_tail);
   if (page.slot != kNoSlot) store_->release(page.slot);
   place(id, nullptr, false);
   pinned_pages_ -= page.pins > 0 ? 1 : 0;
@@ -161,11 +161,11 @@ void TieredPool::release(PageId id) {
   --live_;
 }
 
-void TieredPool::place(PageId id, std::byte* frame, bool small) {
+void TieredPool::place(PageId id, std::byte* frame, bool long_tail) {
   Page& page = at(id);
   page.frame = frame;
-  page.small = small;
-  residence_[id] = {frame, small};
+  page.long_tail = long_tail;
+  residence_[id] = {frame, long_tail};
 }
 
 std::byte* TieredPool::frame(PageId id) { return at(id).frame; }
@@ -181,7 +181,7 @@ void TieredPool::unpin(PageId id) {
 bool TieredPool::pinned(PageId id) const { return at(id).pins > 0; }
 std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(); }
 bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
-bool TieredPool::small(PageId id) const { return residence(id).small; }
+bool TieredPool::long_tail(PageId id) const { return residence(id).long_tail; }
 
 std::unique_lock<std::mutex> TieredPool::lock_loads() {
   return migrator_ != nullptr ? migrator_->lock() : std::unique_lock<std::mutex>();
@@ -193,7 +193,7 @@ void TieredPool::start_load(PageId id, Migrator::LoadKind kind) {
   if (demand && config_.l1_bytes > 0 && l1_used() + page_bytes_ > config_.l1_bytes) {
     demote_bytes(page_bytes_ * config_.demote_batch_pages);
   }
-  place(id, take_frame(page.small), page.small);
+  place(id, take_frame(page.long_tail), page.long_tail);
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
   stats_.swap_in_bytes += bytes;
   (demand ? stats_.demand_bytes : stats_.prefetch_bytes) += bytes;
@@ -252,8 +252,8 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
     const std::string error = migrator_->consume(page.load);
     if (!error.empty()) {
       // The page has no intact copy: give back its frame so a retry reloads it, then report.
-      give_frame(page.frame, page.small);
-      place(id, nullptr, page.small);
+      give_frame(page.frame, page.long_tail);
+      place(id, nullptr, page.long_tail);
       release_acquired();
       throw InputError(store_->path(), "l2 read", error);
     }
@@ -375,7 +375,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     Page& page = at(id);
     if (page.slot == kNoSlot) {
       if (l2_stopped_) continue;
-      const L2Slot slot = store_->append(page.frame, class_bytes(page.small));
+      const L2Slot slot = store_->append(page.frame, class_bytes(page.long_tail));
       if (slot == kNoSlot) {
         l2_stopped_ = true;
         if (store_->failed()) {
@@ -388,16 +388,16 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
       page.slot = slot;
       page.demoted_at = stats_.swap_out_bytes;
       ++stats_.demotions;
-      stats_.swap_out_bytes += class_bytes(page.small);
-      sample_.swap_out_bytes += class_bytes(page.small);
+      stats_.swap_out_bytes += class_bytes(page.long_tail);
+      sample_.swap_out_bytes += class_bytes(page.long_tail);
     } else {
       ++stats_.drops;
     }
     if (page.prefetched) ++stats_.prefetch_unused;
     page.prefetched = false;
     migrator_->settle(page.load);
-    give_frame(page.frame, page.small);
-    place(id, nullptr, page.small);
+    give_frame(page.frame, page.long_tail);
+    place(id, nullptr, page.long_tail);
   }
 }
 
@@ -417,7 +417,7 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
     const Page& page = pages_[id];
     if (page.pins > 0) continue;
     if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-    candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.small), page.predicted_at > step_});
+    candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.long_tail), page.predicted_at > step_});
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
   const std::uint64_t before = l1_used();
@@ -485,7 +485,7 @@ TieredPool::Relief TieredPool::relieve_pressure() {
   apply_level(plan);
   relief.tighten_budget = plan.tighten_budget;
   if (plan.requantize_pages > 0) {
-    // Second remedy: the long tail (lowest retention, unpinned, resident) shrinks to INT2.
+    // Second remedy: the long tail (lowest retention, unpinned, resident) is requantized to INT2.
     relief.requantize = true;
     relief.pages = plan_long_tail(plan.requantize_pages);
   }
@@ -509,28 +509,28 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
     const auto lock = lock_loads();
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
-      if (page.refcount != 1 || page.frame == nullptr || page.small || page.pins > 0 || held(id) || page.load.in_flight()) continue;
+      if (page.refcount != 1 || page.frame == nullptr || page.long_tail || page.pins > 0 || held(id) || page.load.in_flight()) continue;
       candidates.push_back({id, importance_[id], use_[id].last_used, false, 1, false});
     }
   }
   return plan_demotion(std::move(candidates), step_, max_pages, max_pages);
 }
 
-std::byte* TieredPool::shrink(PageId id) {
+std::byte* TieredPool::begin_requantize(PageId id) {
   Page& page = at(id);
-  KV_ASSERT(page.frame != nullptr && !page.small && !held(id), "shrink of a page that is not a resident full-size page");
+  KV_ASSERT(page.frame != nullptr && !page.long_tail && !held(id), "requantization of a page that is not a resident full-size page");
   if (migrator_ != nullptr) migrator_->consume(page.load);  // a finished, unconsumed prefetch
   page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while rewritten
   std::byte* old = page.frame;
   place(id, take_frame(true), true);
-  shrink_source_ = old;
+  requantize_source_ = old;
   return page.frame;
 }
 
-void TieredPool::finish_shrink(PageId id) {
+void TieredPool::finish_requantize(PageId id) {
   Page& page = at(id);
-  give_frame(shrink_source_, false);
-  shrink_source_ = nullptr;
+  give_frame(requantize_source_, false);
+  requantize_source_ = nullptr;
   if (page.slot != kNoSlot) {  // the L2 copy holds the old values
     store_->release(page.slot);
     page.slot = kNoSlot;
@@ -540,7 +540,7 @@ void TieredPool::finish_shrink(PageId id) {
   page.version.fetch_add(1, std::memory_order_acq_rel);
 }
 
-const std::byte* TieredPool::shrink_source() const { return shrink_source_; }
+const std::byte* TieredPool::requantize_source() const { return requantize_source_; }
 
 void TieredPool::drain() {
   if (store_ != nullptr) store_->write_pending(true);

@@ -137,7 +137,7 @@ class TieredPool {
   // long sequence's page views every step would touch all of them).
   struct Residence {
     const std::byte* frame = nullptr;  // nullptr: in L2 only
-    bool small = false;                // a long-tail (requantized) frame
+    bool long_tail = false;            // a long-tail (requantized, INT2) frame
   };
   // Inline: decode steps ask for every page they view.
   Residence residence(PageId id) const {
@@ -174,8 +174,8 @@ class TieredPool {
   void stage_l0(std::uint64_t bytes);
   // What pressure relief leaves to the pool's owner (pressure_controller.h): danger was just
   // entered, so a smaller sparse budget is wanted; and, when `requantize`, the long-tail pages
-  // to shrink (shrink()/finish_shrink()), after which the owner calls finish_relief() with how
-  // many it shrank (possibly none).
+  // to requantize (begin_requantize()/finish_requantize()), after which the owner calls
+  // finish_relief() with how many it requantized (possibly none).
   struct Relief {
     bool tighten_budget = false;
     bool requantize = false;
@@ -217,12 +217,12 @@ class TieredPool {
   // relief then plans pages for it to requantize (Relief::pages).
   void set_long_tail(std::size_t small_page_bytes) { frames_.set_small_bytes(small_page_bytes); }
   // A resident full-size page gets a long-tail frame (returned, to fill); its old bytes stay
-  // readable at shrink_source() until finish_shrink(), which frees them and drops a stale L2
-  // copy. The page's version is odd in between.
-  std::byte* shrink(PageId id);
-  const std::byte* shrink_source() const;
-  void finish_shrink(PageId id);
-  bool small(PageId id) const;
+  // readable at requantize_source() until finish_requantize(), which frees them and drops a
+  // stale L2 copy. The page's version is odd in between.
+  std::byte* begin_requantize(PageId id);
+  const std::byte* requantize_source() const;
+  void finish_requantize(PageId id);
+  bool long_tail(PageId id) const;  // the page is in a long-tail frame
 
   // For tests: the version of a page's frame (odd while the migrator writes it).
   std::uint32_t version(PageId id) const;
@@ -234,12 +234,12 @@ class TieredPool {
 
   Page& at(PageId id);
   // Sets a page's frame and frame class, in its record and in residence_.
-  void place(PageId id, std::byte* frame, bool small);
+  void place(PageId id, std::byte* frame, bool long_tail);
   const Page& at(PageId id) const;
   bool held(PageId id) const;
-  std::byte* take_frame(bool small);
-  void give_frame(std::byte* frame, bool small);
-  std::size_t class_bytes(bool small) const;
+  std::byte* take_frame(bool long_tail);
+  void give_frame(std::byte* frame, bool long_tail);
+  std::size_t class_bytes(bool long_tail) const;
   std::vector<PageId> plan_long_tail(std::size_t max_pages);
   std::uint64_t l1_used() const;
   void start_load(PageId id, Migrator::LoadKind kind);
@@ -259,11 +259,11 @@ class TieredPool {
 
   // L1 frames, carved from slabs as needed (the arena never exceeds its peak).
   FrameArena frames_;
-  std::byte* shrink_source_ = nullptr;
+  std::byte* requantize_source_ = nullptr;
   std::size_t external_bytes_ = 0;
 
   std::deque<Page> pages_;  // stable addresses: the migrator holds pointers
-  std::vector<Residence> residence_;  // pages_[id].frame and .small, one dense entry per id
+  std::vector<Residence> residence_;  // pages_[id].frame and .long_tail, one dense entry per id
   std::vector<PageId> free_ids_;
   std::size_t live_ = 0, peak_live_ = 0;
   std::size_t pinned_pages_ = 0;

@@ -118,8 +118,6 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
       kept_tokens += std::min(page_tokens, context - kept[i] * page_tokens);  // pages are full but the last
     }
     event.kept_tokens.push_back(kept_tokens);
-    dropped_share_sum_ += context > 0 ? 1.0 - static_cast<double>(kept_tokens) / context : 0.0;
-    ++selections_;
   }
   if (telemetry_ != nullptr) {
     event.score_histogram.assign(SelectionEvent::kScoreBins, 0);
@@ -138,18 +136,12 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   last_context_ = context;
 }
 
-bool SparseDecoder::check_quality(const float* q, const float* out) {
-  if (!quality_due() || last_layer_ < 0) return false;
+std::optional<SelectionQuality> SparseDecoder::check_quality(const float* q, const float* out) {
+  if (!quality_due() || last_layer_ < 0) return std::nullopt;
   const SelectionQuality quality = measure_quality(last_layer_, q, out, last_context_);
   last_layer_ = -1;
-  recall_sum_ += quality.attn_mass_recall;
-  oracle_sum_ += quality.oracle_mass_recall;
-  miss_sum_ += quality.critical_miss_rate;
-  ++quality_checks_;
-  needles_seen_ += quality.needles;
-  needles_kept_ += quality.needles_kept;
   if (telemetry_ != nullptr) telemetry_->on_selection_quality(quality);
-  return true;
+  return quality;
 }
 
 void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {

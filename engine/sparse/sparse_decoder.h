@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -32,9 +33,10 @@ class SparseDecoder {
   // whose K/V are already appended; out like q.
   void attend(SeqId seq, int layer, const float* q, float* out);
   // The quality check of the last attend() call, when one is due (an exact source and a sampled
-  // step), with that call's q and out; returns whether it ran. Kept apart from attend() so that
-  // a caller times the engine's work without the checks, which cost far more than the step.
-  bool check_quality(const float* q, const float* out);
+  // step), with that call's q and out: returned and reported (Telemetry::on_selection_quality,
+  // whose sink keeps the means). Kept apart from attend() so that a caller times the engine's
+  // work without the checks, which cost far more than the step.
+  std::optional<SelectionQuality> check_quality(const float* q, const float* out);
   bool quality_due() const { return exact_ != nullptr && step_ % policy_.sample_every == 0; }
   // Sparse prefill: a chunk of n queries (their K/V already appended) attends to the sinks, the
   // window before and across the chunk, and the top pages by the same scores, computed for the
@@ -54,19 +56,9 @@ class SparseDecoder {
   const SparsePolicy& policy() const { return policy_; }
 
   const SelectionPlan& last_plan() const { return last_plan_; }
-  // Mean over every (step, layer, kv head) so far of the share of context tokens not attended.
-  double token_drop_ratio() const { return selections_ > 0 ? dropped_share_sum_ / selections_ : 0.0; }
   // Accumulated attention of (seq, layer): [kv head][page].
   const std::vector<std::vector<float>>& accumulated(SeqId seq, int layer) const;
   void forget(SeqId seq);
-
-  // Means over the sampled (step, layer) checks so far.
-  double attn_mass_recall() const { return quality_checks_ > 0 ? recall_sum_ / quality_checks_ : 0.0; }
-  // The ceiling of attn_mass_recall for as many pages per kv head (SelectionQuality).
-  double oracle_mass_recall() const { return quality_checks_ > 0 ? oracle_sum_ / quality_checks_ : 0.0; }
-  double critical_miss_rate() const { return quality_checks_ > 0 ? miss_sum_ / quality_checks_ : 0.0; }
-  // Needles kept / needles present, over sampled checks (1 when no needle was present).
-  double needle_recall() const { return needles_seen_ > 0 ? static_cast<double>(needles_kept_) / needles_seen_ : 1.0; }
 
  private:
   // The select span and the selection's operation counts (a null sink: nothing).
@@ -80,8 +72,6 @@ class SparseDecoder {
   const ExactKV* exact_;
   int step_ = 0;
   std::uint64_t budget_requests_served_;
-  double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0;
-  long quality_checks_ = 0, needles_seen_ = 0, needles_kept_ = 0;
   // Per (seq, layer): accumulated attention [kv head][page] and the step it was last decayed.
   struct History {
     std::vector<std::vector<float>> accumulated;
@@ -91,8 +81,6 @@ class SparseDecoder {
   SelectionPlan last_plan_;
   int last_layer_ = -1, last_context_ = 0;  // of the last decode attend() (-1: none to check)
   std::vector<HeadKeyBounds> key_bounds_;  // this call's key bounds (buffers kept across calls)
-  double dropped_share_sum_ = 0.0;
-  long selections_ = 0;
 };
 
 }  // namespace kv

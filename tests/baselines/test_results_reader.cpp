@@ -35,7 +35,11 @@ TEST_CASE("the reader filters runs, resolves selectors and returns samples, seri
     rec.metrics = {{1, "tpot_ms_p50", 10.0 + i, "", "ms", Clock::Host, false, i == 1},
                    {1, "ppl", std::nullopt, "synthetic backend", "ppl", Clock::Exact, false, false}};
     rec.series = {{"tpot_ms", {1.0, 2.0, 3.0}}};
-    rec.events = {{4, "pressure", "safe->warning"}};
+    kv::MemoryEvent pressure;
+    pressure.step = 4;
+    pressure.to = kv::PressureLevel::Warning;
+    pressure.reason = "L1 free at or below the warning watermark";
+    rec.events = {memory_event(pressure)};
     store.add_repetition(c, rec);
     store.finish_case(c, CaseStatus::Complete);
     store.finish_run(ids[i], RunStatus::Complete);
@@ -68,7 +72,10 @@ TEST_CASE("the reader filters runs, resolves selectors and returns samples, seri
   CHECK(load_series(store, ids[1], "m/w/p/host", 1).at("tpot_ms") == std::vector<double>{1.0, 2.0, 3.0});
   const auto events = load_events(store, ids[1], "m/w/p/host", 1);
   REQUIRE(events.size() == 1);
-  CHECK(events[0].kind == "pressure");
+  CHECK(events[0].kind == EventKind::Pressure);
+  CHECK(events[0].step == 4);
+  CHECK(events[0].to == kv::PressureLevel::Warning);
+  CHECK(events[0].reason == "L1 free at or below the warning watermark");
 
   ResultsStore::VerdictRecord v;
   v.baseline_run = ids[0];

@@ -55,7 +55,11 @@ TEST_CASE("a run's metrics read back through metric_values", "[store]") {
     store.add_metrics(c, metrics(1));
     store.add_metrics(c, metrics(2));
     store.add_series(c, 1, "l1_used_bytes", {1.0, 2.0, 3.0});
-    store.add_event(c, 1, 7, "pressure", "safe->warning");
+    kv::MemoryEvent pressure;
+    pressure.step = 7;
+    pressure.to = kv::PressureLevel::Warning;
+    pressure.l1_capacity_bytes = 1024;
+    store.add_events(c, 1, {memory_event(pressure)});
     store.finish_run(run, RunStatus::Complete);
   }
   ResultsStore store(path);  // reopened
@@ -68,6 +72,9 @@ TEST_CASE("a run's metrics read back through metric_values", "[store]") {
   CHECK(count(store, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'host' AND extrapolated = 1") == 2);
   CHECK(count(store, "SELECT min(repetition) FROM metric_values") == 1);
   CHECK(count(store, "SELECT count(*) FROM series") == 3);
+  // An event is stored as its fields, with a line for people beside them.
+  CHECK(count(store, "SELECT count(*) FROM events WHERE kind = 'pressure' AND json_extract(data, '$.to') = 'warning'"
+                     " AND json_extract(data, '$.l1_capacity_bytes') = 1024 AND detail = 'safe->warning l1_used=0/1024 '") == 1);
   CHECK(count(store, "SELECT count(*) FROM metric_values WHERE run_status = 'complete'") == 6);
   // A missing value without a reason, or repetition 0, is refused and writes nothing.
   const std::int64_t c2 = store.add_case(store.begin_run(info("t2")), {"m", "w", "p", "host", ""});
@@ -206,7 +213,7 @@ TEST_CASE("a repetition is stored whole in one transaction", "[store]") {
   record.metrics = metrics(1);
   record.series = {{"tpot_ms", {1.0, 2.0}}};
   record.histograms = {{"bits", {3, 4, 5}}};
-  record.events = {{1, "pressure", "warn"}};
+  record.events = {truncated_event(3)};
   store.add_repetition(c, record);
   CHECK(count(store, "SELECT count(*) FROM metrics") == 3);
   CHECK(count(store, "SELECT count(*) FROM series") == 2);
@@ -214,7 +221,7 @@ TEST_CASE("a repetition is stored whole in one transaction", "[store]") {
   RepetitionRecord bad = record;
   bad.repetition = 2;
   for (MetricRecord& m : bad.metrics) m.repetition = 2;
-  bad.events.push_back({2, "x", "y"});
+  bad.events.push_back(note_event(EventKind::DoesNotFit, "y"));
   bad.histograms.push_back({"bits", {1}});  // duplicate (case, repetition, name, bin)
   CHECK_THROWS(store.add_repetition(c, bad));
   CHECK(count(store, "SELECT count(*) FROM metrics WHERE repetition = 2") == 0);

@@ -50,7 +50,7 @@ std::int64_t add_run(ResultsStore& store, const std::string& suite, const std::s
   rep.metrics = {{1, "ttft_ms", 12.5, "", "ms", Clock::Host, false, false}, {1, "token_drop_ratio", 0.9, "", "ratio", Clock::Exact, false, false}};
   rep.series = {{"l1_used_bytes", std::vector<double>(4000, 1.5)}};
   rep.histograms = {{"importance", {1, 2, 3}}};
-  rep.events = {{3, "pressure", "safe->warning"}};
+  rep.events = {truncated_event(3)};
   store.add_repetition(c, rep);
   store.finish_case(c, CaseStatus::Complete);
   if (status != RunStatus::Running) store.finish_run(run, status);

@@ -55,10 +55,10 @@ TEST_CASE("the recorder aggregates what the engine reports", "[recorder]") {
   CHECK(recorder.find_gauge("l1_used_bytes")->value == 300);
   CHECK((*recorder.find_series("swap_in_gb_per_s"))[0] == Approx(2.0));  // 2 MB in 1 ms
   int kernels = 0, drops = 0, pressures = 0;
-  for (const RecordedEvent& e : recorder.events()) {
-    kernels += e.kind == "kernel" ? 1 : 0;
-    drops += e.kind == "token_dropped" && e.step == 5 && e.detail.find("position=1234") != std::string::npos ? 1 : 0;
-    pressures += e.kind == "pressure" && e.step == 9 && e.detail.find("safe->warning") != std::string::npos ? 1 : 0;
+  for (const RunEvent& e : recorder.events()) {
+    kernels += e.kind == EventKind::Kernel ? 1 : 0;
+    drops += e.kind == EventKind::TokenDropped && e.step == 5 && e.position == 1234 && e.q_head == 3 ? 1 : 0;
+    pressures += e.kind == EventKind::Pressure && e.step == 9 && e.to == kv::PressureLevel::Warning ? 1 : 0;
   }
   CHECK(kernels == 1);  // each kernel path once
   CHECK(drops == 1);

@@ -11,6 +11,7 @@
 #include "model/llama_model.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
+#include "recorder.h"
 #include "test_support.h"
 
 using namespace kvbench;
@@ -84,7 +85,8 @@ TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed 
   kv::KVCache cache(cache_config);
   kv::SparsePolicy policy;
   policy.sample_every = 4;
-  kv::SparseDecoder decoder(cache, policy, nullptr, &model);
+  kvbench::Recorder figures;
+  kv::SparseDecoder decoder(cache, policy, &figures, &model);
   ExecutionOptions options;
   options.probe_chunks = 1;  // needs two: the first and the last chunk
   CHECK_THROWS_AS(Executor(model, cache, decoder, 24.0, {}, std::nullopt, options), std::invalid_argument);
@@ -102,7 +104,7 @@ TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed 
   CHECK(result.prefill.model_ms == 0.0);  // the generator is not timed
   REQUIRE(result.tpot_ms.size() == 8);
   for (double t : result.tpot_ms) CHECK(t > 0.0);
-  CHECK(decoder.needle_recall() == 1.0);  // full attention keeps the needle
+  CHECK(figures.needle_recall() == 1.0);  // full attention keeps the needle
   CHECK(cache.stats().sealed_pages == 0);  // the sequence was released at the end
 }
 
@@ -151,7 +153,8 @@ TEST_CASE("Quality checks run outside every timed figure: a sleeping checker is 
   policy.sample_every = 1;  // every decode step is checked
   const auto sleep = std::chrono::milliseconds(400);
   SleepingExact exact(model, sleep);
-  kv::SparseDecoder decoder(cache, policy, nullptr, &exact);
+  kvbench::Recorder figures;
+  kv::SparseDecoder decoder(cache, policy, &figures, &exact);
   Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt);
   const ExecutionResult result = executor.run(script);
   REQUIRE(exact.checks == 6);  // one per decode step (one executed layer)
@@ -167,5 +170,5 @@ TEST_CASE("Quality checks run outside every timed figure: a sleeping checker is 
   REQUIRE(result.ttft_ms.size() == 1);
   CHECK(result.ttft_ms[0] == Approx(result.prefill.total_ms));
   CHECK(result.prefill.quality_ms == 0.0);
-  CHECK(decoder.attn_mass_recall() > 0.99);  // the checks did run, on the full policy
+  CHECK(figures.attn_mass_recall() > 0.99);  // the checks did run, on the full policy
 }
