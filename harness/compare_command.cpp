@@ -1,5 +1,7 @@
 #include "compare_command.h"
 
+#include "comparison_record.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,19 +22,6 @@ namespace kvbench {
 namespace {
 
 using json = nlohmann::json;
-
-// Regressed first, then unreliable, improved, inconclusive, unchanged, not gated.
-int verdict_order(Verdict v) {
-  switch (v) {
-    case Verdict::Regressed: return 0;
-    case Verdict::Unreliable: return 1;
-    case Verdict::Improved: return 2;
-    case Verdict::Inconclusive: return 3;
-    case Verdict::Unchanged: return 4;
-    case Verdict::NotGated: return 5;
-  }
-  return 6;
-}
 
 struct Row {
   const CaseComparison* c;
@@ -63,20 +52,6 @@ std::string change_text(const MetricComparison& m) {
   }
   const double base = *m.baseline_median, cand = *m.candidate_median;
   return base != 0.0 ? percent(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
-}
-
-std::string outcome(const RunComparison& c, bool inconclusive_fails) {
-  if (c.failing() > 0) return "fail";
-  if (c.unreliable() > 0) return "unreliable";
-  if (c.count(Verdict::Inconclusive) > 0) return inconclusive_fails ? "fail" : "inconclusive";
-  return "pass";
-}
-
-// Nothing regressed, nothing left undecided (wall-time rows judged by CPU time alone included:
-// a baseline needs quiet wall times), and the same benchmark definition: the only night a
-// nightly flow may promote.
-bool plain_pass(const RunComparison& c) {
-  return c.failing() == 0 && c.count(Verdict::Unreliable) == 0 && c.count(Verdict::Inconclusive) == 0 && !c.definition_change;
 }
 
 std::string summary_line(const RunComparison& c) {
@@ -253,57 +228,7 @@ std::string comparison_table(const RunComparison& c, bool all) {
   return out.str();
 }
 
-std::string comparison_json(const RunComparison& c) {
-  json rows = json::array();
-  for (const Row& r : sorted_rows(c)) {
-    const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-    // No number where there is no estimate: a 1.0 would read as "unchanged" (the note says why).
-    const auto estimate = [&](double v) { return r.m->estimated ? json(v) : json(nullptr); };
-    rows.push_back({{"case", r.c->name},
-                    {"metric", r.m->metric},
-                    {"verdict", verdict_name(r.m->verdict)},
-                    {"acknowledged", r.m->acknowledged},
-                    {"baseline_median", opt(r.m->baseline_median)},
-                    {"candidate_median", opt(r.m->candidate_median)},
-                    {"ratio", estimate(r.m->ratio)},
-                    {"ratio_low", estimate(r.m->low)},
-                    {"ratio_high", estimate(r.m->high)},
-                    {"p", estimate(r.m->p)},
-                    {"adjusted_p", estimate(r.m->adjusted_p)},
-                    {"judged_by", r.m->judged_by.empty() ? json(nullptr) : json(r.m->judged_by)},
-                    {"judged_verdict", r.m->judged_by.empty() ? json(nullptr) : json(verdict_name(r.m->judged_verdict))},
-                    {"core_slowdown", r.m->core_slowdown ? json(*r.m->core_slowdown) : json(nullptr)},
-                    {"baseline_repetitions", r.m->baseline_used},
-                    {"candidate_repetitions", r.m->candidate_used},
-                    {"noisy_left_out", r.m->baseline_noisy + r.m->candidate_noisy},
-                    {"repetitions_needed", r.m->repetitions_needed},
-                    {"note", r.m->note}});
-  }
-  json cases = json::array();
-  for (const CaseComparison& k : c.cases) cases.push_back({{"case", k.name}, {"config_changes", k.config_changes}, {"not_comparable", k.not_comparable}});
-  return json{{"baseline_run", c.baseline.id},
-              {"candidate_run", c.candidate.id},
-              {"suite", c.candidate.suite},
-              {"fdr", c.fdr},
-              {"regressed", c.count(Verdict::Regressed)},
-              {"failing", c.failing()},
-              {"unreliable", c.unreliable()},
-              {"unreliable_judged_by_cpu", c.count(Verdict::Unreliable) - c.unreliable()},
-              {"outcome", c.definition_change ? std::string("definition-changed") : outcome(c, false)},
-              {"plain_pass", plain_pass(c)},
-              {"improved", c.count(Verdict::Improved)},
-              {"inconclusive", c.count(Verdict::Inconclusive)},
-              {"unchanged", c.count(Verdict::Unchanged)},
-              {"not_gated", c.count(Verdict::NotGated)},
-              {"caveats", c.caveats},
-              {"definition_changed", c.definition_change ? json{{"from", c.definition_change->first}, {"to", c.definition_change->second}}
-                                                         : json(nullptr)},
-              {"only_in_baseline", c.only_in_baseline},
-              {"only_in_candidate", c.only_in_candidate},
-              {"cases", cases},
-              {"rows", rows}}
-      .dump(2);
-}
+std::string comparison_json(const RunComparison& c) { return comparison_record_json(comparison_record(c)); }
 
 // The gate's outcome in a word or two, as a headline.
 std::string outcome_headline(const RunComparison& c, const GateStrictness& strictness) {
@@ -452,7 +377,7 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   ResultsStore::VerdictRecord verdict;
   verdict.baseline_run = c.baseline.id;
   verdict.candidate_run = c.candidate.id;
-  verdict.outcome = c.definition_change ? "definition-changed" : outcome(c, inconclusive_fails);
+  verdict.outcome = c.definition_change ? "definition-changed" : comparison_outcome(c, inconclusive_fails);
   verdict.regressed = c.failing();
   verdict.improved = c.count(Verdict::Improved);
   verdict.inconclusive = c.count(Verdict::Inconclusive);

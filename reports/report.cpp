@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "comparison_record.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -141,57 +143,45 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
     page << "<p class=\"banner none\">no baseline: nothing to compare run " + std::to_string(run.id) +
                 " with (gate it, or pass <code>--baseline</code>)</p>\n";
   } else {
-    const json c = json::parse(*o.comparison_json);
-    const auto count = [&](const char* key, int otherwise) { return c.contains(key) && c[key].is_number_integer() ? c[key].get<int>() : otherwise; };
-    const int regressed = count("regressed", 0), inconclusive = count("inconclusive", 0), unreliable = count("unreliable", 0);
-    // Verdicts stored before acknowledgements existed carry no "failing": every regression fails.
-    const int failing = count("failing", regressed);
-    std::string state = failing > 0 ? "regressed" : unreliable > 0 ? "unreliable" : inconclusive > 0 ? "inconclusive" : "pass";
+    const ComparisonRecord c = parse_comparison_record(*o.comparison_json, "verdict of run " + std::to_string(run.id));
+    std::string state = c.failing > 0 ? "regressed" : c.unreliable > 0 ? "unreliable" : c.inconclusive > 0 ? "inconclusive" : "pass";
     std::string label = state;
     // Across benchmark definitions the exact and modelled rows were not gated: the gate asks for a baseline.
-    if (c.contains("definition_changed") && c["definition_changed"].is_object()) {
-      const json& change = c["definition_changed"];
+    if (c.definition_changed) {
       state = "inconclusive";
-      label = fmt::format("needs a baseline (benchmark definition changed v{} -> v{})", change.value("from", 0), change.value("to", 0));
+      label = fmt::format("needs a baseline (benchmark definition changed v{} -> v{})", c.definition_changed->first,
+                          c.definition_changed->second);
     }
     page << fmt::format("<p class=\"banner {}\">{}: run {} against baseline run {}; {} regressed ({} acknowledged), {} unreliable, {} "
                         "improved, {} inconclusive</p>\n",
-                        state, h(label), run.id, count("baseline_run", 0), regressed, regressed - failing, unreliable, count("improved", 0),
-                        inconclusive);
+                        state, h(label), run.id, c.baseline_run, c.regressed, c.regressed - c.failing, c.unreliable, c.improved,
+                        c.inconclusive);
     page << "<p>" + h(o.baseline_note) + "</p>\n";
-    std::vector<json> rows;
-    for (const json& r : c.value("rows", json::array())) rows.push_back(r);
-    const auto order = [](const json& r) {
-      const std::string v = r.value("verdict", "");
+    std::vector<ComparisonRowRecord> rows = c.rows;
+    const auto order = [](const ComparisonRowRecord& r) {
+      const std::string& v = r.verdict;
       return v == "regressed" ? 0 : v == "unreliable" ? 1 : v == "improved" ? 2 : v == "inconclusive" ? 3 : 4;
     };
-    std::stable_sort(rows.begin(), rows.end(), [&](const json& a, const json& b) { return order(a) < order(b); });
-    const auto row_html = [](const json& r) {
-      const auto num = [&](const char* key) -> std::optional<double> {
-        return r.contains(key) && r[key].is_number() ? std::optional<double>(r[key].get<double>()) : std::nullopt;
-      };
-      const std::string metric_name = r.value("metric", "");
-      const std::string ack = r.value("acknowledged", "");
-      const std::string judged_by = r.contains("judged_by") && r["judged_by"].is_string() ? r["judged_by"].get<std::string>() : "";
+    std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRowRecord& a, const ComparisonRowRecord& b) { return order(a) < order(b); });
+    const auto row_html = [](const ComparisonRowRecord& r) {
       // No estimate (an unreliable row): dashes and the reason, never a 0% that reads as unchanged.
-      const std::optional<double> ratio = num("ratio");
-      const std::string delta = ratio ? percent(*ratio) : "-";
+      const std::string delta = r.ratio ? percent(*r.ratio) : "-";
       const std::string interval =
-          ratio ? "[" + percent(num("ratio_low").value_or(*ratio)) + ", " + percent(num("ratio_high").value_or(*ratio)) + "]" : "-";
-      const std::string p = num("adjusted_p") ? fmt::format("{:.3g}", *num("adjusted_p")) : "-";
-      std::string verdict = r.value("verdict", "");
-      if (!judged_by.empty()) verdict += " (judged by " + judged_by + ")";
-      if (!ratio && r.contains("note") && r["note"].is_string()) verdict += ": " + r["note"].get<std::string>();
-      return "<tr" + std::string(ack.empty() ? "" : " class=\"acked\"") + "><td>" + h(r.value("case", "")) + "</td><td>" + h(metric_name) +
-             "</td><td>" + h(metric_value_text(num("baseline_median"), metric_name)) + "</td><td>" +
-             h(metric_value_text(num("candidate_median"), metric_name)) + "</td><td>" + h(delta) + "</td><td>" + h(interval) +
-             "</td><td>" + h(p) + "</td><td>" + h(verdict) + (ack.empty() ? "" : " (acknowledged: " + h(ack) + ")") + "</td></tr>\n";
+          r.ratio ? "[" + percent(r.ratio_low.value_or(*r.ratio)) + ", " + percent(r.ratio_high.value_or(*r.ratio)) + "]" : "-";
+      const std::string p = r.adjusted_p ? fmt::format("{:.3g}", *r.adjusted_p) : "-";
+      std::string verdict = r.verdict;
+      if (r.judged_by) verdict += " (judged by " + *r.judged_by + ")";
+      if (!r.ratio && !r.note.empty()) verdict += ": " + r.note;
+      return "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + "><td>" + h(r.case_name) + "</td><td>" + h(r.metric) +
+             "</td><td>" + h(metric_value_text(r.baseline_median, r.metric)) + "</td><td>" +
+             h(metric_value_text(r.candidate_median, r.metric)) + "</td><td>" + h(delta) + "</td><td>" + h(interval) + "</td><td>" + h(p) +
+             "</td><td>" + h(verdict) + (r.acknowledged.empty() ? "" : " (acknowledged: " + h(r.acknowledged) + ")") + "</td></tr>\n";
     };
     const std::string head = "<table class=\"rows\">\n<thead><tr><th>case</th><th>metric</th><th>baseline</th><th>candidate</th>"
                              "<th>delta</th><th>CI</th><th>p (adjusted)</th><th>verdict</th></tr></thead>\n<tbody>\n";
     std::string shown, rest;
     int rest_count = 0;
-    for (const json& r : rows) {
+    for (const ComparisonRowRecord& r : rows) {
       const int k = order(r);
       if (k <= 2) {
         shown += row_html(r);
@@ -206,7 +196,7 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
       page << head + shown + "</tbody>\n</table>\n";
     }
     if (!rest.empty()) {
-      page << fmt::format("<details><summary>{} inconclusive rows{}</summary>\n", inconclusive, rest_count < inconclusive ? " (first 200)" : "") +
+      page << fmt::format("<details><summary>{} inconclusive rows{}</summary>\n", c.inconclusive, rest_count < c.inconclusive ? " (first 200)" : "") +
                   head + rest + "</tbody>\n</table>\n</details>\n";
     }
   }
