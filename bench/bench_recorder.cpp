@@ -50,10 +50,12 @@ void BM_RecorderOverhead(benchmark::State& state) {
     cache_config.residual_tokens = 64;
     cache_config.threads = options().threads;
     auto cache = std::make_unique<kv::KVCache>(cache_config, sink);
-    auto decoder = std::make_unique<kv::SparseDecoder>(*cache, policy, sink, model.get());
+    auto decoder = std::make_unique<kv::SparseDecoder>(*cache, policy, sink);
+    auto quality = std::make_unique<kvbench::QualityMonitor>(*model, policy, sink);
     // Recording includes the per-step operation counts the cost model prices.
     auto steps = std::make_unique<kvbench::StepCollector>(*recorder);
     kvbench::ExecutionOptions execution;
+    execution.quality = quality.get();
     if (record) execution.on_step = [&](const kvbench::StepDone& done) { steps->on_step(done); };
     kvbench::Executor executor(*model, *cache, *decoder, 1.0, [&](int i) { model->ask_needle(i); }, std::nullopt, execution);
     state.ResumeTiming();

@@ -489,7 +489,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       for (int ctx : {short_ctx, long_ctx}) {
         OpsSum sink;
         Contexts c = make_contexts(kv::Format::Q4, ctx, options.threads, &sink, &memory);
-        kv::SparseDecoder decoder(*c.cache, policy, &sink, nullptr);
+        kv::SparseDecoder decoder(*c.cache, policy, &sink);
         sink.reset();
         const double seconds = seconds_per_call(
             [&] {
@@ -537,7 +537,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       // Query-aware selection with a different query each call: every call needs other pages.
       kv::SparsePolicy quest = policy;
       quest.selector = kv::Selector::Quest;
-      kv::SparseDecoder decoder(cache, quest, &sink, nullptr);
+      kv::SparseDecoder decoder(cache, quest, &sink);
       std::vector<std::vector<float>> queries;
       for (unsigned i = 0; i < 16; ++i) queries.push_back(values(q.size(), 100 + i, false));
       int calls = 0;

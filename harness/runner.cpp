@@ -173,9 +173,12 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     kv::SyntheticModel model(preset, synthetic, sampled_layers(preset.layers, samples), script.positions, pool);
     cache_config.geometry = model.geometry();
     kv::KVCache cache(cache_config, &recorder);
-    kv::SparseDecoder decoder(cache, policy.sparse, &recorder, &model);
+    kv::SparseDecoder decoder(cache, policy.sparse, &recorder);
+    QualityMonitor quality(model, policy.sparse, &recorder);  // the generator regenerates exact K/V
+    ExecutionOptions checked = execution;
+    checked.quality = &quality;
     Executor executor(model, cache, decoder, static_cast<double>(preset.layers) / samples, [&](int i) { model.ask_needle(i); },
-                      std::nullopt, execution);
+                      std::nullopt, checked);
     start_noise();
     result = executor.run(script);
     measure_noise();
@@ -195,7 +198,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     reference_config.threads = cache_config.threads;
     kv::KVCache cache(cache_config, &recorder);
     kv::KVCache reference_cache(reference_config);
-    kv::SparseDecoder decoder(cache, policy.sparse, &recorder, nullptr);
+    kv::SparseDecoder decoder(cache, policy.sparse, &recorder);
     const std::vector<int>& tokens = c.model->texts.at(c.text);
     Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens}, execution);
     start_noise();

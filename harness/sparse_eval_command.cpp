@@ -1,6 +1,7 @@
 #include "sparse_eval_command.h"
 
 #include "recorder.h"
+#include "selection_quality.h"
 
 #include <fmt/format.h>
 
@@ -49,7 +50,7 @@ int run_sparse_eval(const SparseEvalOptions& o) {
   const int dim = preset.head_dim;
   std::vector<float> q(static_cast<std::size_t>(preset.q_heads) * dim), out(q.size());
   std::vector<float> k(static_cast<std::size_t>(preset.kv_heads) * dim), v(k.size());
-  auto step = [&](kv::SparseDecoder& decoder, int pos) {
+  auto step = [&](kv::SparseDecoder& decoder, QualityMonitor& monitor, int pos) {
     for (int h = 0; h < preset.kv_heads; ++h) {
       model.exact_key(0, h, pos, k.data() + static_cast<std::size_t>(h) * dim);
       model.exact_value(0, h, pos, v.data() + static_cast<std::size_t>(h) * dim);
@@ -57,18 +58,20 @@ int run_sparse_eval(const SparseEvalOptions& o) {
     cache.append(seq, 0, k.data(), v.data(), 1);
     for (int h = 0; h < preset.q_heads; ++h) model.query(preset.layers / 2, h, pos, q.data() + static_cast<std::size_t>(h) * dim);
     decoder.attend(seq, 0, q.data(), out.data());
-    decoder.check_quality(q.data(), out.data());
+    monitor.check(cache, decoder, q.data(), out.data());
     decoder.end_step();
   };
   // The recorders keep the quality means (one owner of every figure).
   Recorder decode_figures, question_figures;
-  kv::SparseDecoder decode(cache, policy, &decode_figures, &model);
+  kv::SparseDecoder decode(cache, policy, &decode_figures);
+  QualityMonitor decode_quality(model, policy, &decode_figures);
   int pos = o.ctx;
-  for (int s = 0; s < o.steps; ++s) step(decode, pos++);
-  kv::SparseDecoder questions(cache, policy, &question_figures, &model);
+  for (int s = 0; s < o.steps; ++s) step(decode, decode_quality, pos++);
+  kv::SparseDecoder questions(cache, policy, &question_figures);
+  QualityMonitor question_quality(model, policy, &question_figures);
   for (std::size_t n = 0; n < config.needles.size(); ++n) {
     model.ask_needle(static_cast<int>(n));
-    step(questions, pos++);
+    step(questions, question_quality, pos++);
   }
   model.ask_needle(-1);
   fmt::print("sparse-eval {} @{} tokens, {} {} budget {}{}, {} decode steps + {} questions [clock: exact]\n", o.preset,

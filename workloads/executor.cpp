@@ -149,9 +149,9 @@ Executor::LayerTimes Executor::step(int n, int attend) {
     }
     t.attend_ms += ms_since(start);
     add_work_since(work, t.attend_work);
-    if (n == 1) {  // outside the timed region: the check costs far more than the step
+    if (n == 1 && options_.quality != nullptr) {  // outside the timed region: the check costs far more than the step
       start = Clock::now();
-      if (decoder_.check_quality(buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);
+      if (options_.quality->check(cache_, decoder_, buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);
     }
     start = Clock::now();
     work = kv::engine_work();

@@ -27,6 +27,7 @@
 #include "kv_cache.h"
 #include "model/backend.h"
 #include "model/llama_model.h"
+#include "selection_quality.h"
 #include "sparse/sparse_decoder.h"
 #include "workload.h"
 
@@ -51,6 +52,9 @@ struct ExecutionOptions {
   double test_slowdown = 0.0;
   // Called after every decode step and prefill chunk, outside the timed regions.
   std::function<void(const StepDone&)> on_step;
+  // Checks sampled decode steps against exact attention, outside the timed regions (span
+  // quality); null: no checks.
+  kvbench::QualityMonitor* quality = nullptr;
   int prefill_chunk = 512;  // tokens per prefill step
   int probe_queries = 16;   // synthetic: queries attended per probed chunk
   int probe_chunks = 4;     // synthetic: probed chunks per request

@@ -9,8 +9,8 @@
 
 namespace kv {
 
-SparseDecoder::SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry, const ExactKV* exact)
-    : cache_(cache), policy_(policy), telemetry_(telemetry), exact_(exact), budget_requests_served_(cache.budget_requests()) {
+SparseDecoder::SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry)
+    : cache_(cache), policy_(policy), telemetry_(telemetry), budget_requests_served_(cache.budget_requests()) {
   validate_sparse_policy(policy_, "sparse policy");
 }
 
@@ -136,14 +136,6 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   last_context_ = context;
 }
 
-std::optional<SelectionQuality> SparseDecoder::check_quality(const float* q, const float* out) {
-  if (!quality_due() || last_layer_ < 0) return std::nullopt;
-  const SelectionQuality quality = measure_quality(last_layer_, q, out, last_context_);
-  last_layer_ = -1;
-  if (telemetry_ != nullptr) telemetry_->on_selection_quality(quality);
-  return quality;
-}
-
 void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {
   serve_budget_requests();  // appending may have entered danger
   const ModelGeometry& g = cache_.config().geometry;
@@ -172,125 +164,6 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   options.plan = &last_plan_;
   cache_.attend(seq, layer, q, n_queries, out, options);
   serve_budget_requests();
-}
-
-SelectionQuality SparseDecoder::measure_quality(int layer, const float* q, const float* out, int context) {
-  const ModelGeometry& g = cache_.config().geometry;
-  const int dim = g.head_dim, group = g.group(), page_tokens = cache_.config().page_tokens;
-  const auto row = static_cast<std::size_t>(dim);
-  const double scale = cache_.config().softmax_scale;
-  SelectionQuality quality;
-  quality.step = step_;
-  quality.layer = layer;
-  const std::vector<int> needles = exact_->needle_positions();
-  // Each kv head is checked on its own (in parallel); drops are reported afterwards, in order.
-  struct HeadCheck {
-    double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
-    int criticals = 0;
-    std::vector<bool> needle_kept;
-    std::vector<TokenDropped> drops;
-  };
-  std::vector<HeadCheck> checks(static_cast<std::size_t>(g.kv_heads));
-  cache_.pool().parallel_for(static_cast<std::size_t>(g.kv_heads), [&](std::size_t head) {
-    const int h = static_cast<int>(head);
-    HeadCheck& check = checks[head];
-    std::vector<float> keys(static_cast<std::size_t>(context) * row), values(keys.size());
-    std::vector<double> weights(static_cast<std::size_t>(context));
-    std::vector<bool> kept(static_cast<std::size_t>(context), false);
-    for (int p : last_plan_.heads[head].pages) {
-      for (int t = p * page_tokens; t < std::min(context, (p + 1) * page_tokens); ++t) kept[static_cast<std::size_t>(t)] = true;
-    }
-    for (int needle : needles) check.needle_kept.push_back(needle >= context || kept[static_cast<std::size_t>(needle)]);
-    for (int t = 0; t < context; ++t) {
-      exact_->exact_key(layer, h, t, keys.data() + static_cast<std::size_t>(t) * row);
-      exact_->exact_value(layer, h, t, values.data() + static_cast<std::size_t>(t) * row);
-    }
-    std::vector<double> exact_out(row);
-    std::vector<int> order(static_cast<std::size_t>(context));
-    // Exact mass per page, summed over the head's q heads: the best pages to keep (oracle).
-    std::vector<double> page_mass(static_cast<std::size_t>((context + page_tokens - 1) / page_tokens), 0.0);
-    for (int qh = 0; qh < group; ++qh) {
-      const float* qv = q + static_cast<std::size_t>(h * group + qh) * row;
-      double best = -INFINITY;
-      for (int t = 0; t < context; ++t) {
-        const float* key = keys.data() + static_cast<std::size_t>(t) * row;
-        double dot = 0.0;
-        for (int c = 0; c < dim; ++c) dot += static_cast<double>(qv[c]) * key[c];
-        weights[static_cast<std::size_t>(t)] = dot * scale;
-        best = std::max(best, weights[static_cast<std::size_t>(t)]);
-      }
-      double total = 0.0, held = 0.0;
-      for (double& w : weights) total += (w = std::exp(w - best));
-      for (int t = 0; t < context; ++t) {
-        weights[static_cast<std::size_t>(t)] /= total;
-        if (kept[static_cast<std::size_t>(t)]) held += weights[static_cast<std::size_t>(t)];
-        page_mass[static_cast<std::size_t>(t / page_tokens)] += weights[static_cast<std::size_t>(t)];
-      }
-      check.recall += held;
-      // The exact output, against what the engine returned for this q head.
-      std::fill(exact_out.begin(), exact_out.end(), 0.0);
-      for (int t = 0; t < context; ++t) {
-        const float* value = values.data() + static_cast<std::size_t>(t) * row;
-        const double w = weights[static_cast<std::size_t>(t)];
-        for (int c = 0; c < dim; ++c) exact_out[static_cast<std::size_t>(c)] += w * value[c];
-      }
-      const float* got = out + static_cast<std::size_t>(h * group + qh) * row;
-      double diff = 0.0, norm = 0.0, dot = 0.0, got_norm = 0.0;
-      for (int c = 0; c < dim; ++c) {
-        const double exact = exact_out[static_cast<std::size_t>(c)];
-        diff += (got[c] - exact) * (got[c] - exact);
-        norm += exact * exact;
-        dot += got[c] * exact;
-        got_norm += static_cast<double>(got[c]) * got[c];
-      }
-      check.rel_error += norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-      check.cosine += norm > 0.0 && got_norm > 0.0 ? dot / std::sqrt(norm * got_norm) : (diff == 0.0 ? 1.0 : 0.0);
-      // The exact top-m tokens; every dropped one is a miss and a drop-log event.
-      for (int t = 0; t < context; ++t) order[static_cast<std::size_t>(t)] = t;
-      const int m = std::min(policy_.top_m, context);
-      std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](int a, int b) {
-        return weights[static_cast<std::size_t>(a)] > weights[static_cast<std::size_t>(b)];
-      });
-      for (int i = 0; i < m; ++i) {
-        const int t = order[static_cast<std::size_t>(i)];
-        ++check.criticals;
-        if (kept[static_cast<std::size_t>(t)]) continue;
-        check.missed += 1.0;
-        check.drops.push_back({step_, layer, h * group + qh, t, static_cast<float>(weights[static_cast<std::size_t>(t)])});
-      }
-    }
-    // Summed over q heads, the mass of a page set is the sum of its pages' masses: the best set
-    // of n pages is the n heaviest.
-    const std::size_t n = std::min(page_mass.size(), last_plan_.heads[head].pages.size());
-    std::partial_sort(page_mass.begin(), page_mass.begin() + static_cast<std::ptrdiff_t>(n), page_mass.end(), std::greater<>());
-    for (std::size_t i = 0; i < n; ++i) check.oracle += page_mass[i];
-  });
-  double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
-  int criticals = 0;
-  std::vector<bool> needle_kept(needles.size(), true);
-  for (const HeadCheck& check : checks) {
-    recall += check.recall;
-    oracle += check.oracle;
-    missed += check.missed;
-    rel_error += check.rel_error;
-    cosine += check.cosine;
-    criticals += check.criticals;
-    for (std::size_t n = 0; n < needles.size(); ++n) needle_kept[n] = needle_kept[n] && check.needle_kept[n];
-    if (telemetry_ != nullptr) {
-      for (const TokenDropped& drop : check.drops) telemetry_->on_token_dropped(drop);
-    }
-  }
-  quality.attn_mass_recall = recall / g.q_heads;
-  quality.oracle_mass_recall = oracle / g.q_heads;
-  quality.attn_rel_error = rel_error / g.q_heads;
-  quality.attn_cosine = cosine / g.q_heads;
-  quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;
-  for (std::size_t n = 0; n < needles.size(); ++n) {
-    if (needles[n] >= context) continue;
-    ++quality.needles;
-    quality.needles_kept += needle_kept[n] ? 1 : 0;
-  }
-  return quality;
 }
 
 }  // namespace kv

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "kv_cache.h"
-#include "sparse/exact_kv.h"
 #include "sparse/policy.h"
 #include "sparse/selection.h"
 #include "telemetry.h"
@@ -20,24 +19,15 @@ namespace kv {
 
 class SparseDecoder {
  public:
-  // Throws InputError for an invalid policy. With `exact`, check_quality() compares every
-  // `sample_every`-th step with exact attention over exact K/V (attn_mass_recall and its oracle
-  // ceiling, critical_miss_rate over the top `top_m` tokens, needles kept, and a drop-log event
-  // per critical token dropped).
-  SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr,
-                const ExactKV* exact = nullptr);
+  // Throws InputError for an invalid policy. Quality on sampled steps is measured beside the
+  // decoder (metrics/selection_quality.h) from last_decode_step() and last_plan().
+  SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry = nullptr);
   SparseDecoder(const SparseDecoder&) = delete;
   SparseDecoder& operator=(const SparseDecoder&) = delete;
 
   // One decode step of (seq, layer): q [q_heads][head_dim] is the query of the newest token,
   // whose K/V are already appended; out like q.
   void attend(SeqId seq, int layer, const float* q, float* out);
-  // The quality check of the last attend() call, when one is due (an exact source and a sampled
-  // step), with that call's q and out: returned and reported (Telemetry::on_selection_quality,
-  // whose sink keeps the means). Kept apart from attend() so that a caller times the engine's
-  // work without the checks, which cost far more than the step.
-  std::optional<SelectionQuality> check_quality(const float* q, const float* out);
-  bool quality_due() const { return exact_ != nullptr && step_ % policy_.sample_every == 0; }
   // Sparse prefill: a chunk of n queries (their K/V already appended) attends to the sinks, the
   // window before and across the chunk, and the top pages by the same scores, computed for the
   // chunk's mean query. No accumulation (prefill has no decode history yet).
@@ -56,6 +46,16 @@ class SparseDecoder {
   const SparsePolicy& policy() const { return policy_; }
 
   const SelectionPlan& last_plan() const { return last_plan_; }
+  // The last decode attend() - this step's number, its layer and context - whose plan is
+  // last_plan(); none before any, or once a prefill chunk planned since.
+  struct DecodeStep {
+    int step = 0;
+    int layer = 0;
+    int context = 0;
+  };
+  std::optional<DecodeStep> last_decode_step() const {
+    return last_layer_ < 0 ? std::nullopt : std::optional<DecodeStep>(DecodeStep{step_, last_layer_, last_context_});
+  }
   // Accumulated attention of (seq, layer): [kv head][page].
   const std::vector<std::vector<float>>& accumulated(SeqId seq, int layer) const;
   void forget(SeqId seq);
@@ -63,13 +63,11 @@ class SparseDecoder {
  private:
   // The select span and the selection's operation counts (a null sink: nothing).
   void report_selection(Phase phase, std::uint64_t start_ns, std::size_t pages, bool bounded);
-  SelectionQuality measure_quality(int layer, const float* q, const float* out, int context);
   void serve_budget_requests();
 
   KVCache& cache_;
   SparsePolicy policy_;
   Telemetry* telemetry_;
-  const ExactKV* exact_;
   int step_ = 0;
   std::uint64_t budget_requests_served_;
   // Per (seq, layer): accumulated attention [kv head][page] and the step it was last decayed.
@@ -79,7 +77,7 @@ class SparseDecoder {
   };
   std::map<std::pair<SeqId, int>, History> history_;
   SelectionPlan last_plan_;
-  int last_layer_ = -1, last_context_ = 0;  // of the last decode attend() (-1: none to check)
+  int last_layer_ = -1, last_context_ = 0;  // of the last decode attend() (-1: none)
   std::vector<HeadKeyBounds> key_bounds_;  // this call's key bounds (buffers kept across calls)
 };
 

@@ -50,8 +50,10 @@ void run(SyntheticRun& r, int probe_queries, const std::string& l2_dir = "") {
   kv::SparsePolicy policy;
   policy.selector = kv::Selector::Hybrid;
   policy.budget = 0.25f;
-  kv::SparseDecoder decoder(cache, policy, &r.recorder, &model);
+  kv::SparseDecoder decoder(cache, policy, &r.recorder);
+  QualityMonitor quality(model, policy, &r.recorder);
   ExecutionOptions options;
+  options.quality = &quality;
   options.probe_queries = probe_queries;
   options.on_step = [&](const StepDone& done) { r.steps.on_step(done); };
   Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);

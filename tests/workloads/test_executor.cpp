@@ -86,8 +86,10 @@ TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed 
   kv::SparsePolicy policy;
   policy.sample_every = 4;
   kvbench::Recorder figures;
-  kv::SparseDecoder decoder(cache, policy, &figures, &model);
+  kv::SparseDecoder decoder(cache, policy, &figures);
+  kvbench::QualityMonitor quality(model, policy, &figures);
   ExecutionOptions options;
+  options.quality = &quality;
   options.probe_chunks = 1;  // needs two: the first and the last chunk
   CHECK_THROWS_AS(Executor(model, cache, decoder, 24.0, {}, std::nullopt, options), std::invalid_argument);
   options.probe_chunks = 3;
@@ -154,8 +156,11 @@ TEST_CASE("Quality checks run outside every timed figure: a sleeping checker is 
   const auto sleep = std::chrono::milliseconds(400);
   SleepingExact exact(model, sleep);
   kvbench::Recorder figures;
-  kv::SparseDecoder decoder(cache, policy, &figures, &exact);
-  Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt);
+  kv::SparseDecoder decoder(cache, policy, &figures);
+  kvbench::QualityMonitor quality(exact, policy, &figures);
+  ExecutionOptions checked;
+  checked.quality = &quality;
+  Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, checked);
   const ExecutionResult result = executor.run(script);
   REQUIRE(exact.checks == 6);  // one per decode step (one executed layer)
   REQUIRE(result.tpot_ms.size() == 6);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/synthetic.h"
+#include "engine/sparse/sparse_setup.h"
 #include "sparse/sparse_decoder.h"
 #include "test_support.h"
 
@@ -24,55 +25,8 @@ struct Recorder : Telemetry {
   void on_budget_change(const BudgetChange& c) override { budgets.push_back(c); }
 };
 
-// A synthetic qwen-0.5b layer holding `ctx` tokens in a q8 cache with 64-token pages.
-struct Setup {
-  ThreadPool pool{2};
-  const SyntheticPreset& preset = find_synthetic_preset("qwen-0.5b-gqa", "test");
-  SyntheticModel model;
-  KVCache cache;
-  SeqId seq;
-  explicit Setup(int ctx)
-      : model(preset, config(ctx), {4}, ctx + 64, pool), cache(cache_config(model.geometry())), seq(cache.create_sequence()) {
-    StepBuffers buffers;
-    run_step(model, cache, seq, nullptr, ctx, 0, buffers, StepAttention::AppendOnly);
-  }
-  static SyntheticConfig config(int ctx) {
-    SyntheticConfig c;
-    c.calibration_ctx = ctx;
-    return c;
-  }
-  static CacheConfig cache_config(const ModelGeometry& g) {
-    CacheConfig c;
-    c.geometry = g;
-    c.k_format = Format::Q8;
-    c.v_format = Format::Q8;
-    c.page_tokens = 64;
-    c.threads = 2;
-    return c;
-  }
-  // Appends the next token and returns its queries.
-  std::vector<float> next_query() {
-    const int pos = cache.length(seq, 0);
-    std::vector<float> k(static_cast<std::size_t>(preset.kv_heads) * preset.head_dim), v(k.size());
-    for (int h = 0; h < preset.kv_heads; ++h) {
-      model.key(4, h, pos, k.data() + static_cast<std::size_t>(h) * preset.head_dim);
-      model.value(4, h, pos, v.data() + static_cast<std::size_t>(h) * preset.head_dim);
-    }
-    cache.append(seq, 0, k.data(), v.data(), 1);
-    std::vector<float> q(static_cast<std::size_t>(preset.q_heads) * preset.head_dim);
-    for (int h = 0; h < preset.q_heads; ++h) model.query(4, h, pos, q.data() + static_cast<std::size_t>(h) * preset.head_dim);
-    return q;
-  }
-};
-
-SparsePolicy policy(Selector s, float budget) {
-  SparsePolicy p;
-  p.selector = s;
-  p.budget = budget;
-  p.sinks = 4;
-  p.window = 128;
-  return p;
-}
+using kvtest::policy;
+using kvtest::Setup;
 
 }  // namespace
 
@@ -153,58 +107,6 @@ TEST_CASE("H2O keeps what attention used, tightening is reported", "[sparse]") {
   KVCache small(Setup::cache_config({1, 2, 1, 64, 128}));
   SparseDecoder decoder(small, policy(Selector::H2O, 0.5f));
   CHECK_THROWS_WITH(decoder.set_budget(0.5f, 3), Catch::Contains("exactly one"));
-}
-
-TEST_CASE("Sampled steps measure recall against exact attention and log dropped critical tokens", "[sparse]") {
-  Setup s(2048);
-  Recorder events;
-  struct Drops : Recorder {
-    std::vector<TokenDropped> drops;
-    std::vector<SelectionQuality> quality;
-    void on_token_dropped(const TokenDropped& d) override { drops.push_back(d); }
-    void on_selection_quality(const SelectionQuality& q) override { quality.push_back(q); }
-  } drops;
-  SparsePolicy window;
-  window.selector = Selector::Window;
-  window.window = 128;
-  window.sample_every = 2;
-  SparseDecoder decoder(s.cache, window, &drops, &s.model);
-  std::vector<float> out(static_cast<std::size_t>(s.preset.q_heads) * s.preset.head_dim);
-  for (int step = 0; step < 4; ++step) {
-    const auto q = s.next_query();
-    decoder.attend(s.seq, 0, q.data(), out.data());
-    CHECK(decoder.check_quality(q.data(), out.data()).has_value() == (step % 2 == 0));
-    decoder.end_step();
-  }
-  REQUIRE(drops.quality.size() == 2);  // steps 0 and 2
-  // Window keeps sinks (~0.25) and the window (~0.35 at 128+ tokens); it drops heavy hitters.
-  const double recall = (drops.quality[0].attn_mass_recall + drops.quality[1].attn_mass_recall) / 2;
-  CHECK(recall > 0.3);
-  CHECK(recall < 0.9);
-  CHECK(drops.quality[0].critical_miss_rate + drops.quality[1].critical_miss_rate > 0.0);
-  // The oracle ceiling: as many pages, the heaviest by exact mass. No choice holds more, and
-  // the window's pages are not the heaviest ones here (it drops heavy hitters).
-  for (const SelectionQuality& quality : drops.quality) {
-    CHECK(quality.oracle_mass_recall >= quality.attn_mass_recall - 1e-9);
-    CHECK(quality.oracle_mass_recall > quality.attn_mass_recall + 0.05);
-    CHECK(quality.oracle_mass_recall < 1.0);
-  }
-  REQUIRE(!drops.drops.empty());
-  for (const TokenDropped& d : drops.drops) {
-    CHECK(d.position >= 4);
-    CHECK(d.position < 2048 - 128);
-    CHECK(d.weight > 0.0f);
-  }
-  SparsePolicy full;
-  SparseDecoder exact_full(s.cache, full, nullptr, &s.model);
-  const auto q = s.next_query();
-  exact_full.attend(s.seq, 0, q.data(), out.data());
-  const auto checked = exact_full.check_quality(q.data(), out.data());
-  REQUIRE(checked);
-  CHECK_FALSE(exact_full.check_quality(q.data(), out.data()));  // one check per attend()
-  CHECK(checked->attn_mass_recall == Approx(1.0));
-  CHECK(checked->oracle_mass_recall == Approx(1.0));
-  CHECK(checked->critical_miss_rate == 0.0);
 }
 
 TEST_CASE("Sparse prefill: a covering budget equals dense prefill, a tight one keeps the chunk causal", "[sparse]") {

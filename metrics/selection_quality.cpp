@@ -1,0 +1,142 @@
+#include "selection_quality.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+namespace kvbench {
+
+std::optional<kv::SelectionQuality> QualityMonitor::check(kv::KVCache& cache, const kv::SparseDecoder& decoder, const float* q,
+                                                          const float* out) {
+  const std::optional<kv::SparseDecoder::DecodeStep> step = decoder.last_decode_step();
+  if (!step || step->step % sample_every_ != 0) return std::nullopt;
+  const std::pair<int, int> key{step->step, step->layer};
+  if (checked_ == key) return std::nullopt;  // one check per decode step and layer
+  checked_ = key;
+  const kv::SelectionQuality quality = measure(cache, decoder.last_plan(), step->step, step->layer, step->context, q, out);
+  if (sink_ != nullptr) sink_->on_selection_quality(quality);
+  return quality;
+}
+
+kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::SelectionPlan& plan, int step, int layer, int context,
+                                             const float* q, const float* out) const {
+  const kv::ModelGeometry& g = cache.config().geometry;
+  const int dim = g.head_dim, group = g.group(), page_tokens = cache.config().page_tokens;
+  const auto row = static_cast<std::size_t>(dim);
+  const double scale = cache.config().softmax_scale;
+  kv::SelectionQuality quality;
+  quality.step = step;
+  quality.layer = layer;
+  const std::vector<int> needles = exact_.needle_positions();
+  // Each kv head is checked on its own (in parallel); drops are reported afterwards, in order.
+  struct HeadCheck {
+    double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+    int criticals = 0;
+    std::vector<bool> needle_kept;
+    std::vector<kv::TokenDropped> drops;
+  };
+  std::vector<HeadCheck> checks(static_cast<std::size_t>(g.kv_heads));
+  cache.pool().parallel_for(static_cast<std::size_t>(g.kv_heads), [&](std::size_t head) {
+    const int h = static_cast<int>(head);
+    HeadCheck& check = checks[head];
+    std::vector<float> keys(static_cast<std::size_t>(context) * row), values(keys.size());
+    std::vector<double> weights(static_cast<std::size_t>(context));
+    std::vector<bool> kept(static_cast<std::size_t>(context), false);
+    for (int p : plan.heads[head].pages) {
+      for (int t = p * page_tokens; t < std::min(context, (p + 1) * page_tokens); ++t) kept[static_cast<std::size_t>(t)] = true;
+    }
+    for (int needle : needles) check.needle_kept.push_back(needle >= context || kept[static_cast<std::size_t>(needle)]);
+    for (int t = 0; t < context; ++t) {
+      exact_.exact_key(layer, h, t, keys.data() + static_cast<std::size_t>(t) * row);
+      exact_.exact_value(layer, h, t, values.data() + static_cast<std::size_t>(t) * row);
+    }
+    std::vector<double> exact_out(row);
+    std::vector<int> order(static_cast<std::size_t>(context));
+    // Exact mass per page, summed over the head's q heads: the best pages to keep (oracle).
+    std::vector<double> page_mass(static_cast<std::size_t>((context + page_tokens - 1) / page_tokens), 0.0);
+    for (int qh = 0; qh < group; ++qh) {
+      const float* qv = q + static_cast<std::size_t>(h * group + qh) * row;
+      double best = -INFINITY;
+      for (int t = 0; t < context; ++t) {
+        const float* key = keys.data() + static_cast<std::size_t>(t) * row;
+        double dot = 0.0;
+        for (int c = 0; c < dim; ++c) dot += static_cast<double>(qv[c]) * key[c];
+        weights[static_cast<std::size_t>(t)] = dot * scale;
+        best = std::max(best, weights[static_cast<std::size_t>(t)]);
+      }
+      double total = 0.0, held = 0.0;
+      for (double& w : weights) total += (w = std::exp(w - best));
+      for (int t = 0; t < context; ++t) {
+        weights[static_cast<std::size_t>(t)] /= total;
+        if (kept[static_cast<std::size_t>(t)]) held += weights[static_cast<std::size_t>(t)];
+        page_mass[static_cast<std::size_t>(t / page_tokens)] += weights[static_cast<std::size_t>(t)];
+      }
+      check.recall += held;
+      // The exact output, against what the engine returned for this q head.
+      std::fill(exact_out.begin(), exact_out.end(), 0.0);
+      for (int t = 0; t < context; ++t) {
+        const float* value = values.data() + static_cast<std::size_t>(t) * row;
+        const double w = weights[static_cast<std::size_t>(t)];
+        for (int c = 0; c < dim; ++c) exact_out[static_cast<std::size_t>(c)] += w * value[c];
+      }
+      const float* got = out + static_cast<std::size_t>(h * group + qh) * row;
+      double diff = 0.0, norm = 0.0, dot = 0.0, got_norm = 0.0;
+      for (int c = 0; c < dim; ++c) {
+        const double exact = exact_out[static_cast<std::size_t>(c)];
+        diff += (got[c] - exact) * (got[c] - exact);
+        norm += exact * exact;
+        dot += got[c] * exact;
+        got_norm += static_cast<double>(got[c]) * got[c];
+      }
+      check.rel_error += norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+      check.cosine += norm > 0.0 && got_norm > 0.0 ? dot / std::sqrt(norm * got_norm) : (diff == 0.0 ? 1.0 : 0.0);
+      // The exact top-m tokens; every dropped one is a miss and a drop-log event.
+      for (int t = 0; t < context; ++t) order[static_cast<std::size_t>(t)] = t;
+      const int m = std::min(top_m_, context);
+      std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](int a, int b) {
+        return weights[static_cast<std::size_t>(a)] > weights[static_cast<std::size_t>(b)];
+      });
+      for (int i = 0; i < m; ++i) {
+        const int t = order[static_cast<std::size_t>(i)];
+        ++check.criticals;
+        if (kept[static_cast<std::size_t>(t)]) continue;
+        check.missed += 1.0;
+        check.drops.push_back({step, layer, h * group + qh, t, static_cast<float>(weights[static_cast<std::size_t>(t)])});
+      }
+    }
+    // Summed over q heads, the mass of a page set is the sum of its pages' masses: the best set
+    // of n pages is the n heaviest.
+    const std::size_t n = std::min(page_mass.size(), plan.heads[head].pages.size());
+    std::partial_sort(page_mass.begin(), page_mass.begin() + static_cast<std::ptrdiff_t>(n), page_mass.end(), std::greater<>());
+    for (std::size_t i = 0; i < n; ++i) check.oracle += page_mass[i];
+  });
+  double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+  int criticals = 0;
+  std::vector<bool> needle_kept(needles.size(), true);
+  for (const HeadCheck& check : checks) {
+    recall += check.recall;
+    oracle += check.oracle;
+    missed += check.missed;
+    rel_error += check.rel_error;
+    cosine += check.cosine;
+    criticals += check.criticals;
+    for (std::size_t n = 0; n < needles.size(); ++n) needle_kept[n] = needle_kept[n] && check.needle_kept[n];
+    if (sink_ != nullptr) {
+      for (const kv::TokenDropped& drop : check.drops) sink_->on_token_dropped(drop);
+    }
+  }
+  quality.attn_mass_recall = recall / g.q_heads;
+  quality.oracle_mass_recall = oracle / g.q_heads;
+  quality.attn_rel_error = rel_error / g.q_heads;
+  quality.attn_cosine = cosine / g.q_heads;
+  quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;
+  for (std::size_t n = 0; n < needles.size(); ++n) {
+    if (needles[n] >= context) continue;
+    ++quality.needles;
+    quality.needles_kept += needle_kept[n] ? 1 : 0;
+  }
+  return quality;
+}
+
+}  // namespace kvbench
