@@ -32,6 +32,9 @@ std::vector<std::string> texts_of(const json& j, const char* key) {
 int count_of(const json& j, const char* key, int otherwise) {
   return j.contains(key) && j[key].is_number_integer() ? j[key].get<int>() : otherwise;
 }
+std::int64_t id_of(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : 0;
+}
 
 }  // namespace
 
@@ -175,8 +178,8 @@ ComparisonRecord parse_comparison_record(std::string_view text, const std::strin
   }
   if (!j.is_object()) throw kv::InputError(where, "comparison", "not a JSON object");
   ComparisonRecord r;
-  r.baseline_run = count_of(j, "baseline_run", 0);
-  r.candidate_run = count_of(j, "candidate_run", 0);
+  r.baseline_run = id_of(j, "baseline_run");
+  r.candidate_run = id_of(j, "candidate_run");
   r.suite = text_of(j, "suite").value_or("");
   r.fdr = number_of(j, "fdr").value_or(0.05);
   r.regressed = count_of(j, "regressed", 0);

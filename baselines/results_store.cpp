@@ -312,17 +312,21 @@ CREATE VIEW metric_values AS
 constexpr const char* kSchemaV7Head = "ALTER TABLE events ADD COLUMN data TEXT;\n";
 
 // The fields of an events row from its kind and the text older versions stored (the one place
-// that reads that text: written by kvbench up to schema 6, in the formats of its recorder).
+// that reads that text: written by kvbench up to schema 6, in the formats of its recorder). Text
+// in another shape (the budget=F lines of early schema-2 recorders) is kept as {"text": ...},
+// which readers take as an event of a kind they do not know. The v7 migration applies this
+// expression: once a database has been migrated, editing it changes nothing for that database.
 std::string event_data_from_text(const std::string& kind, const std::string& detail) {
   std::string sql =
       "CASE\n"
-      "  WHEN {K} IN ('pressure', 'l2_failed', 'l2_full', 'budget_tightened', 'requantized', 'l1_overflow') THEN json_object(\n"
+      "  WHEN {K} IN ('pressure', 'l2_failed', 'l2_full', 'budget_tightened', 'requantized', 'l1_overflow')\n"
+      "       AND instr({D}, '->') > 0 AND instr({D}, ' l1_used=') > 0 AND instr({D}, '/') > 0 THEN json_object(\n"
       "    'from', substr({D}, 1, instr({D}, '->') - 1),\n"
       "    'to', substr({D}, instr({D}, '->') + 2, instr({D}, ' l1_used=') - instr({D}, '->') - 2),\n"
       "    'l1_used_bytes', CAST(substr({D}, instr({D}, ' l1_used=') + 9, instr({D}, '/') - instr({D}, ' l1_used=') - 9) AS INTEGER),\n"
       "    'l1_capacity_bytes', CAST(substr({D}, instr({D}, '/') + 1) AS INTEGER),\n"
       "    'reason', CASE WHEN instr(substr({D}, instr({D}, '/') + 1), ' ') > 0 THEN substr(substr({D}, instr({D}, '/') + 1), instr(substr({D}, instr({D}, '/') + 1), ' ') + 1) ELSE '' END)\n"
-      "  WHEN {K} = 'budget_change' THEN json_object(\n"
+      "  WHEN {K} = 'budget_change' AND {D} LIKE 'budget % -> %' THEN json_object(\n"
       "    'from', json(CASE WHEN substr({D}, 8, instr({D}, ' -> ') - 8) LIKE '% pages' THEN json_object('pages', CAST(substr({D}, 8, instr({D}, ' -> ') - 8) AS INTEGER)) ELSE json_object('fraction', CAST(rtrim(substr({D}, 8, instr({D}, ' -> ') - 8), '%') AS REAL) / 100.0) END),\n"
       "    'to', json(CASE WHEN substr({D}, instr({D}, ' -> ') + 4) LIKE '% pages' THEN json_object('pages', CAST(substr({D}, instr({D}, ' -> ') + 4) AS INTEGER)) ELSE json_object('fraction', CAST(rtrim(substr({D}, instr({D}, ' -> ') + 4), '%') AS REAL) / 100.0) END))\n"
       "  WHEN {K} = 'token_dropped' THEN json_object(\n"

@@ -30,7 +30,8 @@ enum class EventKind : std::uint8_t {
   EventsTruncated,  // events over the per-repetition cap were not stored
   DoesNotFit,       // a SoC's budget cannot hold the case (a pricing note)
   CapacityRerun,    // the engine ran again with a SoC's capacities (a pricing note)
-  Other,            // a kind this kvbench does not know (a newer writer): its text is kept
+  Other,            // a kind this kvbench does not know (a newer writer), or older text it cannot
+                    // read as fields: its name and text are kept
 };
 
 // The stored name ("pressure", "budget_change", ...); event_kind() is its inverse (Other for a
@@ -78,8 +79,8 @@ RunEvent truncated_event(std::uint64_t count);
 
 // The event's fields as a JSON object (its kind and step are stored beside it).
 std::string event_data(const RunEvent& event);
-// An event from its stored kind, step and fields; throws kv::InputError("events", kind, reason)
-// for fields that are not this kind's.
+// An event from its stored kind, step and fields ({"text": ...} alone: Other, its name kept);
+// throws kv::InputError("events", kind, reason) for fields that are not this kind's.
 RunEvent parse_event(std::string_view kind, std::int64_t step, std::string_view data);
 // One line for people ("safe->warning l1_used=2417472/2359296 L1 free at or below ...").
 std::string describe(const RunEvent& event);

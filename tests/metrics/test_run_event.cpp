@@ -76,6 +76,12 @@ TEST_CASE("every kind's name maps back to the kind, and an unknown one keeps its
   CHECK(future.kind == EventKind::Other);
   CHECK(future.name() == "cache_warmed");
   CHECK(describe(future) == "from a newer kvbench");
+  // Older text the conversion could not read as fields (an early recorder's budget line).
+  const RunEvent early = parse_event("budget_change", 9, R"({"text": "budget=0.050000"})");
+  CHECK(early.kind == EventKind::Other);
+  CHECK(early.name() == "budget_change");
+  CHECK(describe(early) == "budget=0.050000");
+  CHECK_FALSE(is_degradation_event(early.kind));
 }
 
 TEST_CASE("stored fields that are not the kind's are refused, naming the kind", "[events]") {
