@@ -22,6 +22,16 @@ SeqId PageTable::create() {
 SeqId PageTable::fork(SeqId parent_id, const char* api) {
   layers(parent_id, api);  // an unknown parent fails before the child exists
   const SeqId child_id = create();
+  try {
+    copy_into(child_id, parent_id);
+  } catch (...) {
+    release(child_id, api);  // a failed copy (out of memory) leaves no half-built sequence
+    throw;
+  }
+  return child_id;
+}
+
+void PageTable::copy_into(SeqId child_id, SeqId parent_id) {
   std::vector<LayerPages>& child = sequences_.at(child_id);
   const std::vector<LayerPages>& parent = sequences_.at(parent_id);  // after create(): no rehash since
   for (std::size_t l = 0; l < parent.size(); ++l) {
@@ -32,14 +42,15 @@ SeqId PageTable::fork(SeqId parent_id, const char* api) {
     for (std::size_t h = 0; h < from.heads.size(); ++h) {
       const HeadPages& src = from.heads[h];
       HeadPages& dst = to.heads[h];
-      dst.sealed = src.sealed;
-      dst.summaries = src.summaries;
-      for (std::size_t p = 0; p < dst.sealed.size(); ++p) {
+      // Page by page, so that release() undoes exactly what a failure left.
+      for (std::size_t p = 0; p < src.sealed.size(); ++p) {
+        dst.pins.emplace_back();
+        dst.sealed.push_back(src.sealed[p]);
         sealed_.retain(dst.sealed[p]);
         add_owner(dst.sealed[p], {child_id, static_cast<int>(l), static_cast<int>(h), p});
+        summary_bytes_ += PageSummaries::entry_bytes(geometry_.head_dim);
       }
-      summary_bytes_ += dst.sealed.size() * PageSummaries::entry_bytes(geometry_.head_dim);
-      dst.pins.resize(dst.sealed.size());
+      dst.summaries = src.summaries;
       for (PageId id : src.residual) {
         const PageId copy = residual_.allocate();
         std::memcpy(residual_.data(copy), residual_.data(id), residual_bytes_);
@@ -47,7 +58,6 @@ SeqId PageTable::fork(SeqId parent_id, const char* api) {
       }
     }
   }
-  return child_id;
 }
 
 void PageTable::release(SeqId seq, const char* api) {

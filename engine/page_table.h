@@ -92,6 +92,7 @@ class PageTable {
   std::size_t sequences() const { return sequences_.size(); }
 
  private:
+  void copy_into(SeqId child, SeqId parent);  // fork's pages and summaries
   void add_owner(PageId id, const PageOwner& owner);
   void remove_owner(PageId id, const PageOwner& owner);
 
