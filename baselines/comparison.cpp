@@ -102,6 +102,13 @@ const char* verdict_name(Verdict verdict) {
   return "unknown";
 }
 
+std::optional<Verdict> verdict_from_name(std::string_view name) {
+  for (Verdict v : {Verdict::Regressed, Verdict::Improved, Verdict::Unchanged, Verdict::Inconclusive, Verdict::NotGated, Verdict::Unreliable}) {
+    if (name == verdict_name(v)) return v;
+  }
+  return std::nullopt;
+}
+
 std::optional<double> between_run_variance(const std::vector<std::vector<Sample>>& runs) {
   std::vector<double> means;
   double within = 0.0;  // mean within-run variance of a run's mean

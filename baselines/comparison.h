@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "metric_table.h"
@@ -40,6 +41,7 @@ struct MetricRule {
 
 enum class Verdict : std::uint8_t { Regressed, Improved, Unchanged, Inconclusive, NotGated, Unreliable };
 const char* verdict_name(Verdict verdict);
+std::optional<Verdict> verdict_from_name(std::string_view name);  // verdict_name's inverse
 
 struct Sample {
   double value = 0.0;

@@ -36,6 +36,18 @@ std::int64_t id_of(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : 0;
 }
 
+// A verdict by its name; nullopt where the key is absent or null. A name this kvbench does not
+// know (a newer one's, or damage) is refused: a row read as "unchanged" could pass a gate.
+std::optional<Verdict> verdict_of(const json& j, const char* key, const std::string& where, const std::string& field) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  const std::optional<std::string> name = text_of(j, key);
+  const std::optional<Verdict> verdict = name ? verdict_from_name(*name) : std::nullopt;
+  if (!verdict) {
+    throw kv::InputError(where, field + "." + key, "not a verdict: " + j[key].dump() + " (regressed, improved, unchanged, inconclusive, not gated, unreliable)");
+  }
+  return verdict;
+}
+
 }  // namespace
 
 int verdict_order(Verdict v) {
@@ -50,15 +62,12 @@ int verdict_order(Verdict v) {
   return 6;
 }
 
-std::string comparison_outcome(const RunComparison& c, bool inconclusive_fails) {
-  if (c.failing() > 0) return "fail";
-  if (c.unreliable() > 0) return "unreliable";
-  if (c.count(Verdict::Inconclusive) > 0) return inconclusive_fails ? "fail" : "inconclusive";
+std::string comparison_outcome(const ComparisonRecord& c, bool inconclusive_fails) {
+  if (c.definition_changed) return "definition-changed";
+  if (c.failing > 0) return "fail";
+  if (c.unreliable > 0) return "unreliable";
+  if (c.inconclusive > 0) return inconclusive_fails ? "fail" : "inconclusive";
   return "pass";
-}
-
-bool plain_pass(const RunComparison& c) {
-  return c.failing() == 0 && c.count(Verdict::Unreliable) == 0 && c.count(Verdict::Inconclusive) == 0 && !c.definition_change;
 }
 
 ComparisonRecord comparison_record(const RunComparison& c) {
@@ -71,14 +80,14 @@ ComparisonRecord comparison_record(const RunComparison& c) {
   r.failing = c.failing();
   r.unreliable = c.unreliable();
   r.unreliable_judged_by_cpu = c.count(Verdict::Unreliable) - c.unreliable();
-  r.outcome = c.definition_change ? std::string("definition-changed") : comparison_outcome(c, false);
-  r.plain_pass = plain_pass(c);
   r.improved = c.count(Verdict::Improved);
   r.inconclusive = c.count(Verdict::Inconclusive);
   r.unchanged = c.count(Verdict::Unchanged);
   r.not_gated = c.count(Verdict::NotGated);
   r.caveats = c.caveats;
   r.definition_changed = c.definition_change;
+  r.outcome = comparison_outcome(r, false);
+  r.plain_pass = r.failing == 0 && r.unreliable + r.unreliable_judged_by_cpu == 0 && r.inconclusive == 0 && !r.definition_changed;
   r.only_in_baseline = c.only_in_baseline;
   r.only_in_candidate = c.only_in_candidate;
   std::vector<std::pair<const CaseComparison*, const MetricComparison*>> rows;
@@ -91,7 +100,7 @@ ComparisonRecord comparison_record(const RunComparison& c) {
     ComparisonRowRecord row;
     row.case_name = k->name;
     row.metric = m->metric;
-    row.verdict = verdict_name(m->verdict);
+    row.verdict = m->verdict;
     row.acknowledged = m->acknowledged;
     row.baseline_median = m->baseline_median;
     row.candidate_median = m->candidate_median;
@@ -105,7 +114,7 @@ ComparisonRecord comparison_record(const RunComparison& c) {
     }
     if (!m->judged_by.empty()) {
       row.judged_by = m->judged_by;
-      row.judged_verdict = verdict_name(m->judged_verdict);
+      row.judged_verdict = m->judged_verdict;
     }
     row.core_slowdown = m->core_slowdown;
     row.baseline_repetitions = m->baseline_used;
@@ -123,7 +132,7 @@ std::string comparison_record_json(const ComparisonRecord& r) {
   for (const ComparisonRowRecord& row : r.rows) {
     rows.push_back({{"case", row.case_name},
                     {"metric", row.metric},
-                    {"verdict", row.verdict},
+                    {"verdict", verdict_name(row.verdict)},
                     {"acknowledged", row.acknowledged},
                     {"baseline_median", optional_number(row.baseline_median)},
                     {"candidate_median", optional_number(row.candidate_median)},
@@ -133,7 +142,7 @@ std::string comparison_record_json(const ComparisonRecord& r) {
                     {"p", optional_number(row.p)},
                     {"adjusted_p", optional_number(row.adjusted_p)},
                     {"judged_by", optional_text(row.judged_by)},
-                    {"judged_verdict", optional_text(row.judged_verdict)},
+                    {"judged_verdict", row.judged_verdict ? json(verdict_name(*row.judged_verdict)) : json(nullptr)},
                     {"core_slowdown", optional_number(row.core_slowdown)},
                     {"baseline_repetitions", row.baseline_repetitions},
                     {"candidate_repetitions", row.candidate_repetitions},
@@ -206,12 +215,16 @@ ComparisonRecord parse_comparison_record(std::string_view text, const std::strin
     }
   }
   if (j.contains("rows") && j["rows"].is_array()) {
+    std::size_t index = 0;
     for (const json& x : j["rows"]) {
+      const std::string field = "rows[" + std::to_string(index++) + "]";
       if (!x.is_object()) continue;
       ComparisonRowRecord row;
       row.case_name = text_of(x, "case").value_or("");
       row.metric = text_of(x, "metric").value_or("");
-      row.verdict = text_of(x, "verdict").value_or("");
+      const std::optional<Verdict> verdict = verdict_of(x, "verdict", where, field);
+      if (!verdict) throw kv::InputError(where, field + ".verdict", "missing: every row carries its verdict");
+      row.verdict = *verdict;
       row.acknowledged = text_of(x, "acknowledged").value_or("");
       row.baseline_median = number_of(x, "baseline_median");
       row.candidate_median = number_of(x, "candidate_median");
@@ -221,7 +234,7 @@ ComparisonRecord parse_comparison_record(std::string_view text, const std::strin
       row.p = number_of(x, "p");
       row.adjusted_p = number_of(x, "adjusted_p");
       row.judged_by = text_of(x, "judged_by");
-      row.judged_verdict = text_of(x, "judged_verdict");
+      row.judged_verdict = verdict_of(x, "judged_verdict", where, field);
       row.core_slowdown = number_of(x, "core_slowdown");
       row.baseline_repetitions = count_of(x, "baseline_repetitions", 0);
       row.candidate_repetitions = count_of(x, "candidate_repetitions", 0);

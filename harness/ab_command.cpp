@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "compare_command.h"
+#include "comparison_record.h"
 #include "results_reader.h"
 #include "run_command.h"
 #include "runtime/error.h"
@@ -239,20 +240,20 @@ int run_ab(const AbOptions& o) {
   CompareOptions options;
   options.between_runs = false;
   options.paired = true;
-  const RunComparison c = compare_runs(store, base_run, cand_run, rules, options);
+  const ComparisonRecord c = comparison_record(compare_runs(store, base_run, cand_run, rules, options));
   fmt::print("interleaved A/B: {} cases x {} repetitions per side in {:.1f} s; baseline {} ({}) as run {}, candidate {} ({}) as run {}\n",
              names.size(), o.repetitions, seconds, a.bin, a.version, base_run, b.bin, b.version, cand_run);
   fmt::print("{}", comparison_table(c, false));
-  if (c.failing() > 0) {
-    fmt::print("ab: FAIL ({} regressed)\n", c.failing());
+  if (c.failing > 0) {
+    fmt::print("ab: FAIL ({} regressed)\n", c.failing);
     return kExitRunFailed;
   }
-  if (c.unreliable() > 0 && o.unreliable == "fail") {
-    fmt::print("ab: UNRELIABLE ({} rows that noise left undecided, with no CPU-time row that settled them)\n", c.unreliable());
+  if (c.unreliable > 0 && o.unreliable == "fail") {
+    fmt::print("ab: UNRELIABLE ({} rows that noise left undecided, with no CPU-time row that settled them)\n", c.unreliable);
     return kExitUnreliable;
   }
-  if (c.count(Verdict::Inconclusive) > 0 && o.inconclusive == "fail") {
-    fmt::print("ab: FAIL ({} inconclusive, --inconclusive=fail)\n", c.count(Verdict::Inconclusive));
+  if (c.inconclusive > 0 && o.inconclusive == "fail") {
+    fmt::print("ab: FAIL ({} inconclusive, --inconclusive=fail)\n", c.inconclusive);
     return kExitInconclusive;
   }
   fmt::print("ab: pass\n");

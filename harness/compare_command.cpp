@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,20 +24,6 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Row {
-  const CaseComparison* c;
-  const MetricComparison* m;
-};
-
-std::vector<Row> sorted_rows(const RunComparison& cmp) {
-  std::vector<Row> rows;
-  for (const CaseComparison& c : cmp.cases) {
-    for (const MetricComparison& m : c.rows) rows.push_back({&c, &m});
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return verdict_order(a.m->verdict) < verdict_order(b.m->verdict); });
-  return rows;
-}
-
 std::string value_text(const std::optional<double>& v, const std::string& metric) { return metric_value_text(v, metric); }
 
 std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
@@ -44,23 +31,22 @@ std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0)
 // The estimate the row was judged on: for statistical rows the ratio of geometric means with
 // its 95% interval ("+14.6% [+9.8%, +19.6%] p=0.0004"), for deterministic ones the change of
 // the value; "no estimate" where there is none (the note says why).
-std::string change_text(const MetricComparison& m) {
-  if (!m.estimated) return "no estimate";
-  if (!m.baseline_median || !m.candidate_median) return "";
-  if (m.low != m.high) {
-    return fmt::format("{} [{}, {}] p={}", percent(m.ratio), percent(m.low), percent(m.high), significant(m.adjusted_p, 2));
+std::string change_text(const ComparisonRowRecord& r) {
+  if (!r.estimated()) return "no estimate";
+  if (!r.baseline_median || !r.candidate_median) return "";
+  if (r.statistical()) {
+    return fmt::format("{} [{}, {}] p={}", percent(*r.ratio), percent(*r.ratio_low), percent(*r.ratio_high), significant(r.adjusted_p.value_or(1.0), 2));
   }
-  const double base = *m.baseline_median, cand = *m.candidate_median;
+  const double base = *r.baseline_median, cand = *r.candidate_median;
   return base != 0.0 ? percent(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
 }
 
-std::string summary_line(const RunComparison& c) {
-  const int acknowledged = c.count(Verdict::Regressed) - c.failing();
-  const int judged = c.count(Verdict::Unreliable) - c.unreliable();
-  return fmt::format("{} regressed{}, {} unreliable{}, {} improved, {} inconclusive, {} unchanged, {} not gated", c.count(Verdict::Regressed),
-                     acknowledged > 0 ? fmt::format(" ({} acknowledged)", acknowledged) : "", c.count(Verdict::Unreliable),
-                     judged > 0 ? fmt::format(" ({} judged by their CPU-time rows)", judged) : "", c.count(Verdict::Improved),
-                     c.count(Verdict::Inconclusive), c.count(Verdict::Unchanged), c.count(Verdict::NotGated));
+std::string summary_line(const ComparisonRecord& c) {
+  const int acknowledged = c.regressed - c.failing;
+  return fmt::format("{} regressed{}, {} unreliable{}, {} improved, {} inconclusive, {} unchanged, {} not gated", c.regressed,
+                     acknowledged > 0 ? fmt::format(" ({} acknowledged)", acknowledged) : "", c.unreliable + c.unreliable_judged_by_cpu,
+                     c.unreliable_judged_by_cpu > 0 ? fmt::format(" ({} judged by their CPU-time rows)", c.unreliable_judged_by_cpu) : "",
+                     c.improved, c.inconclusive, c.unchanged, c.not_gated);
 }
 
 std::string xml_escape(const std::string& s) {
@@ -77,23 +63,22 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-std::string verdict_text(const MetricComparison& m) {
-  if (!m.judged_by.empty()) {
-    return std::string(verdict_name(m.verdict)) + " (judged by " + m.judged_by + ": " + verdict_name(m.judged_verdict) + ")";
-  }
-  return m.acknowledged.empty() ? verdict_name(m.verdict) : std::string(verdict_name(m.verdict)) + " (acknowledged)";
+std::string verdict_text(const ComparisonRowRecord& r) {
+  const std::string verdict = verdict_name(r.verdict);
+  if (r.judged_by) return verdict + " (judged by " + *r.judged_by + ": " + verdict_name(r.judged_verdict.value_or(Verdict::Unreliable)) + ")";
+  return r.acknowledged.empty() ? verdict : verdict + " (acknowledged)";
 }
 
-std::string row_line(const Row& r) {
-  std::string note = r.m->note;
-  if (!r.m->acknowledged.empty()) note = r.m->acknowledged + (note.empty() ? "" : "; " + note);
-  if (r.m->core_slowdown) {
+std::string row_line(const ComparisonRowRecord& r) {
+  std::string note = r.note;
+  if (!r.acknowledged.empty()) note = r.acknowledged + (note.empty() ? "" : "; " + note);
+  if (r.core_slowdown) {
     const std::string speed = fmt::format("CPU time at the baseline's core speed: the core-speed probe took {:+.1f}% in the candidate",
-                                          (*r.m->core_slowdown - 1.0) * 100.0);
+                                          (*r.core_slowdown - 1.0) * 100.0);
     note = note.empty() ? speed : note + "; " + speed;
   }
-  return fmt::format("{} {} {}: {} -> {} {}{}", verdict_text(*r.m), r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
-                     value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), note.empty() ? "" : " (" + note + ")");
+  return fmt::format("{} {} {}: {} -> {} {}{}", verdict_text(r), r.case_name, r.metric, value_text(r.baseline_median, r.metric),
+                     value_text(r.candidate_median, r.metric), change_text(r), note.empty() ? "" : " (" + note + ")");
 }
 
 RunComparison run_comparison(const CompareCommandOptions& o, ResultsStore& store, const LoadedRules& loaded) {
@@ -202,22 +187,20 @@ LoadedRules load_gate_rules(const std::string& path) {
   return loaded;
 }
 
-std::string comparison_table(const RunComparison& c, bool all) {
+std::string comparison_table(const ComparisonRecord& c, bool all) {
   std::ostringstream out;
-  out << fmt::format("candidate run {} against baseline run {} (suite {})\n", c.candidate.id, c.baseline.id, c.candidate.suite);
+  out << fmt::format("candidate run {} against baseline run {} (suite {})\n", c.candidate_run, c.baseline_run, c.suite);
   for (const std::string& caveat : c.caveats) out << "caveat: " << caveat << "\n";
   int noisy = 0, used = 0;
-  for (const CaseComparison& k : c.cases) {
-    for (const MetricComparison& m : k.rows) {
-      noisy += m.baseline_noisy + m.candidate_noisy;
-      used += m.baseline_used + m.candidate_used;
-    }
+  for (const ComparisonRowRecord& r : c.rows) {
+    noisy += r.noisy_left_out;
+    used += r.baseline_repetitions + r.candidate_repetitions;
   }
-  for (const Row& r : sorted_rows(c)) {
-    if (!all && (r.m->verdict == Verdict::Unchanged || r.m->verdict == Verdict::NotGated)) continue;
+  for (const ComparisonRowRecord& r : c.rows) {
+    if (!all && (r.verdict == Verdict::Unchanged || r.verdict == Verdict::NotGated)) continue;
     out << row_line(r) << "\n";
   }
-  for (const CaseComparison& k : c.cases) {
+  for (const ComparisonCaseRecord& k : c.cases) {
     for (const std::string& change : k.config_changes) out << "config changed " << k.name << ": " << change << "\n";
     if (!k.not_comparable.empty()) out << "not comparable " << k.name << ": " << k.not_comparable << " (not gated)\n";
   }
@@ -228,56 +211,55 @@ std::string comparison_table(const RunComparison& c, bool all) {
   return out.str();
 }
 
-std::string comparison_json(const RunComparison& c) { return comparison_record_json(comparison_record(c)); }
-
 // The gate's outcome in a word or two, as a headline.
-std::string outcome_headline(const RunComparison& c, const GateStrictness& strictness) {
-  if (c.definition_change) return "needs a baseline";
-  if (c.failing() > 0) return "FAIL";
-  if (c.unreliable() > 0) return strictness.unreliable_fails ? "UNRELIABLE" : "pass (unreliable rows passed by --unreliable=pass)";
-  if (c.count(Verdict::Inconclusive) > 0) return strictness.inconclusive_fails ? "FAIL (inconclusive)" : "pass (with inconclusive rows)";
+std::string outcome_headline(const ComparisonRecord& c, const GateStrictness& strictness) {
+  if (c.definition_changed) return "needs a baseline";
+  if (c.failing > 0) return "FAIL";
+  if (c.unreliable > 0) return strictness.unreliable_fails ? "UNRELIABLE" : "pass (unreliable rows passed by --unreliable=pass)";
+  if (c.inconclusive > 0) return strictness.inconclusive_fails ? "FAIL (inconclusive)" : "pass (with inconclusive rows)";
   return "pass";
 }
 
-std::string comparison_markdown(const RunComparison& c, const GateStrictness& strictness) {
+std::string comparison_markdown(const ComparisonRecord& c, const GateStrictness& strictness) {
   GateMarkdown md;
   md.outcome = outcome_headline(c, strictness);
-  md.candidate_run = c.candidate.id;
-  md.baseline_run = c.baseline.id;
-  md.suite = c.candidate.suite;
+  md.candidate_run = c.candidate_run;
+  md.baseline_run = c.baseline_run;
+  md.suite = c.suite;
   md.counts = summary_line(c);
   md.caveats = c.caveats;
-  for (const CaseComparison& k : c.cases) {
+  for (const ComparisonCaseRecord& k : c.cases) {
     for (const std::string& change : k.config_changes) md.config_changes.emplace_back(k.name, change);
   }
-  for (const Row& r : sorted_rows(c)) {
-    md.rows.push_back({r.m->verdict == Verdict::Regressed, r.m->verdict == Verdict::Unreliable && r.m->judged_by.empty(), verdict_text(*r.m),
-                       r.c->name, r.m->metric, value_text(r.m->baseline_median, r.m->metric),
-                       value_text(r.m->candidate_median, r.m->metric), change_text(*r.m), r.m->acknowledged.empty() ? r.m->note : r.m->acknowledged});
+  for (const ComparisonRowRecord& r : c.rows) {
+    md.rows.push_back({r.verdict == Verdict::Regressed, r.unreliable(), verdict_text(r), r.case_name, r.metric,
+                       value_text(r.baseline_median, r.metric), value_text(r.candidate_median, r.metric), change_text(r),
+                       r.acknowledged.empty() ? r.note : r.acknowledged});
   }
   md.only_in_baseline = c.only_in_baseline;
   md.only_in_candidate = c.only_in_candidate;
   return render_gate_markdown(md);
 }
 
-std::string comparison_junit(const RunComparison& c, const GateStrictness& strictness) {
+// A test suite per case, in case order; its test cases in the record's order (failures first).
+std::string comparison_junit(const ComparisonRecord& c, const GateStrictness& strictness) {
+  std::map<std::string, std::vector<const ComparisonRowRecord*>> by_case;
+  for (const ComparisonRowRecord& r : c.rows) by_case[r.case_name].push_back(&r);
   std::ostringstream suites;
   int tests = 0, failures = 0;
-  for (const CaseComparison& k : c.cases) {
+  for (const ComparisonCaseRecord& k : c.cases) {
     std::ostringstream cases;
     int case_tests = 0, case_failures = 0, skipped = 0;
-    for (const MetricComparison& m : k.rows) {
-      if (m.verdict == Verdict::NotGated) continue;
+    for (const ComparisonRowRecord* r : by_case[k.name]) {
+      if (r->verdict == Verdict::NotGated) continue;
       ++case_tests;
-      const std::string line = row_line({&k, &m});
-      cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">", xml_escape(k.name), xml_escape(m.metric));
-      const bool unreliable = m.verdict == Verdict::Unreliable && m.judged_by.empty();
-      if ((m.verdict == Verdict::Regressed && m.acknowledged.empty()) || (m.verdict == Verdict::Inconclusive && strictness.inconclusive_fails) ||
-          (unreliable && strictness.unreliable_fails)) {
+      const std::string line = row_line(*r);
+      cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">", xml_escape(k.name), xml_escape(r->metric));
+      if (r->failing() || (r->verdict == Verdict::Inconclusive && strictness.inconclusive_fails) || (r->unreliable() && strictness.unreliable_fails)) {
         ++case_failures;
-        cases << fmt::format("\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    ", xml_escape(line), verdict_name(m.verdict),
+        cases << fmt::format("\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    ", xml_escape(line), verdict_name(r->verdict),
                              xml_escape(line));
-      } else if (m.verdict == Verdict::Inconclusive || m.verdict == Verdict::Regressed) {
+      } else if (r->verdict == Verdict::Inconclusive || r->verdict == Verdict::Regressed) {
         ++skipped;
         cases << fmt::format("\n      <skipped message=\"{}\"/>\n    ", xml_escape(line));
       }
@@ -290,7 +272,7 @@ std::string comparison_junit(const RunComparison& c, const GateStrictness& stric
   }
   return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kvbench gate: run {} against run {}\" tests=\"{}\" "
                      "failures=\"{}\">\n{}</testsuites>\n",
-                     c.candidate.id, c.baseline.id, tests, failures, suites.str());
+                     c.candidate_run, c.baseline_run, tests, failures, suites.str());
 }
 
 void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
@@ -355,8 +337,8 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   }
   if (o.compare->parsed()) {
     ResultsStore store(o.db, Access::ReadOnly);
-    const RunComparison c = run_comparison(o, store, load_gate_rules(o.rules));
-    if (o.format == "json") fmt::print("{}\n", comparison_json(c));
+    const ComparisonRecord c = comparison_record(run_comparison(o, store, load_gate_rules(o.rules)));
+    if (o.format == "json") fmt::print("{}\n", comparison_record_json(c));
     else if (o.format == "markdown") fmt::print("{}", comparison_markdown(c));
     else if (o.format == "junit") fmt::print("{}", comparison_junit(c, GateStrictness{}));
     else fmt::print("{}", comparison_table(c, o.all));
@@ -367,28 +349,29 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   ResultsStore store(o.db);
   // The rules are read once: the verdict stores the text that was applied.
   const LoadedRules loaded = load_gate_rules(o.rules);
-  const RunComparison c = run_comparison(o, store, loaded);
+  const ComparisonRecord c = comparison_record(run_comparison(o, store, loaded));
   const bool inconclusive_fails = o.inconclusive == "fail";
   const GateStrictness strictness{inconclusive_fails, o.unreliable == "fail"};
   // Every file first: a gate that cannot write its report stores no verdict.
   if (!o.junit.empty()) write_file_atomically(o.junit, comparison_junit(c, strictness), "--junit");
   if (!o.markdown.empty()) write_file_atomically(o.markdown, comparison_markdown(c, strictness), "--markdown");
-  if (!o.json.empty()) write_file_atomically(o.json, comparison_json(c), "--json");
+  const std::string record_json = comparison_record_json(c);
+  if (!o.json.empty()) write_file_atomically(o.json, record_json, "--json");
   ResultsStore::VerdictRecord verdict;
-  verdict.baseline_run = c.baseline.id;
-  verdict.candidate_run = c.candidate.id;
-  verdict.outcome = c.definition_change ? "definition-changed" : comparison_outcome(c, inconclusive_fails);
-  verdict.regressed = c.failing();
-  verdict.improved = c.count(Verdict::Improved);
-  verdict.inconclusive = c.count(Verdict::Inconclusive);
+  verdict.baseline_run = c.baseline_run;
+  verdict.candidate_run = c.candidate_run;
+  verdict.outcome = comparison_outcome(c, inconclusive_fails);
+  verdict.regressed = c.failing;
+  verdict.improved = c.improved;
+  verdict.inconclusive = c.inconclusive;
   verdict.rules_json = loaded.text;
-  verdict.rows_json = comparison_json(c);
+  verdict.rows_json = record_json;
   store.add_verdict(verdict);
   fmt::print("{}", comparison_table(c, false));
-  if (c.definition_change) {
+  if (c.definition_changed) {
     // Exact and modelled figures moved by design: only a new baseline can gate them again.
-    fmt::print("gate: needs a baseline (benchmark definition changed v{} -> v{})\n", c.definition_change->first,
-               c.definition_change->second);
+    fmt::print("gate: needs a baseline (benchmark definition changed v{} -> v{})\n", c.definition_changed->first,
+               c.definition_changed->second);
     // Measured rows are still compared across definitions: a slowdown must not ride on the bump.
     if (verdict.regressed > 0) {
       fmt::print("gate: {} measured rows regressed as well (listed above): look at them before setting the new baseline\n",
@@ -398,18 +381,18 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
   } else if (verdict.regressed > 0) {
     fmt::print("gate: FAIL ({} regressed, not acknowledged)\n", verdict.regressed);
     exit_code = kExitRunFailed;
-  } else if (c.unreliable() > 0 && strictness.unreliable_fails) {
+  } else if (c.unreliable > 0 && strictness.unreliable_fails) {
     fmt::print("gate: UNRELIABLE ({} rows that noise or too few repetitions left undecided, with no CPU-time row that "
                "settled them; --unreliable=pass lets them pass)\n",
-               c.unreliable());
+               c.unreliable);
     exit_code = kExitUnreliable;
   } else if (verdict.inconclusive > 0 && inconclusive_fails) {
     fmt::print("gate: FAIL ({} inconclusive, --inconclusive=fail)\n", verdict.inconclusive);
     exit_code = kExitInconclusive;
   } else {
-    if (c.unreliable() > 0) {
+    if (c.unreliable > 0) {
       fmt::print(stderr, "kvbench: warning: {} rows are unreliable (noise or too few repetitions), passed by --unreliable=pass\n",
-                 c.unreliable());
+                 c.unreliable);
     }
     if (verdict.inconclusive > 0) fmt::print(stderr, "kvbench: warning: {} rows are inconclusive (their intervals cross the band)\n", verdict.inconclusive);
     fmt::print("gate: pass\n");

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "comparison_record.h"
 #include "run_comparison.h"
 
 namespace kvbench {
@@ -46,16 +47,16 @@ struct LoadedRules {
 };
 LoadedRules load_gate_rules(const std::string& path);
 
-// The renderings of a comparison (the gate writes each to its file).
-std::string comparison_table(const RunComparison& c, bool all);
-std::string comparison_json(const RunComparison& c);
+// The renderings of a comparison record (the gate writes each to its file; its JSON form is
+// comparison_record_json).
+std::string comparison_table(const ComparisonRecord& c, bool all);
 // What fails a gate beside unacknowledged regressions.
 struct GateStrictness {
   bool inconclusive_fails = false;
   bool unreliable_fails = true;
 };
-std::string comparison_junit(const RunComparison& c, const GateStrictness& strictness);
+std::string comparison_junit(const ComparisonRecord& c, const GateStrictness& strictness);
 // The headline says what the gate with this strictness decides.
-std::string comparison_markdown(const RunComparison& c, const GateStrictness& strictness = {});
+std::string comparison_markdown(const ComparisonRecord& c, const GateStrictness& strictness = {});
 
 }  // namespace kvbench

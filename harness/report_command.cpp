@@ -48,13 +48,13 @@ int run_report(const ReportCommandOptions& o) {
   if (!o.baseline.empty()) {
     const std::int64_t base = resolve_run(store, o.baseline, "--baseline");
     const LoadedRules rules = load_gate_rules("");
-    options.comparison_json = comparison_json(compare_runs(store, base, run_id, rules.rules, {}));
+    options.comparison = comparison_record(compare_runs(store, base, run_id, rules.rules, {}));
     options.baseline_note = fmt::format("compared now with the built-in gate rules (--baseline {})", o.baseline);
   } else {
     const auto verdicts = list_verdicts(store, run_id);
     if (!verdicts.empty()) {
       const VerdictRow& v = verdicts.back();
-      options.comparison_json = v.rows_json;
+      options.comparison = parse_comparison_record(v.rows_json, fmt::format("{}: verdict {} of run {}", o.db, v.id, run_id));
       options.baseline_note = fmt::format("the gate's stored verdict {} of {}: {}", v.id, v.created_at, v.outcome);
     }
   }

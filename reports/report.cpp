@@ -139,11 +139,11 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
   for (const CaseView& c : run.cases) {
     if (!c.degradation.empty()) degraded.push_back(&c);
   }
-  if (!o.comparison_json) {
+  if (!o.comparison) {
     page << "<p class=\"banner none\">no baseline: nothing to compare run " + std::to_string(run.id) +
                 " with (gate it, or pass <code>--baseline</code>)</p>\n";
   } else {
-    const ComparisonRecord c = parse_comparison_record(*o.comparison_json, "verdict of run " + std::to_string(run.id));
+    const ComparisonRecord& c = *o.comparison;
     std::string state = c.failing > 0 ? "regressed" : c.unreliable > 0 ? "unreliable" : c.inconclusive > 0 ? "inconclusive" : "pass";
     std::string label = state;
     // Across benchmark definitions the exact and modelled rows were not gated: the gate asks for a baseline.
@@ -157,11 +157,9 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
                         state, h(label), run.id, c.baseline_run, c.regressed, c.regressed - c.failing, c.unreliable, c.improved,
                         c.inconclusive);
     page << "<p>" + h(o.baseline_note) + "</p>\n";
+    // A record from an older kvbench may hold its rows in another order.
     std::vector<ComparisonRowRecord> rows = c.rows;
-    const auto order = [](const ComparisonRowRecord& r) {
-      const std::string& v = r.verdict;
-      return v == "regressed" ? 0 : v == "unreliable" ? 1 : v == "improved" ? 2 : v == "inconclusive" ? 3 : 4;
-    };
+    const auto order = [](const ComparisonRowRecord& r) { return std::min(verdict_order(r.verdict), 4); };
     std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRowRecord& a, const ComparisonRowRecord& b) { return order(a) < order(b); });
     const auto row_html = [](const ComparisonRowRecord& r) {
       // No estimate (an unreliable row): dashes and the reason, never a 0% that reads as unchanged.
@@ -169,7 +167,7 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
       const std::string interval =
           r.ratio ? "[" + percent(r.ratio_low.value_or(*r.ratio)) + ", " + percent(r.ratio_high.value_or(*r.ratio)) + "]" : "-";
       const std::string p = r.adjusted_p ? fmt::format("{:.3g}", *r.adjusted_p) : "-";
-      std::string verdict = r.verdict;
+      std::string verdict = verdict_name(r.verdict);
       if (r.judged_by) verdict += " (judged by " + *r.judged_by + ")";
       if (!r.ratio && !r.note.empty()) verdict += ": " + r.note;
       return "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + "><td>" + h(r.case_name) + "</td><td>" + h(r.metric) +
@@ -641,7 +639,7 @@ ReportOutcome build_report(ResultsStore& store, const ReportOptions& o) {
   const RunView model = load_run_view(store, o.run_id, Clock::Model);
   const std::string suite = o.suite.empty() ? record.suite : o.suite;
   std::int64_t baseline_run = 0;
-  if (o.comparison_json) baseline_run = json::parse(*o.comparison_json).value("baseline_run", 0);
+  if (o.comparison) baseline_run = o.comparison->baseline_run;
 
   Page page;
   verdict_section(page, o, host);

@@ -10,15 +10,16 @@
 #include <optional>
 #include <string>
 
+#include "comparison_record.h"
 #include "results_store.h"
 
 namespace kvbench::report {
 
 struct ReportOptions {
   std::int64_t run_id = 0;
-  // The gate's comparison of this run with its baseline (the JSON `kvbench compare --format
-  // json` prints and verdicts store); nullopt: no baseline.
-  std::optional<std::string> comparison_json;
+  // The gate's comparison of this run with its baseline (what `kvbench compare --format json`
+  // prints and verdicts store); nullopt: no baseline.
+  std::optional<ComparisonRecord> comparison;
   std::string baseline_note;  // where the comparison comes from (a stored verdict, --baseline)
   int history = 30;           // trends: the suite's last N complete runs, up to this one
   std::string suite;          // "": the run's suite

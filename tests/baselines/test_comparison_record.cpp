@@ -1,6 +1,7 @@
 // The comparison record: every field survives its JSON form; a record stored by an older kvbench
 // (no `failing`, no judged rows, no definition change) reads with the defaults its readers
-// assumed; text that is not a record is refused, naming where it came from.
+// assumed; text that is not a record, or a row whose verdict is missing or unknown, is refused,
+// naming where it came from.
 #include <catch2/catch.hpp>
 
 #include "comparison_record.h"
@@ -32,7 +33,7 @@ TEST_CASE("a comparison record survives its JSON form", "[comparison]") {
   ComparisonRowRecord row;
   row.case_name = "m/w/p/host";
   row.metric = "tpot_ms_p50";
-  row.verdict = "regressed";
+  row.verdict = Verdict::Regressed;
   row.acknowledged = "known";
   row.baseline_median = 10.0;
   row.candidate_median = 12.5;
@@ -42,7 +43,7 @@ TEST_CASE("a comparison record survives its JSON form", "[comparison]") {
   row.p = 0.001;
   row.adjusted_p = 0.004;
   row.judged_by = "cpu_tpot_ms_p50";
-  row.judged_verdict = "regressed";
+  row.judged_verdict = Verdict::Regressed;
   row.core_slowdown = 1.1;
   row.baseline_repetitions = 5;
   row.candidate_repetitions = 4;
@@ -52,7 +53,7 @@ TEST_CASE("a comparison record survives its JSON form", "[comparison]") {
   ComparisonRowRecord unreliable;
   unreliable.case_name = "m/w/p/host";
   unreliable.metric = "ttft_ms";
-  unreliable.verdict = "unreliable";
+  unreliable.verdict = Verdict::Unreliable;
   unreliable.note = "too noisy";
   r.rows = {row, unreliable};
 
@@ -63,6 +64,12 @@ TEST_CASE("a comparison record survives its JSON form", "[comparison]") {
   REQUIRE(back.rows.size() == 2);
   CHECK(back.rows[0].judged_by == std::optional<std::string>("cpu_tpot_ms_p50"));
   CHECK(back.rows[0].core_slowdown == Approx(1.1));
+  CHECK(back.rows[0].verdict == Verdict::Regressed);
+  CHECK(back.rows[0].judged_verdict == std::optional<Verdict>(Verdict::Regressed));
+  CHECK(back.rows[0].statistical());
+  CHECK_FALSE(back.rows[0].failing());  // acknowledged
+  CHECK(back.rows[1].verdict == Verdict::Unreliable);
+  CHECK(back.rows[1].unreliable());
   CHECK_FALSE(back.rows[1].ratio);  // no estimate stays no estimate, never a 1.0
   CHECK_FALSE(back.rows[1].baseline_median);
   CHECK(back.cases[0].config_changes == std::vector<std::string>{"policies.sparse.budget: 0.25 -> 0.1"});
@@ -84,4 +91,9 @@ TEST_CASE("a record from an older kvbench reads with its readers' defaults", "[c
 TEST_CASE("text that is not a comparison record is refused, naming where it came from", "[comparison]") {
   CHECK_THROWS_WITH(parse_comparison_record("{not json", "verdict 9"), Catch::Contains("verdict 9: comparison: not JSON"));
   CHECK_THROWS_WITH(parse_comparison_record("[1]", "gate.json"), Catch::Contains("gate.json: comparison: not a JSON object"));
+  // A verdict this kvbench does not know is refused: read as "unchanged" it could pass a gate.
+  CHECK_THROWS_WITH(parse_comparison_record(R"({"rows": [{"case": "c", "metric": "m", "verdict": "worse"}]})", "verdict 9"),
+                    Catch::Contains("verdict 9: rows[0].verdict: not a verdict: \"worse\""));
+  CHECK_THROWS_WITH(parse_comparison_record(R"({"rows": [{"case": "c", "metric": "m"}]})", "verdict 9"),
+                    Catch::Contains("verdict 9: rows[0].verdict: missing"));
 }

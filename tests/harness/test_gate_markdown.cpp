@@ -158,7 +158,7 @@ TEST_CASE("pathological names stay inside their cell, with no HTML, link or mark
     c.cases.push_back(k);
   }
   c.only_in_baseline.push_back("gone|`case`\n<b>");
-  const std::string md = comparison_markdown(c);
+  const std::string md = comparison_markdown(comparison_record(c));
   INFO(md);
   const std::vector<std::string> lines = lines_of(md);
   const std::string header = "| verdict | case | metric | baseline | candidate | change | note |";
@@ -199,7 +199,7 @@ TEST_CASE("config changes, then regressions, then every other row", "[gate-markd
   b.config_changes = {"policies.sparse.budget: 0.25 -> 0.1"};
   b.rows = {row("noise_cpu_share", Verdict::NotGated), row("attn_mass_recall", Verdict::Regressed)};
   c.cases = {a, b};
-  const std::string md = comparison_markdown(c);
+  const std::string md = comparison_markdown(comparison_record(c));
   INFO(md);
   CHECK(md.rfind("**kvbench gate: FAIL** — candidate run 2 against baseline run 1 (suite nightly): 2 regressed", 0) == 0);
   const std::size_t changes = md.find("### Config changes\n\n- config changed: `syn-7b/codebase-8k/q4-hybrid/host`: policies.sparse.budget: 0.25 -\\> 0.1\n");
@@ -234,7 +234,7 @@ TEST_CASE("a comparison of 2,000 rows is cut under the limit and counts what it 
     for (int m = 0; m < 10; ++m) cc.rows.push_back(row("span_decode_attn_compute_ms_" + std::to_string(m), k % 20 == 0 && m == 0 ? Verdict::Regressed : Verdict::Unchanged));
     c.cases.push_back(cc);
   }
-  const std::string md = comparison_markdown(c);
+  const std::string md = comparison_markdown(comparison_record(c));
   CHECK(md.size() < kGateMarkdownLimit);
   std::smatch match;
   REQUIRE(std::regex_search(md, match, std::regex(R"(\*\*Cut to fit a pull-request comment:\*\* (\d+) of 2000 rows left out\. The full comparison is in gate\.json and in the HTML report \(report/index\.html\)\.\n$)")));
@@ -260,7 +260,7 @@ TEST_CASE("regressions and config changes beyond the limit are cut too, and coun
       cc.rows = {row("token_drop_ratio", Verdict::Regressed), row("decode_tps", Verdict::Unchanged)};
       c.cases.push_back(cc);
     }
-    return comparison_markdown(c);
+    return comparison_markdown(comparison_record(c));
   };
   const auto count_lines = [](const std::string& md, const std::string& start) {
     std::size_t n = 0;
@@ -299,7 +299,7 @@ TEST_CASE("the headline follows the gate's outcome, and unreliable rows nothing 
   judged.judged_verdict = Verdict::Unchanged;
   a.rows = {row("span_decode_dma_wait_ms", Verdict::Unreliable), judged, row("tpot_ms_p50", Verdict::Inconclusive)};
   c.cases = {a};
-  std::string md = comparison_markdown(c);
+  std::string md = comparison_markdown(comparison_record(c));
   INFO(md);
   CHECK(md.rfind("**kvbench gate: UNRELIABLE** —", 0) == 0);
   const std::size_t unreliable = md.find("### Unreliable (noise left them undecided)\n\n| verdict |");
@@ -309,9 +309,9 @@ TEST_CASE("the headline follows the gate's outcome, and unreliable rows nothing 
   CHECK(md.find("`span_decode_dma_wait_ms`") > unreliable);
   CHECK(md.find("`span_decode_dma_wait_ms`") < details);
   CHECK(md.find("`decode_tps`") > details);  // judged by its CPU-time row: not above the fold
-  CHECK(comparison_markdown(c, GateStrictness{false, false}).rfind("**kvbench gate: pass (unreliable rows passed by --unreliable=pass)**", 0) == 0);
+  CHECK(comparison_markdown(comparison_record(c), GateStrictness{false, false}).rfind("**kvbench gate: pass (unreliable rows passed by --unreliable=pass)**", 0) == 0);
   c.cases[0].rows.erase(c.cases[0].rows.begin());
-  CHECK(comparison_markdown(c).rfind("**kvbench gate: pass (with inconclusive rows)**", 0) == 0);
+  CHECK(comparison_markdown(comparison_record(c)).rfind("**kvbench gate: pass (with inconclusive rows)**", 0) == 0);
   c.definition_change = std::pair{1, 2};
-  CHECK(comparison_markdown(c).rfind("**kvbench gate: needs a baseline**", 0) == 0);
+  CHECK(comparison_markdown(comparison_record(c)).rfind("**kvbench gate: needs a baseline**", 0) == 0);
 }

@@ -59,7 +59,7 @@ TEST_CASE("report: every section, escaped, a well-formed page", "[reports][repor
   ResultsStore store(db, Access::ReadOnly);
   report::ReportOptions options;
   options.run_id = 1;
-  options.comparison_json = hostile_comparison();
+  options.comparison = parse_comparison_record(hostile_comparison(), "test");
   options.baseline_note = "a note with <b>markup</b>";
   const report::ReportOutcome page = report::build_report(store, options);
   const std::string& html = page.html;
