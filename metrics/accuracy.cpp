@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lockstep_scorer.h"
 #include "model/llama_model.h"
 #include "sparse/sparse_decoder.h"
 #include "runtime/error.h"
@@ -66,12 +67,11 @@ AccuracyReport score_tokens(std::shared_ptr<const kv::LlamaWeights> weights, con
                             kv::ThreadPool& pool) {
   if (scoring.window < 2) throw kv::InputError("scoring", "window", "must be >= 2 tokens");
   if (scoring.chunk < 1) throw kv::InputError("scoring", "chunk", "must be >= 1");
-  const int vocab = weights->config.vocab_size;
   kv::LlamaModel ref_model(weights, scoring.window, pool);
   kv::LlamaModel test_model(weights, scoring.window, pool);
   kv::KVCache ref_cache(reference);
   kv::KVCache test_cache(tested);
-  AccuracyAccumulator accumulator(vocab);
+  LockstepScorer lockstep(ref_model, ref_cache);
   const bool sparse = scoring.sparse.selector != kv::Selector::Full;
   kv::StepBuffers buffers;
   const auto total = static_cast<int>(tokens.size());
@@ -79,26 +79,20 @@ AccuracyReport score_tokens(std::shared_ptr<const kv::LlamaWeights> weights, con
   for (int start = 0; start + 1 < total; start += scoring.window) {
     if (scoring.max_windows > 0 && windows++ == scoring.max_windows) break;
     const int length = std::min(scoring.window, total - start);
-    const kv::SeqId ref_seq = ref_cache.create_sequence();
+    lockstep.begin_sequence(length);
     const kv::SeqId test_seq = test_cache.create_sequence();
     std::unique_ptr<kv::SparseDecoder> decoder;
     if (sparse) decoder = std::make_unique<kv::SparseDecoder>(test_cache, scoring.sparse);
     for (int pos = 0; pos < length; pos += scoring.chunk) {
       const int n = std::min(scoring.chunk, length - pos);
       const int* step = tokens.data() + start + pos;
-      kv::run_step(ref_model, ref_cache, ref_seq, step, n, pos, buffers);
       kv::run_step(test_model, test_cache, test_seq, step, n, pos, buffers, kv::StepAttention::Full, decoder.get());
-      const std::vector<float>& ref_logits = ref_model.logits();
-      const std::vector<float>& test_logits = test_model.logits();
-      for (int i = 0; i < n && pos + i + 1 < length; ++i) {
-        const std::size_t row = static_cast<std::size_t>(i) * static_cast<std::size_t>(vocab);
-        accumulator.add(ref_logits.data() + row, test_logits.data() + row, step[i + 1]);
-      }
+      lockstep.score(step, n, pos, test_model.logits());
     }
-    ref_cache.release(ref_seq);
+    lockstep.end_sequence();
     test_cache.release(test_seq);
   }
-  return accumulator.report();
+  return lockstep.report();
 }
 
 }  // namespace kvbench

@@ -57,7 +57,8 @@ struct ScoringConfig {
 
 // Teacher-forced scoring of a token stream (the protocol of test vector 4 in models/README.md):
 // consecutive non-overlapping windows, -log p(t[i+1] | t[0..i]) within each. The reference
-// cache config (f32, full attention) and the tested one run in lockstep on the same tokens.
+// cache config (f32, full attention) and the tested one run in lockstep on the same tokens
+// (LockstepScorer).
 AccuracyReport score_tokens(std::shared_ptr<const kv::LlamaWeights> weights, const kv::CacheConfig& reference,
                             const kv::CacheConfig& tested, const std::vector<int>& tokens, const ScoringConfig& scoring,
                             kv::ThreadPool& pool);

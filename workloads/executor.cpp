@@ -80,7 +80,7 @@ Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecode
   if (options_.prefill_chunk < 1 || options_.probe_queries < 1 || options_.probe_chunks < 2) {
     throw std::invalid_argument("Executor: prefill_chunk and probe_queries must be >= 1, probe_chunks >= 2");
   }
-  if (llama_) accuracy_.emplace(llama_->tested->vocab_size());
+  if (llama_) lockstep_.emplace(*llama_->reference, *llama_->reference_cache);
 }
 
 double Executor::dma_wait_ms() const { return static_cast<double>(cache_.stats().memory.dma_wait_ns) * 1e-6; }
@@ -91,13 +91,9 @@ void Executor::new_sequence(const Op& op) {
     decoder_.forget(*seq_);
   }
   seq_ = cache_.create_sequence();
-  if (llama_) {
-    if (ref_seq_) llama_->reference_cache->release(*ref_seq_);
-    ref_seq_ = llama_->reference_cache->create_sequence();
-  }
+  if (lockstep_) lockstep_->begin_sequence(op.length);
   pos_ = 0;
   offset_ = op.stream_offset;
-  length_ = op.length;
 }
 
 Executor::LayerTimes Executor::step(int n, int attend) {
@@ -174,20 +170,11 @@ Executor::LayerTimes Executor::step(int n, int attend) {
   return t;
 }
 
-// The lockstep reference on the same tokens, then every position whose next token lies in the
-// sequence is scored. Not timed.
+// The lockstep reference on the same tokens, and its scoring. Not timed.
 double Executor::score(int n) {
-  if (!llama_) return 0.0;
+  if (!lockstep_) return 0.0;
   const auto start = Clock::now();
-  const int* tokens = llama_->tokens->data() + offset_ + pos_;
-  kv::run_step(*llama_->reference, *llama_->reference_cache, *ref_seq_, tokens, n, pos_, buffers_);
-  const std::vector<float>& reference = llama_->reference->logits();
-  const std::vector<float>& tested = llama_->tested->last_logits();
-  const auto vocab = static_cast<std::size_t>(llama_->tested->vocab_size());
-  for (int i = 0; i < n && pos_ + i + 1 < length_; ++i) {
-    accuracy_->add(reference.data() + static_cast<std::size_t>(i) * vocab, tested.data() + static_cast<std::size_t>(i) * vocab,
-                   tokens[i + 1]);
-  }
+  lockstep_->score(llama_->tokens->data() + offset_ + pos_, n, pos_, llama_->tested->last_logits());
   return ms_since(start);
 }
 
@@ -312,10 +299,7 @@ ExecutionResult Executor::run(const Script& script) {
     decoder_.forget(*seq_);
     seq_.reset();
   }
-  if (llama_ && ref_seq_) {
-    llama_->reference_cache->release(*ref_seq_);
-    ref_seq_.reset();
-  }
+  if (lockstep_) lockstep_->end_sequence();
   for (const auto& [request, ms] : ttft) {
     result.ttft_ms.push_back(ms);
     result.request_of_ttft.push_back(request);
@@ -325,7 +309,7 @@ ExecutionResult Executor::run(const Script& script) {
     result.request_of_tpot.push_back(request);
   }
   result.extrapolated = scale_ != 1.0 || result.prefill_probed;
-  if (accuracy_) result.accuracy = accuracy_->report();
+  if (lockstep_) result.accuracy = lockstep_->report();
   return result;
 }
 

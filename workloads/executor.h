@@ -11,7 +11,7 @@
 //
 // Llama backend: every layer runs for real, the model's compute is timed (model_compute), and
 // a reference model with an F32 cache and full attention runs in lockstep on the same tokens
-// (not timed) so that every scored position adds to the accuracy report. Generating workloads
+// (LockstepScorer, not timed) so that every scored position adds to the accuracy report. Generating workloads
 // are teacher-forced on the text: the "generated" tokens are the text's next tokens, so both
 // models see the same stream.
 #pragma once
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "accuracy.h"
+#include "lockstep_scorer.h"
 #include "kv_cache.h"
 #include "model/backend.h"
 #include "model/llama_model.h"
@@ -144,12 +145,11 @@ class Executor {
   ExecutionOptions options_;
   kv::StepBuffers buffers_;
   std::vector<float> probe_q_;
-  std::optional<kv::SeqId> seq_, ref_seq_;
+  std::optional<kv::SeqId> seq_;
   int pos_ = 0;
   int offset_ = 0;  // stream position of pos 0
-  int length_ = 0;  // tokens of the current sequence
   int request_ = 0; // the request of the op being run
-  std::optional<AccuracyAccumulator> accuracy_;
+  std::optional<LockstepScorer> lockstep_;  // the llama side
 };
 
 }  // namespace kvbench
