@@ -137,6 +137,14 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     throw InputError("KVCache::attend", "n_queries",
                      std::to_string(n_queries) + " must be in 1.." + std::to_string(stored) + " (the stored tokens)");
   }
+  if (options.importance != nullptr) {
+    if (n_queries != 1) throw InputError("KVCache::attend", "importance", "is a decode step's (one query)");
+    bool fits = options.importance->size() == state.heads.size();
+    for (std::size_t h = 0; fits && h < state.heads.size(); ++h) {
+      fits = (*options.importance)[h].size() >= state.heads[h].sealed.size() + state.heads[h].residual.size();
+    }
+    if (!fits) throw InputError("KVCache::attend", "importance", "needs a row per kv head with a slot for every page");
+  }
   const ModelGeometry& g = config_.geometry;
   AttendCallArgs args;
   args.shape = {g.q_heads, g.kv_heads, g.head_dim, config_.softmax_scale};
@@ -149,8 +157,9 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   args.compensate = options.compensate;
   args.views = options.views;
   args.page_mass = options.page_mass;
-  // The memory pool ranks pages by attention mass when no importance is given.
-  if (args.page_mass == nullptr && n_queries == 1 && options.importance == nullptr && config_.memory.l1_bytes > 0) {
+  // Importance accumulates attention mass: the selector's when given, else the memory pool's
+  // (which needs it only to rank pages under an L1 cap).
+  if (args.page_mass == nullptr && n_queries == 1 && (options.importance != nullptr || config_.memory.l1_bytes > 0)) {
     args.page_mass = &cache_page_mass_;
   }
   args.through_l0 = config_.memory.l0_copy && n_queries == 1;  // holds the step's pages while it stages them
@@ -227,19 +236,25 @@ std::size_t KVCache::stream_batch_bytes() const {
 void KVCache::end_pool_step(LayerPages& state, bool decode, const SelectionPlan* plan,
                                  const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
   const std::vector<std::vector<PageView>>& views = call_.views();
-  // Importance only ranks pages for demotion, which needs an L1 cap: without one, skip the
-  // per-page bookkeeping on every decode step.
-  if (decode && config_.memory.l1_bytes > 0 && (mass != nullptr || options.importance != nullptr)) {
+  // The pool's importance only ranks pages for demotion, which needs an L1 cap: without one,
+  // skip its per-page bookkeeping on every decode step.
+  const bool ranks = config_.memory.l1_bytes > 0;
+  if (decode && mass != nullptr && options.importance != nullptr) {
+    // The selector's importance takes the step's mass; the pool keeps a copy by page id for its
+    // demotion scan, which reads pages of every sequence without the sequences' lock.
+    std::vector<std::vector<float>>& importance = *options.importance;
+    for (std::size_t h = 0; h < state.heads.size(); ++h) {
+      std::vector<float>& head = importance[h];
+      for (std::size_t i = 0; i < views[h].size(); ++i) head[static_cast<std::size_t>(views[h][i].first_token / config_.page_tokens)] += (*mass)[h][i];
+      if (ranks) advisor_.set_importance(state.heads[h].sealed, head);
+    }
+  } else if (decode && mass != nullptr && ranks) {
     for (std::size_t h = 0; h < state.heads.size(); ++h) {
       const auto& sealed = state.heads[h].sealed;
-      // The selector's accumulated attention (already decayed for this step), else the pool's own.
-      if (options.importance != nullptr) advisor_.set_importance(sealed, (*options.importance)[h]);
-      if (mass == nullptr) continue;
       for (std::size_t i = 0; i < views[h].size(); ++i) {
         const PageView& view = views[h][i];
         if (view.layout == &residual_layout_) continue;
-        const PageId id = sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)];
-        advisor_.add_mass(id, (*mass)[h][i], options.importance == nullptr);
+        advisor_.add_mass(sealed[static_cast<std::size_t>(view.first_token / config_.page_tokens)], (*mass)[h][i]);
       }
     }
   }

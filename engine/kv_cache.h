@@ -45,10 +45,12 @@ struct AttendOptions {
   // The sequence's page_views(seq, layer), when the caller already built them this step.
   // Without them, a plan's pages are viewed on their own (compensation views them all).
   const std::vector<std::vector<PageView>>* views = nullptr;
-  // Decode only, optional: [kv head][logical page] importance of every page (the sparse
-  // selector's accumulated attention); the memory pool demotes the least important first.
-  // Without it the cache accumulates the pages' attention mass itself (memory.importance_decay).
-  const std::vector<std::vector<float>>* importance = nullptr;
+  // Decode only, optional, in and out: [kv head][logical page] the sparse selector's
+  // accumulated attention, already decayed for this step. The call adds each attended page's
+  // attention mass to it - the one place it accumulates - and the memory pool, which demotes
+  // the least important pages first, takes its sealed pages' values. Without it the pool
+  // accumulates the pages' attention mass itself (memory.importance_decay).
+  std::vector<std::vector<float>>* importance = nullptr;
 };
 
 struct CacheStats {
@@ -137,7 +139,7 @@ class KVCache {
   Phase phase_ = Phase::Prefill;
   std::uint64_t nan_inf_replaced_ = 0;
   std::uint64_t budget_requests_ = 0;
-  std::vector<std::vector<float>> cache_page_mass_;  // page masses the cache asks for itself
+  std::vector<std::vector<float>> cache_page_mass_;  // page masses the cache asks for itself (importance)
 };
 
 }  // namespace kv

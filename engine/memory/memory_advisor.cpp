@@ -74,9 +74,8 @@ void MemoryAdvisor::set_importance(const std::vector<PageId>& sealed, const std:
   for (std::size_t p = 0; p < sealed.size() && p < given.size(); ++p) pool_.set_importance(sealed[p], given[p]);
 }
 
-void MemoryAdvisor::add_mass(PageId page, float mass, bool decay) const {
-  const float before = pool_.importance(page) * (decay ? config_.importance_decay : 1.0f);
-  pool_.set_importance(page, before + mass);
+void MemoryAdvisor::add_mass(PageId page, float mass) const {
+  pool_.set_importance(page, pool_.importance(page) * config_.importance_decay + mass);
 }
 
 std::vector<PageId> MemoryAdvisor::predict(std::deque<std::vector<SelectionRecord>>& history, const SelectionPlan* plan,

@@ -36,12 +36,12 @@ class MemoryAdvisor {
   // pin_sink_tokens) or overlapping the window (the last pin_window_tokens) are pinned, the
   // others not. Without an L1 cap nothing is ever demoted, and nothing is pinned.
   void update_pins(int length, const std::vector<PageId>& sealed, std::vector<PagePin>& pins) const;
-  // After a decode step: a head's pages take the selector's importance (already decayed for
-  // the step), `given[p]` for logical page p.
+  // After a decode step: a head's pages take the selector's importance (its step's mass
+  // included), `given[p]` for logical page p.
   void set_importance(const std::vector<PageId>& sealed, const std::vector<float>& given) const;
-  // After a decode step: an attended page's attention mass joins its importance, which decays
-  // first (memory.importance_decay) unless the selector's importance was just set.
-  void add_mass(PageId page, float mass, bool decay) const;
+  // After a decode step without a selector: an attended page's attention mass joins its
+  // importance, which decays first (memory.importance_decay).
+  void add_mass(PageId page, float mass) const;
   // Whether predict() predicts: an L2 tier to prefetch from and a lookahead.
   bool predicts() const { return pool_.l2_enabled() && config_.prefetch_lookahead > 0; }
   // After a decode step: records the step's selection (plan, or all `pages` pages read) in

@@ -95,12 +95,10 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc};
   last_plan_ = plan_selection(policy_, input, &cache_.pool());
   report_selection(Phase::Decode, select_start, pages, !bounds.empty());
-  std::vector<std::vector<float>> mass;
   AttendOptions options;
   options.plan = &last_plan_;
-  options.page_mass = &mass;
   options.compensate = policy_.compensation == Compensation::MeanV;
-  options.importance = &acc;
+  options.importance = &acc;  // the call adds the step's attention mass of every kept page
   cache_.attend(seq, layer, q, 1, out, options);
   serve_budget_requests();  // the step may have entered danger
 
@@ -113,8 +111,6 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     const auto& kept = last_plan_.heads[static_cast<std::size_t>(h)].pages;
     int kept_tokens = 0;
     for (std::size_t i = 0; i < kept.size(); ++i) {
-      const auto page = static_cast<std::size_t>(kept[i]);
-      acc[static_cast<std::size_t>(h)][page] += mass[static_cast<std::size_t>(h)][i];
       kept_tokens += std::min(page_tokens, context - kept[i] * page_tokens);  // pages are full but the last
     }
     event.kept_tokens.push_back(kept_tokens);

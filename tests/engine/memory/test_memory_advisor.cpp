@@ -101,10 +101,10 @@ TEST_CASE("the advisor sets importance or accumulates attention mass with decay"
   advisor.set_importance(sealed, {3.0f});  // shorter than the pages: the rest untouched
   CHECK(pool.importance(sealed[0]) == 3.0f);
   CHECK(pool.importance(sealed[1]) == 0.0f);
-  advisor.add_mass(sealed[0], 1.0f, false);
-  CHECK(pool.importance(sealed[0]) == 4.0f);
-  advisor.add_mass(sealed[0], 1.0f, true);  // decays by half first
-  CHECK(pool.importance(sealed[0]) == 3.0f);
+  advisor.add_mass(sealed[0], 1.0f);  // decays by half first
+  CHECK(pool.importance(sealed[0]) == 2.5f);
+  advisor.add_mass(sealed[1], 2.0f);
+  CHECK(pool.importance(sealed[1]) == 2.0f);
 }
 
 TEST_CASE("the advisor predicts only with an L2 tier and keeps lookahead + 1 steps of history", "[memory][advisor]") {

@@ -191,3 +191,43 @@ TEST_CASE("A plan's pages viewed on their own attend like the same pages picked 
   stale.total_pages += 1;
   CHECK_THROWS_AS(cache.attend(seq, 0, q.data(), 1, out.data(), {&stale}), InputError);
 }
+
+TEST_CASE("A decode step adds each kept page's attention mass to the selector's importance, once", "[sparse]") {
+  CacheConfig config = q4_cache({1, 8, 2, 64, 4096});
+  config.residual_tokens = 40;  // the residual page takes its mass too
+  KVCache cache(config);
+  const SeqId seq = filled(cache, 51);
+  const auto q = kvtest::random_values(8 * 64, 55);
+  const auto views = cache.page_views(seq, 0);
+  const auto bounds = quest_bounds(views, q.data(), 8);
+  const SelectionPlan plan = plan_selection(with_budget(Selector::Quest, 0.3f), {1000, 16, 2, &bounds, nullptr});
+  std::vector<float> out(q.size());
+  std::vector<std::vector<float>> mass;
+  AttendOptions with_mass;
+  with_mass.plan = &plan;
+  with_mass.page_mass = &mass;
+  cache.attend(seq, 0, q.data(), 1, out.data(), with_mass);
+
+  std::vector<std::vector<float>> importance(2, std::vector<float>(views[0].size(), 0.5f));
+  AttendOptions with_importance;
+  with_importance.plan = &plan;
+  with_importance.importance = &importance;
+  cache.attend(seq, 0, q.data(), 1, out.data(), with_importance);
+  for (std::size_t h = 0; h < 2; ++h) {
+    std::vector<float> expected(views[h].size(), 0.5f);
+    const auto& kept = plan.heads[h].pages;
+    for (std::size_t i = 0; i < kept.size(); ++i) expected[static_cast<std::size_t>(kept[i])] += mass[h][i];
+    CAPTURE(h);
+    CHECK(importance[h] == expected);
+  }
+  // Without a slot for every page, or on a prefill call, importance is refused before any work.
+  std::vector<std::vector<float>> short_rows(2, std::vector<float>(views[0].size() - 1, 0.0f));
+  with_importance.importance = &short_rows;
+  CHECK_THROWS_WITH(cache.attend(seq, 0, q.data(), 1, out.data(), with_importance), Catch::Contains("importance"));
+  CHECK(short_rows == std::vector<std::vector<float>>(2, std::vector<float>(views[0].size() - 1, 0.0f)));
+  AttendOptions prefill;
+  prefill.importance = &importance;
+  std::vector<float> two(2 * q.size());
+  const auto q2 = kvtest::random_values(2 * 8 * 64, 56);
+  CHECK_THROWS_WITH(cache.attend(seq, 0, q2.data(), 2, two.data(), prefill), Catch::Contains("decode step"));
+}
