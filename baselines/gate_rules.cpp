@@ -68,6 +68,8 @@ GateRules parse_gate_rules(const std::string& text, const std::string& file) {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
     fail(file, fmt::format("byte {}", e.byte), std::string("malformed JSON: ") + e.what());
+  } catch (const json::out_of_range& e) {
+    fail(file, "/", std::string("a number beyond a double's range: ") + e.what());
   }
   if (!root.is_object()) fail(file, "/", "must be an object with \"rules\"");
   GateRules rules;

@@ -1,5 +1,6 @@
 // JSON parsing for configuration files: duplicate keys are refused (nlohmann keeps the last one
-// silently) and malformed text names the file and byte offset.
+// silently), malformed text names the file and byte offset, and a number beyond a double's
+// range (1e400) names the JSON pointer of the value.
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@
 
 namespace kvbench {
 
-// Throws kv::InputError(file, key or "byte N", reason).
+// Throws kv::InputError(file, JSON pointer or "byte N", reason).
 nlohmann::json parse_strict(const std::string& text, const std::string& file);
 
 }  // namespace kvbench

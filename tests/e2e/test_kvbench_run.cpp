@@ -237,6 +237,9 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
       {"kind", R"({"name": "bad", "models": [{"name": "m", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}],
         "workloads": [{"name": "w", "kind": "poetry"}], "policies": [{"name": "p"}]})", "/workloads/0/kind", "not a workload kind"},
       {"syntax", R"({"name": "bad", )", "byte", "malformed JSON"},
+      {"overflow", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget": 1e400}}]})",
+       "/policies/0/sparse/budget", "number beyond a double's range ('1e400')"},
+      {"overflow-in-array", head + R"("policies": [{"name": "p"}], "seeds": [1, -2e999]})", "/seeds/1", "beyond a double's range"},
   };
   for (const Bad& bad : cases) {
     const std::string suite = dir + "/" + bad.name + ".json";
