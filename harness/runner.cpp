@@ -509,11 +509,16 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   }
   if (options.stop != nullptr && options.stop->load()) throw RunInterrupted();
 
-  // The database, then the run's own L2 subdirectories.
+  // The database, then the run's own L2 subdirectories. Only the default location's directory
+  // is made: a mistyped --db must not leave a tree of directories behind.
   if (db_path.has_parent_path()) {
     std::error_code ec;
-    fs::create_directories(db_path.parent_path(), ec);
-    if (ec) throw kv::InputError(options.db_path, "--db", "cannot create its directory: " + ec.message());
+    if (options.db_path == RunOptions{}.db_path) {
+      fs::create_directories(db_path.parent_path(), ec);
+      if (ec) throw kv::InputError(options.db_path, "--db", "cannot create its directory: " + ec.message());
+    } else if (!fs::is_directory(db_path.parent_path(), ec)) {
+      throw kv::InputError(options.db_path, "--db", "its directory does not exist (" + db_path.parent_path().string() + ")");
+    }
   }
   if (options.l2_dir.empty() && std::find(l2_bases.begin(), l2_bases.end(), l2_base) != l2_bases.end()) {
     std::error_code ec;

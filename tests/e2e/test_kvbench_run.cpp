@@ -253,6 +253,12 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
     CHECK(out.text.find(bad.reason) != std::string::npos);
     CHECK_FALSE(fs::exists(db));  // nothing written
   }
+  // A --db in a directory that does not exist is refused, and no directory is made.
+  const Output nowhere = run_kvbench("run --suite smoke --db " + dir + "/no/such/dir/x.sqlite");
+  INFO(nowhere.text);
+  CHECK(nowhere.status == 2);
+  CHECK(nowhere.text.find(dir + "/no/such/dir/x.sqlite: --db: its directory does not exist") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/no"));
   const Output missing = run_kvbench("run --suite no-such-suite --db " + dir + "/x.sqlite");
   CHECK(missing.status == 2);
   CHECK(missing.text.find("neither a built-in suite") != std::string::npos);
