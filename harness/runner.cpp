@@ -500,12 +500,32 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     if (!fs::exists(status)) throw kv::InputError(options.l2_dir, "--l2-dir", "does not exist");
     if (!fs::is_directory(status)) throw kv::InputError(options.l2_dir, "--l2-dir", "is not a directory");
   }
+  // A kernel path this CPU cannot run is refused before anything is stored.
+  for (const Case& c : cases) {
+    const kv::Isa isa = c.policy->cache.isa;
+    if (isa == kv::Isa::Auto || kv::isa_supported(isa)) continue;
+    std::string supported;
+    for (kv::Isa s : kv::supported_isas()) supported += (supported.empty() ? "" : ", ") + std::string(kv::isa_name(s));
+    const auto index = static_cast<std::size_t>(c.policy - suite.policies.data());
+    throw kv::InputError(suite.file, "/policies/" + std::to_string(index) + "/isa",
+                         "this CPU or build cannot run the " + std::string(kv::isa_name(isa)) + " kernels (it runs: auto, " + supported + ")");
+  }
   std::vector<std::string> l2_bases;  // distinct, in first-use order
   for (const Case& c : cases) {
     if (!c.script.skipped.empty() || c.policy->cache.memory.l1_bytes == 0) continue;
     const std::string& own = c.policy->cache.memory.l2.dir;
     const std::string base = own.empty() ? l2_base : own;
     if (std::find(l2_bases.begin(), l2_bases.end(), base) == l2_bases.end()) l2_bases.push_back(base);
+    // A policy's own L2 directory must exist before the run is stored: never a failed run row
+    // for a path a user can fix.
+    if (!own.empty()) {
+      std::error_code ec;
+      if (!fs::is_directory(own, ec)) {
+        const auto index = static_cast<std::size_t>(c.policy - suite.policies.data());
+        throw kv::InputError(suite.file, "/policies/" + std::to_string(index) + "/memory/l2_dir",
+                             std::string(fs::exists(own, ec) ? "is not a directory" : "does not exist") + " (" + own + ")");
+      }
+    }
   }
   if (options.stop != nullptr && options.stop->load()) throw RunInterrupted();
 

@@ -14,6 +14,7 @@
 #include "model_loader.h"
 #include "runtime/error.h"
 #include "soc_profiles.h"
+#include "human_units.h"
 #include "strict_json.h"
 
 namespace kvbench {
@@ -144,7 +145,12 @@ void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, co
   m.mem_available_floor_bytes = f.size("mem_available_floor_bytes", m.mem_available_floor_bytes);
   m.importance_decay = static_cast<float>(f.number("importance_decay", m.importance_decay));
   f.done();
-  if (m.l1_bytes > 0 && m.l0_bytes > m.l1_bytes) fail(file, f.at("l0_bytes"), "L0 is larger than L1");
+  if (m.l1_bytes > 0 && m.l0_bytes > m.l1_bytes) {
+    // Blame the field the user wrote: an L1 cap below the default L0 arena is the L1's fault.
+    const std::string l0 = human_bytes(static_cast<double>(m.l0_bytes)), l1 = human_bytes(static_cast<double>(m.l1_bytes));
+    if (f.has("l0_bytes")) fail(file, f.at("l0_bytes"), "L0 is larger than L1 (" + l0 + " > l1_bytes " + l1 + ")");
+    fail(file, f.at("l1_bytes"), "L1 is smaller than the L0 arena (" + l1 + " < the default l0_bytes " + l0 + "; set l0_bytes too)");
+  }
   // An empty l2_dir is checked by the runner, which puts it beside the database.
   kv::MemoryConfig check = m;
   check.l2.dir.clear();

@@ -231,7 +231,9 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
       {"window", head + R"("policies": [{"name": "p", "sparse": {"selector": "window", "window": 1000000}}]})",
        "/policies/0/sparse/window", "larger than model"},
       {"l0", head + R"("policies": [{"name": "p", "memory": {"l0_bytes": "64MiB", "l1_bytes": "32MiB"}}]})",
-       "/policies/0/memory/l0_bytes", "L0 is larger than L1"},
+       "/policies/0/memory/l0_bytes", "L0 is larger than L1 (64.0 MiB > l1_bytes 32.0 MiB)"},
+      {"l1", head + R"("policies": [{"name": "p", "memory": {"l1_bytes": "1KiB"}}]})", "/policies/0/memory/l1_bytes",
+       "L1 is smaller than the L0 arena (1.00 KiB < the default l0_bytes"},
       {"size", head + R"("policies": [{"name": "p", "memory": {"l1_bytes": "12 parsecs"}}]})", "/policies/0/memory/l1_bytes",
        "not a unit"},
       {"kind", R"({"name": "bad", "models": [{"name": "m", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}],
@@ -252,6 +254,32 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
     CHECK(out.text.find(bad.path) != std::string::npos);
     CHECK(out.text.find(bad.reason) != std::string::npos);
     CHECK_FALSE(fs::exists(db));  // nothing written
+  }
+  // Checked against this machine before anything is stored: a kernel path the CPU lacks, a
+  // policy's L2 directory that does not exist.
+#if defined(__aarch64__)
+  const std::string foreign_isa = "avx2";
+#else
+  const std::string foreign_isa = "neon";
+#endif
+  struct Machine {
+    std::string name, policy, path, reason;
+  };
+  const std::vector<Machine> machine = {
+      {"isa", R"({"name": "p", "isa": ")" + foreign_isa + R"("})", "/policies/0/isa", "cannot run the " + foreign_isa + " kernels"},
+      {"l2", R"({"name": "p", "memory": {"l1_bytes": "64MiB", "l2_dir": "/no/such/l2"}})", "/policies/0/memory/l2_dir",
+       "does not exist (/no/such/l2)"},
+  };
+  for (const Machine& bad : machine) {
+    const std::string suite = dir + "/" + bad.name + ".json";
+    const std::string db = dir + "/" + bad.name + ".sqlite";
+    write_file(suite, head + R"("policies": [)" + bad.policy + "]}");
+    const Output out = run_kvbench("run --suite " + suite + " --db " + db);
+    INFO(bad.name << ": " << out.text);
+    CHECK(out.status == 2);
+    CHECK(out.text.find(suite + ": " + bad.path + ": ") != std::string::npos);
+    CHECK(out.text.find(bad.reason) != std::string::npos);
+    CHECK_FALSE(fs::exists(db));  // no run row, failed or otherwise
   }
   // A --db in a directory that does not exist is refused, and no directory is made.
   const Output nowhere = run_kvbench("run --suite smoke --db " + dir + "/no/such/dir/x.sqlite");
