@@ -22,7 +22,7 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
                  ->capture_default_str();
   auto* out = o.command->add_option("--out", o.out, "write the profile here instead");
   db->excludes(out);
-  o.command->add_option("--l2-dir", o.l2_dir, "existing directory to measure as L2 flash (default: l2/ beside the database)");
+  o.command->add_option("--l2-dir", o.l2_dir, "existing directory to measure as L2 flash (default: l2/ beside the database, or beside --out)");
   o.command->add_option("--min-seconds", o.min_seconds, "least time per timed batch (three batches per figure)")
       ->check(CLI::Range(0.01, 10.0))
       ->capture_default_str();
@@ -30,24 +30,49 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
 }
 
 int run_calibrate(const CalibrateOptions& o) {
-  const fs::path db(o.db);
-  const fs::path beside = db.has_parent_path() ? db.parent_path() : fs::path(".");
   const std::string target = o.out.empty() ? host_profile_path(o.db) : o.out;
+  const char* const target_flag = o.out.empty() ? "--db" : "--out";
+  const fs::path target_dir = fs::path(target).has_parent_path() ? fs::path(target).parent_path() : fs::path(".");
+  std::error_code ec;
+  // Every target checked before a minute of measuring: an --out that is a directory or lies in
+  // one that does not exist, a place the profile cannot be written.
+  if (fs::is_directory(target, ec)) {
+    throw kv::InputError(target, target_flag, "is a directory; give the profile's file name (for example " + (fs::path(target) / "host.json").string() + ")");
+  }
+  if (!o.out.empty() && !fs::is_directory(target_dir, ec)) {
+    throw kv::InputError(target, "--out", "its directory does not exist (" + target_dir.string() + ")");
+  }
+  if (o.out.empty()) {
+    // The profile's place beside the database (socs/) is made; the database's own directory must exist.
+    const fs::path db_dir = fs::path(o.db).has_parent_path() ? fs::path(o.db).parent_path() : fs::path(".");
+    if (!fs::is_directory(db_dir, ec) && o.db != CalibrateOptions{}.db) {
+      throw kv::InputError(o.db, "--db", "its directory does not exist (" + db_dir.string() + ")");
+    }
+    fs::create_directories(target_dir, ec);
+    if (ec) throw kv::InputError(target, "--db", "cannot create its directory: " + ec.message());
+  }
+  const std::string temporary = target + fmt::format(".tmp-{}", ::getpid());
+  {
+    std::ofstream probe(temporary, std::ios::binary | std::ios::trunc);
+    const bool writable = static_cast<bool>(probe);
+    probe.close();
+    fs::remove(temporary, ec);
+    if (!writable) throw kv::InputError(target, target_flag, "cannot write there");
+  }
   CalibrationOptions options;
   options.min_seconds = o.min_seconds;
   options.quick = o.quick;
   options.l2_dir = o.l2_dir;
-  std::error_code ec;
   if (options.l2_dir.empty()) {
+    // Beside what calibrate writes: the database's directory, or the --out file's.
+    const fs::path db(o.db);
+    const fs::path beside = !o.out.empty() ? target_dir : db.has_parent_path() ? db.parent_path() : fs::path(".");
     options.l2_dir = (beside / "l2").string();
     fs::create_directories(options.l2_dir, ec);
     if (ec) throw kv::InputError(options.l2_dir, "--l2-dir", "cannot create the default L2 directory: " + ec.message());
   } else if (!fs::is_directory(options.l2_dir, ec)) {
     throw kv::InputError(options.l2_dir, "--l2-dir", "not an existing directory");
   }
-  const fs::path target_dir = fs::path(target).has_parent_path() ? fs::path(target).parent_path() : fs::path(".");
-  fs::create_directories(target_dir, ec);
-  if (ec) throw kv::InputError(target, o.out.empty() ? "--db" : "--out", "cannot create its directory: " + ec.message());
   const auto started = std::chrono::steady_clock::now();
   options.progress = [&](const std::string& line) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -57,20 +82,20 @@ int run_calibrate(const CalibrateOptions& o) {
   const std::string text = soc_profile_json(profile);
   parse_soc_profile(text, target);  // what we write must load
   // Written beside the target and renamed: a reader never sees half a profile.
-  const std::string temporary = target + fmt::format(".tmp-{}", ::getpid());
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
     file << text;
     file.close();
     if (!file) {
       fs::remove(temporary, ec);
-      throw kv::InputError(target, "write", "cannot write the profile");
+      throw kv::InputError(target, target_flag, "cannot write the profile");
     }
   }
   fs::rename(temporary, target, ec);
   if (ec) {
+    const std::string why = ec.message();
     fs::remove(temporary, ec);
-    throw kv::InputError(target, "rename", "cannot put the profile in place: " + ec.message());
+    throw kv::InputError(target, target_flag, "cannot put the profile in place: " + why);
   }
   fmt::print("host profile written to {}\n", target);
   if (o.out.empty()) fmt::print("runs into {} now price their host cases with it (re-run calibrate when kernels change)\n", o.db);

@@ -11,7 +11,7 @@ namespace kvbench {
 struct CalibrateOptions {
   std::string db = "kvbench-results/results.sqlite";
   std::string out;     // "": socs/host.json beside the database
-  std::string l2_dir;  // "": l2/ beside the database (created)
+  std::string l2_dir;  // "": l2/ beside the database or the --out file (created)
   double min_seconds = 0.25;
   bool quick = false;
   CLI::App* command = nullptr;

@@ -4,6 +4,7 @@
 // side; `show --clock model` prints the modelled figures.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <string>
 
 #include "e2e/e2e_support.h"
@@ -109,4 +110,34 @@ TEST_CASE("kvbench calibrate refuses a missing L2 directory", "[e2e][calibrate]"
   CHECK(out.status == 2);
   CHECK(out.text.find("/none") != std::string::npos);
   CHECK(run_kvbench("calibrate --db " + dir.path + "/a.sqlite --out " + dir.path + "/b.json").status == 2);
+}
+
+TEST_CASE("kvbench calibrate refuses a target it cannot write before measuring anything", "[e2e][calibrate]") {
+  const kvtest::TempDir dir("kvbench-e2e-calibrate-bad");
+  struct Bad {
+    std::string args, message;
+  };
+  const std::vector<Bad> cases = {
+      {"--out " + dir.path, dir.path + ": --out: is a directory; give the profile's file name"},
+      {"--out " + dir.path + "/no/such/host.json", dir.path + "/no/such/host.json: --out: its directory does not exist"},
+      {"--db " + dir.path + "/none/results.sqlite", dir.path + "/none/results.sqlite: --db: its directory does not exist"},
+  };
+  for (const Bad& bad : cases) {
+    // --min-seconds 10: a check that came after the measuring would take minutes, not return at once.
+    const Output out = run_kvbench("calibrate " + bad.args + " --min-seconds 10 --quick");
+    INFO(bad.args << ": " << out.text);
+    CHECK(out.status == 2);
+    CHECK(out.text.find(bad.message) != std::string::npos);
+    CHECK(out.text.find("[") == std::string::npos);  // no progress line: nothing was measured
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/l2"));
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/no"));
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/none"));
+  // With --out, the default L2 directory is beside the profile, not beside the default database.
+  const std::string profile = dir.path + "/host.json";
+  const Output ok = run_kvbench("calibrate --out " + profile + " --min-seconds 0.01 --quick");
+  INFO(ok.text);
+  REQUIRE(ok.status == 0);
+  CHECK(std::filesystem::exists(profile));
+  CHECK(std::filesystem::is_directory(dir.path + "/l2"));
 }
