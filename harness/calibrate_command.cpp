@@ -26,7 +26,7 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   o.command->add_option("--min-seconds", o.min_seconds, "least time per timed batch (three batches per figure)")
       ->check(CLI::Range(0.01, 10.0))
       ->capture_default_str();
-  o.command->add_flag("--quick", o.quick, "smaller contexts, buffers and files, contexts not cycled out of the cache: seconds, rougher figures");
+  o.command->add_flag("--quick", o.quick, "smaller contexts, buffers and files, contexts not cycled out of the cache: under a minute, rougher figures");
 }
 
 int run_calibrate(const CalibrateOptions& o) {

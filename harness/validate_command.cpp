@@ -1,5 +1,7 @@
 #include "validate_command.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -78,14 +80,20 @@ int run_validate(const ValidateOptions& o, std::FILE* out) {
     }
     for (const std::string metric : {"span_decode_attn_compute_ms", "tpot_ms_p50", "ttft_ms", "dma_wait_ms"}) {
       Row row{c.name, metric, "", quiet_value(c, metric), model(metric)};
+      // Every repetition noisy: the median is over all of them, and the row says so.
+      const auto measured = c.samples.find(metric);
+      const bool all_noisy = measured != c.samples.end() && !measured->second.empty() &&
+                             std::all_of(measured->second.begin(), measured->second.end(), [](const Sample& x) { return x.noisy; });
+      const auto add_note = [&](const std::string& note) { row.note = row.note.empty() ? note : row.note + "; " + note; };
       if (synthetic && row.modelled && metric == "tpot_ms_p50" && dense_step) {
         *row.modelled -= *dense_step;
-        row.note = "engine only: modelled dense layers taken out";
+        add_note("engine only: modelled dense layers taken out");
       }
       if (synthetic && row.modelled && metric == "ttft_ms" && dense_request) {
         *row.modelled -= *dense_request;
-        row.note = "engine only: modelled dense layers taken out";
+        add_note("engine only: modelled dense layers taken out");
       }
+      if (all_noisy && row.measured) add_note("every repetition noisy: measured is the median of all of them");
       if (!row.measured && !row.modelled) continue;
       rows.push_back(std::move(row));
     }

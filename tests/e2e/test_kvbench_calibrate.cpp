@@ -74,6 +74,13 @@ TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][
   }
   out = run_kvbench("validate-model --db " + db);
   CHECK(out.text.find("span_decode_attn_compute_ms") != std::string::npos);
+  // Every repetition of the latest run noisy: the medians are over all of them, and each row says so.
+  sql(db, "UPDATE metrics SET noisy = 1 WHERE case_id IN (SELECT id FROM cases WHERE run_id = (SELECT max(id) FROM runs))");
+  out = run_kvbench("validate-model --run latest --db " + db + " --json");
+  REQUIRE(out.status == 0);
+  for (const auto& row : nlohmann::json::parse(out.text)) {
+    CHECK(row["note"].get<std::string>().find("every repetition noisy: measured is the median of all of them") != std::string::npos);
+  }
 
   out = run_kvbench("show 2 --clock model --db " + db);
   INFO(out.text);
