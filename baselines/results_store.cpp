@@ -59,9 +59,7 @@ class Statement {
     if (rc != SQLITE_OK) fail("bind");
     return *this;
   }
-  [[noreturn]] void fail(const char* what) const {
-    throw std::runtime_error(std::string("sqlite ") + what + ": " + sqlite3_errmsg(db_));
-  }
+  [[noreturn]] void fail(const char* what) const { throw_sqlite_failure(db_, what); }
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };
@@ -513,12 +511,33 @@ void ResultsStore::open_read_only() {
 
 ResultsStore::~ResultsStore() { sqlite3_close(db_); }
 
+void throw_sqlite_failure(sqlite3* db, const std::string& what, const std::string& message) {
+  const std::string reason = !message.empty() ? message : sqlite3_errmsg(db);
+  const char* file = sqlite3_db_filename(db, "main");
+  const std::string path = file != nullptr && *file != '\0' ? file : "the results database";
+  switch (sqlite3_extended_errcode(db) & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      throw DatabaseError(path, "--db", "damaged: " + reason + " (restore it from a copy, or start a new database)");
+    case SQLITE_FULL:
+      throw DatabaseError(path, "--db", "cannot write: " + reason + " (free space on its filesystem)");
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      throw DatabaseError(path, "--db", "cannot read or write: " + reason);
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      throw DatabaseError(path, "--db", "cannot write: " + reason);
+    default:
+      throw std::runtime_error("sqlite " + what + ": " + reason);
+  }
+}
+
 void ResultsStore::exec(const char* sql) {
   char* error = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string message = error != nullptr ? error : sqlite3_errmsg(db_);
     sqlite3_free(error);
-    throw std::runtime_error(message);
+    throw_sqlite_failure(db_, sql, message);
   }
 }
 

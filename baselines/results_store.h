@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "metric_table.h"
+#include "runtime/error.h"
 #include "run_event.h"
 
 namespace kvbench {
@@ -85,6 +86,17 @@ struct RunRow {
 };
 
 enum class Access : std::uint8_t { ReadWrite, ReadOnly };
+
+// The database file's own condition stopped a read or a write: damaged, not a database, full,
+// an I/O error, read-only or not permitted. It names the file (exit 2); a run it stops is
+// marked failed where the file still takes that, never left to read as aborted.
+class DatabaseError : public kv::InputError {
+ public:
+  using kv::InputError::InputError;
+};
+// Throws DatabaseError(file, "--db", reason) for such a failure of `db`, std::runtime_error
+// ("sqlite WHAT: message") for any other (a bug). message: sqlite3_exec's, else sqlite3_errmsg.
+[[noreturn]] void throw_sqlite_failure(sqlite3* db, const std::string& what, const std::string& message = "");
 
 class ResultsStore {
  public:

@@ -104,7 +104,7 @@ void exec(ResultsStore& store, const char* sql) {
   if (sqlite3_exec(store.db(), sql, nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string message = error != nullptr ? error : sqlite3_errmsg(store.db());
     sqlite3_free(error);
-    throw std::runtime_error(std::string("sqlite ") + sql + ": " + message);
+    throw_sqlite_failure(store.db(), sql, message);
   }
 }
 

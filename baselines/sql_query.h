@@ -17,7 +17,7 @@ class Query {
  public:
   Query(ResultsStore& store, const std::string& sql) : Query(store, sql.c_str()) {}
   Query(ResultsStore& store, const char* sql) : db_(store.db()) {
-    if (sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db_));
+    if (sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw_sqlite_failure(db_, "prepare");
   }
   ~Query() { sqlite3_finalize(stmt_); }
   Query(const Query&) = delete;
@@ -33,7 +33,7 @@ class Query {
   bool step() {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
-    if (rc != SQLITE_DONE) throw std::runtime_error(std::string("sqlite step: ") + sqlite3_errmsg(db_));
+    if (rc != SQLITE_DONE) throw_sqlite_failure(db_, "step");
     return false;
   }
   bool null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
@@ -70,7 +70,7 @@ class WriteTransaction {
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
       const std::string message = error != nullptr ? error : sqlite3_errmsg(db_);
       sqlite3_free(error);
-      throw std::runtime_error(std::string("sqlite ") + sql + ": " + message);
+      throw_sqlite_failure(db_, sql, message);
     }
   }
   sqlite3* db_;

@@ -368,11 +368,13 @@ class RunL2Dirs {
   RunL2Dirs() = default;
   RunL2Dirs(const RunL2Dirs&) = delete;
   RunL2Dirs& operator=(const RunL2Dirs&) = delete;
-  ~RunL2Dirs() {
+  ~RunL2Dirs() { remove_all(); }
+  void remove_all() {
     for (const fs::path& dir : dirs_) {
       std::error_code ec;
       fs::remove_all(dir, ec);
     }
+    dirs_.clear();
   }
   std::string create(const std::string& base, std::int64_t run_id) {
     const fs::path dir = fs::path(base) / fmt::format("kvbench-run-{}-{}", ::getpid(), run_id);
@@ -757,6 +759,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
                 rep = priced_repetition(run_engine(c, own, r), m.how);
               } catch (const ExecutionStopped&) {
                 throw;
+              } catch (const DatabaseError&) {
+                throw;  // the store, not the case: the run stops
               } catch (const std::exception& e) {
                 // A SoC's own run that fails fails its case only.
                 progress.clear();
@@ -785,6 +789,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       } catch (const ExecutionStopped&) {
         summary.interrupted = true;
         fail_all("interrupted");
+      } catch (const DatabaseError&) {
+        throw;  // the store, not the case: the run stops
       } catch (const std::exception& e) {
         // A case that fails is recorded with its error; the others still run.
         progress.clear();
@@ -794,7 +800,14 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     }
   } catch (...) {
     progress.clear();
-    store.finish_run(summary.run_id, RunStatus::Failed);
+    // The run's L2 files go first: on a full filesystem shared with the database, their space
+    // lets the store take the run's end. A store that still cannot is not the error to report.
+    l2_dirs.remove_all();
+    try {
+      store.finish_run(summary.run_id, RunStatus::Failed);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "kvbench: run {} could not be marked failed: {}\n", summary.run_id, e.what());
+    }
     throw;
   }
   progress.clear();
