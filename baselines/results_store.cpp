@@ -494,6 +494,13 @@ void ResultsStore::open_read_only() {
                                  " is older than the readers take; any `kvbench run --db` on it migrates it");
       }
       return;
+    } catch (const DatabaseError& e) {
+      // No -shm index where it cannot be created: the immutable open next.
+      const int code = sqlite3_errcode(db_) & 0xff;
+      if (!immutable && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN)) continue;
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw;
     } catch (const kv::InputError&) {
       sqlite3_close(db_);
       db_ = nullptr;

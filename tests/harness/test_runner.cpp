@@ -212,6 +212,10 @@ TEST_CASE("an explicit L2 directory must exist and be a directory, the default o
   const SuiteConfig resident = parse_suite(suite_json(kRag4k, 1, "{}"), "r.json", dir.path);
   RunOptions plain = quiet_options(dir);
   plain.db_path = dir.path + "/fresh/results.sqlite";
+  // An explicit database's directory must exist: it is not made.
+  CHECK_THROWS_WITH(run_suite(resident, plain), Catch::Contains("its directory does not exist"));
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/fresh"));
+  std::filesystem::create_directory(dir.path + "/fresh");
   REQUIRE(run_suite(resident, plain).status == RunStatus::Complete);
   CHECK_FALSE(std::filesystem::exists(dir.path + "/fresh/l2"));
 }
