@@ -1,5 +1,7 @@
 #include "calibrate_command.h"
 
+#include "cli_checks.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -24,7 +26,7 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   db->excludes(out);
   o.command->add_option("--l2-dir", o.l2_dir, "existing directory to measure as L2 flash (default: l2/ beside the database, or beside --out)");
   o.command->add_option("--min-seconds", o.min_seconds, "least time per timed batch (three batches per figure)")
-      ->check(CLI::Range(0.01, 10.0))
+      ->check(number_in(0.01, 10.0))
       ->capture_default_str();
   o.command->add_flag("--quick", o.quick, "smaller contexts, buffers and files, contexts not cycled out of the cache: under a minute, rougher figures");
 }

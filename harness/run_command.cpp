@@ -1,5 +1,7 @@
 #include "run_command.h"
 
+#include "cli_checks.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -62,7 +64,7 @@ namespace {
 void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--db", o.run.db_path, "results database")->capture_default_str();
   cmd->add_option("--tag", o.run.tags, "tag the run (repeatable)");
-  cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(CLI::Range(1, 1000));
+  cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(whole_number_in(1, 1000));
   cmd->add_option("--filter", o.run.filter, "ECMAScript regex searched in model/workload/policy/soc");
   cmd->add_option("--models-dir", o.run.models_dir, "directory of the llama models (default: $KVBENCH_MODELS_DIR, else the repository's models/)");
   cmd->add_option("--l2-dir", o.run.l2_dir,
@@ -70,7 +72,7 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--noise-threshold", o.noise_threshold,
                   "replace the suite's noise_threshold: a repetition whose engine threads waited for a core more than this share "
                   "of its wall time is noisy (its wall-time figures are left out of comparisons)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
 }
 

@@ -107,7 +107,10 @@ void read_sparse(Fields& f, kv::SparsePolicy& s, const std::string& file) {
   s.sinks = static_cast<int>(f.integer("sinks", s.sinks, 0, 1 << 24));
   s.window = static_cast<int>(f.integer("window", s.window, 0, 1 << 24));
   s.budget = static_cast<float>(f.number("budget", s.budget));
+  // Written as 0 is not the same as absent: say what is wrong with the value given.
+  if (f.has("budget") && !(s.budget > 0.0f && s.budget <= 1.0f)) fail(file, f.at("budget"), fmt::format("must be in (0, 1] ({})", f.number("budget", 0.0)));
   s.budget_pages = static_cast<int>(f.integer("budget_pages", s.budget_pages, 0, 1 << 24));
+  if (f.has("budget_pages") && s.budget_pages < 1) fail(file, f.at("budget_pages"), fmt::format("must be >= 1 ({})", s.budget_pages));
   s.alpha = static_cast<float>(f.number("alpha", s.alpha));
   s.beta = static_cast<float>(f.number("beta", s.beta));
   s.gamma = static_cast<float>(f.number("gamma", s.gamma));

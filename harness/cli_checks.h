@@ -1,0 +1,44 @@
+// Argument checks that say what is wrong with the value given: "'abc' is not a whole number",
+// "1001 is not in 1..1000" (CLI11's Range says "Value abc not in range" for both).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace kvbench {
+
+inline CLI::Validator whole_number_in(long lo, long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        long value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size()) return fmt::format("'{}' is not a whole number", text);
+        if (value < lo || value > hi) return fmt::format("{} is not in {}..{}", value, lo, hi);
+        return "";
+      },
+      fmt::format("INT in {}..{}", lo, hi));
+}
+
+inline CLI::Validator number_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double value = 0.0;
+        try {
+          value = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(value)) return fmt::format("'{}' is not a number", text);
+        if (value < lo || value > hi) return fmt::format("{} is not in [{}, {}]", text, lo, hi);
+        return "";
+      },
+      fmt::format("NUMBER in [{}, {}]", lo, hi));
+}
+
+}  // namespace kvbench
