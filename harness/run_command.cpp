@@ -1,6 +1,7 @@
 #include "run_command.h"
 
 #include "cli_checks.h"
+#include "suite_config.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -63,7 +64,8 @@ namespace {
 
 void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--db", o.run.db_path, "results database")->capture_default_str();
-  cmd->add_option("--tag", o.run.tags, "tag the run (repeatable)");
+  cmd->add_option("--tag", o.run.tags, "tag the run (repeatable)")
+      ->check(CLI::Validator([](std::string& tag) { return name_problem(tag, true); }, "TAG"));
   cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(whole_number_in(1, 1000));
   cmd->add_option("--filter", o.run.filter, "ECMAScript regex searched in model/workload/policy/soc");
   cmd->add_option("--models-dir", o.run.models_dir, "directory of the llama models (default: $KVBENCH_MODELS_DIR, else the repository's models/)");

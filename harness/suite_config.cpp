@@ -19,6 +19,16 @@
 
 namespace kvbench {
 
+std::string name_problem(const std::string& name, bool tag) {
+  if (name.empty()) return "must not be empty";
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return "must be printable: no control characters or line breaks (" + nlohmann::json(name).dump() + ")";
+    if (c == '/' && !tag) return "must not contain '/': it separates a case's parts (" + nlohmann::json(name).dump() + ")";
+    if (c == ',' && tag) return "must not contain ',': stored tags are separated by commas (" + nlohmann::json(name).dump() + ")";
+  }
+  return "";
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -48,6 +58,13 @@ class Fields {
     }
     if (!v->is_string()) fail(file_, at(key), "must be a string");
     return v->get<std::string>();
+  }
+  // A name that becomes part of a case's name (model/workload/policy/soc) or a suite's.
+  std::string name(const std::string& key) {
+    const std::string value = string(key, "", true);
+    const std::string problem = name_problem(value);
+    if (!problem.empty()) fail(file_, at(key), problem);
+    return value;
   }
   std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
     const json* v = child(key);
@@ -164,7 +181,7 @@ void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, co
 PolicyConfig read_policy(const json& j, const std::string& path, const std::string& file, const std::string& base_dir) {
   Fields f(j, path, file);
   PolicyConfig p;
-  p.name = f.string("name", "", true);
+  p.name = f.name("name");
   const std::string k = f.string("k", "f16"), v = f.string("v", "f16");
   rethrow_at(file, path, [&] {
     p.cache.k_format = kv::parse_format(k, "policy", "k");
@@ -235,7 +252,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   SuiteConfig suite;
   suite.file = file;
   suite.base_dir = base_dir;
-  suite.name = f.string("name", "", true);
+  suite.name = f.name("name");
   suite.seed = static_cast<std::uint64_t>(f.integer("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
   suite.repetitions = static_cast<int>(f.integer("repetitions", suite.repetitions, 1, 1000));
   suite.warmup = static_cast<int>(f.integer("warmup", suite.warmup, 0, 100));
@@ -247,7 +264,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   for (std::size_t i = 0; i < models.size(); ++i) {
     Fields m(models[i], "/models/" + std::to_string(i), file);
     ModelConfig model;
-    model.name = m.string("name", "", true);
+    model.name = m.name("name");
     model.backend = m.string("backend", "", true);
     if (model.backend == "synthetic") {
       model.preset = m.string("preset", "", true);
@@ -269,7 +286,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   for (std::size_t i = 0; i < workloads.size(); ++i) {
     Fields w(workloads[i], "/workloads/" + std::to_string(i), file);
     WorkloadConfig workload;
-    workload.name = w.string("name", "", true);
+    workload.name = w.name("name");
     workload.kind = w.string("kind", "", true);
     if (kinds.count(workload.kind) == 0) fail(file, w.at("kind"), "'" + workload.kind + "' is not a workload kind");
     workload.context_tokens = static_cast<int>(w.integer("context_tokens", 0, 0, 1 << 24));

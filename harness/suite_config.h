@@ -58,4 +58,9 @@ SuiteConfig load_suite(const std::string& path);
 // (`benchmark_definition`, workloads/benchmark_definition.h).
 std::string resolved_json(const SuiteConfig& suite);
 
+// Why a suite, model, workload or policy name (or, tag: a run tag) cannot be used; "" when it
+// can. Names are not empty and printable; a name has no '/' (case names join them with it), a
+// tag no ',' (stored tags are comma-separated).
+std::string name_problem(const std::string& name, bool tag = false);
+
 }  // namespace kvbench

@@ -76,6 +76,8 @@ TEST_CASE("every usage error exits 2 naming the argument, --help and --version e
       {"show 99 --db " + db, "no run 99 in this database"},
       {"run --repetitions 0", "kvbench: --repetitions: 0 is not in 1..1000"},
       {"run --repetitions abc", "kvbench: --repetitions: 'abc' is not a whole number"},
+      {"run --suite smoke --tag a,b --db " + temp.path + "/x.sqlite", "kvbench: --tag: must not contain ',': stored tags are separated by commas"},
+      {"run --suite smoke --tag '' --db " + temp.path + "/x.sqlite", "kvbench: --tag: must not be empty"},
       {"run --repetitions 3x", "kvbench: --repetitions: '3x' is not a whole number"},
       {"report --history -1 --db " + db, "kvbench: --history: -1 is not in 1..10000"},
       {"calibrate --min-seconds fast --out " + temp.path + "/host.json", "kvbench: --min-seconds: 'fast' is not a number"},
