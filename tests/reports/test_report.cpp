@@ -17,14 +17,15 @@ using namespace kvbench;
 
 namespace {
 
-const char* const kHostile = "<script>alert(1)</script>";
+// No "/" in it: names cannot hold one (it joins a case name's parts).
+const char* const kHostile = "<script>alert(1)<script>";
 
 // Two policies (a front needs two points) with hostile names, and a hostile tag.
 std::string hostile_suite() {
   return R"({"name": "s\"<b>", "seed": 1, "repetitions": 1, "warmup": 0,
     "models": [{"name": "m<i>'", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "w&amp;<u>", "kind": "rag", "context_tokens": 1024, "gen_tokens": 8}],
-    "policies": [{"name": "<script>alert(1)</script>", "k": "q4", "v": "q4", "residual_tokens": 64,
+    "policies": [{"name": "<script>alert(1)<script>", "k": "q4", "v": "q4", "residual_tokens": 64,
                   "sparse": {"selector": "hybrid", "budget": 0.25, "sample_every": 2}},
                  {"name": "f16 \"full\"", "k": "f16", "v": "f16", "sparse": {"selector": "full", "sample_every": 2}}],
     "socs": ["host", "apple-m3"]})";
@@ -43,7 +44,7 @@ std::string make_db(const kvtest::TempDir& dir) {
 // A gate comparison whose rows carry hostile case names and reasons.
 std::string hostile_comparison() {
   return R"({"baseline_run": 1, "candidate_run": 1, "failing": 1, "regressed": 2, "improved": 0, "inconclusive": 0,
-    "rows": [{"case": "<script>alert(1)</script>", "metric": "decode_tps", "baseline_median": 10.0, "candidate_median": 5.0,
+    "rows": [{"case": "<script>alert(1)<script>", "metric": "decode_tps", "baseline_median": 10.0, "candidate_median": 5.0,
               "ratio": 0.5, "ratio_low": 0.4, "ratio_high": 0.6, "adjusted_p": 0.001, "verdict": "regressed", "acknowledged": ""},
              {"case": "m/w/p/host", "metric": "tpot_ms_p50", "baseline_median": 1.0, "candidate_median": 2.0, "ratio": 2.0,
               "verdict": "regressed", "acknowledged": "<img src=x onerror=alert(1)>"}]})";
