@@ -300,6 +300,13 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
     workload.tpot_target_ms = w.number("tpot_target_ms", 0.0);
     if (workload.ttft_target_ms < 0.0) fail(file, w.at("ttft_target_ms"), "must be >= 0");
     if (workload.tpot_target_ms < 0.0) fail(file, w.at("tpot_target_ms"), "must be >= 0");
+    // A field the kind does not use would be silently ignored: refused, naming the kind it is for.
+    for (const auto& [field, kind] : {std::pair<const char*, const char*>{"turns", "roleplay"}, {"images", "multimodal"},
+                                      {"visual_tokens", "multimodal"}, {"windows", "perplexity"}}) {
+      if (w.has(field) && workload.kind != kind) {
+        fail(file, w.at(field), fmt::format("a {} workload does not use it (only {} does)", workload.kind, kind));
+      }
+    }
     w.done();
     suite.workloads.push_back(std::move(workload));
   }
