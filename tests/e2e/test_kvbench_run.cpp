@@ -226,8 +226,9 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
       {"unknown", head + R"("policies": [)" + good_policy + R"(], "colour": 1})", "/colour", "unknown field"},
       {"duplicate", head + R"("policies": [)" + good_policy + R"(], "seed": 1, "seed": 2})", "seed", "duplicate key"},
       {"type", head + R"("policies": [)" + good_policy + R"(], "repetitions": "five"})", "/repetitions", "must be an integer"},
-      {"budget", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget": 1.5}}]})", "/policies/0/sparse",
-       "budget"},
+      // The README's tutorial quotes this message.
+      {"budget", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget": 1.5}}]})", "/policies/0/sparse/budget",
+       "/policies/0/sparse/budget: must be in (0, 1] (1.5)"},
       {"budget-zero", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget": 0}}]})", "/policies/0/sparse/budget",
        "must be in (0, 1] (0)"},
       {"budget-pages-zero", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget_pages": 0}}]})",
