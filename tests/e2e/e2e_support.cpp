@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 namespace kvtest {
 
@@ -64,5 +65,12 @@ std::string scalar_if_ready(const std::string& db_path, const std::string& query
 }
 
 void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 }  // namespace kvtest

@@ -24,5 +24,7 @@ std::string scalar(const std::string& db, const std::string& query);
 std::string scalar_if_ready(const std::string& db, const std::string& query);
 
 void write_file(const std::string& path, const std::string& text);
+// A file's bytes ("" when it cannot be read).
+std::string read_file(const std::string& path);
 
 }  // namespace kvtest

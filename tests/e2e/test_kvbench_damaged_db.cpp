@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,17 +15,6 @@ namespace fs = std::filesystem;
 using kvtest::Output;
 using kvtest::run_kvbench;
 using kvtest::scalar;
-
-namespace {
-
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 TEST_CASE("a database with a damaged runs page is refused naming the file, and left as it was", "[e2e]") {
   const kvtest::TempDir dir("kvbench-e2e-damaged");
@@ -46,7 +34,7 @@ TEST_CASE("a database with a damaged runs page is refused naming the file, and l
     file.write(garbage.data(), page_size);
     REQUIRE(file.good());
   }
-  const std::string damaged = bytes_of(db);
+  const std::string damaged = kvtest::read_file(db);
   const std::string suite = dir.path + "/one.json";
   kvtest::write_file(suite, R"({"name": "one", "models": [{"name": "m", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}],
     "workloads": [{"name": "w", "kind": "rag", "context_tokens": 512, "gen_tokens": 2}], "policies": [{"name": "p"}]})");
@@ -58,6 +46,6 @@ TEST_CASE("a database with a damaged runs page is refused naming the file, and l
     CHECK(out.status == 2);
     CHECK(out.text.find(db + ": --db: damaged") != std::string::npos);
     CHECK(out.text.find("internal error") == std::string::npos);
-    CHECK(bytes_of(db) == damaged);
+    CHECK(kvtest::read_file(db) == damaged);
   }
 }

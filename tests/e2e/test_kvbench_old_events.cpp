@@ -20,16 +20,10 @@
 namespace fs = std::filesystem;
 using kvtest::Output;
 using kvtest::run_kvbench;
+using kvtest::read_file;
 using kvtest::scalar;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
