@@ -455,7 +455,14 @@ ResultsStore::ResultsStore(const std::string& path, Access access) : path_(path)
     }
     throw kv::InputError(path, "database", e.what());
   }
-  mark_abandoned_runs();
+  try {
+    mark_abandoned_runs();
+  } catch (...) {
+    // A constructor that throws runs no destructor: the connection is closed here.
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
 }
 
 void ResultsStore::open_read_only() {
