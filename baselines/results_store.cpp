@@ -560,6 +560,7 @@ void ResultsStore::migrate() { migrate_to(kSchemaVersion); }
 void ResultsStore::migrate_to(int target) {
   WriteTransaction tx(*this);
   int version = read_user_version(db_);
+  const int found = version;
   if (version > kSchemaVersion) {
     throw kv::InputError(path_, "schema_version",
                          "the database has schema version " + std::to_string(version) + "; this kvbench reads up to " +
@@ -578,7 +579,8 @@ void ResultsStore::migrate_to(int target) {
   static const char* const kMigrations[] = {nullptr, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6, kSchemaV7.c_str()};
   static_assert(std::size(kMigrations) == kSchemaVersion);
   for (; version < target; ++version) exec(kMigrations[version]);
-  exec(("PRAGMA user_version = " + std::to_string(version)).c_str());
+  // A database already at the version is not written: opening it changes none of its bytes.
+  if (version != found) exec(("PRAGMA user_version = " + std::to_string(version)).c_str());
   tx.commit();
   schema_version_ = version;
 }
