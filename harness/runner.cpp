@@ -68,6 +68,11 @@ std::string resolve_path(const std::string& path, const std::string& models_dir,
   return base_dir + "/" + path;
 }
 
+// The JSON path of a case's policy in its suite ("/policies/2").
+std::string policy_path(const SuiteConfig& suite, const Case& c) {
+  return "/policies/" + std::to_string(static_cast<std::size_t>(c.policy - suite.policies.data()));
+}
+
 std::vector<int> sampled_layers(int layers, int samples) {
   std::vector<int> out;
   for (int i = 0; i < samples; ++i) out.push_back((2 * i + 1) * layers / (2 * samples));
@@ -508,8 +513,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     if (isa == kv::Isa::Auto || kv::isa_supported(isa)) continue;
     std::string supported;
     for (kv::Isa s : kv::supported_isas()) supported += (supported.empty() ? "" : ", ") + std::string(kv::isa_name(s));
-    const auto index = static_cast<std::size_t>(c.policy - suite.policies.data());
-    throw kv::InputError(suite.file, "/policies/" + std::to_string(index) + "/isa",
+    throw kv::InputError(suite.file, policy_path(suite, c) + "/isa",
                          "this CPU or build cannot run the " + std::string(kv::isa_name(isa)) + " kernels (it runs: auto, " + supported + ")");
   }
   std::vector<std::string> l2_bases;  // distinct, in first-use order
@@ -523,8 +527,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     if (!own.empty()) {
       std::error_code ec;
       if (!fs::is_directory(own, ec)) {
-        const auto index = static_cast<std::size_t>(c.policy - suite.policies.data());
-        throw kv::InputError(suite.file, "/policies/" + std::to_string(index) + "/memory/l2_dir",
+        throw kv::InputError(suite.file, policy_path(suite, c) + "/memory/l2_dir",
                              std::string(fs::exists(own, ec) ? "is not a directory" : "does not exist") + " (" + own + ")");
       }
     }
