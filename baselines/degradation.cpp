@@ -21,6 +21,7 @@ std::vector<std::string> degradation_lines(const std::map<std::string, double>& 
   const RunEvent* full = nullptr;
   std::vector<const RunEvent*> budgets;
   for (const RunEvent& e : events) {
+    if (e.kind == EventKind::PinnedOnly) lines.push_back("sinks and window only (allow_pinned_only): " + e.text);
     if (e.kind == EventKind::L2Failed && failed == nullptr) failed = &e;
     if (e.kind == EventKind::L2Full && full == nullptr) full = &e;
     if (e.kind == EventKind::BudgetChange) budgets.push_back(&e);

@@ -1,5 +1,6 @@
 // Degradation in plain words: what the engine gave up to keep running (an L2 fault, a
-// tightened sparse budget, pages requantized to INT2, L1 over its cap), from a repetition's
+// tightened sparse budget, pages requantized to INT2, L1 over its cap) or what the policy
+// allowed it to give up (a sparse budget that keeps no middle page), from a repetition's
 // degradation counts and its stored events. A degraded case still completes, but `run` and
 // `show` mark it and list these lines under the table.
 #pragma once

@@ -76,6 +76,10 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                   "of its wall time is noisy (its wall-time figures are left out of comparisons)")
       ->check(number_in(0.0, 1.0));
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
+  cmd->add_flag("--check", o.run.check_only,
+                "make every check a run makes before it starts (suite, models, scripts, sparse budgets, kernel paths, "
+                "directories, the database read-only), say which cases would be skipped or degraded, and stop: nothing "
+                "is run or written");
 }
 
 }  // namespace
@@ -166,6 +170,25 @@ void print_summary(const std::string& db, std::int64_t run_id, std::FILE* out) {
 
 }  // namespace
 
+namespace {
+
+// --check: what the run would do, having passed every check.
+void print_check(const SuiteConfig& suite, const RunSummary& s, bool as_json) {
+  if (as_json) {
+    json lines = json::array();
+    for (const auto& line : s.lines) lines.push_back({{"case", line.name}, {"status", line.status}, {"note", line.note}});
+    fmt::print("{}\n", json{{"suite", suite.name}, {"checked", true}, {"cases", s.cases}, {"skipped", s.skipped},
+                            {"degraded", s.degraded}, {"notes", lines}}
+                           .dump());
+    return;
+  }
+  fmt::print("suite '{}': {} case{} pass{} every check ({} would be skipped, {} would run degraded); nothing was run or written\n",
+             suite.name, s.cases, s.cases == 1 ? "" : "s", s.cases == 1 ? "es" : "", s.skipped, s.degraded);
+  for (const auto& line : s.lines) fmt::print("  {} {}: {}\n", line.name, line.status, line.note);
+}
+
+}  // namespace
+
 int run_run(const RunCommandOptions& o) {
   SuiteConfig suite = find_suite(o.suite);
   if (!o.socs.empty()) suite.socs = parse_soc_list(o.socs);
@@ -179,6 +202,10 @@ int run_run(const RunCommandOptions& o) {
   } catch (const RunInterrupted& e) {
     fmt::print(stderr, "kvbench: {}\n", e.what());
     return kExitInterrupted;
+  }
+  if (options.check_only) {
+    print_check(suite, s, o.json);
+    return kExitOk;
   }
   if (o.json) {
     fmt::print("{}\n", run_json(s));

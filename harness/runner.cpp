@@ -32,6 +32,7 @@
 #include "runtime/error.h"
 #include "runtime/isa.h"
 #include "soc_profiles.h"
+#include "sparse_budget_check.h"
 #include "sparse/sparse_decoder.h"
 
 namespace kvbench {
@@ -60,6 +61,7 @@ struct Case {
   const PolicyConfig* policy = nullptr;
   CaseInfo info;
   ScriptOrSkip script;
+  std::string pinned_only;  // why its budget keeps no middle page, when the policy allows that
 };
 
 std::string resolve_path(const std::string& path, const std::string& models_dir, const std::string& base_dir) {
@@ -312,6 +314,22 @@ Repetition priced_repetition(const EngineRun& run, const Pricing& how) {
   return rep;
 }
 
+// A budget that keeps no middle page at the case's largest decode context is refused, or noted
+// when the policy allows it.
+void check_sparse_budget(const SuiteConfig& suite, Case& c) {
+  const kv::SparsePolicy& sparse = c.policy->sparse;
+  const std::string reason = pinned_only_reason(sparse, c.policy->cache.page_tokens, largest_decode_context(c.script.script));
+  if (reason.empty()) return;
+  if (sparse.allow_pinned_only) {
+    c.pinned_only = reason;
+    return;
+  }
+  throw kv::InputError(suite.file, policy_path(suite, c) + "/sparse/" + budget_field(sparse),
+                       fmt::format("case {}: {}; raise the budget, shorten the window, or set allow_pinned_only: true to run it "
+                                   "as sinks and window only (marked degraded)",
+                                   c.info.name(), reason));
+}
+
 // What no demotion can free in L1 for case c, stated for the whole model.
 struct L1Floor {
   std::uint64_t whole_bytes = 0;
@@ -492,7 +510,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       throw kv::InputError(suite.file, "/workloads/" + std::to_string(c.workload_index) + "/" + e.field(), e.reason());
     }
     c.info.skipped_reason = c.script.skipped;
-    if (c.script.skipped.empty()) check_l1_budget(suite, c);
+    if (c.script.skipped.empty()) {
+      check_l1_budget(suite, c);
+      check_sparse_budget(suite, c);
+    }
   }
 
   // The L2 directories: an explicit one must exist; the default one beside the database is
@@ -539,13 +560,13 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   if (db_path.has_parent_path()) {
     std::error_code ec;
     if (options.db_path == RunOptions{}.db_path) {
-      fs::create_directories(db_path.parent_path(), ec);
+      if (!options.check_only) fs::create_directories(db_path.parent_path(), ec);
       if (ec) throw kv::InputError(options.db_path, "--db", "cannot create its directory: " + ec.message());
     } else if (!fs::is_directory(db_path.parent_path(), ec)) {
       throw kv::InputError(options.db_path, "--db", "its directory does not exist (" + db_path.parent_path().string() + ")");
     }
   }
-  if (options.l2_dir.empty() && std::find(l2_bases.begin(), l2_bases.end(), l2_base) != l2_bases.end()) {
+  if (options.l2_dir.empty() && !options.check_only && std::find(l2_bases.begin(), l2_bases.end(), l2_base) != l2_bases.end()) {
     std::error_code ec;
     fs::create_directories(l2_base, ec);
     if (ec) throw kv::InputError(l2_base, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
@@ -556,6 +577,23 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   for (const std::string& soc : suite.socs) {
     const auto given = options.profiles.find(soc);
     profiles.emplace(soc, given != options.profiles.end() ? given->second : load_soc_profile(soc, options.db_path));
+  }
+  if (options.check_only) {
+    std::error_code ec;
+    if (fs::exists(db_path, ec)) ResultsStore(options.db_path, Access::ReadOnly);
+    RunSummary checked;
+    checked.db = options.db_path;
+    for (const Case& c : cases) {
+      ++checked.cases;
+      if (!c.script.skipped.empty()) {
+        ++checked.skipped;
+        checked.lines.push_back({c.info.name(), "skipped", c.script.skipped});
+      } else if (!c.pinned_only.empty()) {
+        ++checked.degraded;
+        checked.lines.push_back({c.info.name(), "degraded", "sinks and window only (allow_pinned_only): " + c.pinned_only});
+      }
+    }
+    return checked;
   }
   ResultsStore store(options.db_path);
 
@@ -659,6 +697,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         m.how.profile = &profiles.at(cases[i].info.soc);
         m.how.host_case = cases[i].info.soc == "host";
         m.decided = m.how.host_case;  // the host's case is the host run itself
+        if (!cases[i].pinned_only.empty()) m.how.notes.push_back(note_event(EventKind::PinnedOnly, cases[i].pinned_only));
         ++summary.cases;
         members.push_back(std::move(m));
       }

@@ -31,6 +31,10 @@ struct RunOptions {
   std::string filter;               // ECMAScript regex searched in model/workload/policy/soc
   std::string models_dir;           // "": KVBENCH_MODELS_DIR, else the configure-time default
   bool progress = true;             // on a terminal only
+  // Every check a run makes before it starts (the suite against the models, scripts, budgets,
+  // kernel paths, directories and the database, opened read-only when it exists), then return
+  // without running or writing anything.
+  bool check_only = false;
   kv::FileIo* l2_io = nullptr;      // tests: the L2 tier's file I/O (fault injection); nullptr: POSIX
   // When it reads true (SIGINT/SIGTERM), the repetition in flight is dropped, the case failed
   // with "interrupted" and the run stored as interrupted.

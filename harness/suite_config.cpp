@@ -128,6 +128,7 @@ void read_sparse(Fields& f, kv::SparsePolicy& s, const std::string& file) {
   if (f.has("budget") && !(s.budget > 0.0f && s.budget <= 1.0f)) fail(file, f.at("budget"), fmt::format("must be in (0, 1] ({})", f.number("budget", 0.0)));
   s.budget_pages = static_cast<int>(f.integer("budget_pages", s.budget_pages, 0, 1 << 24));
   if (f.has("budget_pages") && s.budget_pages < 1) fail(file, f.at("budget_pages"), fmt::format("must be >= 1 ({})", s.budget_pages));
+  s.allow_pinned_only = f.boolean("allow_pinned_only", s.allow_pinned_only);
   s.alpha = static_cast<float>(f.number("alpha", s.alpha));
   s.beta = static_cast<float>(f.number("beta", s.beta));
   s.gamma = static_cast<float>(f.number("gamma", s.gamma));
@@ -423,6 +424,7 @@ json sparse_json(const kv::SparsePolicy& s) {
               {"window", s.window},
               {"budget", shortest(s.budget)},
               {"budget_pages", s.budget_pages},
+              {"allow_pinned_only", s.allow_pinned_only},
               {"alpha", shortest(s.alpha)},
               {"beta", shortest(s.beta)},
               {"gamma", shortest(s.gamma)},

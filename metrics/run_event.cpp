@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<EventKind, std::string_view>, 12> kNames{{
+constexpr std::array<std::pair<EventKind, std::string_view>, 13> kNames{{
     {EventKind::Kernel, "kernel"},
     {EventKind::BudgetChange, "budget_change"},
     {EventKind::TokenDropped, "token_dropped"},
@@ -28,6 +28,7 @@ constexpr std::array<std::pair<EventKind, std::string_view>, 12> kNames{{
     {EventKind::EventsTruncated, "events_truncated"},
     {EventKind::DoesNotFit, "does_not_fit"},
     {EventKind::CapacityRerun, "capacity_rerun"},
+    {EventKind::PinnedOnly, "pinned_only"},
 }};
 
 bool is_memory_kind(EventKind kind) {
@@ -171,7 +172,8 @@ RunEvent parse_event(std::string_view kind_name, std::int64_t step, std::string_
   try {
     j = json::parse(data);
     if (!j.is_object()) throw kv::InputError("events", where, "the stored fields are not a JSON object");
-    const bool note = e.kind == EventKind::Other || e.kind == EventKind::DoesNotFit || e.kind == EventKind::CapacityRerun;
+    const bool note = e.kind == EventKind::Other || e.kind == EventKind::DoesNotFit || e.kind == EventKind::CapacityRerun ||
+                      e.kind == EventKind::PinnedOnly;
     if (!note && j.size() == 1 && j.contains("text") && j["text"].is_string()) {
       // Text of an older kvbench in a shape the conversion does not know: kept, never read as fields.
       e.other_kind = where;
@@ -230,8 +232,8 @@ std::string describe(const RunEvent& e) {
 }
 
 const std::vector<EventKind>& degradation_event_kinds() {
-  static const std::vector<EventKind> kinds{EventKind::L2Failed, EventKind::L2Full, EventKind::BudgetChange, EventKind::Requantized,
-                                            EventKind::L1Overflow};
+  static const std::vector<EventKind> kinds{EventKind::L2Failed,    EventKind::L2Full,    EventKind::BudgetChange,
+                                            EventKind::Requantized, EventKind::L1Overflow, EventKind::PinnedOnly};
   return kinds;
 }
 

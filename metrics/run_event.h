@@ -30,6 +30,7 @@ enum class EventKind : std::uint8_t {
   EventsTruncated,  // events over the per-repetition cap were not stored
   DoesNotFit,       // a SoC's budget cannot hold the case (a pricing note)
   CapacityRerun,    // the engine ran again with a SoC's capacities (a pricing note)
+  PinnedOnly,       // the sparse budget keeps no middle page, allowed by the policy (a degradation)
   Other,            // a kind this kvbench does not know (a newer writer), or older text it cannot
                     // read as fields: its name and text are kept
 };
@@ -64,7 +65,7 @@ struct RunEvent {
   std::string reason;
   // EventsTruncated
   std::uint64_t count = 0;
-  // DoesNotFit, CapacityRerun, Other: the note itself
+  // DoesNotFit, CapacityRerun, PinnedOnly, Other: the note itself
   std::string text;
 
   std::string_view name() const { return kind == EventKind::Other ? std::string_view(other_kind) : event_kind_name(kind); }
@@ -74,7 +75,7 @@ RunEvent kernel_event(kv::KernelKind kernel, kv::Isa isa);
 RunEvent budget_event(const kv::BudgetChange& change);
 RunEvent token_dropped_event(const kv::TokenDropped& drop);
 RunEvent memory_event(const kv::MemoryEvent& event);
-RunEvent note_event(EventKind kind, std::string text);  // DoesNotFit, CapacityRerun
+RunEvent note_event(EventKind kind, std::string text);  // DoesNotFit, CapacityRerun, PinnedOnly
 RunEvent truncated_event(std::uint64_t count);
 
 // The event's fields as a JSON object (its kind and step are stored beside it).

@@ -200,4 +200,17 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
   return out;
 }
 
+int largest_decode_context(const Script& script) {
+  int position = 0, largest = 0;
+  for (const Op& op : script.ops) {
+    if (op.kind == OpKind::NewSequence) position = 0;
+    if (op.kind == OpKind::Prefill) position += op.tokens;
+    if (op.kind == OpKind::Decode) {
+      position += op.tokens;
+      if (op.tokens > 0) largest = std::max(largest, position);
+    }
+  }
+  return largest;
+}
+
 }  // namespace kvbench

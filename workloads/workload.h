@@ -80,6 +80,10 @@ struct ScriptOrSkip {
   std::string skipped;  // non-empty: the case cannot run on this model, and why
 };
 
+// The most tokens any decode step of the script attends over (each step appends its token
+// first); 0 when the script decodes nothing.
+int largest_decode_context(const Script& script);
+
 // Builds the script of a workload (with_defaults applied) for a model. Never shrinks a size to
 // fit: a combination that cannot run comes back skipped with its reason.
 ScriptOrSkip build_script(const WorkloadConfig& config, const ScriptTarget& target);

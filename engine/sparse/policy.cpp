@@ -39,6 +39,8 @@ void validate_sparse_policy(const SparsePolicy& p, std::string_view where_view) 
     if (has_pages && p.budget_pages < 1) fail("budget_pages", "must be >= 1");
   } else if (has_fraction || has_pages) {
     fail("budget", std::string("selector ") + std::string(selector_name(p.selector)) + " takes no budget");
+  } else if (p.allow_pinned_only) {
+    fail("allow_pinned_only", std::string("selector ") + std::string(selector_name(p.selector)) + " takes no budget");
   }
   for (auto [field, value] : {std::pair{"alpha", p.alpha}, std::pair{"beta", p.beta}, std::pair{"gamma", p.gamma}}) {
     if (!(value >= 0.0f) || !std::isfinite(value)) fail(field, "must be finite and >= 0");

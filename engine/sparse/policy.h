@@ -22,6 +22,9 @@ struct SparsePolicy {
   int window = 256;         // most recent tokens, always kept
   float budget = 0.0f;      // fraction of the context's pages, 0 < budget <= 1 ...
   int budget_pages = 0;     // ... or an absolute page count: exactly one of the two
+  // A budget at or below the pinned pages (sinks + window) keeps no middle page: such a case is
+  // refused unless this says it is meant, and then it runs marked degraded.
+  bool allow_pinned_only = false;
   float alpha = 1.0f;       // hybrid: weight of accumulated attention
   float beta = 0.1f;        // hybrid: weight of recency
   float gamma = 1.0f;       // hybrid: weight of the query bound

@@ -16,6 +16,19 @@ int budget_in_pages(const SparsePolicy& policy, int pages) {
   return std::clamp(budget, 1, pages);
 }
 
+PinnedPages pinned_pages(const SparsePolicy& policy, int context_tokens, int page_tokens) {
+  KV_ASSERT(page_tokens > 0 && context_tokens >= 0, "pinned pages shape");
+  PinnedPages pinned;
+  pinned.pages = (context_tokens + page_tokens - 1) / page_tokens;
+  pinned.sink_pages = policy.sinks > 0 ? (std::min(policy.sinks, context_tokens) + page_tokens - 1) / page_tokens : 0;
+  pinned.window_first = std::max(0, context_tokens - policy.window) / page_tokens;
+  return pinned;
+}
+
+bool budget_keeps_no_middle_page(const SparsePolicy& policy, const PinnedPages& pinned) {
+  return policy.needs_budget() && pinned.middle() > 0 && budget_in_pages(policy, pinned.pages) <= pinned.count();
+}
+
 namespace {
 
 // Min-max normalisation over the candidate pages: value -> (value - lo) * scale, 0 when all equal.
@@ -47,21 +60,20 @@ const std::vector<float>& component(const std::vector<std::vector<float>>* sourc
 SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& in, ThreadPool* pool) {
   KV_ASSERT(in.page_tokens > 0 && in.kv_heads > 0 && in.context_tokens >= 0, "selection input shape");
   SelectionPlan plan;
-  const int pages = (in.context_tokens + in.page_tokens - 1) / in.page_tokens;
+  const PinnedPages pinned = pinned_pages(policy, in.context_tokens, in.page_tokens);
+  const int pages = pinned.pages;
   plan.total_pages = pages;
   plan.heads.resize(static_cast<std::size_t>(in.kv_heads));
   if (pages == 0) return plan;
   // Forced pages: those holding a sink token or overlapping the window.
   std::vector<KeepReason> forced(static_cast<std::size_t>(pages), KeepReason::Score);
   std::vector<std::uint8_t> is_forced(static_cast<std::size_t>(pages), 0);
-  const int sink_pages = policy.sinks > 0 ? (std::min(policy.sinks, in.context_tokens) + in.page_tokens - 1) / in.page_tokens : 0;
-  for (int p = 0; p < sink_pages; ++p) is_forced[static_cast<std::size_t>(p)] = 1, forced[static_cast<std::size_t>(p)] = KeepReason::Sink;
-  const int window_start = std::max(0, in.context_tokens - policy.window);
-  for (int p = window_start / in.page_tokens; p < pages; ++p) {
+  for (int p = 0; p < pinned.sink_pages; ++p) is_forced[static_cast<std::size_t>(p)] = 1, forced[static_cast<std::size_t>(p)] = KeepReason::Sink;
+  for (int p = pinned.window_first; p < pages; ++p) {
     if (is_forced[static_cast<std::size_t>(p)] == 0) forced[static_cast<std::size_t>(p)] = KeepReason::Window;
     is_forced[static_cast<std::size_t>(p)] = 1;
   }
-  const int forced_count = static_cast<int>(std::count(is_forced.begin(), is_forced.end(), 1));
+  const int forced_count = pinned.count();
   const int budget = policy.selector == Selector::Full ? pages
                      : policy.selector == Selector::Window ? forced_count
                                                            : std::max(budget_in_pages(policy, pages), forced_count);

@@ -11,6 +11,7 @@
 // score (the caller passes the max bound over the group's q heads and the summed attention).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +29,24 @@ struct SelectionInput {
   const std::vector<std::vector<float>>* query_bound = nullptr;
   const std::vector<std::vector<float>>* accumulated = nullptr;
 };
+
+// The pages every decode step at `context_tokens` keeps whatever the scores say: the pages
+// holding a sink token, [0, sink_pages), and those overlapping the window, [window_first,
+// pages); a page in both counts once. The rest are the middle pages the budget chooses among.
+struct PinnedPages {
+  int pages = 0;         // of the context
+  int sink_pages = 0;
+  int window_first = 0;  // the first page overlapping the window (a partial last page always does)
+
+  int window_pages() const { return pages - window_first; }
+  int count() const { return sink_pages + pages - std::max(window_first, sink_pages); }
+  int middle() const { return pages - count(); }
+};
+PinnedPages pinned_pages(const SparsePolicy& policy, int context_tokens, int page_tokens);
+
+// True when a budgeted selector's budget at this context keeps no middle page although there
+// are some: the selection degenerates to sinks and window, whatever the selector.
+bool budget_keeps_no_middle_page(const SparsePolicy& policy, const PinnedPages& pinned);
 
 // The budget in pages for a context of `pages` pages (>= 1, <= pages; Full and Window: all /
 // forced only are decided by plan_selection).
