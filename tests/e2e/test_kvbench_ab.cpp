@@ -17,7 +17,7 @@ std::string suite(const std::string& extra) {
   return R"({"name": "ab", "repetitions": 1, "warmup": 0, "noise_threshold": 1.0,
     "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 16}],
-    "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "sparse": {"selector": "hybrid", "budget": 0.25})" + extra + "}]}";
+    "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "sparse": {"selector": "hybrid", "window": 64, "budget": 0.25})" + extra + "}]}";
 }
 
 }  // namespace

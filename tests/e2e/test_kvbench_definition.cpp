@@ -23,7 +23,7 @@ const char* const kSuite = R"({"name": "definition", "repetitions": 2, "warmup":
   "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
   "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 8}],
   "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "residual_tokens": 64,
-                "sparse": {"selector": "hybrid", "budget": 0.25, "sample_every": 4}}]})";
+                "sparse": {"selector": "hybrid", "window": 64, "budget": 0.25, "sample_every": 4}}]})";
 
 // A stored run's resolved configuration rewritten in place, as an older kvbench would have left it.
 void edit_config(const std::string& db, const std::string& expression, int run) {

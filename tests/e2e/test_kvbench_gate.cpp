@@ -24,7 +24,7 @@ std::string suite(const std::string& name, const std::string& budget, const std:
     "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 16}],
     "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "residual_tokens": 64,
-                  "sparse": {"selector": "hybrid", "budget": )" + budget + R"(, "sample_every": 4})" + extra + "}]}";
+                  "sparse": {"selector": "hybrid", "window": 64, "budget": )" + budget + R"(, "sample_every": 4})" + extra + "}]}";
 }
 
 struct Fixture {

@@ -231,6 +231,8 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
        "/policies/0/sparse/budget: must be in (0, 1] (1.5)"},
       {"budget-zero", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget": 0}}]})", "/policies/0/sparse/budget",
        "must be in (0, 1] (0)"},
+      {"pinned-only-window", head + R"("policies": [{"name": "p", "sparse": {"selector": "window", "allow_pinned_only": true}}]})",
+       "/policies/0/sparse/allow_pinned_only", "selector window takes no budget"},
       {"budget-pages-zero", head + R"("policies": [{"name": "p", "sparse": {"selector": "quest", "budget_pages": 0}}]})",
        "/policies/0/sparse/budget_pages", "must be >= 1 (0)"},
       {"window", head + R"("policies": [{"name": "p", "sparse": {"selector": "window", "window": 1000000}}]})",

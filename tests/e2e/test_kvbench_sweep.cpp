@@ -22,7 +22,7 @@ const char* const kSuite = R"({"name": "sweep-e2e", "repetitions": 1, "warmup": 
     "policies": [{"name": "f16-full", "k": "f16", "v": "f16", "sparse": {"selector": "full", "sample_every": 4}},
                  {"name": "q4-full", "k": "q4", "v": "q4", "residual_tokens": 64, "sparse": {"selector": "full", "sample_every": 4}},
                  {"name": "q4-sparse", "k": "q4", "v": "q4", "residual_tokens": 64,
-                  "sparse": {"selector": "hybrid", "budget": 0.10, "sample_every": 4}}]})";
+                  "sparse": {"selector": "hybrid", "window": 64, "budget": 0.10, "sample_every": 4}}]})";
 
 }  // namespace
 

@@ -18,7 +18,7 @@ std::string suite(const std::string& budget) {
   return R"({"name": "trend", "repetitions": 1, "warmup": 0,
     "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 8}],
-    "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "sparse": {"selector": "hybrid", "budget": )" + budget + R"(}}]})";
+    "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "sparse": {"selector": "hybrid", "window": 64, "budget": )" + budget + R"(}}]})";
 }
 
 }  // namespace

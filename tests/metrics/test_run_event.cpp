@@ -64,12 +64,16 @@ TEST_CASE("every event kind's fields survive the stored form", "[events]") {
   const RunEvent note = round_trip(note_event(EventKind::DoesNotFit, "soc-a: the weights do not fit"));
   CHECK(note.kind == EventKind::DoesNotFit);
   CHECK(note.text == "soc-a: the weights do not fit");
+  const RunEvent pinned = round_trip(note_event(EventKind::PinnedOnly, "budget_pages 2 of the 9 pages ..."));
+  CHECK(pinned.kind == EventKind::PinnedOnly);
+  CHECK(pinned.text == "budget_pages 2 of the 9 pages ...");
+  CHECK(is_degradation_event(EventKind::PinnedOnly));
 }
 
 TEST_CASE("every kind's name maps back to the kind, and an unknown one keeps its name and text", "[events]") {
   for (EventKind kind : {EventKind::Kernel, EventKind::BudgetChange, EventKind::TokenDropped, EventKind::Pressure, EventKind::L2Failed,
                          EventKind::L2Full, EventKind::BudgetTightened, EventKind::Requantized, EventKind::L1Overflow,
-                         EventKind::EventsTruncated, EventKind::DoesNotFit, EventKind::CapacityRerun}) {
+                         EventKind::EventsTruncated, EventKind::DoesNotFit, EventKind::CapacityRerun, EventKind::PinnedOnly}) {
     CHECK(event_kind(event_kind_name(kind)) == kind);
   }
   const RunEvent future = parse_event("cache_warmed", 4, R"({"text": "from a newer kvbench"})");

@@ -26,7 +26,7 @@ std::string hostile_suite() {
     "models": [{"name": "m<i>'", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "w&amp;<u>", "kind": "rag", "context_tokens": 1024, "gen_tokens": 8}],
     "policies": [{"name": "<script>alert(1)<script>", "k": "q4", "v": "q4", "residual_tokens": 64,
-                  "sparse": {"selector": "hybrid", "budget": 0.25, "sample_every": 2}},
+                  "sparse": {"selector": "hybrid", "window": 64, "budget": 0.25, "sample_every": 2}},
                  {"name": "f16 \"full\"", "k": "f16", "v": "f16", "sparse": {"selector": "full", "sample_every": 2}}],
     "socs": ["host", "apple-m3"]})";
 }

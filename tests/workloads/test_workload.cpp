@@ -159,3 +159,18 @@ TEST_CASE("A workload larger than the model is skipped with its reason, never sh
   llama.text_tokens = 1000;
   CHECK_THAT(build_script(workload("rag"), llama).skipped, Catch::Contains("the text has 1000 tokens"));
 }
+
+TEST_CASE("The largest decode context is the longest a decode step attends over", "[workloads]") {
+  Script s;
+  CHECK(largest_decode_context(s) == 0);
+  s.ops = {{OpKind::NewSequence}, {OpKind::Prefill, 100}, {OpKind::Decode, 10}, {OpKind::Prefill, 50}, {OpKind::Decode, 5},
+           {OpKind::NewSequence}, {OpKind::Prefill, 150}, {OpKind::Decode, 1}, {OpKind::Prefill, 900}};
+  CHECK(largest_decode_context(s) == 165);  // the trailing prefill is never decoded over
+  WorkloadConfig mm = workload("multimodal");
+  mm.images = 2;
+  mm.context_tokens = 1024;
+  mm.gen_tokens = 32;
+  const ScriptOrSkip built = build_script(with_defaults(mm, 4096), synthetic());
+  REQUIRE(built.skipped.empty());
+  CHECK(largest_decode_context(built.script) == built.script.positions);  // it ends with the last answer
+}

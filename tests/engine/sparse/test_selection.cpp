@@ -106,3 +106,54 @@ TEST_CASE("Selectors rank middle pages by their own score", "[sparse]") {
   CHECK_THROWS_WITH(plan_selection(policy(Selector::Quest, 0.5f), {ctx, page_tokens, 1, nullptr, nullptr}),
                     Catch::Contains("query_bound"));
 }
+
+TEST_CASE("The pinned pages are exactly the pages a plan keeps for sinks and window", "[sparse]") {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> context(0, 3000), tokens(1, 100), page(16, 128);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int ctx = context(rng), page_tokens = page(rng), sinks = tokens(rng) - 1, window = tokens(rng) * 3;
+    const SparsePolicy window_only = policy(Selector::Window, 0.0f, sinks, window);
+    const PinnedPages pinned = pinned_pages(window_only, ctx, page_tokens);
+    const SelectionPlan plan = plan_selection(window_only, {ctx, page_tokens, 1, nullptr, nullptr});
+    CAPTURE(ctx, page_tokens, sinks, window);
+    REQUIRE(pinned.pages == plan.total_pages);
+    const HeadSelection& head = plan.heads[0];
+    REQUIRE(pinned.count() == static_cast<int>(head.pages.size()));
+    REQUIRE(pinned.middle() == pinned.pages - static_cast<int>(head.pages.size()));
+    const auto sink_kept = std::count(head.reasons.begin(), head.reasons.end(), KeepReason::Sink);
+    REQUIRE(sink_kept == pinned.sink_pages);
+    for (int p = pinned.window_first; p < pinned.pages; ++p) REQUIRE(std::binary_search(head.pages.begin(), head.pages.end(), p));
+  }
+}
+
+TEST_CASE("A budget at or below the pinned pages keeps no middle page, and only then", "[sparse]") {
+  // Pages of 64, 4 sinks, a 256-token window at 2304 tokens: 36 pages, 1 sink page and pages
+  // 32..35 of the window: 5 pinned.
+  SparsePolicy p = policy(Selector::Hybrid, 0.10f, 4, 256);
+  const PinnedPages pinned = pinned_pages(p, 2304, 64);
+  CHECK(pinned.pages == 36);
+  CHECK(pinned.sink_pages == 1);
+  CHECK(pinned.window_pages() == 4);
+  CHECK(pinned.count() == 5);
+  CHECK(budget_keeps_no_middle_page(p, pinned));  // ceil(3.6) = 4 pages
+  for (Selector s : {Selector::Quest, Selector::H2O, Selector::Recency, Selector::Hybrid}) {
+    p.selector = s;
+    p.budget = 0.0f;
+    for (int pages = 1; pages <= 8; ++pages) {
+      p.budget_pages = pages;
+      CHECK(budget_keeps_no_middle_page(p, pinned) == (pages <= 5));
+      const std::vector<std::vector<float>> scores(1, std::vector<float>(36, 1.0f));
+      const SelectionPlan plan = plan_selection(p, {2304, 64, 1, &scores, &scores});
+      const auto& reasons = plan.heads[0].reasons;
+      CHECK((std::count(reasons.begin(), reasons.end(), KeepReason::Score) == 0) == (pages <= 5));
+    }
+  }
+  // Full and window selectors have no budget; a context that is all pinned has no middle page.
+  CHECK_FALSE(budget_keeps_no_middle_page(policy(Selector::Window, 0.0f, 4, 256), pinned));
+  CHECK_FALSE(budget_keeps_no_middle_page(policy(Selector::Full, 0.0f, 4, 256), pinned));
+  const SparsePolicy small = policy(Selector::Quest, 0.01f, 4, 256);
+  CHECK_FALSE(budget_keeps_no_middle_page(small, pinned_pages(small, 300, 64)));
+  // Sink and window pages that overlap count once.
+  const PinnedPages overlap = pinned_pages(small, 300, 64);
+  CHECK(overlap.count() == overlap.pages);
+}
