@@ -831,8 +831,18 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       } catch (const ExecutionStopped&) {
         summary.interrupted = true;
         fail_all("interrupted");
-      } catch (const DatabaseError&) {
-        throw;  // the store, not the case: the run stops
+      } catch (const DatabaseError& e) {
+        // The store, not the case: the run stops. Its cases in flight say why where the file
+        // still takes it (an update in place often fits where new rows do not).
+        const std::string why = "the results database could not be written: " + e.reason();
+        for (Member& m : members) {
+          if (m.failed || m.finished) continue;
+          try {
+            store.finish_case(m.id, CaseStatus::Failed, why);
+          } catch (const std::exception&) {
+          }
+        }
+        throw;
       } catch (const std::exception& e) {
         // A case that fails is recorded with its error; the others still run.
         progress.clear();

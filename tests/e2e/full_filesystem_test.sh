@@ -35,4 +35,11 @@ rm -f "$mnt/filler"
 listed=$("$kvbench" list runs --db "$mnt/results.sqlite")
 echo "$listed"
 if ! echo "$listed" | grep -Eq "^ +1 +failed "; then echo "FAILED: the run does not read failed"; exit 1; fi
+# The case in flight names the database as its reason.
+shown=$("$kvbench" show 1 --db "$mnt/results.sqlite" | tr -s ' \n' ' ')
+echo "$shown"
+if ! echo "$shown" | grep -Eq "failed [^ ]+: the results database could not be written: cannot write: database or disk is full"; then
+  echo "FAILED: the failed case does not say the database could not be written"
+  exit 1
+fi
 echo "PASSED"
