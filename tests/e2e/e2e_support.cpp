@@ -10,8 +10,9 @@
 
 namespace kvtest {
 
-Output run_kvbench(const std::string& args) {
-  const std::string command = std::string(KVBENCH_BIN) + " " + args + " 2>&1";
+namespace {
+
+Output run_command(const std::string& command) {
   Output out;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -20,6 +21,14 @@ Output run_kvbench(const std::string& args) {
   const int status = ::pclose(pipe);
   out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
+}
+
+}  // namespace
+
+Output run_kvbench(const std::string& args) { return run_command(std::string(KVBENCH_BIN) + " " + args + " 2>&1"); }
+
+Output run_kvbench_in(const std::string& dir, const std::string& args) {
+  return run_command("cd '" + dir + "' && " + std::string(KVBENCH_BIN) + " " + args + " 2>&1");
 }
 
 std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query) {

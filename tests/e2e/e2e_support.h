@@ -14,6 +14,8 @@ struct Output {
 
 // `kvbench <args>` through the shell, stdout and stderr together.
 Output run_kvbench(const std::string& args);
+// The same with `dir` as the working directory (relative paths in args and messages).
+Output run_kvbench_in(const std::string& dir, const std::string& args);
 
 // Rows of a query as strings ("NULL" for NULL), on a read-only connection.
 std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query);
