@@ -580,7 +580,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   }
   if (options.check_only) {
     std::error_code ec;
-    if (fs::exists(db_path, ec)) ResultsStore(options.db_path, Access::ReadOnly);
+    if (fs::exists(db_path, ec)) {
+      const ResultsStore readable(options.db_path, Access::ReadOnly);  // damaged, foreign or newer: refused
+    }
     RunSummary checked;
     checked.db = options.db_path;
     for (const Case& c : cases) {
