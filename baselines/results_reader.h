@@ -37,6 +37,9 @@ RunRecord get_run(ResultsStore& store, std::int64_t id, const std::string& what 
 // A run selector: an id, `latest`, `latest:TAG`, `latest:suite=NAME`, or a baseline name.
 // `flag` names the argument in errors.
 std::int64_t resolve_run(ResultsStore& store, const std::string& selector, const std::string& flag);
+// The help text of an argument that takes a run selector.
+inline constexpr const char* kRunSelectorHelp =
+    "the run: an id, latest (the newest complete run), latest:TAG, latest:suite=NAME or a baseline name";
 
 struct CaseSamples {
   std::string name, model, workload, policy, soc, status;

@@ -19,7 +19,7 @@ say "3/4 running the suite into kvbench-results/results.sqlite (progress on stde
 mkdir -p kvbench-results
 status=0
 ./build/bin/kvbench run --db kvbench-results/results.sqlite "$@" || status=$?
-say "results in kvbench-results/results.sqlite: kvbench list runs, kvbench show RUN_ID, kvbench export RUN_ID"
+say "results in kvbench-results/results.sqlite: kvbench list runs, kvbench show latest, kvbench export latest"
 
 say "4/4 writing the run's report"
 if ./build/bin/kvbench report --db kvbench-results/results.sqlite --run latest --out kvbench-results/report; then

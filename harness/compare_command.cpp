@@ -3,6 +3,7 @@
 #include "comparison_record.h"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 
 #include <algorithm>
 #include <map>
@@ -102,6 +103,42 @@ void write_file_atomically(const std::string& path, const std::string& text, con
   if (ec) throw kv::InputError(path, flag, "cannot write: " + ec.message());
 }
 
+}  // namespace
+
+void print_baselines(ResultsStore& store, bool as_json, std::FILE* out) {
+  const auto baselines = list_baselines(store);
+  if (as_json) {
+    nlohmann::json array = nlohmann::json::array();
+    for (const BaselineRecord& b : baselines) array.push_back({{"name", b.name}, {"run", b.run_id}, {"set_at", b.set_at}, {"reason", b.reason}});
+    fmt::print(out, "{}\n", array.dump(2));
+    return;
+  }
+  fmt::print(out, "{:<24} {:>5}  {:<20}  {}\n", "baseline", "run", "set", "reason");
+  for (const BaselineRecord& b : baselines) fmt::print(out, "{:<24} {:>5}  {:<20}  {}\n", b.name, b.run_id, b.set_at, b.reason);
+  if (baselines.empty()) fmt::print(out, "(no baselines; `kvbench baseline set NAME RUN`)\n");
+}
+
+void print_acks(ResultsStore& store, bool as_json, std::FILE* out) {
+  const auto acks = list_acks(store);
+  if (as_json) {
+    nlohmann::json array = nlohmann::json::array();
+    for (const AckRow& a : acks) {
+      array.push_back({{"id", a.id}, {"run", a.run_id}, {"baseline_run", a.baseline_run}, {"metric", a.metric_glob}, {"cases", a.case_glob},
+                       {"created_at", a.created_at}, {"reason", a.reason}});
+    }
+    fmt::print(out, "{}\n", array.dump(2));
+    return;
+  }
+  fmt::print(out, "{:>4}  {:>5}  {:>8}  {:<24} {:<28} {:<20}  {}\n", "ack", "run", "baseline", "metric", "cases", "created", "reason");
+  for (const AckRow& a : acks) {
+    fmt::print(out, "{:>4}  {:>5}  {:>8}  {:<24} {:<28} {:<20}  {}\n", a.id, a.run_id, a.baseline_run, a.metric_glob, a.case_glob, a.created_at,
+               a.reason);
+  }
+  if (acks.empty()) fmt::print(out, "(no acknowledgements)\n");
+}
+
+namespace {
+
 int run_baseline(const CompareCommandOptions& o) {
   if (o.set->parsed()) {
     ResultsStore store(o.db);
@@ -130,23 +167,14 @@ int run_baseline(const CompareCommandOptions& o) {
                b->reason.empty() ? "" : ": " + b->reason);
     return kExitOk;
   }
-  const auto baselines = list_baselines(store);
-  fmt::print("{:<24} {:>5}  {:<20}  {}\n", "baseline", "run", "set", "reason");
-  for (const BaselineRecord& b : baselines) fmt::print("{:<24} {:>5}  {:<20}  {}\n", b.name, b.run_id, b.set_at, b.reason);
-  if (baselines.empty()) fmt::print("(no baselines; `kvbench baseline set NAME RUN`)\n");
+  print_baselines(store, false, stdout);
   return kExitOk;
 }
 
 int run_ack(const CompareCommandOptions& o) {
   if (o.ack_list->parsed()) {
     ResultsStore store(o.db, Access::ReadOnly);
-    const auto acks = list_acks(store);
-    fmt::print("{:>4}  {:>5}  {:>8}  {:<24} {:<28} {:<20}  {}\n", "ack", "run", "baseline", "metric", "cases", "created", "reason");
-    for (const AckRow& a : acks) {
-      fmt::print("{:>4}  {:>5}  {:>8}  {:<24} {:<28} {:<20}  {}\n", a.id, a.run_id, a.baseline_run, a.metric_glob, a.case_glob, a.created_at,
-                 a.reason);
-    }
-    if (acks.empty()) fmt::print("(no acknowledgements)\n");
+    print_acks(store, false, stdout);
     return kExitOk;
   }
   ResultsStore store(o.db);
@@ -158,9 +186,16 @@ int run_ack(const CompareCommandOptions& o) {
   if (o.ack_run.empty()) throw kv::InputError("--run", "", "is required (the candidate run whose regression is accepted)");
   if (o.ack_metric.empty()) throw kv::InputError("--metric", "", "is required (a metric name, `kvbench metrics`)");
   if (o.ack_reason.empty()) throw kv::InputError("--reason", "", "is required: say why the regression is accepted");
-  const std::optional<MetricKey> ack_key = parse_metric_key(o.ack_metric);
-  if (!ack_key || find_metric(ack_key->name) == nullptr) {
-    throw kv::InputError("--metric", o.ack_metric, "not a metric (`kvbench metrics` lists them; NAME@model for a modelled figure)");
+  // A glob (`attn_*`, `*@model`) must match some metric key: a typo would accept nothing.
+  int matched = 0;
+  for (const MetricDef& def : metric_table()) {
+    for (const std::string& key : {def.name, def.modelled ? metric_key(def.name, Clock::Model) : std::string()}) {
+      matched += !key.empty() && ::fnmatch(o.ack_metric.c_str(), key.c_str(), 0) == 0 ? 1 : 0;
+    }
+  }
+  if (matched == 0) {
+    throw kv::InputError("--metric", o.ack_metric,
+                         "matches no metric (`kvbench metrics` lists them; NAME@model for a modelled figure; globs take * ? [...])");
   }
   const std::int64_t run = resolve_run(store, o.ack_run, "--run");
   std::int64_t baseline = 0;
@@ -173,8 +208,8 @@ int run_ack(const CompareCommandOptions& o) {
     baseline = verdicts.back().baseline_run;
   }
   const std::int64_t id = store.add_ack(run, baseline, o.ack_case, o.ack_metric, o.ack_reason);
-  fmt::print("acknowledgement {}: {} of {} accepted in run {} against run {} (and in later candidates against it): {}\n", id,
-             o.ack_metric, o.ack_case, run, baseline, o.ack_reason);
+  fmt::print("acknowledgement {}: {}{} of {} accepted in run {} against run {} (and in later candidates against it): {}\n", id,
+             o.ack_metric, matched > 1 ? fmt::format(" ({} metrics)", matched) : "", o.ack_case, run, baseline, o.ack_reason);
   return kExitOk;
 }
 
@@ -292,7 +327,7 @@ void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
   o.ack = app.add_subcommand("ack", "Accept a regression: it stops failing the gate for that candidate and later ones against its baseline");
   o.ack->require_subcommand(0, 1);
   o.ack->add_option("--run", o.ack_run, "the candidate run whose regression is accepted (a run selector)");
-  o.ack->add_option("--metric", o.ack_metric, "the metric");
+  o.ack->add_option("--metric", o.ack_metric, "the metric key, or a glob over metric keys (attn_*, *@model)");
   o.ack->add_option("--case", o.ack_case, "the cases, a glob over model/workload/policy/soc")->capture_default_str();
   o.ack->add_option("--reason", o.ack_reason, "why it is accepted (kept and shown with the row)");
   o.ack->add_option("--baseline", o.ack_baseline, "the baseline it regressed against (default: that of the run's last gate)");

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
 
 #include "comparison_record.h"
+#include "results_store.h"
 #include "run_comparison.h"
 
 namespace kvbench {
@@ -39,6 +41,10 @@ struct CompareCommandOptions {
 void add_compare_commands(CLI::App& app, CompareCommandOptions& options);
 // Runs whichever of the commands was parsed; false when none was.
 bool run_compare_commands(const CompareCommandOptions& options, int& exit_code);
+
+// The baselines and the acknowledgements as `baseline list`, `ack list` and `list` print them.
+void print_baselines(ResultsStore& store, bool as_json, std::FILE* out);
+void print_acks(ResultsStore& store, bool as_json, std::FILE* out);
 
 // The gate rules of `--rules PATH` ("" : the built-in configs/gate.json), with their text.
 struct LoadedRules {

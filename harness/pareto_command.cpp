@@ -34,7 +34,7 @@ const char* direction(Better b) { return b == Better::Lower ? "lower is better" 
 
 void add_pareto_command(CLI::App& app, ParetoOptions& o) {
   o.command = app.add_subcommand("pareto", "The policies no other beats on every objective, per model, workload and SoC of a run");
-  o.command->add_option("--run", o.run, "the run: an id, latest, latest:TAG, latest:suite=NAME or a baseline name")->capture_default_str();
+  o.command->add_option("--run", o.run, kRunSelectorHelp)->capture_default_str();
   o.command->add_option("--db", o.db, "results database")->capture_default_str();
   o.command->add_option("--soc", o.soc, "only this SoC's cases");
   o.command->add_option("--x", o.x, "first objective (a metric)")->capture_default_str();

@@ -1,6 +1,7 @@
 #include "run_command.h"
 
 #include "cli_checks.h"
+#include "compare_command.h"
 #include "suite_config.h"
 
 #include <fmt/format.h>
@@ -120,16 +121,16 @@ std::vector<std::string> parse_soc_list(const std::string& text) {
 
 void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.list = app.add_subcommand("list", "List what the results database holds (read-only)");
-  o.list->add_option("what", o.what, "runs")->required()->check(CLI::IsMember({"runs"}));
+  o.list->add_option("what", o.what, "runs, baselines or acks")->required()->check(CLI::IsMember({"runs", "baselines", "acks"}));
   o.list->add_option("--db", o.db, "results database")->capture_default_str();
-  o.list->add_flag("--json", o.json, "print the runs as a JSON array");
-  o.list->add_option("--status", o.status, "only runs with this status")
+  o.list->add_flag("--json", o.json, "print them as a JSON array");
+  o.list->add_option("--status", o.status, "runs: only runs with this status")
       ->check(CLI::IsMember({"running", "complete", "failed", "aborted", "interrupted"}));
-  o.list->add_option("--suite", o.suite, "only runs of this suite");
-  o.list->add_option("--tag", o.tags, "only runs with this tag (repeatable: every one)");
-  o.list->add_option("--last", o.last, "only the newest N runs")->check(CLI::PositiveNumber);
+  o.list->add_option("--suite", o.suite, "runs: only runs of this suite");
+  o.list->add_option("--tag", o.tags, "runs: only runs with this tag (repeatable: every one)");
+  o.list->add_option("--last", o.last, "runs: only the newest N runs")->check(CLI::PositiveNumber);
   o.show = app.add_subcommand("show", "A run's metadata and per-case medians (read-only)");
-  o.show->add_option("RUN_ID", o.run_id_text, "run id")->required();
+  o.show->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
   o.show->add_option("--db", o.db, "results database")->capture_default_str();
   o.show->add_option("--metrics", o.metrics, "comma-separated metric names for the columns (\"all\": every metric)");
   o.show->add_flag("--json", o.json, "print the same medians as JSON");
@@ -137,7 +138,7 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
       ->check(CLI::IsMember({"host", "model"}))
       ->capture_default_str();
   o.exporter = app.add_subcommand("export", "Export a run's metrics as JSON or CSV (read-only)");
-  o.exporter->add_option("RUN_ID", o.run_id_text, "run id")->required();
+  o.exporter->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
   o.exporter->add_option("--db", o.db, "results database")->capture_default_str();
   o.exporter->add_option("--format", o.format, "json or csv")->check(CLI::IsMember({"json", "csv"}))->capture_default_str();
   o.exporter->add_option("--out", o.out, "output file (default: stdout)");
@@ -152,15 +153,6 @@ std::string run_json(const RunSummary& s) {
 }
 
 namespace {
-
-std::int64_t parse_run_id(const std::string& text) {
-  std::int64_t id = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (error != std::errc() || end != text.data() + text.size() || id < 1) {
-    throw kv::InputError("RUN_ID", text, "not a run id (a positive integer; `kvbench list runs` shows them)");
-  }
-  return id;
-}
 
 // Read by a writer: the run just wrote this database, and a writer's close leaves no -wal/-shm.
 void print_summary(const std::string& db, std::int64_t run_id, std::FILE* out) {
@@ -226,7 +218,21 @@ int run_run(const RunCommandOptions& o) {
 }
 
 int run_list(const ResultsCommandOptions& o, std::FILE* out) {
+  if (o.what != "runs") {
+    // The run filters mean nothing here: refused rather than ignored.
+    for (const char* flag : {"--status", "--suite", "--tag", "--last"}) {
+      if (o.list->count(flag) > 0) throw kv::InputError(flag, o.what, "filters runs only (`kvbench list runs`)");
+    }
+  }
   ResultsStore store(o.db, Access::ReadOnly);
+  if (o.what == "baselines") {
+    print_baselines(store, o.json, out);
+    return kExitOk;
+  }
+  if (o.what == "acks") {
+    print_acks(store, o.json, out);
+    return kExitOk;
+  }
   RunFilter filter;
   filter.status = o.status;
   filter.suite = o.suite;
@@ -254,17 +260,17 @@ int run_list(const ResultsCommandOptions& o, std::FILE* out) {
 }
 
 int run_show(const ResultsCommandOptions& o, std::FILE* out) {
-  const std::int64_t run_id = o.run_id > 0 ? o.run_id : parse_run_id(o.run_id_text);
   const auto columns = o.metrics.empty() ? default_summary_columns() : summary_columns(o.metrics);
   ResultsStore store(o.db, Access::ReadOnly);
+  const std::int64_t run_id = o.run_id > 0 ? o.run_id : resolve_run(store, o.run_selector, "RUN");
   const RunView view = load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
   fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns));
   return kExitOk;
 }
 
 int run_export(const ResultsCommandOptions& o) {
-  const std::int64_t run_id = o.run_id > 0 ? o.run_id : parse_run_id(o.run_id_text);
   ResultsStore store(o.db, Access::ReadOnly);
+  const std::int64_t run_id = o.run_id > 0 ? o.run_id : resolve_run(store, o.run_selector, "RUN");
   // A `running` run whose process is gone is exported as aborted, as list and show say.
   const RunRecord run = get_run(store, run_id);
   const std::vector<CaseRecord> cases = load_cases(store, run_id);

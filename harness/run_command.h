@@ -24,8 +24,8 @@ struct RunCommandOptions {
 struct ResultsCommandOptions {
   std::string db = "kvbench-results/results.sqlite";
   std::string what;            // list: "runs"
-  std::string run_id_text;     // show, export: as typed
-  std::int64_t run_id = 0;     // parsed from run_id_text
+  std::string run_selector;    // show, export: an id, latest, latest:TAG, latest:suite=NAME or a baseline name
+  std::int64_t run_id = 0;     // > 0: this run, whatever run_selector says
   std::string format = "json"; // export: json | csv
   std::string out;             // export: "" = stdout
   std::string metrics;         // show: "" = the default columns

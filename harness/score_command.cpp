@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "accuracy.h"
+#include "cli_checks.h"
 #include "model_loader.h"
 #include "quant/format.h"
 #include "runtime/error.h"
@@ -20,7 +21,7 @@ void add_score_command(CLI::App& app, ScoreOptions& o) {
   cmd->add_option("--v", o.v, "V format: f32 f16 fp8 q8 q4 q2");
   cmd->add_option("--residual", o.residual_tokens, "full-precision residual tokens");
   cmd->add_option("--page-tokens", o.page_tokens, "tokens per page (16..256)");
-  cmd->add_option("--window", o.window, "tokens per scoring window");
+  cmd->add_option("--window", o.window, "tokens per scoring window (default: the model's context)")->check(whole_number_in(1, 1 << 24));
   cmd->add_option("--chunk", o.chunk, "tokens per step (1 = decode-like)");
   cmd->add_option("--max-windows", o.max_windows, "score only this many windows (0 = all)");
   cmd->add_option("--threads", o.threads, "engine threads");
@@ -49,8 +50,7 @@ void check_flags(const ScoreOptions& o, const kv::SparsePolicy& sparse) {
                          fraction ? "give one of --budget and --budget-pages, not both"
                                   : "needs a budget: --budget (a fraction of the context's pages) or --budget-pages (a page count)");
   }
-  if (o.window < 1) throw kv::InputError("--window", std::to_string(o.window), "must be >= 1");
-  if (o.chunk < 1 || o.chunk > o.window) throw kv::InputError("--chunk", std::to_string(o.chunk), "must be in [1, --window]");
+  if (o.chunk < 1) throw kv::InputError("--chunk", std::to_string(o.chunk), "must be >= 1");
 }
 
 }  // namespace
@@ -68,11 +68,15 @@ int run_score(const ScoreOptions& o) {
     throw kv::InputError("--window", std::to_string(o.window),
                          fmt::format("is larger than the context of {} ({} positions)", o.model, weights->config.seq_len));
   }
+  const int window = o.window > 0 ? o.window : weights->config.seq_len;
+  if (o.chunk > window) {
+    throw kv::InputError("--chunk", std::to_string(o.chunk), fmt::format("must be in [1, the window] (the window is {} tokens)", window));
+  }
   const std::vector<int> tokens = model.tokenizer.encode(read_text_file(o.text, "--text"), true, false);
 
   kv::CacheConfig reference;
   reference.geometry = {weights->config.layers, weights->config.heads, weights->config.kv_heads,
-                        weights->config.head_dim(), o.window};
+                        weights->config.head_dim(), window};
   reference.k_format = kv::Format::F32;
   reference.v_format = kv::Format::F32;
   reference.page_tokens = o.page_tokens;
@@ -81,7 +85,7 @@ int run_score(const ScoreOptions& o) {
   tested.k_format = kv::parse_format(o.k, "kvbench score", "--k");
   tested.v_format = kv::parse_format(o.v, "kvbench score", "--v");
   tested.residual_tokens = o.residual_tokens;
-  ScoringConfig scoring{o.window, o.chunk, o.max_windows, {}};
+  ScoringConfig scoring{window, o.chunk, o.max_windows, {}};
   scoring.sparse.selector = selector;
   const bool pages = o.budget_pages_option != nullptr && o.budget_pages_option->count() > 0;
   scoring.sparse.budget = scoring.sparse.needs_budget() && !pages ? o.budget : 0.0f;

@@ -14,7 +14,7 @@ struct ScoreOptions {
   std::string v = "f32";
   int residual_tokens = 0;
   int page_tokens = 16;
-  int window = 512;
+  int window = 0;         // 0: the model's context
   int chunk = 1;
   int max_windows = 0;
   int threads = 1;

@@ -47,7 +47,7 @@ double tolerance(const std::string& metric) { return metric == "ttft_ms" ? 0.35 
 
 void add_validate_command(CLI::App& app, ValidateOptions& o) {
   o.command = app.add_subcommand("validate-model", "The cost model against measurement: a run's host cases, measured and modelled side by side");
-  o.command->add_option("--run", o.run, "the run: an id, latest, latest:TAG, latest:suite=NAME or a baseline name")->capture_default_str();
+  o.command->add_option("--run", o.run, kRunSelectorHelp)->capture_default_str();
   o.command->add_option("--db", o.db, "results database")->capture_default_str();
   o.command->add_flag("--json", o.json, "print a list of {case, metric, measured, modelled, ratio}");
 }

@@ -71,8 +71,10 @@ TEST_CASE("every usage error exits 2 naming the argument, --help and --version e
     std::string args, message;
   };
   const std::vector<Bad> cases = {
-      {"show abc --db " + db, "kvbench: RUN_ID: abc: not a run id"},
-      {"export 1.5 --db " + db, "kvbench: RUN_ID: 1.5: not a run id"},
+      {"show abc --db " + db, "kvbench: RUN: abc: neither a run id, latest, latest:TAG, latest:suite=NAME nor a baseline name"},
+      {"export 1.5 --db " + db, "kvbench: RUN: 1.5: neither a run id"},
+      {"show 0 --db " + db, "kvbench: RUN: 0: not a run id (a positive integer)"},
+      {"list baselines --last 2 --db " + db, "kvbench: --last: baselines: filters runs only"},
       {"show 99 --db " + db, "no run 99 in this database"},
       {"run --repetitions 0", "kvbench: --repetitions: 0 is not in 1..1000"},
       {"run --repetitions abc", "kvbench: --repetitions: 'abc' is not a whole number"},
@@ -132,6 +134,13 @@ TEST_CASE("kvbench score validates its flags like a suite", "[e2e][cli]") {
   INFO(ok.text);
   CHECK(ok.status == 0);
   CHECK(ok.text.find("\"budget_pages\": 2") != std::string::npos);
+  // The window defaults to the model's context: a 128-position GGUF scores without --window.
+  const Output gguf = run_kvbench("score --model " + kvtest::model_file("stories260K.gguf") + " --text " +
+                                  kvtest::model_file("tinystories-sample.txt") + " --max-windows 1 --json");
+  INFO(gguf.text);
+  CHECK(gguf.status == 0);
+  CHECK(gguf.text.find("\"predictions\": 127,") != std::string::npos);
+  CHECK(run_kvbench("score " + model + " --window 0").status == 2);
 }
 
 TEST_CASE("list, show and export read a 0444 database and one in a read-only directory, and never write it", "[e2e][cli]") {

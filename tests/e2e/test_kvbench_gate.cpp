@@ -227,3 +227,55 @@ TEST_CASE("an acknowledged regression stops failing the gate and stays listed, a
   CHECK(run_kvbench("ack rm 1 --db " + f.db).status == 0);
   CHECK(run_kvbench(gate).status == 1);  // token_drop_ratio fails again
 }
+
+TEST_CASE("an ack takes a metric glob, runs are named by selectors everywhere, list shows baselines and acks", "[e2e][gate]") {
+  Fixture f;
+  f.run(f.file("base.json", suite("gate", "0.25", "")), "base");
+  f.run(f.file("tight.json", suite("gate", "0.10", "")), "tight");
+  const std::string rules = f.file("exact-only.json", R"({"rules": [
+    {"metric": "*_ms", "gated": false}, {"metric": "*_ms_*", "gated": false}, {"metric": "*_tps", "gated": false},
+    {"metric": "goodput", "gated": false}, {"metric": "swap_*_gb_per_s", "gated": false}, {"metric": "peak_rss_bytes", "gated": false}]})");
+  REQUIRE(run_kvbench("baseline set nightly-ref latest:base --db " + f.db).status == 0);
+  const std::string gate = "gate --baseline nightly-ref --candidate latest:tight --rules " + rules + " --db " + f.db;
+  Output out = run_kvbench(gate);
+  INFO(out.text);
+  REQUIRE(out.status == 1);
+  // A glob that matches no metric, and a key on a clock it is not stored under, accept nothing: refused.
+  for (const char* bad : {"nope_*", "ttft_ms@host"}) {
+    out = run_kvbench(std::string("ack --run latest:tight --metric '") + bad + "' --reason x --db " + f.db);
+    INFO(out.text);
+    CHECK(out.status == 2);
+    CHECK(out.text.find("matches no metric") != std::string::npos);
+  }
+  // attn_* accepts the attention figures, not the token drop.
+  out = run_kvbench("ack --run latest:tight --metric 'attn_*' --reason 'recall for memory' --db " + f.db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(out.text.find("attn_* (") != std::string::npos);  // how many metrics it matches
+  out = run_kvbench(gate);
+  CHECK(out.status == 1);
+  CHECK(out.text.find("regressed (acknowledged) syn-7b/rag-2k/q4-hybrid/host attn_mass_recall:") != std::string::npos);
+  CHECK(out.text.find("regressed syn-7b/rag-2k/q4-hybrid/host token_drop_ratio:") != std::string::npos);
+  // One glob for the rest of the deliberate change.
+  REQUIRE(run_kvbench("ack --run latest:tight --metric '*' --case 'syn-7b/rag-2k/*' --reason 'the whole trade' --db " + f.db).status == 0);
+  CHECK(run_kvbench(gate).status == 0);
+  // list baselines and acks, as tables and JSON.
+  out = run_kvbench("list baselines --db " + f.db);
+  CHECK(out.status == 0);
+  CHECK(out.text.find("nightly-ref") != std::string::npos);
+  out = run_kvbench("list acks --json --db " + f.db);
+  CHECK(out.status == 0);
+  const auto acks = nlohmann::json::parse(out.text);
+  REQUIRE(acks.size() == 2);
+  CHECK(acks[0]["metric"] == "attn_*");
+  CHECK(acks[1]["cases"] == "syn-7b/rag-2k/*");
+  // show and export take the same selectors as gate.
+  const Output by_tag = run_kvbench("show latest:tight --json --db " + f.db);
+  const Output by_id = run_kvbench("show 2 --json --db " + f.db);
+  CHECK(by_tag.status == 0);
+  CHECK(by_tag.text == by_id.text);
+  CHECK(run_kvbench("show nightly-ref --json --db " + f.db).text == run_kvbench("show 1 --json --db " + f.db).text);
+  out = run_kvbench("export latest:suite=gate --format csv --db " + f.db);
+  CHECK(out.status == 0);
+  CHECK(out.text.find("\n2,complete,") != std::string::npos);
+}
