@@ -3,6 +3,7 @@
 #include "cli_checks.h"
 #include "compare_command.h"
 #include "suite_config.h"
+#include "terminal_width.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -77,6 +78,7 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                   "of its wall time is noisy (its wall-time figures are left out of comparisons)")
       ->check(number_in(0.0, 1.0));
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
+  cmd->add_flag("--wide", o.wide, "print the summary as one table, however wide (default: fit the terminal, 120 columns in a log)");
   cmd->add_flag("--check", o.run.check_only,
                 "make every check a run makes before it starts (suite, models, scripts, sparse budgets, kernel paths, "
                 "directories, the database read-only), say which cases would be skipped or degraded, and stop: nothing "
@@ -134,6 +136,7 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.show->add_option("--db", o.db, "results database")->capture_default_str();
   o.show->add_option("--metrics", o.metrics, "comma-separated metric names for the columns (\"all\": every metric)");
   o.show->add_flag("--json", o.json, "print the same medians as JSON");
+  o.show->add_flag("--wide", o.wide, "one table, however wide (default: fit the terminal, 120 columns in a log)");
   o.show->add_option("--clock", o.clock, "host: the measured timings; model: the cost model's, priced by each case's SoC profile")
       ->check(CLI::IsMember({"host", "model"}))
       ->capture_default_str();
@@ -155,9 +158,9 @@ std::string run_json(const RunSummary& s) {
 namespace {
 
 // Read by a writer: the run just wrote this database, and a writer's close leaves no -wal/-shm.
-void print_summary(const std::string& db, std::int64_t run_id, std::FILE* out) {
+void print_summary(const std::string& db, std::int64_t run_id, bool wide, std::FILE* out) {
   ResultsStore store(db);
-  fmt::print(out, "{}", render_summary(load_run_view(store, run_id), default_summary_columns()));
+  fmt::print(out, "{}", render_summary(load_run_view(store, run_id), default_summary_columns(), summary_width(out, wide)));
 }
 
 }  // namespace
@@ -202,7 +205,7 @@ int run_run(const RunCommandOptions& o) {
   if (o.json) {
     fmt::print("{}\n", run_json(s));
   } else {
-    print_summary(s.db, s.run_id, stdout);
+    print_summary(s.db, s.run_id, o.wide, stdout);
   }
   std::fflush(stdout);
   if (s.interrupted) {
@@ -264,7 +267,7 @@ int run_show(const ResultsCommandOptions& o, std::FILE* out) {
   ResultsStore store(o.db, Access::ReadOnly);
   const std::int64_t run_id = o.run_id > 0 ? o.run_id : resolve_run(store, o.run_selector, "RUN");
   const RunView view = load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
-  fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns));
+  fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns, summary_width(out, o.wide)));
   return kExitOk;
 }
 

@@ -16,6 +16,7 @@ struct RunCommandOptions {
   std::string suite = "nightly";
   RunOptions run;
   bool json = false;
+  bool wide = false;  // the summary in one table whatever the terminal's width
   std::string socs;  // sweep: the SoCs replacing the suite's, comma-separated
   std::optional<double> noise_threshold;  // replaces the suite's noise_threshold
   CLI::App* command = nullptr;
@@ -23,7 +24,7 @@ struct RunCommandOptions {
 
 struct ResultsCommandOptions {
   std::string db = "kvbench-results/results.sqlite";
-  std::string what;            // list: "runs"
+  std::string what;            // list: runs, baselines or acks
   std::string run_selector;    // show, export: an id, latest, latest:TAG, latest:suite=NAME or a baseline name
   std::int64_t run_id = 0;     // > 0: this run, whatever run_selector says
   std::string format = "json"; // export: json | csv
@@ -31,6 +32,7 @@ struct ResultsCommandOptions {
   std::string metrics;         // show: "" = the default columns
   std::string clock = "host";  // show: host or model figures
   bool json = false;           // show, list
+  bool wide = false;           // show: one table whatever the terminal's width
   std::string status, suite;   // list filters
   std::vector<std::string> tags;
   int last = 0;                // list: the newest N (0: all)

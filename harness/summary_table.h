@@ -1,6 +1,6 @@
 // The run summary that `kvbench run` prints and `kvbench show` reprints: medians in human units
 // (three significant digits, no exponent), columns from the metric table, case names shortened
-// to the parts that differ (the common ones in a key), fitting a 120-column terminal (names
+// to the parts that differ (the common ones in a key), fitting `width` columns (names
 // wrap onto their own line when the figures need the room), and a legend for every mark, the
 // clocks, degraded, failed, skipped and interrupted cases in plain words.
 #pragma once

@@ -1,7 +1,11 @@
 #include "e2e/e2e_support.h"
 
+#include <pty.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -29,6 +33,42 @@ Output run_kvbench(const std::string& args) { return run_command(std::string(KVB
 
 Output run_kvbench_in(const std::string& dir, const std::string& args) {
   return run_command("cd '" + dir + "' && " + std::string(KVBENCH_BIN) + " " + args + " 2>&1");
+}
+
+Output run_kvbench_tty(const std::string& args, int columns) {
+  winsize size{};
+  size.ws_row = 50;
+  size.ws_col = static_cast<unsigned short>(columns);
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, &size);
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string command = std::string(KVBENCH_BIN) + " " + args;
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  Output out;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(master, buffer, sizeof buffer);
+    if (n > 0) {
+      out.text.append(buffer, static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO: the child closed the terminal
+    }
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::string text;
+  for (char c : out.text) {
+    if (c != '\r') text += c;
+  }
+  out.text = text;
+  return out;
 }
 
 std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query) {

@@ -17,6 +17,10 @@ Output run_kvbench(const std::string& args);
 // The same with `dir` as the working directory (relative paths in args and messages).
 Output run_kvbench_in(const std::string& dir, const std::string& args);
 
+// The same on a pseudo-terminal `columns` wide: stdout and stderr are the terminal (line ends
+// come back as "\n").
+Output run_kvbench_tty(const std::string& args, int columns);
+
 // Rows of a query as strings ("NULL" for NULL), on a read-only connection.
 std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query);
 // The one value of a one-row query.
