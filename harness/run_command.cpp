@@ -78,6 +78,10 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                   "of its wall time is noisy (its wall-time figures are left out of comparisons)")
       ->check(number_in(0.0, 1.0));
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
+  cmd->add_option("--heartbeat", o.run.heartbeat_s,
+                  "in a log (stderr not a terminal): a line at least every this many seconds inside a long repetition (0: none)")
+      ->check(number_in(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_flag("--wide", o.wide, "print the summary as one table, however wide (default: fit the terminal, 120 columns in a log)");
   cmd->add_flag("--check", o.run.check_only,
                 "make every check a run makes before it starts (suite, models, scripts, sparse budgets, kernel paths, "

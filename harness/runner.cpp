@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -22,6 +23,7 @@
 #include "degradation.h"
 #include "executor.h"
 #include "cpu_probe.h"
+#include "human_units.h"
 #include "machine.h"
 #include "memory/l2_store.h"
 #include "model/llama_model.h"
@@ -314,6 +316,53 @@ Repetition priced_repetition(const EngineRun& run, const Pricing& how) {
   return rep;
 }
 
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
+
+// What a SoC does with a case given the host run's peak L1: priced from the host run as it is,
+// run again with the SoC's capacities (a smaller KV budget or L0), or priced as it is because it
+// cannot even hold what no demotion frees.
+struct SocPlan {
+  bool rerun = false;
+  Capacities capacities;
+  std::optional<RunEvent> note;  // CapacityRerun or DoesNotFit
+};
+
+SocPlan plan_soc(const kv::soc::SocProfile& p, double weights, double peak_l1, const kv::MemoryConfig& memory,
+                 std::uint64_t floor_bytes) {
+  SocPlan plan;
+  const double kv_budget = p.model_budget_bytes.value - weights - p.runtime_reserve_bytes.value;
+  const bool l1_short = kv_budget < peak_l1;
+  const bool l0_short = p.l0.capacity_bytes.value < static_cast<double>(memory.l0_bytes);
+  if (!l1_short && !l0_short) return plan;
+  std::string why;
+  if (l1_short) {
+    plan.capacities.l1_bytes = static_cast<std::size_t>(kv_budget);
+    if (memory.l1_bytes > 0) plan.capacities.l1_bytes = std::min(plan.capacities.l1_bytes, memory.l1_bytes);
+    why = fmt::format("its KV budget ({}: model budget less weights and reserve) is below the host run's peak L1 ({})", gib(kv_budget),
+                      gib(peak_l1));
+  }
+  if (l0_short) {
+    plan.capacities.l0_bytes = static_cast<std::size_t>(p.l0.capacity_bytes.value);
+    why += fmt::format("{}its L0 ({} KiB) is smaller than the policy's ({} KiB)", why.empty() ? "" : " and ",
+                       plan.capacities.l0_bytes >> 10, memory.l0_bytes >> 10);
+  }
+  if (l1_short && plan.capacities.l1_bytes < floor_bytes) {
+    plan.note = note_event(EventKind::DoesNotFit,
+                           fmt::format("{}: {}, and it cannot even hold the {} no demotion can free (pinned and residual "
+                                       "pages, summaries); priced from the host run's capacities",
+                                       p.name, why, gib(static_cast<double>(floor_bytes))));
+    plan.capacities = {};
+    return plan;
+  }
+  plan.rerun = true;
+  plan.note = note_event(EventKind::CapacityRerun,
+                         fmt::format("{}: {}; the engine ran again with L0 {} KiB and L1 {}", p.name, why,
+                                     (plan.capacities.l0_bytes > 0 ? plan.capacities.l0_bytes : memory.l0_bytes) >> 10,
+                                     plan.capacities.l1_bytes > 0 ? gib(static_cast<double>(plan.capacities.l1_bytes))
+                                                                  : std::string("uncapped")));
+  return plan;
+}
+
 // A budget that keeps no middle page at the case's largest decode context is refused, or noted
 // when the policy allows it.
 void check_sparse_budget(const SuiteConfig& suite, Case& c) {
@@ -330,15 +379,16 @@ void check_sparse_budget(const SuiteConfig& suite, Case& c) {
                                    c.info.name(), reason));
 }
 
-// What no demotion can free in L1 for case c, stated for the whole model.
+// What no demotion can free in L1 for case c (under `cache`, its policy's unless given), stated
+// for the whole model.
 struct L1Floor {
   std::uint64_t whole_bytes = 0;
   kv::L1Minimum executed;  // of the executed layers
   int layers = 0, kv_heads = 0;
 };
 
-L1Floor l1_floor(const Case& c) {
-  kv::CacheConfig executed = c.policy->cache;
+L1Floor l1_floor(const Case& c, const kv::CacheConfig& cache) {
+  kv::CacheConfig executed = cache;
   int layers = 0, samples = 0;
   const int positions = c.script.script.positions;
   if (c.model->preset != nullptr) {
@@ -357,6 +407,17 @@ L1Floor l1_floor(const Case& c) {
   floor.layers = layers;
   floor.kv_heads = executed.geometry.kv_heads;
   return floor;
+}
+L1Floor l1_floor(const Case& c) { return l1_floor(c, c.policy->cache); }
+
+// The peak L1 (whole model) a case's host run is expected to reach, for planning the ETA only:
+// every page of its longest sequence resident, or the policy's cap.
+double expected_peak_l1(const Case& c) {
+  kv::CacheConfig everything = c.policy->cache;
+  everything.memory.pin_window_tokens = c.script.script.positions + everything.residual_tokens;
+  const double bytes = static_cast<double>(l1_floor(c, everything).whole_bytes);
+  const std::size_t cap = c.policy->cache.memory.l1_bytes;
+  return cap > 0 ? std::min(bytes, static_cast<double>(cap)) : bytes;
 }
 
 // A whole-model L1 budget must hold what no demotion can free; otherwise the run could only
@@ -383,7 +444,6 @@ kv::soc::ModelWork model_work_of(const Model& model) {
   return model.preset != nullptr ? model_work(*model.preset) : model_work(model.llama.weights->config);
 }
 
-std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
 
 // The run's own L2 subdirectories, removed with everything in them when the run ends.
 class RunL2Dirs {
@@ -666,9 +726,32 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   // The ETA weighs each repetition by the positions it processes.
   const int units_per_case = repetitions + suite.warmup;
   const auto work_of = [](const Case& c) { return static_cast<double>(std::max(c.script.script.positions, 1)); };
+  // A SoC's own runs are planned from the peak L1 its host run is expected to reach, and
+  // corrected once the first host run says what it was.
+  std::vector<std::uint8_t> expected_rerun(cases.size(), 0);
   double work = 0.0;
-  for (const auto& [begin, end] : groups) work += work_of(cases[begin]) * units_per_case;
-  Progress progress(static_cast<int>(cases.size()), work, Progress::mode_for(stderr, options.progress));
+  int engine_runs = 0, soc_runs = 0;
+  for (const auto& [begin, end] : groups) {
+    const Case& c = cases[begin];
+    if (!c.script.skipped.empty()) continue;
+    work += work_of(c) * units_per_case;
+    engine_runs += units_per_case;
+    const auto weights = static_cast<double>(model_work_of(*c.model).resident_bytes);
+    const double peak = expected_peak_l1(c);
+    const std::uint64_t floor = l1_floor(c).whole_bytes;
+    for (std::size_t i = begin; i < end; ++i) {
+      const kv::soc::SocProfile& p = profiles.at(cases[i].info.soc);
+      if (cases[i].info.soc == "host" || weights + p.runtime_reserve_bytes.value > p.model_budget_bytes.value) continue;
+      if (!plan_soc(p, weights, peak, c.policy->cache.memory, floor).rerun) continue;
+      expected_rerun[i] = 1;
+      work += work_of(c) * repetitions;
+      soc_runs += repetitions;
+    }
+  }
+  Progress progress(static_cast<int>(cases.size()), work, Progress::mode_for(stderr, options.progress), stderr, options.heartbeat_s);
+  progress.note(fmt::format("{} case{}: {} engine run{} planned{}", cases.size(), cases.size() == 1 ? "" : "s", engine_runs + soc_runs,
+                            engine_runs + soc_runs == 1 ? "" : "s",
+                            soc_runs > 0 ? fmt::format(" ({} of them SoCs' own, expected from each case's size)", soc_runs) : ""));
   const auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
 
   // One SoC's case of a group.
@@ -679,6 +762,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     Pricing how;
     Capacities capacities;
     bool decided = false;  // whether it reruns is known
+    bool predicted_rerun = false;  // the plan's guess, counted in the ETA until decided
+    double engine_s = 0.0;         // wall time of the engine runs that are its own
     bool failed = false;
     bool finished = false;  // stored as complete
     bool degraded = false;
@@ -690,6 +775,16 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       const Case& c = cases[begin];
       const auto group_started = std::chrono::steady_clock::now();
       const auto wall_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - group_started).count(); };
+      // The group's planned work and what of it ran: what did not run leaves the ETA at its end.
+      double group_planned = work_of(c) * units_per_case, group_done = 0.0;
+      const auto add_work = [&](double w) {
+        group_planned += w;
+        progress.add(w);
+      };
+      const auto skip_work = [&](double w) {
+        group_planned -= w;
+        progress.skip(w);
+      };
       std::vector<Member> members;
       for (std::size_t i = begin; i < end; ++i) {
         Member m;
@@ -703,11 +798,30 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         ++summary.cases;
         members.push_back(std::move(m));
       }
+      // The host run's time is the host case's, where the SoCs include the host.
+      Member no_host_case;
+      Member& host_member = [&]() -> Member& {
+        for (Member& m : members) {
+          if (m.how.host_case) return m;
+        }
+        return no_host_case;
+      }();
+      // One engine run, timed for the progress lines and its case's time.
+      const auto timed_run = [&](Member& owner, const RepetitionContext& context, int repetition) {
+        const auto started = std::chrono::steady_clock::now();
+        EngineRun run = run_engine(c, context, repetition);
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        owner.engine_s += took;
+        group_done += work_of(c);
+        progress.done(work_of(c));
+        progress.repetition_done(took);
+        return run;
+      };
       if (!c.script.skipped.empty()) {
         for (const Member& m : members) {
           ++summary.skipped;
           summary.lines.push_back({m.c->info.name(), "skipped", c.script.skipped});
-          progress.case_done(m.index, m.c->info.name(), "skipped", 0.0);
+          progress.case_done(m.index, m.c->info.name(), "skipped", "");
         }
         progress.skip(work_of(c) * units_per_case);
         continue;
@@ -728,45 +842,24 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       }
       const std::string host_l2 = case_l2_dir(c, c.policy->cache.memory.l1_bytes > 0);
       const RepetitionContext host_context{suite.seed, suite.noise_threshold, &host_l2, options.l2_io, options.stop, nullptr};
-      // The other SoCs' capacities, decided from the first host run's peak L1.
       const L1Floor floor = l1_floor(c);
+      // Whether each SoC reruns is decided from the first host run's actual peak L1.
+      const kv::MemoryConfig& memory = c.policy->cache.memory;
+      for (Member& m : members) {
+        m.predicted_rerun = expected_rerun[static_cast<std::size_t>(m.index - 1)] != 0;
+        if (m.predicted_rerun) group_planned += work_of(c) * repetitions;  // already in the total
+      }
       const auto decide = [&](const EngineRun& run) {
-        const kv::MemoryConfig& memory = c.policy->cache.memory;
         for (Member& m : members) {
           if (m.decided) continue;
           m.decided = true;
-          const kv::soc::SocProfile& p = *m.how.profile;
-          const double kv_budget = p.model_budget_bytes.value - weights - p.runtime_reserve_bytes.value;
-          const bool l1_short = kv_budget < run.peak_l1_bytes;
-          const bool l0_short = p.l0.capacity_bytes.value < static_cast<double>(memory.l0_bytes);
-          if (!l1_short && !l0_short) continue;
-          std::string why;
-          if (l1_short) {
-            m.capacities.l1_bytes = static_cast<std::size_t>(kv_budget);
-            if (memory.l1_bytes > 0) m.capacities.l1_bytes = std::min(m.capacities.l1_bytes, memory.l1_bytes);
-            why = fmt::format("its KV budget ({}: model budget less weights and reserve) is below the host run's peak L1 ({})",
-                              gib(kv_budget), gib(run.peak_l1_bytes));
-          }
-          if (l0_short) {
-            m.capacities.l0_bytes = static_cast<std::size_t>(p.l0.capacity_bytes.value);
-            why += fmt::format("{}its L0 ({} KiB) is smaller than the policy's ({} KiB)", why.empty() ? "" : " and ",
-                               m.capacities.l0_bytes >> 10, memory.l0_bytes >> 10);
-          }
-          if (l1_short && m.capacities.l1_bytes < floor.whole_bytes) {
-            m.how.notes.push_back(note_event(EventKind::DoesNotFit,
-                                   fmt::format("{}: {}, and it cannot even hold the {} no demotion can free (pinned and residual "
-                                               "pages, summaries); priced from the host run's capacities",
-                                               p.name, why, gib(static_cast<double>(floor.whole_bytes)))));
-            m.capacities = {};
-            continue;
-          }
-          m.how.rerun = true;
-          m.how.notes.push_back(note_event(EventKind::CapacityRerun,
-                                 fmt::format("{}: {}; the engine ran again with L0 {} KiB and L1 {}", p.name, why,
-                                             (m.capacities.l0_bytes > 0 ? m.capacities.l0_bytes : memory.l0_bytes) >> 10,
-                                             m.capacities.l1_bytes > 0 ? gib(static_cast<double>(m.capacities.l1_bytes))
-                                                                       : std::string("uncapped"))));
-          progress.add(work_of(c) * repetitions);  // its own runs join the ETA
+          SocPlan plan = plan_soc(*m.how.profile, weights, run.peak_l1_bytes, memory, floor.whole_bytes);
+          m.capacities = plan.capacities;
+          m.how.rerun = plan.rerun;
+          if (plan.note) m.how.notes.push_back(std::move(*plan.note));
+          // Its own runs join the ETA, or leave it, where the plan guessed wrong.
+          if (plan.rerun && !m.predicted_rerun) add_work(work_of(c) * repetitions);
+          if (!plan.rerun && m.predicted_rerun) skip_work(work_of(c) * repetitions);
         }
       };
       const auto fail = [&](Member& m, const std::string& error) {
@@ -774,7 +867,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         store.finish_case(m.id, CaseStatus::Failed, error);
         ++summary.failed;
         summary.lines.push_back({m.c->info.name(), "failed", error});
-        progress.case_done(m.index, m.c->info.name(), error == "interrupted" ? "interrupted" : "failed", wall_s());
+        progress.case_done(m.index, m.c->info.name(), error == "interrupted" ? "interrupted" : "failed",
+                           " after " + human_duration_ms(wall_s() * 1e3));
       };
       const auto fail_all = [&](const std::string& error) {
         for (Member& m : members) {
@@ -785,8 +879,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         for (int r = 1 - suite.warmup; r <= repetitions; ++r) {
           if (stopped()) throw ExecutionStopped();
           progress.start(members.front().index, c.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
-          const EngineRun run = run_engine(c, host_context, std::max(r, 1));
-          progress.done(work_of(c));
+          const EngineRun run = timed_run(host_member, host_context, std::max(r, 1));
           decide(run);
           if (r < 1) continue;  // warmup: not stored
           for (Member& m : members) {
@@ -800,7 +893,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
                 RepetitionContext own = host_context;
                 own.l2_dir = &own_l2;
                 own.capacities = &m.capacities;
-                rep = priced_repetition(run_engine(c, own, r), m.how);
+                rep = priced_repetition(timed_run(m, own, r), m.how);
               } catch (const ExecutionStopped&) {
                 throw;
               } catch (const DatabaseError&) {
@@ -812,7 +905,6 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
                 fail(m, e.what());
                 continue;
               }
-              progress.done(work_of(c));
             } else {
               rep = priced_repetition(run, m.how);
             }
@@ -828,7 +920,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
           m.finished = true;
           summary.lines.push_back({m.c->info.name(), "complete", ""});
           summary.degraded += m.degraded ? 1 : 0;
-          progress.case_done(m.index, m.c->info.name(), m.degraded ? "complete (degraded)" : "complete", wall_s());
+          const bool own_runs = m.how.host_case || m.how.rerun;
+          progress.case_done(m.index, m.c->info.name(), m.degraded ? "complete (degraded)" : "complete",
+                             own_runs ? " in " + human_duration_ms(m.engine_s * 1e3) : ", priced from the host run");
         }
       } catch (const ExecutionStopped&) {
         summary.interrupted = true;
@@ -851,6 +945,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         fmt::print(stderr, "kvbench: case {} failed: {}\n", c.info.name(), e.what());
         fail_all(e.what());
       }
+      if (group_planned > group_done) progress.skip(group_planned - group_done);
     }
   } catch (...) {
     progress.clear();

@@ -31,6 +31,7 @@ struct RunOptions {
   std::string filter;               // ECMAScript regex searched in model/workload/policy/soc
   std::string models_dir;           // "": KVBENCH_MODELS_DIR, else the configure-time default
   bool progress = true;             // on a terminal only
+  double heartbeat_s = 30.0;        // in a log: the longest silence inside a repetition (0: none)
   // Every check a run makes before it starts (the suite against the models, scripts, budgets,
   // kernel paths, directories and the database, opened read-only when it exists), then return
   // without running or writing anything.

@@ -38,6 +38,13 @@ TEST_CASE("kvbench sweep prices a suite on the SoCs it names and pareto lists th
   // The Pi's 2 MB L3 is smaller than the policies' 8 MiB L0: its cases ran again with it.
   CHECK(scalar(db, "SELECT min(value) FROM metric_values WHERE soc = 'raspberry-pi-5' AND name = 'capacity_rerun'") == "1.0");
   CHECK(scalar(db, "SELECT max(value) FROM metric_values WHERE soc != 'raspberry-pi-5' AND name = 'capacity_rerun'") == "0.0");
+  // The log (stderr is not a terminal here) planned those runs before the first case, said each
+  // repetition, and does not give a priced case the host case's duration.
+  CHECK(out.text.find("kvbench: 9 cases: 6 engine runs planned (3 of them SoCs' own, expected from each case's size)") !=
+        std::string::npos);
+  CHECK(out.text.find("syn-05b/rag-2k/q4-full/raspberry-pi-5 repetition 1/1 with raspberry-pi-5's capacities done in ") !=
+        std::string::npos);
+  CHECK(out.text.find("syn-05b/rag-2k/q4-full/apple-m3 complete, priced from the host run (ETA") != std::string::npos);
   out = run_kvbench("show 1 --db " + db);
   CHECK(out.text.find("priced q4-full/raspberry-pi-5: raspberry-pi-5: its L0 (2048 KiB) is smaller") != std::string::npos);
 
