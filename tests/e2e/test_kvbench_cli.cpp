@@ -263,7 +263,7 @@ TEST_CASE("list runs filters by status, suite and tag, keeps the newest N, and p
   CHECK(table.text.find("a,b") != std::string::npos);
 }
 
-TEST_CASE("a piped run logs one line per finished case on stderr, stdout is the JSON object alone", "[e2e][cli]") {
+TEST_CASE("a piped run logs its plan and a line per finished repetition and case on stderr, stdout is the JSON object alone", "[e2e][cli]") {
   const kvtest::TempDir temp("kvbench-cli-logs");
   const std::string db = temp.path + "/results.sqlite";
   const Split s = run_split("run --suite smoke --filter multimodal-1i --repetitions 1 --json --db " + db, temp.path);
@@ -273,12 +273,14 @@ TEST_CASE("a piped run logs one line per finished case on stderr, stdout is the 
   CHECK(doc["status"] == "complete");
   CHECK(doc["stored_repetitions"] == 2);
   const auto lines = lines_of(s.err);
-  REQUIRE(lines.size() == 2);
-  const std::regex line(R"(kvbench: \[[12]/2\] syn-7b/multimodal-1i/\S+/host complete in [0-9.]+ (us|ms|s|min) \(ETA [^)]+\))");
-  for (const std::string& l : lines) {
-    INFO(l);
-    CHECK(std::regex_match(l, line));
-    CHECK(l.find('\r') == std::string::npos);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0] == "kvbench: 2 cases: 2 engine runs planned");
+  const std::regex repetition(R"(kvbench: \[[12]/2\] syn-7b/multimodal-1i/\S+/host repetition 1/1 done in [0-9.]+ (us|ms|s|min) \(ETA [^)]+\))");
+  const std::regex finished(R"(kvbench: \[[12]/2\] syn-7b/multimodal-1i/\S+/host complete in [0-9.]+ (us|ms|s|min) \(ETA [^)]+\))");
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    INFO(lines[i]);
+    CHECK(std::regex_match(lines[i], i % 2 == 1 ? repetition : finished));
+    CHECK(lines[i].find('\r') == std::string::npos);
   }
   // Without --json, stdout is the summary: no exponent, 120 columns.
   const Split summary = run_split("run --suite smoke --repetitions 1 --db " + db, temp.path);
@@ -291,7 +293,7 @@ TEST_CASE("a piped run logs one line per finished case on stderr, stdout is the 
     // Exponent notation always carries its sign (8.56e+05); a git sha may hold "1e9".
     CHECK_FALSE(std::regex_search(l, std::regex("[0-9]e[-+][0-9]")));
   }
-  CHECK(lines_of(summary.err).size() == 8);
+  CHECK(lines_of(summary.err).size() == 1 + 8 + 8);  // the plan, each repetition, each case
 }
 
 TEST_CASE("SIGINT mid-run keeps the finished repetitions, marks the run interrupted and removes only its own L2 files",

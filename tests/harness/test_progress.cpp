@@ -81,7 +81,7 @@ TEST_CASE("in a log, a long repetition says it is still running at least every h
   CHECK(log.find("still running", done) == std::string::npos);
 }
 
-TEST_CASE("on a terminal the line is redrawn in place; off says nothing", "[progress]") {
+TEST_CASE("on a terminal the line is redrawn in place, and off says nothing", "[progress]") {
   std::FILE* file = std::tmpfile();
   REQUIRE(file != nullptr);
   {
