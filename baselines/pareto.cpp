@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "human_units.h"
+
 namespace kvbench {
 
 bool dominates(const std::vector<double>& a, const std::vector<double>& b, const std::vector<Better>& directions) {
@@ -37,7 +39,7 @@ ParetoResult pareto_front(const std::vector<ParetoPoint>& points, const std::vec
 }
 
 std::vector<ParetoGroup> pareto_groups(const RunView& host_view, const RunView& model_view, const std::vector<std::string>& objectives,
-                                       const std::string& soc) {
+                                       const std::string& soc, bool include_unfit) {
   std::vector<Better> directions;
   for (const std::string& name : objectives) directions.push_back(metric(name).better);
   std::map<std::tuple<std::string, std::string, std::string>, ParetoGroup> groups;
@@ -73,8 +75,20 @@ std::vector<ParetoGroup> pareto_groups(const RunView& host_view, const RunView& 
         point.values.push_back(*f->second.median);
       }
     }
+    // A configuration that cannot load on the SoC is no recommendation.
+    const auto fits = figures.figures.find("fits_in_memory");
+    const bool unfit = missing.empty() && fits != figures.figures.end() && fits->second.median && *fits->second.median == 0.0;
+    if (unfit) {
+      const auto headroom = figures.figures.find("memory_headroom_bytes");
+      const std::string by = headroom != figures.figures.end() && headroom->second.median
+                                 ? "short of " + human_value(-*headroom->second.median, "bytes")
+                                 : std::string("fits_in_memory 0");
+      g.unfit.emplace_back(c.policy, by);
+      if (!include_unfit) continue;
+    }
     if (missing.empty()) {
       g.points.push_back(std::move(point));
+      g.point_fits.push_back(!unfit);
     } else {
       g.incomplete.emplace_back(c.policy, missing);
     }

@@ -36,11 +36,15 @@ struct ParetoGroup {
   std::vector<ParetoPoint> points;      // policies with every objective
   ParetoResult result;
   std::vector<std::pair<std::string, std::string>> incomplete;  // policy, why it has no point
+  // Policies whose weights, KV and reserve do not fit the SoC's memory (fits_in_memory 0): left
+  // out of the front, or, with include_unfit, points of it marked unfit.
+  std::vector<std::pair<std::string, std::string>> unfit;  // policy, by how much it does not fit
+  std::vector<bool> point_fits;                              // per point
 };
 
 // The fronts of a run's cases (both views of one run: host figures on host cases, modelled ones
 // elsewhere). Throws kv::InputError for a metric that is unknown or has no direction.
 std::vector<ParetoGroup> pareto_groups(const RunView& host_view, const RunView& model_view, const std::vector<std::string>& objectives,
-                                       const std::string& soc);
+                                       const std::string& soc, bool include_unfit = false);
 
 }  // namespace kvbench

@@ -43,6 +43,9 @@ void add_pareto_command(CLI::App& app, ParetoOptions& o) {
   o.command->add_option("--z", o.z, "optional third objective, e.g. decode_tps (measured on host cases, modelled on other SoCs')");
   o.command->add_option("--format", o.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
   o.command->add_flag("--all", o.all, "also list the dominated policies and what dominates each");
+  o.command->add_flag("--include-unfit", o.include_unfit,
+                      "compare configurations that do not fit the SoC's memory too (marked); by default they are left out of the "
+                      "fronts and listed");
 }
 
 int run_pareto(const ParetoOptions& o, std::FILE* out) {
@@ -66,7 +69,7 @@ int run_pareto(const ParetoOptions& o, std::FILE* out) {
     }
     throw kv::InputError("--soc", o.soc, fmt::format("run {} has no case on this SoC (its SoCs: {})", run_id, socs));
   }
-  const std::vector<ParetoGroup> groups = pareto_groups(host, model, objectives, o.soc);
+  const std::vector<ParetoGroup> groups = pareto_groups(host, model, objectives, o.soc, o.include_unfit);
 
   if (o.format == "json") {
     json doc = json::array();
@@ -83,14 +86,19 @@ int run_pareto(const ParetoOptions& o, std::FILE* out) {
         for (std::size_t k = 0; k < g.objectives.size(); ++k) values[g.objectives[k]] = g.points[i].values[k];
         json by = json::array();
         for (std::size_t j : g.result.dominated_by[i]) by.push_back(g.points[j].label);
-        json p = {{"policy", g.points[i].label}, {"values", values}, {"front", static_cast<bool>(g.result.on_front[i])}};
+        json p = {{"policy", g.points[i].label},
+                  {"values", values},
+                  {"front", static_cast<bool>(g.result.on_front[i])},
+                  {"fits", static_cast<bool>(g.point_fits[i])}};
         if (o.all) p["dominated_by"] = by;
         points.push_back(p);
       }
       json incomplete = json::array();
       for (const auto& [policy, why] : g.incomplete) incomplete.push_back({{"policy", policy}, {"reason", why}});
+      json unfit = json::array();
+      for (const auto& [policy, why] : g.unfit) unfit.push_back({{"policy", policy}, {"reason", "does not fit in memory: " + why}});
       doc.push_back({{"model", g.model}, {"workload", g.workload}, {"soc", g.soc}, {"objectives", objs}, {"points", points},
-                     {"incomplete", incomplete}});
+                     {"incomplete", incomplete}, {"does_not_fit", unfit}});
     }
     fmt::print(out, "{}\n", json{{"run", run_id}, {"groups", doc}}.dump(2));
     return kExitOk;
@@ -102,14 +110,14 @@ int run_pareto(const ParetoOptions& o, std::FILE* out) {
   for (const ParetoGroup& g : groups) {
     fmt::print(out, "\n{} / {} / {}\n", g.model, g.workload, g.soc);
     std::size_t width = 6;
-    for (const ParetoPoint& p : g.points) width = std::max(width, p.label.size());
+    for (const ParetoPoint& p : g.points) width = std::max(width, p.label.size() + 8);
     fmt::print(out, "  {:<5} {:<{}}", "", "policy", width);
     for (const std::string& name : g.objectives) fmt::print(out, "  {:>18}", name);
     fmt::print(out, "\n");
     for (std::size_t i = 0; i < g.points.size(); ++i) {
       const bool front = g.result.on_front[i];
       if (!front && !o.all) continue;
-      fmt::print(out, "  {:<5} {:<{}}", front ? "front" : "", g.points[i].label, width);
+      fmt::print(out, "  {:<5} {:<{}}", front ? "front" : "", g.points[i].label + (g.point_fits[i] ? "" : " (unfit)"), width);
       for (std::size_t k = 0; k < g.objectives.size(); ++k) {
         fmt::print(out, "  {:>18}", human_value(g.points[i].values[k], metric(g.objectives[k]).unit));
       }
@@ -120,8 +128,11 @@ int run_pareto(const ParetoOptions& o, std::FILE* out) {
       }
       fmt::print(out, "\n");
     }
-    if (g.points.empty()) fmt::print(out, "  (no policy has every objective)\n");
+    if (g.points.empty()) fmt::print(out, "  (no policy has every objective{})\n", g.unfit.empty() ? "" : " and fits");
     for (const auto& [policy, why] : g.incomplete) fmt::print(out, "  not compared {}: {}\n", policy, why);
+    for (const auto& [policy, why] : g.unfit) {
+      fmt::print(out, "  {} {}: does not fit in memory ({})\n", o.include_unfit ? "unfit" : "left out", policy, why);
+    }
   }
   return kExitOk;
 }

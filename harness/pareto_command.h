@@ -20,7 +20,8 @@ struct ParetoOptions {
   std::string soc;  // "": every SoC of the run
   std::string x = "kv_bytes_per_token", y, z;
   std::string format = "table";
-  bool all = false;  // also the dominated policies, with what dominates each
+  bool all = false;            // also the dominated policies, with what dominates each
+  bool include_unfit = false;  // compare configurations that do not fit the SoC's memory too
   CLI::App* command = nullptr;
 };
 

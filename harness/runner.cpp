@@ -48,7 +48,8 @@ constexpr std::size_t kMaxEvents = 5000;
 
 struct Model {
   const ModelConfig* config = nullptr;
-  const kv::SyntheticPreset* preset = nullptr;  // synthetic
+  kv::SyntheticPreset chosen;                   // synthetic: the preset with the suite's weights
+  const kv::SyntheticPreset* preset = nullptr;  // synthetic: &chosen
   LoadedLlama llama;                            // llama
   int max_positions = 0;
   std::map<std::string, std::vector<int>> texts;  // resolved text path -> tokens (llama)
@@ -527,7 +528,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       auto model = std::make_unique<Model>();
       model->config = &config;
       if (config.backend == "synthetic") {
-        model->preset = &kv::find_synthetic_preset(config.preset, "preset");
+        model->chosen = with_weights(kv::find_synthetic_preset(config.preset, "preset"), config.weights);
+        model->preset = &model->chosen;
         model->max_positions = model->preset->max_seq_long;
         if (config.sample_layers > model->preset->layers) {
           throw kv::InputError(suite.file, "/models/" + std::to_string(m) + "/sample_layers",

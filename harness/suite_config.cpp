@@ -108,6 +108,21 @@ class Fields {
   std::set<std::string> used_;
 };
 
+}  // namespace
+
+std::string weight_precision_name(const kv::SyntheticPreset& preset) {
+  return preset.weight_bits <= 4 ? "q4" : preset.weight_bits <= 8 ? "q8" : "f16";
+}
+
+kv::SyntheticPreset with_weights(kv::SyntheticPreset preset, const std::string& weights) {
+  if (weights.empty() || weights == weight_precision_name(preset)) return preset;
+  preset.weight_bits = weights == "q4" ? 4 : weights == "q8" ? 8 : 16;
+  preset.weight_group = weights == "f16" ? 0 : 128;
+  return preset;
+}
+
+namespace {
+
 // An engine validator's InputError, re-addressed to the file and JSON path.
 template <class F>
 void rethrow_at(const std::string& file, const std::string& path, F&& validate) {
@@ -271,6 +286,10 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
       model.preset = m.string("preset", "", true);
       rethrow_at(file, m.path(), [&] { kv::find_synthetic_preset(model.preset, "preset"); });
       model.sample_layers = static_cast<int>(m.integer("sample_layers", model.sample_layers, 1, 1024));
+      model.weights = m.string("weights", weight_precision_name(kv::find_synthetic_preset(model.preset, "preset")));
+      if (model.weights != "f16" && model.weights != "q8" && model.weights != "q4") {
+        fail(file, m.at("weights"), "'" + model.weights + "' is not one of f16, q8, q4");
+      }
     } else if (model.backend == "llama") {
       model.path = m.string("path", "", true);
       model.tokenizer = m.string("tokenizer", "", true);
@@ -452,6 +471,7 @@ std::string resolved_json(const SuiteConfig& suite) {
     if (m.backend == "synthetic") {
       j["preset"] = m.preset;
       j["sample_layers"] = m.sample_layers;
+      j["weights"] = m.weights;
     } else {
       j["path"] = m.path;
       j["tokenizer"] = m.tokenizer;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kv_cache.h"
+#include "model/synthetic_presets.h"
 #include "sparse/policy.h"
 #include "workload.h"
 
@@ -19,6 +20,7 @@ struct ModelConfig {
   std::string backend;        // synthetic | llama
   std::string preset;         // synthetic: a preset of engine/model/synthetic_presets
   int sample_layers = 2;      // synthetic: layers executed (the rest extrapolated)
+  std::string weights;        // synthetic: f16, q8 or q4 (groups of 128); the preset's when not given
   std::string path;           // llama: checkpoint (.bin or .gguf); bare names resolve in the models dir
   std::string tokenizer;      // llama: tok*.bin
 };
@@ -49,6 +51,12 @@ std::uint64_t parse_size(const std::string& text, const std::string& file, const
 
 // text: the suite's JSON; file: its name for errors; base_dir: where relative paths and named
 // policies (`<base_dir>/policies/NAME.json`) resolve.
+// A synthetic preset's weight precision by name (f16, q8, q4), and the preset with the one a
+// suite chose (4 or 8 bits in groups of 128 with an f16 scale each, or 16 bits); only pricing
+// reads it: the weights' memory, their bytes per token and the dense layers' format.
+std::string weight_precision_name(const kv::SyntheticPreset& preset);
+kv::SyntheticPreset with_weights(kv::SyntheticPreset preset, const std::string& weights);
+
 SuiteConfig parse_suite(const std::string& text, const std::string& file, const std::string& base_dir);
 SuiteConfig load_suite(const std::string& path);
 

@@ -54,3 +54,42 @@ TEST_CASE("pareto: equal points both stay on the front, and bad objectives are r
   CHECK_THROWS_AS(pareto_front(points, {Better::Lower, Better::None}), std::invalid_argument);
   CHECK_THROWS_AS(pareto_front(points, {Better::Lower}), std::invalid_argument);
 }
+
+namespace {
+
+CaseView soc_case(const std::string& policy, double kv, double error, double fits, double headroom) {
+  CaseView c;
+  c.name = "m/w/" + policy + "/phone";
+  c.model = "m";
+  c.workload = "w";
+  c.policy = policy;
+  c.soc = "phone";
+  c.status = "complete";
+  c.repetitions = 1;
+  c.figures["kv_bytes_per_token"] = {kv, "", false, false};
+  c.figures["attn_rel_error"] = {error, "", false, false};
+  c.figures["fits_in_memory"] = {fits, "", false, false};
+  c.figures["memory_headroom_bytes"] = {headroom, "", false, false};
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("pareto: a configuration that does not fit is left out and listed, or compared and marked", "[pareto]") {
+  RunView view;
+  // f16 would be on the front (least error) but does not fit; q8 and q4 fit.
+  view.cases = {soc_case("f16", 128.0, 0.0, 0.0, -2.0 * (1 << 30)), soc_case("q8", 64.0, 0.01, 1.0, 1e9),
+                soc_case("q4", 34.0, 0.05, 1.0, 2e9)};
+  const std::vector<std::string> objectives = {"kv_bytes_per_token", "attn_rel_error"};
+  const auto fitting = pareto_groups(view, view, objectives, "");
+  REQUIRE(fitting.size() == 1);
+  REQUIRE(fitting[0].points.size() == 2);
+  CHECK(fitting[0].points[0].label == "q8");
+  REQUIRE(fitting[0].unfit.size() == 1);
+  CHECK(fitting[0].unfit[0].first == "f16");
+  CHECK(fitting[0].unfit[0].second == "short of 2.00 GiB");
+  const auto all = pareto_groups(view, view, objectives, "", true);
+  REQUIRE(all[0].points.size() == 3);
+  CHECK(all[0].point_fits == std::vector<bool>{false, true, true});
+  CHECK(all[0].result.on_front[0]);  // compared, and marked by point_fits
+}

@@ -89,6 +89,9 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite().replace(suite().find("\"rag\""), 5, "\"chat\""), "/workloads/0/kind", "not a workload kind"},
       {suite().replace(suite().find("\"q4\""), 4, "\"q3\""), "/policies/0/k", "q3"},
       {suite().substr(0, 40), "byte", "malformed JSON"},
+      {suite().replace(suite().find("\"sample_layers\": 2"), 18, "\"weights\": \"q3\""), "/models/0/weights", "'q3' is not one of f16, q8, q4"},
+      {suite().replace(suite().find("\"tokenizer\": \"tok512.bin\""), 25, "\"tokenizer\": \"tok512.bin\", \"weights\": \"q4\""),
+       "/models/1/weights", "unknown field"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.path, c.reason);
@@ -285,4 +288,26 @@ TEST_CASE("docs/suites.md states the parser's defaults for every field", "[confi
     }
   }
   CHECK(kinds == 5);
+}
+
+TEST_CASE("a synthetic model's weight precision: the preset's unless the suite chooses one", "[config]") {
+  const SuiteConfig parsed = parse_suite(suite(), "suite.json", ".");
+  CHECK(parsed.models[0].weights == "f16");
+  const auto resolved = nlohmann::json::parse(resolved_json(parsed));
+  CHECK(resolved["models"][0]["weights"] == "f16");
+  CHECK_FALSE(resolved["models"][1].contains("weights"));  // a checkpoint's weights are its own
+  std::string q4 = suite();
+  q4.replace(q4.find("\"sample_layers\": 2"), 18, "\"sample_layers\": 2, \"weights\": \"q4\"");
+  CHECK(parse_suite(q4, "suite.json", ".").models[0].weights == "q4");
+  // q4 on the f16 preset is the shipped int4w preset: the same bits, groups and geometry.
+  const kv::SyntheticPreset& f16 = kv::find_synthetic_preset("llama-7b-gqa", "test");
+  const kv::SyntheticPreset& int4w = kv::find_synthetic_preset("llama-7b-gqa-int4w", "test");
+  CHECK(weight_precision_name(f16) == "f16");
+  CHECK(weight_precision_name(int4w) == "q4");
+  const kv::SyntheticPreset chosen = with_weights(f16, "q4");
+  CHECK(chosen.weight_bits == int4w.weight_bits);
+  CHECK(chosen.weight_group == int4w.weight_group);
+  CHECK(with_weights(int4w, "f16").weight_bits == 16);
+  CHECK(with_weights(int4w, "f16").weight_group == 0);
+  CHECK(with_weights(f16, "q8").weight_bits == 8);
 }
