@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -127,6 +128,13 @@ std::string section_open(const std::string& id, const std::string& title) {
   return "<section id=\"" + id + "\">\n<h2>" + h(title) + "</h2>\n";
 }
 
+// The id of a case's part of the page, for links from the verdict.
+std::string case_anchor(const std::string& name) {
+  std::string id = "case-";
+  for (char ch : name) id += std::isalnum(static_cast<unsigned char>(ch)) != 0 ? ch : '-';
+  return id;
+}
+
 std::string case_label(const CaseView& c, bool with_soc) {
   return c.workload + "/" + c.policy + (with_soc ? "/" + c.soc : "");
 }
@@ -157,6 +165,37 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
                         state, h(label), run.id, c.baseline_run, c.regressed, c.regressed - c.failing, c.unreliable, c.improved,
                         c.inconclusive);
     page << "<p>" + h(o.baseline_note) + "</p>\n";
+    // What changed between the two runs comes first: it is often the why of every row below.
+    {
+      std::vector<std::string> changed;
+      if (c.definition_changed) {
+        changed.push_back(fmt::format("the benchmark definition: v{} -> v{} (exact and modelled figures are not compared across it)",
+                                      c.definition_changed->first, c.definition_changed->second));
+      }
+      // Cases with the same configuration changes are said once.
+      std::map<std::vector<std::string>, std::vector<std::string>> by_changes;
+      for (const ComparisonCaseRecord& k : c.cases) {
+        if (!k.config_changes.empty()) by_changes[k.config_changes].push_back(k.name);
+      }
+      for (const auto& [changes, names] : by_changes) {
+        std::string list;
+        for (const std::string& change : changes) list += (list.empty() ? "" : "; ") + change;
+        changed.push_back(list + (names.size() == 1 ? " (case " + names.front() + ")" : fmt::format(" ({} cases)", names.size())));
+      }
+      for (const ComparisonCaseRecord& k : c.cases) {
+        if (!k.not_comparable.empty()) changed.push_back("case " + k.name + " not compared: " + k.not_comparable);
+      }
+      if (!c.only_in_baseline.empty()) changed.push_back(fmt::format("{} cases only in the baseline", c.only_in_baseline.size()));
+      if (!c.only_in_candidate.empty()) changed.push_back(fmt::format("{} cases only in the candidate", c.only_in_candidate.size()));
+      for (const std::string& caveat : c.caveats) changed.push_back("caveat: " + caveat);
+      if (changed.empty()) {
+        page << line("configuration: the same in both runs");
+      } else {
+        page << "<div class=\"changes\"><strong>What changed</strong>\n<ul>\n";
+        for (const std::string& item : changed) page << "<li>" + h(item) + "</li>\n";
+        page << "</ul></div>\n";
+      }
+    }
     // A record from an older kvbench may hold its rows in another order.
     std::vector<ComparisonRowRecord> rows = c.rows;
     const auto order = [](const ComparisonRowRecord& r) { return std::min(verdict_order(r.verdict), 4); };
@@ -170,7 +209,8 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
       std::string verdict = verdict_name(r.verdict);
       if (r.judged_by) verdict += " (judged by " + *r.judged_by + ")";
       if (!r.ratio && !r.note.empty()) verdict += ": " + r.note;
-      return "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + "><td>" + h(r.case_name) + "</td><td>" + h(r.metric) +
+      return "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + "><td><a href=\"#" + case_anchor(r.case_name) + "\">" +
+             h(r.case_name) + "</a></td><td>" + h(r.metric) +
              "</td><td>" + h(metric_value_text(r.baseline_median, r.metric)) + "</td><td>" +
              h(metric_value_text(r.candidate_median, r.metric)) + "</td><td>" + h(delta) + "</td><td>" + h(interval) + "</td><td>" + h(p) +
              "</td><td>" + h(verdict) + (r.acknowledged.empty() ? "" : " (acknowledged: " + h(r.acknowledged) + ")") + "</td></tr>\n";
@@ -191,11 +231,11 @@ void verdict_section(Page& page, const ReportOptions& o, const RunView& run) {
     if (shown.empty()) {
       page << line("no row regressed, improved or unreliable");
     } else {
-      page << head + shown + "</tbody>\n</table>\n";
+      page << "<div class=\"scroll\">" + head + shown + "</tbody>\n</table>\n</div>\n";
     }
     if (!rest.empty()) {
       page << fmt::format("<details><summary>{} inconclusive rows{}</summary>\n", c.inconclusive, rest_count < c.inconclusive ? " (first 200)" : "") +
-                  head + rest + "</tbody>\n</table>\n</details>\n";
+                  "<div class=\"scroll\">" + head + rest + "</tbody>\n</table>\n</div>\n</details>\n";
     }
   }
   if (degraded.empty()) {
@@ -306,7 +346,7 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
     return it == series.end() || it->second.empty() ? nullptr : &it->second;
   };
   std::string marks_text = c.degradation.empty() ? "" : " (degraded)";
-  page << "<details class=\"case\"><summary>" + h(c.name) + " <span class=\"status\">" + h(c.status + marks_text) + "</span></summary>\n";
+  page << "<details class=\"case\" id=\"" + case_anchor(c.name) + "\"><summary>" + h(c.name) + " <span class=\"status\">" + h(c.status + marks_text) + "</span></summary>\n";
   if (c.status != "complete") page << "<p class=\"degraded\">" + h(c.status + (c.note.empty() ? "" : ": " + c.note)) + "</p>\n";
   for (const std::string& l : c.degradation) page << "<p class=\"degraded\">" + h(l) + "</p>\n";
   for (const std::string& l : c.pricing) page << "<p>" + h(l) + "</p>\n";
@@ -442,14 +482,14 @@ void cases_section(Page& page, ResultsStore& store, const RunView& run) {
   for (const CaseView& c : run.cases) {
     const bool rerun = figure(c, "capacity_rerun").value_or(0.0) > 0.0;
     if (c.status == "skipped") {
-      page << "<p>" + h(c.name + ": skipped: " + c.note) + "</p>\n";
+      page << "<p id=\"" + case_anchor(c.name) + "\">" + h(c.name + ": skipped: " + c.note) + "</p>\n";
     } else if (c.status == "complete" && c.soc != "host" && !rerun && std::any_of(run.cases.begin(), run.cases.end(), [&](const CaseView& o) {
                  return o.soc == "host" && o.model == c.model && o.workload == c.workload && o.policy == c.policy;
                })) {
       // The same engine run as the host's case, priced for this SoC: its recordings are the host case's.
       std::string notes;
       for (const std::string& l : c.pricing) notes += " " + l;
-      page << "<p class=\"priced\">" + h(c.name + ": priced from the host case's engine run (its recordings are the host case's)." + notes) +
+      page << "<p class=\"priced\" id=\"" + case_anchor(c.name) + "\">" + h(c.name + ": priced from the host case's engine run (its recordings are the host case's)." + notes) +
                   "</p>\n";
     } else {
       case_section(page, store, run, c);
@@ -602,7 +642,8 @@ h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #cc
 .banner.pass { border-color: #1e8449; } .banner.regressed { border-color: #b03a2e; border-width: 4px; }
 .banner.inconclusive { border-color: #b9770e; border-style: dashed; } .banner.unreliable { border-color: #b9770e; border-width: 4px; border-style: dashed; } .banner.none { border-color: #888; border-style: dotted; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+.scroll { max-width: 100%; overflow-x: auto; } .changes { margin: 0.5em 0; padding: 0.3em 0.8em; background: #f4f6f8; }
 tr.acked td { color: #666; font-style: italic; }
 figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #444; }
 svg.plot { width: 100%; height: auto; max-width: 760px; display: block; }
@@ -620,7 +661,15 @@ const char* const kScript = R"js(
 window.addEventListener('beforeprint', function () {
   document.querySelectorAll('details.case').forEach(function (d) { d.open = true; });
 });
+// A link to a case opens its part of the page.
+function openTarget() {
+  // No angle brackets or ampersands here: the page stays well-formed XML.
+  var t = document.getElementById(location.hash.slice(1));
+  if (t) { if (t.tagName === 'DETAILS') t.open = true; }
+}
+window.addEventListener('hashchange', openTarget);
 window.addEventListener('load', function () {
+  openTarget();
   if (location.hash !== '#measure') return;
   document.querySelectorAll('details').forEach(function (d) { d.open = true; });
   document.querySelectorAll('svg.plot').forEach(function (s) {

@@ -131,3 +131,33 @@ TEST_CASE("report: without gnuplot every plot is its table, under one note", "[r
   CHECK(std::distance(std::sregex_iterator(page.html.begin(), page.html.end(), open_tables), std::sregex_iterator()) == page.plots);
   CHECK(report::well_formed_xml(page.html));
 }
+
+TEST_CASE("report: the verdict starts with what changed, and each row links to its case", "[reports][report]") {
+  const kvtest::TempDir dir("kvbench-report-changes");
+  const std::string db = make_db(dir);
+  ResultsStore store(db, Access::ReadOnly);
+  report::ReportOptions options;
+  options.run_id = 1;
+  options.comparison = parse_comparison_record(R"({"baseline_run": 1, "candidate_run": 1, "failing": 1, "regressed": 1,
+    "caveats": ["the machine changed"],
+    "cases": [{"case": "a/w/p/host", "config_changes": ["policies.sparse.budget: 0.25 -> 0.1"]},
+              {"case": "b/w/p/host", "config_changes": ["policies.sparse.budget: 0.25 -> 0.1"]},
+              {"case": "c/w/p/host", "config_changes": ["models.weights: \"f16\" -> \"q4\""]}],
+    "rows": [{"case": "m<i>'/w&amp;<u>/f16 \"full\"/host", "metric": "decode_tps", "baseline_median": 10.0, "candidate_median": 5.0,
+              "ratio": 0.5, "ratio_low": 0.4, "ratio_high": 0.6, "adjusted_p": 0.001, "verdict": "regressed"}]})",
+                                               "test");
+  const std::string html = report::build_report(store, options).html;
+  CHECK(report::well_formed_xml(html));
+  const auto changes = html.find("<strong>What changed</strong>");
+  REQUIRE(changes != std::string::npos);
+  CHECK(changes < html.find("<table class=\"rows\">"));  // before the rows
+  CHECK(html.find("<li>policies.sparse.budget: 0.25 -&gt; 0.1 (2 cases)</li>") != std::string::npos);
+  CHECK(html.find("<li>models.weights: &quot;f16&quot; -&gt; &quot;q4&quot; (case c/w/p/host)</li>") != std::string::npos);
+  CHECK(html.find("<li>caveat: the machine changed</li>") != std::string::npos);
+  // The regressed row's case is a link to that case's part of the page, which carries the id.
+  const std::regex link("<a href=\"#(case-[A-Za-z0-9-]+)\">m&lt;i&gt;");
+  std::smatch m;
+  REQUIRE(std::regex_search(html, m, link));
+  CHECK(html.find("id=\"" + m[1].str() + "\"") != std::string::npos);
+  CHECK(html.find("<div class=\"scroll\"><table class=\"rows\">") != std::string::npos);  // never wider than the page
+}
