@@ -84,4 +84,28 @@ std::string human_value(double value, const std::string& unit) {
   return significant(value);
 }
 
+UnitScale human_scale(const std::string& unit, double largest) {
+  const double m = std::isfinite(largest) ? std::fabs(largest) : 0.0;
+  if (unit == "ms") {
+    static constexpr std::array<const char*, 5> kUnits = {"us", "ms", "s", "min", "h"};
+    static constexpr std::array<double, 5> kFactors = {1e-3, 1.0, 1e3, 6e4, 3.6e6};
+    if (m == 0.0) return {1.0, "ms"};
+    std::size_t at = 0;
+    for (std::size_t i = 1; i < kUnits.size(); ++i) {
+      if (round_significant(m / kFactors[i], 3).first >= 1.0) at = i;
+    }
+    return {kFactors[at], kUnits[at]};
+  }
+  if (unit == "bytes") {
+    static constexpr std::array<const char*, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};
+    static constexpr std::array<double, 5> kFactors = {1.0, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0};
+    std::size_t at = 0;
+    for (std::size_t i = 1; i < kUnits.size(); ++i) {
+      if (m / kFactors[i - 1] >= 999.5) at = i;
+    }
+    return {kFactors[at], kUnits[at]};
+  }
+  return {1.0, unit};
+}
+
 }  // namespace kvbench

@@ -20,4 +20,13 @@ std::string human_rate(double per_second);
 // % with its sign, count as an integer, everything else (ratio, nats, ppl...) significant().
 std::string human_value(double value, const std::string& unit);
 
+// The unit a set of values reads best in, for an axis or a column: for ms and bytes the unit
+// human_value would give the largest magnitude (values / divisor are in `unit`); any other unit
+// as it is (divisor 1).
+struct UnitScale {
+  double divisor = 1.0;
+  std::string unit;
+};
+UnitScale human_scale(const std::string& unit, double largest_magnitude);
+
 }  // namespace kvbench

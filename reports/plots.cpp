@@ -12,6 +12,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "human_units.h"
+
 namespace kvbench::report {
 
 namespace {
@@ -29,6 +31,27 @@ int pattern(std::size_t i) { return kPatterns[i % kStyles]; }
 std::string quoted(const std::string& text) { return "\"" + gnuplot_text(text) + "\""; }
 
 std::string axis_text(const Axis& a) { return a.unit.empty() ? a.label : a.label + " (" + a.unit + ")"; }
+
+// Axes in the units people read (the summary's: 1.4e+06 ms is 23.3 min, 6e+08 bytes 572 MiB):
+// the values are divided by the unit the largest magnitude reads best in, and the axis and the
+// data table name that unit.
+double largest_of(const std::vector<double>& values, double so_far = 0.0) {
+  for (double v : values) {
+    if (std::isfinite(v)) so_far = std::max(so_far, std::fabs(v));
+  }
+  return so_far;
+}
+
+Axis human_axis(const Axis& axis, double largest, double& divisor) {
+  const UnitScale scale = human_scale(axis.unit, largest);
+  divisor = scale.divisor;
+  return Axis{axis.label, scale.unit};
+}
+
+void divide(std::vector<double>& values, double divisor) {
+  if (divisor == 1.0) return;
+  for (double& v : values) v /= divisor;
+}
 
 std::string number(double v) {
   if (!std::isfinite(v)) return "NaN";
@@ -136,8 +159,16 @@ std::string gnuplot_text(const std::string& text) {
   return out;
 }
 
-Plot line_over_steps(const std::string& title, const Axis& x, const Axis& y, const std::vector<Series>& series,
-                     const std::vector<Level>& levels, const std::vector<Mark>& marks) {
+Plot line_over_steps(const std::string& title, const Axis& x, const Axis& y_given, const std::vector<Series>& series_given,
+                     const std::vector<Level>& levels_given, const std::vector<Mark>& marks) {
+  double largest = 0.0, divisor = 1.0;
+  for (const Series& s : series_given) largest = largest_of(s.y, largest);
+  for (const Level& l : levels_given) largest = largest_of({l.y}, largest);
+  const Axis y = human_axis(y_given, largest, divisor);
+  std::vector<Series> series = series_given;
+  for (Series& s : series) divide(s.y, divisor);
+  std::vector<Level> levels = levels_given;
+  for (Level& l : levels) l.y /= divisor;
   Plot p;
   p.title = title;
   p.script = header(title, &x, &y);
@@ -153,8 +184,13 @@ Plot line_over_steps(const std::string& title, const Axis& x, const Axis& y, con
   return p;
 }
 
-Plot lines_over_runs(const std::string& title, const Axis& y, const std::vector<std::string>& runs, const std::vector<Series>& series,
-                     const std::vector<Mark>& marks) {
+Plot lines_over_runs(const std::string& title, const Axis& y_given, const std::vector<std::string>& runs,
+                     const std::vector<Series>& series_given, const std::vector<Mark>& marks) {
+  double largest = 0.0, divisor = 1.0;
+  for (const Series& s : series_given) largest = largest_of(s.y, largest);
+  const Axis y = human_axis(y_given, largest, divisor);
+  std::vector<Series> series = series_given;
+  for (Series& s : series) divide(s.y, divisor);
   Plot p;
   p.title = title;
   const Axis x{"run", ""};
@@ -163,7 +199,8 @@ Plot lines_over_runs(const std::string& title, const Axis& y, const std::vector<
     const std::size_t every = std::max<std::size_t>(1, runs.size() / 15);
     std::string tics;
     for (std::size_t i = 0; i < runs.size(); i += every) tics += fmt::format("{}{} {}", tics.empty() ? "" : ", ", quoted(runs[i]), i);
-    p.script += "set xtics (" + tics + ") rotate by -45 font \",8\"\n";
+    // Run ids read upright at a legible size while they fit; many runs turn them.
+    p.script += "set xtics (" + tics + ")" + (runs.size() / every > 10 ? " rotate by -45" : "") + " font \",10\"\n";
     p.script += fmt::format("set xrange [-0.5:{}]\n", static_cast<double>(runs.size()) - 0.5);
   }
   p.script += mark_commands(marks);
@@ -183,18 +220,31 @@ Plot lines_over_runs(const std::string& title, const Axis& y, const std::vector<
 namespace {
 
 // Bars per category, stacked or side by side.
-Plot bar_chart(const std::string& title, const Axis& y, const std::vector<std::string>& categories, const std::vector<Bars>& series,
-               const std::string& style) {
+Plot bar_chart(const std::string& title, const Axis& y_given, const std::vector<std::string>& categories,
+               const std::vector<Bars>& series_given, const std::string& style) {
+  double largest = 0.0, divisor = 1.0;
+  for (const Bars& b : series_given) largest = largest_of(b.values, largest);
+  const Axis y = human_axis(y_given, largest, divisor);
+  std::vector<Bars> series = series_given;
+  for (Bars& b : series) divide(b.values, divisor);
   Plot p;
   p.title = title;
   p.script = header(title, nullptr, &y);
   if (categories.empty() || series.empty()) {
     p.script += no_data();
   } else {
-    p.script += "set style data histograms\n" + style + "set yrange [0:*]\n";
+    // Bars start at zero; a negative one (a headroom that does not fit) is drawn below it.
+    bool negative = false;
+    for (const Bars& b : series) {
+      for (double v : b.values) negative = negative || (std::isfinite(v) && v < 0.0);
+    }
+    p.script += "set style data histograms\n" + style + (negative ? "set xzeroaxis lt -1 lw 1.5\n" : "set yrange [0:*]\n");
     p.script += bars_plot(categories, series);
   }
   p.data = bars_table("", categories, series);
+  if (!y.unit.empty()) {
+    for (std::size_t i = 1; i < p.data.header.size(); ++i) p.data.header[i] += " (" + y.unit + ")";
+  }
   return p;
 }
 
@@ -226,7 +276,21 @@ Plot histogram(const std::string& title, const Axis& x, const Axis& y, const std
   return p;
 }
 
-Plot scatter_front(const std::string& title, const Axis& x, const Axis& y, const std::vector<ScatterPoint>& points) {
+Plot scatter_front(const std::string& title, const Axis& x_given, const Axis& y_given, const std::vector<ScatterPoint>& points_given) {
+  double largest_x = 0.0, largest_y = 0.0, x_divisor = 1.0, y_divisor = 1.0;
+  bool x_negative = false, y_negative = false;
+  for (const ScatterPoint& pt : points_given) {
+    largest_x = largest_of({pt.x}, largest_x);
+    largest_y = largest_of({pt.y}, largest_y);
+    x_negative = x_negative || pt.x < 0.0;
+    y_negative = y_negative || pt.y < 0.0;
+  }
+  const Axis x = human_axis(x_given, largest_x, x_divisor), y = human_axis(y_given, largest_y, y_divisor);
+  std::vector<ScatterPoint> points = points_given;
+  for (ScatterPoint& pt : points) {
+    pt.x /= x_divisor;
+    pt.y /= y_divisor;
+  }
   Plot p;
   p.title = title;
   p.script = header(title, &x, &y);
@@ -236,7 +300,10 @@ Plot scatter_front(const std::string& title, const Axis& x, const Axis& y, const
   if (points.empty()) {
     p.script += no_data();
   } else {
-    p.script += "set offsets graph 0.08, graph 0.25, graph 0.12, graph 0.12\n";
+    // Room for the labels, but never below zero for figures that cannot be negative.
+    p.script += fmt::format("set offsets graph {}, graph 0.25, graph 0.12, graph {}\n", x_negative ? "0.08" : "0", y_negative ? "0.12" : "0");
+    if (!x_negative) p.script += "set xrange [0:*]\n";
+    if (!y_negative) p.script += "set yrange [0:*]\n";
     std::string cmd = "plot ", data;
     const auto block = [&](const std::vector<ScatterPoint>& pts, bool labels) {
       for (const ScatterPoint& pt : pts) data += number(pt.x) + " " + number(pt.y) + (labels ? " " + quoted(pt.label) : "") + "\n";

@@ -15,6 +15,7 @@
 #include "change_points.h"
 #include "html.h"
 #include "metric_table.h"
+#include "model/synthetic_presets.h"
 #include "pareto.h"
 #include "plots.h"
 #include "results_reader.h"
@@ -337,7 +338,32 @@ std::optional<double> figure(const CaseView& c, const std::string& name) {
   return f->second.median;
 }
 
-void case_section(Page& page, ResultsStore& store, const RunView& run, const CaseView& c) {
+// What the stored configuration says about a case's model and policy, for reading its series.
+struct CaseShape {
+  double layer_scale = 1.0;     // model layers / executed layers: series of executed layers to the whole model
+  bool selects = true;          // its selector chooses pages (not full or window)
+};
+
+CaseShape case_shape(const json& config, const CaseView& c) {
+  CaseShape shape;
+  if (!config.is_object()) return shape;
+  for (const json& m : config.value("models", json::array())) {
+    if (!m.is_object() || m.value("name", "") != c.model || m.value("backend", "") != "synthetic") continue;
+    for (const kv::SyntheticPreset& p : kv::synthetic_presets()) {
+      if (p.name == m.value("preset", "") && m.value("sample_layers", 0) > 0) {
+        shape.layer_scale = static_cast<double>(p.layers) / std::min(p.layers, m.value("sample_layers", 1));
+      }
+    }
+  }
+  for (const json& p : config.value("policies", json::array())) {
+    if (!p.is_object() || p.value("name", "") != c.policy) continue;
+    const std::string selector = p.contains("sparse") && p["sparse"].is_object() ? p["sparse"].value("selector", "full") : "full";
+    shape.selects = selector != "full" && selector != "window";
+  }
+  return shape;
+}
+
+void case_section(Page& page, ResultsStore& store, const RunView& run, const CaseView& c, const CaseShape& shape) {
   const auto series = load_series(store, run.id, c.name, 1);
   const auto events = load_events(store, run.id, c.name, 1);
   const auto histograms = load_histograms(store, run.id, c.name, 1);
@@ -357,7 +383,10 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
     std::size_t n = 0;
     for (const char* name : {"l0_bytes", "l1_used_bytes", "l2_live_bytes"}) {
       if (const auto* v = get(name)) {
-        levels.push_back(bucketed(name, *v));
+        // Whole-model bytes, as the summary's peak L1 is.
+        std::vector<double> whole = *v;
+        for (double& x : whole) x *= shape.layer_scale;
+        levels.push_back(bucketed(name, whole));
         n = std::max(n, v->size());
       }
     }
@@ -365,7 +394,7 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
     std::vector<Mark> transitions;
     for (const RunEvent& e : events) {
       if (e.kind != EventKind::Pressure) continue;
-      if (caps.empty()) caps.push_back({static_cast<double>(e.l1_capacity_bytes), "L1 cap"});
+      if (caps.empty()) caps.push_back({static_cast<double>(e.l1_capacity_bytes) * shape.layer_scale, "L1 cap"});
       if (transitions.size() < 12) {
         transitions.push_back({static_cast<double>(e.step), std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to))});
       }
@@ -373,8 +402,10 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
     if (levels.empty()) {
       page << line("memory water levels: no data (the case recorded no memory samples)");
     } else {
-      page.plot(line_over_steps("Memory water levels", Axis{"step", ""}, Axis{"occupancy, executed layers", "bytes"}, levels, caps, transitions),
-                fmt::format("L0, L1 and L2 occupancy per step of the executed layers; each point is the largest of {} steps", bucket_size(n)));
+      page.plot(line_over_steps("Memory water levels", Axis{"step", ""}, Axis{"occupancy, whole model", "bytes"}, levels, caps, transitions),
+                fmt::format("L0, L1 and L2 occupancy per step, scaled from the executed layers to the whole model ({:.3g}x) as the "
+                            "summary's peak L1 is; each point is the largest of {} steps",
+                            shape.layer_scale, bucket_size(n)));
     }
   }
   // Swap bandwidth.
@@ -393,25 +424,26 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
       page.plot(line_over_steps("Swap bandwidth", Axis{"step", ""}, Axis{"bandwidth", "GB/s"}, swap), "host clock");
     }
   }
-  // Time breakdown.
+  // Time breakdown: prefill and decode apart, each on its own scale (decode is what tpot is
+  // made of, and a prefill thousands of times longer would hide it).
   {
     const std::vector<std::string> spans = {"attn_compute", "kv_quant", "page_alloc", "select", "dma_wait", "model_compute"};
-    std::vector<Bars> bars;
     bool any = false;
-    for (const std::string& s : spans) {
-      Bars b{s, {}};
-      for (const char* phase : {"prefill", "decode"}) {
-        const auto v = figure(c, span_metric_name(phase, s));
+    for (const char* phase : {"prefill", "decode"}) {
+      Bars b{phase, {}};
+      bool phase_any = false;
+      for (const std::string& span : spans) {
+        const auto v = figure(c, span_metric_name(phase, span));
         b.values.push_back(v.value_or(0.0));
-        any = any || (v && *v > 0.0);
+        phase_any = phase_any || (v && *v > 0.0);
       }
-      bars.push_back(std::move(b));
+      if (!phase_any) continue;
+      any = true;
+      page.plot(grouped_bars(std::string(phase == std::string("prefill") ? "Prefill" : "Decode") + " time by span", Axis{"time", "ms"}, spans,
+                             {b}),
+                std::string("the ") + phase + " phase's spans, median over repetitions");
     }
-    if (!any) {
-      page << line(c.soc == "host" ? "time breakdown: no data" : "time breakdown: no data (host-clock spans: only on the host's case)");
-    } else {
-      page.plot(stacked_bars("Time breakdown", Axis{"time", "ms"}, {"prefill", "decode"}, bars), "spans per phase, median over repetitions");
-    }
+    if (!any) page << line(c.soc == "host" ? "time breakdown: no data" : "time breakdown: no data (host-clock spans: only on the host's case)");
   }
   // TPOT distribution.
   if (const auto* tpot = get("tpot_ms"); tpot != nullptr && !tpot->empty()) {
@@ -431,24 +463,28 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
     page << line("TPOT distribution: no data (no decode step timed on the host clock)");
   }
   // Selection: keep ratio and importance scores.
-  if (const auto* keep = get("keep_ratio")) {
+  if (!shape.selects) {
+    page << line("keep ratio and importance scores: the policy's selector keeps pages by position only (full or window)");
+  } else if (const auto* keep = get("keep_ratio")) {
     page.plot(line_over_steps("Keep ratio", Axis{"selection", ""}, Axis{"tokens kept / context", "ratio"}, {bucketed("keep_ratio", *keep)}),
               fmt::format("per selection (step and layer); each point the largest of {}", bucket_size(keep->size())));
   } else {
     page << line("keep ratio: no data (full attention selects nothing)");
   }
-  if (const auto it = histograms.find("importance_score"); it != histograms.end() && !it->second.empty()) {
+  const auto importance = histograms.find("importance_score");
+  if (shape.selects && importance != histograms.end() && !importance->second.empty()) {
+    const auto& counted = importance->second;
     std::vector<std::string> bins;
     std::vector<double> counts;
-    const auto n = it->second.size();
+    const auto n = counted.size();
     for (std::size_t b = 0; b < n; ++b) {
       bins.push_back(fmt::format("{:.2f}", static_cast<double>(b) / static_cast<double>(n)));
-      counts.push_back(static_cast<double>(it->second[b]));
+      counts.push_back(static_cast<double>(counted[b]));
     }
     page.plot(histogram("Importance scores", Axis{"page score, normalised per head", ""}, Axis{"pages", "count"}, bins, counts),
               "middle pages' scores, pooled over heads and selections");
-  } else {
-    page << line("importance scores: no data (full attention scores no pages)");
+  } else if (shape.selects) {
+    page << line("importance scores: no data (no middle page was scored)");
   }
   if (const auto* drift = get("scale_drift")) {
     page.plot(line_over_steps("Scale drift", Axis{"sealed page", ""}, Axis{"scale drift", "ratio"}, {bucketed("scale_drift", *drift)}),
@@ -476,7 +512,8 @@ void case_section(Page& page, ResultsStore& store, const RunView& run, const Cas
   page << "</details>\n";
 }
 
-void cases_section(Page& page, ResultsStore& store, const RunView& run) {
+void cases_section(Page& page, ResultsStore& store, const RunView& run, const RunRecord& record) {
+  const json config = json::parse(record.config_json, nullptr, false);
   page << section_open("cases", "Cases");
   if (run.cases.empty()) page << line("no cases");
   for (const CaseView& c : run.cases) {
@@ -492,7 +529,7 @@ void cases_section(Page& page, ResultsStore& store, const RunView& run) {
       page << "<p class=\"priced\" id=\"" + case_anchor(c.name) + "\">" + h(c.name + ": priced from the host case's engine run (its recordings are the host case's)." + notes) +
                   "</p>\n";
     } else {
-      case_section(page, store, run, c);
+      case_section(page, store, run, c, case_shape(config, c));
     }
   }
   page << "</section>\n";
@@ -571,17 +608,37 @@ void pareto_section(Page& page, const RunView& host, const RunView& model) {
 
 void cross_soc_section(Page& page, const RunView& model) {
   page << section_open("cross-soc", "Across SoCs");
+  // The host's figures stay off these scales: priced as a workstation they would flatten every
+  // phone's bars (its measured figures are in the cases above).
   std::vector<std::string> socs, configs;
+  bool host = false;
   for (const CaseView& c : model.cases) {
+    if (c.soc == "host") {
+      host = true;
+      continue;
+    }
     if (std::find(socs.begin(), socs.end(), c.soc) == socs.end()) socs.push_back(c.soc);
     const std::string config = c.model + "/" + c.workload + "/" + c.policy;
     if (std::find(configs.begin(), configs.end(), config) == configs.end()) configs.push_back(config);
   }
-  if (socs.size() < 2) {
-    page << line(fmt::format("no sweep: the run priced one SoC ({}); `kvbench sweep` prices several", socs.empty() ? "none" : socs.front()));
+  if (socs.empty()) {
+    page << line("no sweep: the run priced no SoC beside the host; `kvbench sweep` prices several");
     page << "</section>\n";
     return;
   }
+  if (host) page << line("the host is left out of these charts: its measured figures are in the cases above");
+  std::vector<std::string> unfit;
+  for (const CaseView& c : model.cases) {
+    if (c.soc != "host" && figure(c, "fits_in_memory").value_or(1.0) == 0.0) unfit.push_back(c.model + "/" + c.workload + "/" + c.policy + " on " + c.soc);
+  }
+  const std::string unfit_text = unfit.empty() ? "" : fmt::format("; does not fit ({}): {}", unfit.size(), unfit.front()) +
+                                                          (unfit.size() > 1 ? fmt::format(" and {} more", unfit.size() - 1) : "");
+  const std::map<std::string, std::string> captions = {
+      {"ttft_ms", "time to first token priced by each SoC's profile: the dense layers' compute and weight traffic and the KV work"},
+      {"decode_tps", "decode tokens per second priced by each SoC's profile, dense layers included"},
+      {"energy_mj_per_token", "energy per decoded token priced by each SoC's profile"},
+      {"memory_headroom_bytes", "the SoC's model budget less weights, peak KV and the runtime reserve: below zero it does not fit"},
+  };
   for (const char* name : {"ttft_ms", "decode_tps", "energy_mj_per_token", "memory_headroom_bytes"}) {
     std::vector<Bars> bars;
     for (const std::string& soc : socs) {
@@ -596,7 +653,7 @@ void cross_soc_section(Page& page, const RunView& model) {
       bars.push_back(std::move(b));
     }
     page.plot(grouped_bars(std::string(name) + " per SoC (model clock)", Axis{name, metric(name).unit}, configs, bars),
-              metric(name).description);
+              captions.at(name) + unfit_text);
   }
   page << "</section>\n";
 }
@@ -693,7 +750,7 @@ ReportOutcome build_report(ResultsStore& store, const ReportOptions& o) {
   Page page;
   verdict_section(page, o, host);
   trends_section(page, store, o, host, suite, baseline_run);
-  cases_section(page, store, host);
+  cases_section(page, store, host, record);
   sparse_section(page, host, record);
   pareto_section(page, host, model);
   cross_soc_section(page, model);

@@ -50,7 +50,7 @@ TEST_CASE("kvbench report writes one self-contained, well-formed page of the gat
   CHECK(html.find("https://") == std::string::npos);
   CHECK(html.find("the gate&#39;s stored verdict 1") != std::string::npos);
   CHECK(html.find("against baseline run 1") != std::string::npos);
-  CHECK(html.find("no sweep: the run priced one SoC (host)") != std::string::npos);
+  CHECK(html.find("no sweep: the run priced no SoC beside the host") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(out_dir + "/.index.html.partial"));
 
   // An explicit baseline is compared afresh; the run named is reported.

@@ -102,14 +102,33 @@ TEST_CASE("plots: every kind draws well-formed SVG for ordinary, empty and singl
 
 TEST_CASE("plots: the data table holds what is plotted", "[reports][plots]") {
   const Plot p = line_over_steps("l", {"step", ""}, {"bytes", "bytes"}, {{"l1", {0, 1, 2}, {5, 6, 7}}}, {{9.0, "cap"}});
-  REQUIRE(p.data.header == std::vector<std::string>{"series", "step", "bytes (bytes)"});
+  REQUIRE(p.data.header == std::vector<std::string>{"series", "step", "bytes (B)"});
   REQUIRE(p.data.rows.size() == 4);
   CHECK(p.data.rows[1] == std::vector<std::string>{"l1", "1", "6"});
   CHECK(p.data.rows[3] == std::vector<std::string>{"cap", "all", "9"});
   const Plot bars = grouped_bars("g", {"t", "ms"}, {"a", "b"}, {{"s1", {1.5, NAN}}});
   CHECK(bars.data.rows[1] == std::vector<std::string>{"b", "-"});
   // Units on the axes.
-  CHECK(p.script.find("set ylabel \"bytes (bytes)\"") != std::string::npos);
+  CHECK(p.script.find("set ylabel \"bytes (B)\"") != std::string::npos);
+}
+
+TEST_CASE("plots: axes in the units people read, the table in the same ones", "[reports][plots]") {
+  // 1.4e6 ms reads 23.3 min; 6e8 bytes 572 MiB; the cap scales with its series.
+  const Plot ms = lines_over_runs("ttft", {"ttft_ms", "ms"}, {"1", "2"}, {{"c", {0, 1}, {1.4e6, 1.2e6}}});
+  CHECK(ms.script.find("set ylabel \"ttft_ms (min)\"") != std::string::npos);
+  CHECK(ms.data.header[2] == "ttft_ms (min)");
+  CHECK(ms.data.rows[0][2] == "23.3333");
+  const Plot bytes = line_over_steps("l1", {"step", ""}, {"l1", "bytes"}, {{"l1", {0, 1}, {3e8, 6e8}}}, {{6.4e8, "cap"}});
+  CHECK(bytes.script.find("set ylabel \"l1 (MiB)\"") != std::string::npos);
+  CHECK(bytes.data.rows[2] == std::vector<std::string>{"cap", "all", "610.352"});
+  // Other units stay as they are; a negative bar is drawn below the zero line.
+  const Plot headroom = grouped_bars("h", {"memory_headroom_bytes", "bytes"}, {"a", "b"}, {{"phone", {-2.0 * (1 << 30), 1.0 * (1 << 30)}}});
+  CHECK(headroom.script.find("set ylabel \"memory_headroom_bytes (GiB)\"") != std::string::npos);
+  CHECK(headroom.script.find("set yrange [0:*]") == std::string::npos);
+  CHECK(headroom.data.rows[0] == std::vector<std::string>{"a", "-2"});
+  const Plot ratio = scatter_front("f", {"kv", "bytes"}, {"recall", "ratio"}, {{40000.0, 0.9, "a", true}, {130000.0, 0.99, "b", true}});
+  CHECK(ratio.script.find("set yrange [0:*]") != std::string::npos);  // a ratio is never drawn below zero
+  CHECK(ratio.script.find("set xlabel \"kv (KiB)\"") != std::string::npos);
 }
 
 TEST_CASE("plots: labels cannot break or extend a gnuplot script", "[reports][plots]") {

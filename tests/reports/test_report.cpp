@@ -99,6 +99,21 @@ TEST_CASE("report: every section, escaped, a well-formed page", "[reports][repor
   CHECK(html.find("no history: run 1 is the only complete run of suite") != std::string::npos);
   CHECK(html.find("http://") == std::string::npos);
   CHECK(html.find("https://") == std::string::npos);
+  // Per case: water levels in whole-model bytes (qwen-0.5b: 24 layers, 1 executed), prefill and
+  // decode time apart, selection plots only for the policy that selects.
+  CHECK(html.find("scaled from the executed layers to the whole model (24x)") != std::string::npos);
+  CHECK(html.find("Prefill time by span") != std::string::npos);
+  CHECK(html.find("Decode time by span") != std::string::npos);
+  CHECK(html.find("Time breakdown") == std::string::npos);
+  const auto full = html.find("f16 &quot;full&quot;/host <span");
+  REQUIRE(full != std::string::npos);
+  const auto next = html.find("<details class=\"case\"", full);
+  const auto full_end = next != std::string::npos ? next : html.find("</section>", full);
+  const std::string full_case = html.substr(full, full_end - full);
+  CHECK(full_case.find("keeps pages by position only") != std::string::npos);
+  CHECK(full_case.find("Keep ratio") == std::string::npos);
+  CHECK(full_case.find("Importance scores") == std::string::npos);
+  CHECK(html.find("Keep ratio") != std::string::npos);  // the hybrid policy's case has it
 }
 
 TEST_CASE("report: without a baseline the banner says so", "[reports][report]") {
