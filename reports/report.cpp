@@ -733,6 +733,12 @@ window.addEventListener('load', function () {
     var r = s.getBoundingClientRect();
     s.setAttribute('data-rendered', Math.round(r.width) + 'x' + Math.round(r.height));
   });
+  // What sticks out at this width: the page, or the verdict section past its own box.
+  var over = [];
+  var verdict = document.getElementById('verdict');
+  if (document.documentElement.scrollWidth - window.innerWidth > 1) over.push('page ' + document.documentElement.scrollWidth);
+  if (verdict) { if (verdict.scrollWidth - verdict.clientWidth > 1) over.push('verdict ' + verdict.scrollWidth); }
+  document.body.setAttribute('data-overflow', over.length ? over.join(', ') + ' in ' + window.innerWidth : 'none');
   document.body.setAttribute('data-measured', 'yes');
 });
 )js";

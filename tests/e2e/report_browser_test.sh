@@ -27,6 +27,26 @@ case $gate in
 esac
 "$kvbench" report --db "$work/results.sqlite" --out "$work/report"
 
+# A verdict with rows, long case names and a configuration change, for the layout at 700 and
+# 1280 px: a tighter budget regresses exact rows.
+wide_suite() {
+  cat <<JSON
+{"name": "wide", "repetitions": 1, "warmup": 0,
+ "models": [{"name": "a-synthetic-model-with-a-long-name", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
+ "workloads": [{"name": "retrieval-augmented-generation-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 8}],
+ "policies": [{"name": "int4-keys-and-values-hybrid-selection", "k": "q4", "v": "q4",
+               "sparse": {"selector": "hybrid", "window": 64, "budget": $1, "sample_every": 4}}]}
+JSON
+}
+wide_suite 0.5 > "$work/wide-base.json"
+wide_suite 0.15 > "$work/wide-tight.json"
+"$kvbench" run --suite "$work/wide-base.json" --db "$work/wide.sqlite" --json > /dev/null
+"$kvbench" run --suite "$work/wide-tight.json" --db "$work/wide.sqlite" --json > /dev/null
+gate=0
+"$kvbench" gate --baseline 1 --candidate 2 --db "$work/wide.sqlite" > /dev/null || gate=$?
+if [ "$gate" != 1 ]; then echo "FAILED: the tighter budget should regress (gate exit $gate, expected 1)"; exit 1; fi
+"$kvbench" report --db "$work/wide.sqlite" --out "$work/wide-report"
+
 flags=(--headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run
        --user-data-dir="$work/profile" --enable-logging=stderr --v=0)
 url="file://$work/report/index.html"
@@ -36,6 +56,10 @@ if ! timeout 120 "$browser" "${flags[@]}" --dump-dom "$url#measure" > "$work/dom
   exit 77
 fi
 timeout 120 "$browser" "${flags[@]}" --window-size=1280,1000 --screenshot="$work/shot.png" "$url" > /dev/null 2> "$work/shot.log"
+for width in 700 1280; do
+  timeout 120 "$browser" "${flags[@]}" --window-size=$width,1000 --dump-dom "file://$work/wide-report/index.html#measure" \
+    > "$work/wide-$width.html" 2> "$work/wide-$width.log"
+done
 
 python3 - "$work" <<'PY'
 import re, struct, sys, zlib
@@ -57,7 +81,17 @@ if len(sizes) != svgs:
 zero = [s for s in sizes if int(s[0]) == 0 or int(s[1]) == 0]
 if zero:
     failures.append(f"{len(zero)} plots rendered with a zero size")
-for log in ["dom.log", "shot.log"]:
+# The verdict of a run with regressed rows and long names, at a narrow and a wide window.
+for width in (700, 1280):
+    wide = open(f"{work}/wide-{width}.html", encoding="utf-8").read()
+    m = re.search(r'data-overflow="([^"]*)"', wide)
+    if not m:
+        failures.append(f"at {width} px: the page's script did not measure the layout")
+    elif m.group(1) != "none":
+        failures.append(f"at {width} px: it overflows: {m.group(1)}")
+    if "<strong>What changed</strong>" not in wide or 'class="rows"' not in wide:
+        failures.append(f"at {width} px: the verdict lacks its changes or its rows")
+for log in ["dom.log", "shot.log", "wide-700.log", "wide-1280.log"]:
     for line in open(f"{work}/{log}", encoding="utf-8", errors="replace"):
         if ":CONSOLE(" in line or "Uncaught" in line:
             failures.append("console: " + line.strip())
@@ -87,5 +121,5 @@ if failures:
     print("FAILED:\n  " + "\n  ".join(failures))
     sys.exit(1)
 print(f"report checked in Chromium: {svgs} plots rendered with non-zero sizes, every section present, no console messages, "
-      f"screenshot {width}x{height} not blank")
+      f"screenshot {width}x{height} not blank, the verdict within the page at 700 and 1280 px")
 PY
