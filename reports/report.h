@@ -32,6 +32,11 @@ struct ReportOutcome {
   std::string plot_note;  // "plots unavailable: gnuplot not found", when so
 };
 
+struct ReportModel;
+
+// The page of a model read from the store (report_model.h), gnuplot at `gnuplot` ("": on PATH).
+ReportOutcome render_report(const ReportModel& model, const std::string& gnuplot = "");
+// load_report_model, then render_report.
 ReportOutcome build_report(ResultsStore& store, const ReportOptions& options);
 
 }  // namespace kvbench::report

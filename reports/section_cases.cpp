@@ -1,0 +1,191 @@
+#include "report_sections.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "metric_table.h"
+#include "run_event.h"
+
+namespace kvbench::report {
+
+namespace {
+
+constexpr std::size_t kDroppedRows = 50;
+
+void case_section(Page& page, const CaseView& c, const CaseRecordings& recorded) {
+  const auto& series = recorded.series;
+  const auto& events = recorded.events;
+  const auto& histograms = recorded.histograms;
+  const CaseShape& shape = recorded.shape;
+  const auto get = [&](const char* name) -> const std::vector<double>* {
+    const auto it = series.find(name);
+    return it == series.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  std::string marks_text = c.degradation.empty() ? "" : " (degraded)";
+  page << "<details class=\"case\" id=\"" + case_anchor(c.name) + "\"><summary>" + h(c.name) + " <span class=\"status\">" + h(c.status + marks_text) + "</span></summary>\n";
+  if (c.status != "complete") page << "<p class=\"degraded\">" + h(c.status + (c.note.empty() ? "" : ": " + c.note)) + "</p>\n";
+  for (const std::string& l : c.degradation) page << "<p class=\"degraded\">" + h(l) + "</p>\n";
+  for (const std::string& l : c.pricing) page << "<p>" + h(l) + "</p>\n";
+
+  // Memory water levels with the cap and the pressure transitions.
+  {
+    std::vector<Series> levels;
+    std::size_t n = 0;
+    for (const char* name : {"l0_bytes", "l1_used_bytes", "l2_live_bytes"}) {
+      if (const auto* v = get(name)) {
+        // Whole-model bytes, as the summary's peak L1 is.
+        std::vector<double> whole = *v;
+        for (double& x : whole) x *= shape.layer_scale;
+        levels.push_back(bucketed(name, whole));
+        n = std::max(n, v->size());
+      }
+    }
+    std::vector<Level> caps;
+    std::vector<Mark> transitions;
+    for (const RunEvent& e : events) {
+      if (e.kind != EventKind::Pressure) continue;
+      if (caps.empty()) caps.push_back({static_cast<double>(e.l1_capacity_bytes) * shape.layer_scale, "L1 cap"});
+      if (transitions.size() < 12) {
+        transitions.push_back({static_cast<double>(e.step), std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to))});
+      }
+    }
+    if (levels.empty()) {
+      page << line("memory water levels: no data (the case recorded no memory samples)");
+    } else {
+      page.plot(line_over_steps("Memory water levels", Axis{"step", ""}, Axis{"occupancy, whole model", "bytes"}, levels, caps, transitions),
+                fmt::format("L0, L1 and L2 occupancy per step, scaled from the executed layers to the whole model ({:.3g}x) as the "
+                            "summary's peak L1 is; each point is the largest of {} steps",
+                            shape.layer_scale, bucket_size(n)));
+    }
+  }
+  // Swap bandwidth.
+  {
+    std::vector<Series> swap;
+    for (const char* name : {"swap_in_gb_per_s", "swap_out_gb_per_s"}) {
+      if (const auto* v = get(name)) swap.push_back(bucketed(name, *v));
+    }
+    const bool any = std::any_of(swap.begin(), swap.end(), [](const Series& s) {
+      return std::any_of(s.y.begin(), s.y.end(), [](double v) { return v > 0.0; });
+    });
+    if (!any) {
+      page << line(c.soc == "host" ? "swap bandwidth: no data (nothing moved between L1 and L2)"
+                                   : "swap bandwidth: no data (a host-clock series: only on the host's case)");
+    } else {
+      page.plot(line_over_steps("Swap bandwidth", Axis{"step", ""}, Axis{"bandwidth", "GB/s"}, swap), "host clock");
+    }
+  }
+  // Time breakdown: prefill and decode apart, each on its own scale (decode is what tpot is
+  // made of, and a prefill thousands of times longer would hide it).
+  {
+    const std::vector<std::string> spans = {"attn_compute", "kv_quant", "page_alloc", "select", "dma_wait", "model_compute"};
+    bool any = false;
+    for (const char* phase : {"prefill", "decode"}) {
+      Bars b{phase, {}};
+      bool phase_any = false;
+      for (const std::string& span : spans) {
+        const auto v = figure(c, span_metric_name(phase, span));
+        b.values.push_back(v.value_or(0.0));
+        phase_any = phase_any || (v && *v > 0.0);
+      }
+      if (!phase_any) continue;
+      any = true;
+      page.plot(grouped_bars(std::string(phase == std::string("prefill") ? "Prefill" : "Decode") + " time by span", Axis{"time", "ms"}, spans,
+                             {b}),
+                std::string("the ") + phase + " phase's spans, median over repetitions");
+    }
+    if (!any) page << line(c.soc == "host" ? "time breakdown: no data" : "time breakdown: no data (host-clock spans: only on the host's case)");
+  }
+  // TPOT distribution.
+  if (const auto* tpot = get("tpot_ms"); tpot != nullptr && !tpot->empty()) {
+    const auto [lo_it, hi_it] = std::minmax_element(tpot->begin(), tpot->end());
+    const double lo = *lo_it, hi = *hi_it;
+    constexpr int kBins = 20;
+    std::vector<double> counts(kBins, 0.0);
+    std::vector<std::string> bins;
+    const double width = hi > lo ? (hi - lo) / kBins : 1.0;
+    for (double v : *tpot) {
+      if (std::isfinite(v)) counts[static_cast<std::size_t>(std::clamp(static_cast<int>((v - lo) / width), 0, kBins - 1))] += 1.0;
+    }
+    for (int b = 0; b < kBins; ++b) bins.push_back(fmt::format("{:.3g}", lo + width * b));
+    page.plot(histogram("TPOT distribution", Axis{"time per output token, bin start", "ms"}, Axis{"steps", "count"}, bins, counts),
+              "host clock, repetition 1");
+  } else {
+    page << line("TPOT distribution: no data (no decode step timed on the host clock)");
+  }
+  // Selection: keep ratio and importance scores.
+  if (!shape.selects) {
+    page << line("keep ratio and importance scores: the policy's selector keeps pages by position only (full or window)");
+  } else if (const auto* keep = get("keep_ratio")) {
+    page.plot(line_over_steps("Keep ratio", Axis{"selection", ""}, Axis{"tokens kept / context", "ratio"}, {bucketed("keep_ratio", *keep)}),
+              fmt::format("per selection (step and layer); each point the largest of {}", bucket_size(keep->size())));
+  } else {
+    page << line("keep ratio: no data (full attention selects nothing)");
+  }
+  const auto importance = histograms.find("importance_score");
+  if (shape.selects && importance != histograms.end() && !importance->second.empty()) {
+    const auto& counted = importance->second;
+    std::vector<std::string> bins;
+    std::vector<double> counts;
+    const auto n = counted.size();
+    for (std::size_t b = 0; b < n; ++b) {
+      bins.push_back(fmt::format("{:.2f}", static_cast<double>(b) / static_cast<double>(n)));
+      counts.push_back(static_cast<double>(counted[b]));
+    }
+    page.plot(histogram("Importance scores", Axis{"page score, normalised per head", ""}, Axis{"pages", "count"}, bins, counts),
+              "middle pages' scores, pooled over heads and selections");
+  } else if (shape.selects) {
+    page << line("importance scores: no data (no middle page was scored)");
+  }
+  if (const auto* drift = get("scale_drift")) {
+    page.plot(line_over_steps("Scale drift", Axis{"sealed page", ""}, Axis{"scale drift", "ratio"}, {bucketed("scale_drift", *drift)}),
+              fmt::format("per sealed page; each point the largest of {}", bucket_size(drift->size())));
+  } else {
+    page << line("scale drift: no data (no quantized page was sealed)");
+  }
+  // Dropped critical tokens.
+  std::string rows;
+  std::size_t dropped = 0;
+  for (const RunEvent& e : events) {
+    if (e.kind != EventKind::TokenDropped) continue;
+    if (dropped++ >= kDroppedRows) continue;
+    rows += "<tr><td>" + std::to_string(e.step) + "</td><td>" + std::to_string(e.layer) + "</td><td>" + std::to_string(e.q_head) +
+            "</td><td>" + std::to_string(e.position) + "</td><td>" + std::to_string(e.weight) + "</td></tr>\n";
+  }
+  if (dropped == 0) {
+    page << line("dropped critical tokens: none");
+  } else {
+    page << fmt::format("<details><summary>dropped critical tokens: {} logged{}</summary>\n", dropped,
+                        dropped > kDroppedRows ? fmt::format(", the first {} shown", kDroppedRows) : "") +
+                "<table>\n<thead><tr><th>step</th><th>layer</th><th>head</th><th>position</th><th>weight</th></tr></thead>\n<tbody>\n" +
+                rows + "</tbody>\n</table>\n</details>\n";
+  }
+  page << "</details>\n";
+}
+
+}  // namespace
+
+void cases_section(Page& page, const ReportModel& m) {
+  const RunView& run = m.host;
+  page << section_open("cases", "Cases");
+  if (run.cases.empty()) page << line("no cases");
+  for (const CaseView& c : run.cases) {
+    if (c.status == "skipped") {
+      page << "<p id=\"" + case_anchor(c.name) + "\">" + h(c.name + ": skipped: " + c.note) + "</p>\n";
+    } else if (priced_from_host(run, c)) {
+      // The same engine run as the host's case, priced for this SoC: its recordings are the host case's.
+      std::string notes;
+      for (const std::string& l : c.pricing) notes += " " + l;
+      page << "<p class=\"priced\" id=\"" + case_anchor(c.name) + "\">" + h(c.name + ": priced from the host case's engine run (its recordings are the host case's)." + notes) +
+                  "</p>\n";
+    } else {
+      case_section(page, c, m.recordings.at(c.name));
+    }
+  }
+  page << "</section>\n";
+}
+
+}  // namespace kvbench::report

@@ -1,0 +1,127 @@
+#include "report_sections.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "metric_table.h"
+
+namespace kvbench::report {
+
+void verdict_section(Page& page, const ReportModel& m) {
+  const RunView& run = m.host;
+  page << section_open("verdict", "Verdict");
+  std::vector<const CaseView*> degraded;
+  for (const CaseView& c : run.cases) {
+    if (!c.degradation.empty()) degraded.push_back(&c);
+  }
+  if (!m.comparison) {
+    page << "<p class=\"banner none\">no baseline: nothing to compare run " + std::to_string(run.id) +
+                " with (gate it, or pass <code>--baseline</code>)</p>\n";
+  } else {
+    const ComparisonRecord& c = *m.comparison;
+    std::string state = c.failing > 0 ? "regressed" : c.unreliable > 0 ? "unreliable" : c.inconclusive > 0 ? "inconclusive" : "pass";
+    std::string label = state;
+    // Across benchmark definitions the exact and modelled rows were not gated: the gate asks for a baseline.
+    if (c.definition_changed) {
+      state = "inconclusive";
+      label = fmt::format("needs a baseline (benchmark definition changed v{} -> v{})", c.definition_changed->first,
+                          c.definition_changed->second);
+    }
+    page << fmt::format("<p class=\"banner {}\">{}: run {} against baseline run {}; {} regressed ({} acknowledged), {} unreliable, {} "
+                        "improved, {} inconclusive</p>\n",
+                        state, h(label), run.id, c.baseline_run, c.regressed, c.regressed - c.failing, c.unreliable, c.improved,
+                        c.inconclusive);
+    page << "<p>" + h(m.baseline_note) + "</p>\n";
+    // What changed between the two runs comes first: it is often the why of every row below.
+    {
+      std::vector<std::string> changed;
+      if (c.definition_changed) {
+        changed.push_back(fmt::format("the benchmark definition: v{} -> v{} (exact and modelled figures are not compared across it)",
+                                      c.definition_changed->first, c.definition_changed->second));
+      }
+      // Cases with the same configuration changes are said once.
+      std::map<std::vector<std::string>, std::vector<std::string>> by_changes;
+      for (const ComparisonCaseRecord& k : c.cases) {
+        if (!k.config_changes.empty()) by_changes[k.config_changes].push_back(k.name);
+      }
+      for (const auto& [changes, names] : by_changes) {
+        std::string list;
+        for (const std::string& change : changes) list += (list.empty() ? "" : "; ") + change;
+        changed.push_back(list + (names.size() == 1 ? " (case " + names.front() + ")" : fmt::format(" ({} cases)", names.size())));
+      }
+      for (const ComparisonCaseRecord& k : c.cases) {
+        if (!k.not_comparable.empty()) changed.push_back("case " + k.name + " not compared: " + k.not_comparable);
+      }
+      if (!c.only_in_baseline.empty()) changed.push_back(fmt::format("{} cases only in the baseline", c.only_in_baseline.size()));
+      if (!c.only_in_candidate.empty()) changed.push_back(fmt::format("{} cases only in the candidate", c.only_in_candidate.size()));
+      for (const std::string& caveat : c.caveats) changed.push_back("caveat: " + caveat);
+      if (changed.empty()) {
+        page << line("configuration: the same in both runs");
+      } else {
+        page << "<div class=\"changes\"><strong>What changed</strong>\n<ul>\n";
+        for (const std::string& item : changed) page << "<li>" + h(item) + "</li>\n";
+        page << "</ul></div>\n";
+      }
+    }
+    // A record from an older kvbench may hold its rows in another order.
+    std::vector<ComparisonRowRecord> rows = c.rows;
+    const auto order = [](const ComparisonRowRecord& r) { return std::min(verdict_order(r.verdict), 4); };
+    std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRowRecord& a, const ComparisonRowRecord& b) { return order(a) < order(b); });
+    const auto row_html = [](const ComparisonRowRecord& r) {
+      // No estimate (an unreliable row): dashes and the reason, never a 0% that reads as unchanged.
+      const std::string delta = r.ratio ? percent(*r.ratio) : "-";
+      const std::string interval =
+          r.ratio ? "[" + percent(r.ratio_low.value_or(*r.ratio)) + ", " + percent(r.ratio_high.value_or(*r.ratio)) + "]" : "-";
+      const std::string p = r.adjusted_p ? fmt::format("{:.3g}", *r.adjusted_p) : "-";
+      std::string verdict = verdict_name(r.verdict);
+      if (r.judged_by) verdict += " (judged by " + *r.judged_by + ")";
+      if (!r.ratio && !r.note.empty()) verdict += ": " + r.note;
+      return "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + "><td><a href=\"#" + case_anchor(r.case_name) + "\">" +
+             h(r.case_name) + "</a></td><td>" + h(r.metric) +
+             "</td><td>" + h(metric_value_text(r.baseline_median, r.metric)) + "</td><td>" +
+             h(metric_value_text(r.candidate_median, r.metric)) + "</td><td>" + h(delta) + "</td><td>" + h(interval) + "</td><td>" + h(p) +
+             "</td><td>" + h(verdict) + (r.acknowledged.empty() ? "" : " (acknowledged: " + h(r.acknowledged) + ")") + "</td></tr>\n";
+    };
+    const std::string head = "<table class=\"rows\">\n<thead><tr><th>case</th><th>metric</th><th>baseline</th><th>candidate</th>"
+                             "<th>delta</th><th>CI</th><th>p (adjusted)</th><th>verdict</th></tr></thead>\n<tbody>\n";
+    std::string shown, rest;
+    int rest_count = 0;
+    for (const ComparisonRowRecord& r : rows) {
+      const int k = order(r);
+      if (k <= 2) {
+        shown += row_html(r);
+      } else if (k == 3 && rest_count < 200) {
+        rest += row_html(r);
+        ++rest_count;
+      }
+    }
+    if (shown.empty()) {
+      page << line("no row regressed, improved or unreliable");
+    } else {
+      page << "<div class=\"scroll\">" + head + shown + "</tbody>\n</table>\n</div>\n";
+    }
+    if (!rest.empty()) {
+      page << fmt::format("<details><summary>{} inconclusive rows{}</summary>\n", c.inconclusive, rest_count < c.inconclusive ? " (first 200)" : "") +
+                  "<div class=\"scroll\">" + head + rest + "</tbody>\n</table>\n</div>\n</details>\n";
+    }
+  }
+  if (degraded.empty()) {
+    page << line("no case degraded");
+  } else {
+    page << "<ul class=\"degraded\">\n";
+    for (const CaseView* c : degraded) {
+      std::string lines;
+      for (const std::string& l : c->degradation) lines += (lines.empty() ? "" : "; ") + l;
+      page << "<li><strong>degraded " + h(c->name) + "</strong> (in " + std::to_string(c->degraded_repetitions) + " of " +
+                  std::to_string(c->repetitions) + " repetitions): " + h(lines) + "</li>\n";
+    }
+    page << "</ul>\n";
+  }
+  page << "</section>\n";
+}
+
+}  // namespace kvbench::report
