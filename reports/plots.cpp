@@ -81,6 +81,7 @@ std::string mark_commands(const std::vector<Mark>& marks) {
   std::string s;
   for (const Mark& m : marks) {
     s += fmt::format("set arrow from first {0}, graph 0 to first {0}, graph 1 nohead dt 4 lw 1 lc rgb \"#777777\"\n", number(m.x));
+    if (!m.labelled) continue;
     s += fmt::format("set label {} at first {}, graph 0.98 rotate by 90 right font \",8\" tc rgb \"#555555\"\n", quoted(m.label),
                      number(m.x));
   }

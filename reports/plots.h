@@ -28,6 +28,7 @@ struct Series {
 struct Mark {
   double x = 0.0;
   std::string label;
+  bool labelled = true;  // false: the line only (its label would overlap a neighbour's); the table keeps it
 };
 
 // A horizontal level (a cap).

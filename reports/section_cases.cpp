@@ -53,6 +53,13 @@ void case_section(Page& page, const CaseView& c, const CaseRecordings& recorded)
         transitions.push_back({static_cast<double>(e.step), std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to))});
       }
     }
+    // Labels closer than 4% of the steps would print over each other: the later one keeps its
+    // line and its table row only.
+    double last_label = -1e300;
+    for (Mark& t : transitions) {
+      t.labelled = t.x - last_label >= 0.04 * static_cast<double>(std::max<std::size_t>(n, 1));
+      if (t.labelled) last_label = t.x;
+    }
     if (levels.empty()) {
       page << line("memory water levels: no data (the case recorded no memory samples)");
     } else {

@@ -112,6 +112,16 @@ TEST_CASE("plots: the data table holds what is plotted", "[reports][plots]") {
   CHECK(p.script.find("set ylabel \"bytes (B)\"") != std::string::npos);
 }
 
+TEST_CASE("plots: a mark without its label keeps its line and its table row", "[reports][plots]") {
+  Mark quiet{2.0, "warning->danger"};
+  quiet.labelled = false;
+  const Plot p = line_over_steps("l", {"step", ""}, {"v", ""}, {{"s", {0, 1, 2}, {1, 2, 3}}}, {}, {{1.0, "safe->warning"}, quiet});
+  CHECK(p.script.find("at first 1, graph 0.98") != std::string::npos);
+  CHECK(p.script.find("at first 2, graph 0.98") == std::string::npos);
+  CHECK(p.script.find("set arrow from first 2,") != std::string::npos);
+  CHECK(p.data.rows.back() == std::vector<std::string>{"mark: warning->danger", "2", "-"});
+}
+
 TEST_CASE("plots: axes in the units people read, the table in the same ones", "[reports][plots]") {
   // 1.4e6 ms reads 23.3 min; 6e8 bytes 572 MiB; the cap scales with its series.
   const Plot ms = lines_over_runs("ttft", {"ttft_ms", "ms"}, {"1", "2"}, {{"c", {0, 1}, {1.4e6, 1.2e6}}});

@@ -94,7 +94,8 @@ TEST_CASE("report: every section, escaped, a well-formed page", "[reports][repor
   CHECK(page.plots > 10);
   CHECK(page.drawn == page.plots);
   CHECK(html.find("per SoC (model clock)") != std::string::npos);
-  CHECK(html.find("Pareto front: m&lt;i&gt;&#39; / w&amp;amp;&lt;u&gt; / apple-m3") != std::string::npos);
+  // The SoCs with the same front share one plot.
+  CHECK(std::regex_search(html, std::regex("Pareto front: m&lt;i&gt;&#39; / w&amp;amp;&lt;u&gt; / [^<]*apple-m3")));
   // One run of the suite: the trends section says so in one line.
   CHECK(html.find("no history: run 1 is the only complete run of suite") != std::string::npos);
   CHECK(html.find("http://") == std::string::npos);

@@ -123,11 +123,28 @@ TEST_CASE("report sections: sparse quality, Pareto and metadata", "[reports][sec
   CHECK(rendered(sparse_section, m).find("no sparse-quality data") != std::string::npos);
   CHECK(rendered(pareto_section, m).find("no Pareto front") != std::string::npos);
   m.policy_budgets = {{"a", "hybrid 10%"}};
-  m.host.cases = {make_case("a", "host", {{"kv_bytes_per_token", 40000.0}, {"attn_rel_error", 0.1}, {"attn_mass_recall", 0.9}}),
-                  make_case("b", "host", {{"kv_bytes_per_token", 130000.0}, {"attn_rel_error", 0.001}, {"attn_mass_recall", 1.0}})};
+  m.host.cases = {make_case("a", "host", {{"kv_bytes_per_token", 40000.0}, {"attn_rel_error", 0.1}, {"attn_mass_recall", 0.9}, {"decode_tps", 20.0}}),
+                  make_case("b", "host", {{"kv_bytes_per_token", 130000.0}, {"attn_rel_error", 0.001}, {"attn_mass_recall", 1.0}, {"decode_tps", 10.0}})};
   CHECK(rendered(sparse_section, m).find("<td>w/a (hybrid 10%)</td>") != std::string::npos);
+  // Two phones: on one b does not fit (faded, off the front), on the other both fit and the
+  // front is the host's, so it joins the host's plot.
+  const auto on = [](CaseView c, const std::string& soc, double fits) {
+    c.soc = soc;
+    c.name = "m/w/" + c.policy + "/" + soc;
+    c.figures["fits_in_memory"] = {fits, "", false, false};
+    return c;
+  };
+  m.model.cases = {on(m.host.cases[0], "big-phone", 1.0), on(m.host.cases[1], "big-phone", 1.0), on(m.host.cases[0], "small-phone", 1.0),
+                   on(m.host.cases[1], "small-phone", 0.0)};
+  m.host.cases.push_back(on(m.host.cases[0], "big-phone", 1.0));
+  m.host.cases.push_back(on(m.host.cases[1], "big-phone", 1.0));
+  m.host.cases.push_back(on(m.host.cases[0], "small-phone", 1.0));
+  m.host.cases.push_back(on(m.host.cases[1], "small-phone", 0.0));
   const std::string fronts = rendered(pareto_section, m);
-  CHECK(fronts.find("Pareto front: m / w / host") != std::string::npos);
+  INFO(fronts);
+  CHECK(fronts.find("Pareto front: m / w / host, big-phone") != std::string::npos);
+  CHECK(fronts.find("Pareto front: m / w / small-phone") != std::string::npos);
+  CHECK(fronts.find("<td>b (10 tok/s) does not fit</td><td>126.953</td><td>0.001</td><td>no</td>") != std::string::npos);
   CHECK(fronts.find("kv_bytes_per_token (KiB)") != std::string::npos);
   const std::string meta = rendered(metadata_section, m);
   CHECK(meta.find("<td>night &lt;1&gt;</td>") != std::string::npos);
