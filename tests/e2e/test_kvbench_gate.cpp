@@ -40,6 +40,15 @@ struct Fixture {
     INFO(out.text);
     REQUIRE(out.status == 0);
   }
+  // Runs 1 (budget 25%, tag base) and 2 (10%, tag tight); the rules that gate only the
+  // deterministic rows (host timings of two runs with no history are not under test).
+  std::string base_and_tight() {
+    run(file("base.json", suite("gate", "0.25", "")), "base");
+    run(file("tight.json", suite("gate", "0.10", "")), "tight");
+    return file("exact-only.json", R"({"rules": [
+    {"metric": "*_ms", "gated": false}, {"metric": "*_ms_*", "gated": false}, {"metric": "*_tps", "gated": false},
+    {"metric": "goodput", "gated": false}, {"metric": "swap_*_gb_per_s", "gated": false}, {"metric": "peak_rss_bytes", "gated": false}]})");
+  }
 };
 
 }  // namespace
@@ -177,12 +186,7 @@ TEST_CASE("every exact figure is bit-identical across two runs of smoke", "[e2e]
 
 TEST_CASE("an acknowledged regression stops failing the gate and stays listed, a new one still fails", "[e2e][gate]") {
   Fixture f;
-  f.run(f.file("base.json", suite("gate", "0.25", "")), "base");
-  f.run(f.file("tight.json", suite("gate", "0.10", "")), "tight");
-  // Only the deterministic rows: host timings of two runs with no history are not under test.
-  const std::string rules = f.file("exact-only.json", R"({"rules": [
-    {"metric": "*_ms", "gated": false}, {"metric": "*_ms_*", "gated": false}, {"metric": "*_tps", "gated": false},
-    {"metric": "goodput", "gated": false}, {"metric": "swap_*_gb_per_s", "gated": false}, {"metric": "peak_rss_bytes", "gated": false}]})");
+  const std::string rules = f.base_and_tight();
   const std::string gate = "gate --baseline 1 --candidate 2 --rules " + rules + " --db " + f.db;
   Output out = run_kvbench(gate);
   INFO(out.text);
@@ -230,11 +234,7 @@ TEST_CASE("an acknowledged regression stops failing the gate and stays listed, a
 
 TEST_CASE("an ack takes a metric glob, runs are named by selectors everywhere, list shows baselines and acks", "[e2e][gate]") {
   Fixture f;
-  f.run(f.file("base.json", suite("gate", "0.25", "")), "base");
-  f.run(f.file("tight.json", suite("gate", "0.10", "")), "tight");
-  const std::string rules = f.file("exact-only.json", R"({"rules": [
-    {"metric": "*_ms", "gated": false}, {"metric": "*_ms_*", "gated": false}, {"metric": "*_tps", "gated": false},
-    {"metric": "goodput", "gated": false}, {"metric": "swap_*_gb_per_s", "gated": false}, {"metric": "peak_rss_bytes", "gated": false}]})");
+  const std::string rules = f.base_and_tight();
   REQUIRE(run_kvbench("baseline set nightly-ref latest:base --db " + f.db).status == 0);
   const std::string gate = "gate --baseline nightly-ref --candidate latest:tight --rules " + rules + " --db " + f.db;
   Output out = run_kvbench(gate);

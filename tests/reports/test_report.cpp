@@ -50,19 +50,23 @@ std::string hostile_comparison() {
               "verdict": "regressed", "acknowledged": "<img src=x onerror=alert(1)>"}]})";
 }
 
+// The page of run 1 in `db`, compared as `comparison` (JSON) says.
+report::ReportOutcome report_of(const std::string& db, const std::string& comparison, const std::string& note = "") {
+  ResultsStore store(db, Access::ReadOnly);
+  report::ReportOptions options;
+  options.run_id = 1;
+  options.comparison = parse_comparison_record(comparison, "test");
+  options.baseline_note = note;
+  return report::build_report(store, options);
+}
+
 const char* const kSections[] = {"verdict", "trends", "cases", "sparse-quality", "pareto", "cross-soc", "metadata"};
 
 }  // namespace
 
 TEST_CASE("report: every section, escaped, a well-formed page", "[reports][report]") {
   const kvtest::TempDir dir("kvbench-report");
-  const std::string db = make_db(dir);
-  ResultsStore store(db, Access::ReadOnly);
-  report::ReportOptions options;
-  options.run_id = 1;
-  options.comparison = parse_comparison_record(hostile_comparison(), "test");
-  options.baseline_note = "a note with <b>markup</b>";
-  const report::ReportOutcome page = report::build_report(store, options);
+  const report::ReportOutcome page = report_of(make_db(dir), hostile_comparison(), "a note with <b>markup</b>");
   const std::string& html = page.html;
   CHECK(report::well_formed_xml(html));
   for (const char* id : kSections) {
@@ -150,19 +154,14 @@ TEST_CASE("report: without gnuplot every plot is its table, under one note", "[r
 
 TEST_CASE("report: the verdict starts with what changed, and each row links to its case", "[reports][report]") {
   const kvtest::TempDir dir("kvbench-report-changes");
-  const std::string db = make_db(dir);
-  ResultsStore store(db, Access::ReadOnly);
-  report::ReportOptions options;
-  options.run_id = 1;
-  options.comparison = parse_comparison_record(R"({"baseline_run": 1, "candidate_run": 1, "failing": 1, "regressed": 1,
+  const std::string html = report_of(make_db(dir), R"({"baseline_run": 1, "candidate_run": 1, "failing": 1, "regressed": 1,
     "caveats": ["the machine changed"],
     "cases": [{"case": "a/w/p/host", "config_changes": ["policies.sparse.budget: 0.25 -> 0.1"]},
               {"case": "b/w/p/host", "config_changes": ["policies.sparse.budget: 0.25 -> 0.1"]},
               {"case": "c/w/p/host", "config_changes": ["models.weights: \"f16\" -> \"q4\""]}],
     "rows": [{"case": "m<i>'/w&amp;<u>/f16 \"full\"/host", "metric": "decode_tps", "baseline_median": 10.0, "candidate_median": 5.0,
-              "ratio": 0.5, "ratio_low": 0.4, "ratio_high": 0.6, "adjusted_p": 0.001, "verdict": "regressed"}]})",
-                                               "test");
-  const std::string html = report::build_report(store, options).html;
+              "ratio": 0.5, "ratio_low": 0.4, "ratio_high": 0.6, "adjusted_p": 0.001, "verdict": "regressed"}]})")
+                                 .html;
   CHECK(report::well_formed_xml(html));
   const auto changes = html.find("<strong>What changed</strong>");
   REQUIRE(changes != std::string::npos);
