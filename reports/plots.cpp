@@ -67,7 +67,7 @@ std::string header(const std::string& title, const Axis* x, const Axis* y) {
   std::string s = "set title " + quoted(title) + "\n";
   if (x != nullptr) s += "set xlabel " + quoted(axis_text(*x)) + "\n";
   if (y != nullptr) s += "set ylabel " + quoted(axis_text(*y)) + "\n";
-  s += "set grid lc rgb \"#dddddd\"\nset key outside right top box lc rgb \"#bbbbbb\"\nset border lc rgb \"#555555\"\n";
+  s += "set grid lc rgb \"#dddddd\"\nset key below box height 1 lc rgb \"#bbbbbb\"\nset xlabel offset 0, 0.4\nset border lc rgb \"#555555\"\n";
   return s;
 }
 
@@ -77,14 +77,26 @@ std::string no_data() {
          "plot 2 notitle\n";
 }
 
+// A category under its bar: a long one keeps its start and its end (where a policy's name and
+// budget are) so the chart keeps its height; the data table has it whole.
+std::string tick_text(const std::string& text) {
+  constexpr std::size_t kHead = 12, kTail = 16;
+  if (text.size() <= kHead + kTail + 3) return text;
+  return text.substr(0, kHead) + "..." + text.substr(text.size() - kTail);
+}
+
+// A dashed line per mark; its label sits above the frame, clear of the data it marks.
 std::string mark_commands(const std::vector<Mark>& marks) {
   std::string s;
+  bool labels = false;
   for (const Mark& m : marks) {
     s += fmt::format("set arrow from first {0}, graph 0 to first {0}, graph 1 nohead dt 4 lw 1 lc rgb \"#777777\"\n", number(m.x));
     if (!m.labelled) continue;
-    s += fmt::format("set label {} at first {}, graph 0.98 rotate by 90 right font \",8\" tc rgb \"#555555\"\n", quoted(m.label),
+    s += fmt::format("set label {} at first {}, graph 1 offset 0, 0.7 center font \",8\" tc rgb \"#555555\"\n", quoted(m.label),
                      number(m.x));
+    labels = true;
   }
+  if (labels) s += "set tmargin 4\n";
   return s;
 }
 
@@ -112,7 +124,7 @@ std::string bars_plot(const std::vector<std::string>& categories, const std::vec
                        i == 0 ? ":xtic(1)" : "", quoted(series[i].name), pattern(i), colour(i), colour(i));
     for (std::size_t c = 0; c < categories.size(); ++c) {
       const double v = c < series[i].values.size() && std::isfinite(series[i].values[c]) ? series[i].values[c] : 0.0;
-      data += quoted(categories[c]) + " " + number(v) + "\n";
+      data += quoted(tick_text(categories[c])) + " " + number(v) + "\n";
     }
     data += "e\n";
   }

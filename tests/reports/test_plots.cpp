@@ -112,12 +112,19 @@ TEST_CASE("plots: the data table holds what is plotted", "[reports][plots]") {
   CHECK(p.script.find("set ylabel \"bytes (B)\"") != std::string::npos);
 }
 
+TEST_CASE("plots: a long category keeps its start and end under the bar, the table has it whole", "[reports][plots]") {
+  const std::string name = "retrieval-augmented-generation-2k/int4-keys-and-values (hybrid 15%)";
+  const Plot p = grouped_bars("g", {"recall", "ratio"}, {name}, {{"s", {0.9}}});
+  CHECK(p.script.find("\"retrieval-au...ues (hybrid 15%)\"") != std::string::npos);
+  CHECK(p.data.rows[0][0] == name);
+}
+
 TEST_CASE("plots: a mark without its label keeps its line and its table row", "[reports][plots]") {
   Mark quiet{2.0, "warning->danger"};
   quiet.labelled = false;
   const Plot p = line_over_steps("l", {"step", ""}, {"v", ""}, {{"s", {0, 1, 2}, {1, 2, 3}}}, {}, {{1.0, "safe->warning"}, quiet});
-  CHECK(p.script.find("at first 1, graph 0.98") != std::string::npos);
-  CHECK(p.script.find("at first 2, graph 0.98") == std::string::npos);
+  CHECK(p.script.find("at first 1, graph 1 offset") != std::string::npos);  // above the frame
+  CHECK(p.script.find("at first 2, graph 1 offset") == std::string::npos);
   CHECK(p.script.find("set arrow from first 2,") != std::string::npos);
   CHECK(p.data.rows.back() == std::vector<std::string>{"mark: warning->danger", "2", "-"});
 }
