@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "human_units.h"
 
 namespace kvbench {
@@ -29,8 +31,18 @@ Progress::~Progress() {
 std::string Progress::eta() const {
   if (done_ <= 0.0) return "ETA -";
   if (done_ >= total_) return "ETA 0 s";
-  const double elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-  return "ETA " + human_duration_ms(elapsed_ms / done_ * (total_ - done_));
+  const auto now = std::chrono::steady_clock::now();
+  if (!running_) {
+    const double elapsed_ms = std::chrono::duration<double, std::milli>(now - start_).count();
+    return "ETA " + human_duration_ms(elapsed_ms / done_ * (total_ - done_));
+  }
+  // Inside a repetition: the rate of the work done before it, the repetition's expected time
+  // less what it has run (never below zero), and the rest at that rate.
+  const double before_ms = std::chrono::duration<double, std::milli>(current_since_ - start_).count();
+  const double running_ms = std::chrono::duration<double, std::milli>(now - current_since_).count();
+  const double per_unit = before_ms / done_;
+  const double rest = std::max(0.0, total_ - done_ - current_work_);
+  return "ETA " + human_duration_ms(std::max(0.0, per_unit * current_work_ - running_ms) + per_unit * rest);
 }
 
 void Progress::line(const std::string& text) {
@@ -44,11 +56,12 @@ void Progress::note(const std::string& text) {
   if (mode_ != Mode::Off) line(text);
 }
 
-void Progress::start(int case_index, const std::string& name, const std::string& what) {
+void Progress::start(int case_index, const std::string& name, const std::string& what, double work) {
   std::lock_guard lock(mutex_);
   current_ = fmt::format("[{}/{}] {} {}", case_index, cases_, name, what);
   current_since_ = last_line_ = std::chrono::steady_clock::now();
   running_ = true;
+  current_work_ = work;
   if (mode_ != Mode::Terminal) return;
   fmt::print(out_, "\r\033[K{} ({})", current_, eta());
   std::fflush(out_);
@@ -58,6 +71,8 @@ void Progress::start(int case_index, const std::string& name, const std::string&
 void Progress::done(double work) {
   std::lock_guard lock(mutex_);
   done_ += work;
+  running_ = false;  // the repetition's work is counted: no heartbeat, the plain rate again
+  current_work_ = 0.0;
 }
 
 void Progress::repetition_done(double wall_s) {

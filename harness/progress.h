@@ -29,8 +29,9 @@ class Progress {
 
   // A line about the whole run (what is planned), before its first case.
   void note(const std::string& text);
-  // A repetition of case `case_index` (from 1) starts; `what` says which.
-  void start(int case_index, const std::string& name, const std::string& what);
+  // A repetition of case `case_index` (from 1) starts; `what` says which, `work` its share of
+  // the planned work (while it runs, the ETA counts down its expected time instead of growing).
+  void start(int case_index, const std::string& name, const std::string& what, double work = 0.0);
   void done(double work);
   // The repetition started last ended after `wall_s`: a log line.
   void repetition_done(double wall_s);
@@ -59,6 +60,7 @@ class Progress {
   std::string current_;  // "[2/12] syn-7b/rag-16k/f16-full/host repetition 3/5"
   std::chrono::steady_clock::time_point current_since_{}, last_line_{};
   bool running_ = false;
+  double current_work_ = 0.0;
   std::chrono::duration<double> heartbeat_;
   std::mutex mutex_;
   std::condition_variable wake_;

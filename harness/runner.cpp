@@ -880,7 +880,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       try {
         for (int r = 1 - suite.warmup; r <= repetitions; ++r) {
           if (stopped()) throw ExecutionStopped();
-          progress.start(members.front().index, c.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions));
+          progress.start(members.front().index, c.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, repetitions),
+                         work_of(c));
           const EngineRun run = timed_run(host_member, host_context, std::max(r, 1));
           decide(run);
           if (r < 1) continue;  // warmup: not stored
@@ -889,7 +890,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
             Repetition rep;
             if (m.how.rerun) {
               if (stopped()) throw ExecutionStopped();
-              progress.start(m.index, m.c->info.name(), fmt::format("repetition {}/{} with {}'s capacities", r, repetitions, m.c->info.soc));
+              progress.start(m.index, m.c->info.name(), fmt::format("repetition {}/{} with {}'s capacities", r, repetitions, m.c->info.soc),
+                             work_of(c));
               try {
                 const std::string own_l2 = case_l2_dir(c, m.capacities.l1_bytes > 0 || c.policy->cache.memory.l1_bytes > 0);
                 RepetitionContext own = host_context;

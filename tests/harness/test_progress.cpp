@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <regex>
+#include <vector>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -103,4 +105,30 @@ TEST_CASE("on a terminal the line is redrawn in place, and off says nothing", "[
   }
   CHECK(contents(quiet).empty());
   std::fclose(quiet);
+}
+
+TEST_CASE("inside a long repetition the ETA counts down, never up", "[progress]") {
+  std::FILE* file = std::tmpfile();
+  REQUIRE(file != nullptr);
+  {
+    Progress progress(1, 3.0, Progress::Mode::Log, file, 0.03);
+    progress.start(1, "m/w/p/host", "repetition 1/3", 1.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    progress.done(1.0);
+    progress.repetition_done(0.06);
+    // The second repetition runs four times as long as the first: the ETA falls to the third's
+    // expected time and stays there.
+    progress.start(1, "m/w/p/host", "repetition 2/3", 1.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(240));
+    progress.done(1.0);
+    progress.repetition_done(0.24);
+  }
+  const std::string log = contents(file);
+  std::fclose(file);
+  INFO(log);
+  std::vector<double> etas;
+  const std::regex beat(R"(repetition 2/3 still running after [^(]+\(ETA ([0-9.]+) ms\))");
+  for (std::sregex_iterator it(log.begin(), log.end(), beat), end; it != end; ++it) etas.push_back(std::stod((*it)[1].str()));
+  REQUIRE(etas.size() >= 2);
+  for (std::size_t i = 1; i < etas.size(); ++i) CHECK(etas[i] <= etas[i - 1]);
 }
