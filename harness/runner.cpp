@@ -319,6 +319,12 @@ Repetition priced_repetition(const EngineRun& run, const Pricing& how) {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
 
+// Whether a SoC's model budget holds the weights and its runtime reserve; one that does not is
+// priced from the host run as it is (fits_in_memory 0) and never reruns.
+bool holds_weights(const kv::soc::SocProfile& p, double weights) {
+  return weights + p.runtime_reserve_bytes.value <= p.model_budget_bytes.value;
+}
+
 // What a SoC does with a case given the host run's peak L1: priced from the host run as it is,
 // run again with the SoC's capacities (a smaller KV budget or L0), or priced as it is because it
 // cannot even hold what no demotion frees.
@@ -444,7 +450,6 @@ void check_l1_budget(const SuiteConfig& suite, const Case& c) {
 kv::soc::ModelWork model_work_of(const Model& model) {
   return model.preset != nullptr ? model_work(*model.preset) : model_work(model.llama.weights->config);
 }
-
 
 // The run's own L2 subdirectories, removed with everything in them when the run ends.
 class RunL2Dirs {
@@ -654,7 +659,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         checked.lines.push_back({c.info.name(), "skipped", c.script.skipped});
       } else if (!c.pinned_only.empty()) {
         ++checked.degraded;
-        checked.lines.push_back({c.info.name(), "degraded", "sinks and window only (allow_pinned_only): " + c.pinned_only});
+        const std::vector<std::string> said =
+            degradation_lines(std::map<std::string, double>{}, {note_event(EventKind::PinnedOnly, c.pinned_only)});
+        checked.lines.push_back({c.info.name(), "degraded", said.front()});
       }
     }
     return checked;
@@ -743,7 +750,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     const std::uint64_t floor = l1_floor(c).whole_bytes;
     for (std::size_t i = begin; i < end; ++i) {
       const kv::soc::SocProfile& p = profiles.at(cases[i].info.soc);
-      if (cases[i].info.soc == "host" || weights + p.runtime_reserve_bytes.value > p.model_budget_bytes.value) continue;
+      if (cases[i].info.soc == "host" || !holds_weights(p, weights)) continue;
       if (!plan_soc(p, weights, peak, c.policy->cache.memory, floor).rerun) continue;
       expected_rerun[i] = 1;
       work += work_of(c) * repetitions;
@@ -764,7 +771,6 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     Pricing how;
     Capacities capacities;
     bool decided = false;  // whether it reruns is known
-    bool predicted_rerun = false;  // the plan's guess, counted in the ETA until decided
     double engine_s = 0.0;         // wall time of the engine runs that are its own
     bool failed = false;
     bool finished = false;  // stored as complete
@@ -833,8 +839,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       const auto weights = static_cast<double>(work_per_token.resident_bytes);
       for (Member& m : members) {
         const kv::soc::SocProfile& p = *m.how.profile;
-        const double reserve = p.runtime_reserve_bytes.value, budget = p.model_budget_bytes.value;
-        if (weights + reserve > budget) {
+        if (!holds_weights(p, weights)) {
+          const double reserve = p.runtime_reserve_bytes.value, budget = p.model_budget_bytes.value;
           m.decided = true;
           m.how.notes.push_back(note_event(EventKind::DoesNotFit,
                                  fmt::format("{}: the weights ({}) and the runtime reserve ({}) exceed the model budget ({}); "
@@ -847,10 +853,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       const L1Floor floor = l1_floor(c);
       // Whether each SoC reruns is decided from the first host run's actual peak L1.
       const kv::MemoryConfig& memory = c.policy->cache.memory;
-      for (Member& m : members) {
-        m.predicted_rerun = expected_rerun[static_cast<std::size_t>(m.index - 1)] != 0;
-        if (m.predicted_rerun) group_planned += work_of(c) * repetitions;  // already in the total
-      }
+      const auto predicted = [&](const Member& m) { return expected_rerun[static_cast<std::size_t>(m.index - 1)] != 0; };
+      for (const Member& m : members) group_planned += predicted(m) ? work_of(c) * repetitions : 0.0;  // already in the total
       const auto decide = [&](const EngineRun& run) {
         for (Member& m : members) {
           if (m.decided) continue;
@@ -860,8 +864,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
           m.how.rerun = plan.rerun;
           if (plan.note) m.how.notes.push_back(std::move(*plan.note));
           // Its own runs join the ETA, or leave it, where the plan guessed wrong.
-          if (plan.rerun && !m.predicted_rerun) add_work(work_of(c) * repetitions);
-          if (!plan.rerun && m.predicted_rerun) skip_work(work_of(c) * repetitions);
+          if (plan.rerun && !predicted(m)) add_work(work_of(c) * repetitions);
+          if (!plan.rerun && predicted(m)) skip_work(work_of(c) * repetitions);
         }
       };
       const auto fail = [&](Member& m, const std::string& error) {

@@ -45,6 +45,13 @@ SparsePolicy with_budget(Selector s, float budget) {
   return p;
 }
 
+// A Quest plan for one decode query over layer 0 of a filled cache (1000 tokens, pages of 16, 2
+// kv heads, 8 q heads).
+SelectionPlan quest_plan(const std::vector<std::vector<PageView>>& views, const std::vector<float>& q, float budget) {
+  const auto bounds = quest_bounds(views, q.data(), 8);
+  return plan_selection(with_budget(Selector::Quest, budget), {1000, 16, 2, &bounds, nullptr});
+}
+
 }  // namespace
 
 TEST_CASE("A plan that covers the context reproduces full attention", "[sparse]") {
@@ -69,8 +76,7 @@ TEST_CASE("Attention over a plan equals the reference over the selected pages", 
   const SeqId seq = filled(cache, 11);
   const auto q = kvtest::random_values(8 * 64, 13);
   const auto views = cache.page_views(seq, 0);
-  const auto bounds = quest_bounds(views, q.data(), 8);
-  const SelectionPlan plan = plan_selection(with_budget(Selector::Quest, 0.2f), {1000, 16, 2, &bounds, nullptr});
+  const SelectionPlan plan = quest_plan(views, q, 0.2f);
   std::vector<float> out(q.size());
   cache.attend(seq, 0, q.data(), 1, out.data(), {&plan});
   // Reference: dense attention over exactly the kept pages of each head.
@@ -167,9 +173,8 @@ TEST_CASE("A plan's pages viewed on their own attend like the same pages picked 
   const SeqId seq = filled(cache, 51);
   const auto q = kvtest::random_values(8 * 64, 53);
   const auto views = cache.page_views(seq, 0);
-  const auto bounds = quest_bounds(views, q.data(), 8);
   for (float budget : {0.2f, 0.5f}) {
-    const SelectionPlan plan = plan_selection(with_budget(Selector::Quest, budget), {1000, 16, 2, &bounds, nullptr});
+    const SelectionPlan plan = quest_plan(views, q, budget);
     std::vector<float> own(q.size()), picked(q.size());
     std::vector<std::vector<float>> own_mass, picked_mass;
     AttendOptions options;
@@ -184,7 +189,7 @@ TEST_CASE("A plan's pages viewed on their own attend like the same pages picked 
     CHECK(own_mass == picked_mass);
   }
   // A plan for another sequence length, or naming a page the sequence lacks, is refused.
-  SelectionPlan stale = plan_selection(with_budget(Selector::Quest, 0.2f), {1000, 16, 2, &bounds, nullptr});
+  SelectionPlan stale = quest_plan(views, q, 0.2f);
   stale.heads[1].pages.back() = 10000;
   std::vector<float> out(q.size());
   CHECK_THROWS_AS(cache.attend(seq, 0, q.data(), 1, out.data(), {&stale}), InputError);
@@ -199,8 +204,7 @@ TEST_CASE("A decode step adds each kept page's attention mass to the selector's 
   const SeqId seq = filled(cache, 51);
   const auto q = kvtest::random_values(8 * 64, 55);
   const auto views = cache.page_views(seq, 0);
-  const auto bounds = quest_bounds(views, q.data(), 8);
-  const SelectionPlan plan = plan_selection(with_budget(Selector::Quest, 0.3f), {1000, 16, 2, &bounds, nullptr});
+  const SelectionPlan plan = quest_plan(views, q, 0.3f);
   std::vector<float> out(q.size());
   std::vector<std::vector<float>> mass;
   AttendOptions with_mass;
