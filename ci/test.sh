@@ -29,7 +29,7 @@ step "release tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 step "slow tests hidden with [.] (Release)"
-build/bin/kvbench-tests "[perplexity],[runner-long],[gate-timed]"
+build/bin/kvbench-tests "[perplexity],[runner-long],[gate-timed],[synthetic-long]"
 
 step "contention tests: a child process holding a core (at most 3 minutes)"
 # Alone, after every other test: the contention is the one the tests make themselves.

@@ -96,6 +96,8 @@ struct SelectionQuality {
   // as many pages per kv head would hold (its pages ranked by exact mass summed over its q
   // heads; sinks and window not forced), mean over q heads.
   double oracle_mass_recall = 0.0;
+  // critical_miss_rate for the oracle's pages (as many per kv head as the selection kept).
+  double oracle_critical_miss_rate = 0.0;
 };
 
 // Every span a phase's time is broken into (clock host): `total` is the phase's timed work,

@@ -175,7 +175,7 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   b.value("token_drop_ratio", f.token_drop_ratio);
   const std::string no_exact = "the llama backend keeps no exact K/V (its accuracy is ppl, kl_*, top1_agree)";
   const std::string no_check = "no sampled decode step (sample_every exceeds the decode steps)";
-  for (const char* name : {"attn_mass_recall", "oracle_mass_recall", "critical_miss_rate"}) {
+  for (const char* name : {"attn_mass_recall", "oracle_mass_recall", "critical_miss_rate", "oracle_critical_miss_rate"}) {
     b.maybe(name, f.synthetic ? scalar(s, name) : std::nullopt, f.synthetic ? no_check : no_exact);
   }
   b.maybe("needle_recall", f.has_needles ? scalar(s, "needle_recall") : std::nullopt,

@@ -9,8 +9,10 @@ namespace kvbench {
 struct SynthStatsOptions {
   std::string preset = "llama-7b-gqa";
   int ctx = 32768;
-  int steps = 4;
+  int steps = 8;
   int sample_layers = 2;
+  int kv_heads = 0;
+  std::string statistics = "published";
   std::uint64_t seed = 1;
   int threads = 0;
   bool json = false;

@@ -71,6 +71,7 @@ void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
   recall_sum_ += quality.attn_mass_recall;
   oracle_sum_ += quality.oracle_mass_recall;
   miss_sum_ += quality.critical_miss_rate;
+  oracle_miss_sum_ += quality.oracle_critical_miss_rate;
   rel_error_sum_ += quality.attn_rel_error;
   cosine_sum_ += quality.attn_cosine;
   ++quality_checks_;
@@ -136,6 +137,7 @@ std::map<std::string, double> Recorder::scalars() const {
     out["attn_mass_recall"] = recall_sum_ / static_cast<double>(quality_checks_);
     out["oracle_mass_recall"] = oracle_sum_ / static_cast<double>(quality_checks_);
     out["critical_miss_rate"] = miss_sum_ / static_cast<double>(quality_checks_);
+    out["oracle_critical_miss_rate"] = oracle_miss_sum_ / static_cast<double>(quality_checks_);
     out["attn_rel_error"] = rel_error_sum_ / static_cast<double>(quality_checks_);
     out["attn_cosine"] = cosine_sum_ / static_cast<double>(quality_checks_);
   }

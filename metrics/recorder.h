@@ -94,6 +94,9 @@ class Recorder final : public kv::Telemetry {
   double attn_mass_recall() const { return quality_checks_ > 0 ? recall_sum_ / static_cast<double>(quality_checks_) : 0.0; }
   double oracle_mass_recall() const { return quality_checks_ > 0 ? oracle_sum_ / static_cast<double>(quality_checks_) : 0.0; }
   double critical_miss_rate() const { return quality_checks_ > 0 ? miss_sum_ / static_cast<double>(quality_checks_) : 0.0; }
+  double oracle_critical_miss_rate() const {
+    return quality_checks_ > 0 ? oracle_miss_sum_ / static_cast<double>(quality_checks_) : 0.0;
+  }
   double needle_recall() const { return needles_ > 0 ? static_cast<double>(needles_kept_) / static_cast<double>(needles_) : 1.0; }
 
  private:
@@ -112,7 +115,7 @@ class Recorder final : public kv::Telemetry {
   // Selection: the dropped share summed over (step, layer, kv head).
   double dropped_share_sum_ = 0.0;
   std::uint64_t head_selections_ = 0;
-  double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
+  double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0, oracle_miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
   std::uint64_t quality_checks_ = 0, needles_ = 0, needles_kept_ = 0;
 };
 

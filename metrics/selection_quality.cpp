@@ -28,12 +28,13 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
   kv::SelectionQuality quality;
   quality.step = step;
   quality.layer = layer;
-  const std::vector<int> needles = exact_.needle_positions();
+  const std::vector<std::vector<int>> needles = exact_.asked_needles();
   // Each kv head is checked on its own (in parallel); drops are reported afterwards, in order.
   struct HeadCheck {
-    double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+    double recall = 0.0, oracle = 0.0, missed = 0.0, oracle_missed = 0.0, rel_error = 0.0, cosine = 0.0;
     int criticals = 0;
     std::vector<bool> needle_kept;
+    std::vector<int> critical_tokens;  // every q head's exact top-m, for the oracle's misses
     std::vector<kv::TokenDropped> drops;
   };
   std::vector<HeadCheck> checks(static_cast<std::size_t>(g.kv_heads));
@@ -46,7 +47,13 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
     for (int p : plan.heads[head].pages) {
       for (int t = p * page_tokens; t < std::min(context, (p + 1) * page_tokens); ++t) kept[static_cast<std::size_t>(t)] = true;
     }
-    for (int needle : needles) check.needle_kept.push_back(needle >= context || kept[static_cast<std::size_t>(needle)]);
+    // A needle is kept when every kv head that answers questions keeps all of its tokens.
+    const bool answers = exact_.answers_questions(layer, h);
+    for (const std::vector<int>& needle : needles) {
+      bool all = true;
+      for (int t : needle) all = all && (!answers || t >= context || kept[static_cast<std::size_t>(t)]);
+      check.needle_kept.push_back(all);
+    }
     for (int t = 0; t < context; ++t) {
       exact_.exact_key(layer, h, t, keys.data() + static_cast<std::size_t>(t) * row);
       exact_.exact_value(layer, h, t, values.data() + static_cast<std::size_t>(t) * row);
@@ -100,6 +107,7 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
       for (int i = 0; i < m; ++i) {
         const int t = order[static_cast<std::size_t>(i)];
         ++check.criticals;
+        check.critical_tokens.push_back(t);
         if (kept[static_cast<std::size_t>(t)]) continue;
         check.missed += 1.0;
         check.drops.push_back({step, layer, h * group + qh, t, static_cast<float>(weights[static_cast<std::size_t>(t)])});
@@ -108,16 +116,28 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
     // Summed over q heads, the mass of a page set is the sum of its pages' masses: the best set
     // of n pages is the n heaviest.
     const std::size_t n = std::min(page_mass.size(), plan.heads[head].pages.size());
-    std::partial_sort(page_mass.begin(), page_mass.begin() + static_cast<std::ptrdiff_t>(n), page_mass.end(), std::greater<>());
-    for (std::size_t i = 0; i < n; ++i) check.oracle += page_mass[i];
+    std::vector<int> pages(page_mass.size());
+    for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int>(i);
+    std::partial_sort(pages.begin(), pages.begin() + static_cast<std::ptrdiff_t>(n), pages.end(), [&](int a, int b) {
+      return page_mass[static_cast<std::size_t>(a)] > page_mass[static_cast<std::size_t>(b)];
+    });
+    std::vector<bool> oracle_page(page_mass.size(), false);
+    for (std::size_t i = 0; i < n; ++i) {
+      check.oracle += page_mass[static_cast<std::size_t>(pages[i])];
+      oracle_page[static_cast<std::size_t>(pages[i])] = true;
+    }
+    // The same critical tokens against the oracle's pages: what a perfect selector of the same
+    // size would still drop.
+    for (int t : check.critical_tokens) check.oracle_missed += oracle_page[static_cast<std::size_t>(t / page_tokens)] ? 0.0 : 1.0;
   });
-  double recall = 0.0, oracle = 0.0, missed = 0.0, rel_error = 0.0, cosine = 0.0;
+  double recall = 0.0, oracle = 0.0, missed = 0.0, oracle_missed = 0.0, rel_error = 0.0, cosine = 0.0;
   int criticals = 0;
   std::vector<bool> needle_kept(needles.size(), true);
   for (const HeadCheck& check : checks) {
     recall += check.recall;
     oracle += check.oracle;
     missed += check.missed;
+    oracle_missed += check.oracle_missed;
     rel_error += check.rel_error;
     cosine += check.cosine;
     criticals += check.criticals;
@@ -131,8 +151,9 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
   quality.attn_rel_error = rel_error / g.q_heads;
   quality.attn_cosine = cosine / g.q_heads;
   quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;
+  quality.oracle_critical_miss_rate = criticals > 0 ? oracle_missed / criticals : 0.0;
   for (std::size_t n = 0; n < needles.size(); ++n) {
-    if (needles[n] >= context) continue;
+    if (needles[n].empty() || needles[n].front() >= context) continue;
     ++quality.needles;
     quality.needles_kept += needle_kept[n] ? 1 : 0;
   }

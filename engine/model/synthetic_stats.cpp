@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
 
 #include "runtime/error.h"
 
@@ -9,14 +11,7 @@ namespace kv {
 
 namespace {
 
-struct HeadResult {
-  double sink = 0, window = 0, heavy = 0, tail = 0, cosine = 0;
-  double sink_min = 1, sink_max = 0, window_min = 1, window_max = 0, heavy_min = 1, heavy_max = 0;
-  double outlier_gain = 0;
-  double needle_mass = 0, needle_top1 = 0;
-  int heavy_tokens = 0;
-  int samples = 0, needle_samples = 0;
-};
+constexpr int kPage = 64;
 
 // Softmax weights of one query over keys[0..visible) (scale 1/sqrt(dim)), in double.
 void softmax_weights(const float* q, const std::vector<float>& keys, int visible, int dim, std::vector<double>& w) {
@@ -35,9 +30,8 @@ void softmax_weights(const float* q, const std::vector<float>& keys, int visible
   for (double& x : w) x /= total;
 }
 
-double outlier_gain(const SyntheticModel& model, const std::vector<float>& keys, int ctx, int dim, int layer, int head) {
-  (void)layer;
-  (void)head;
+double outlier_gain(int outliers, const std::vector<float>& keys, int ctx, int dim) {
+  if (outliers == 0) return 0.0;
   std::vector<double> mean_abs(static_cast<std::size_t>(dim), 0.0);
   for (int j = 0; j < ctx; ++j) {
     for (int c = 0; c < dim; ++c) mean_abs[static_cast<std::size_t>(c)] += std::fabs(keys[static_cast<std::size_t>(j) * dim + c]);
@@ -45,111 +39,242 @@ double outlier_gain(const SyntheticModel& model, const std::vector<float>& keys,
   std::vector<double> sorted = mean_abs;
   std::nth_element(sorted.begin(), sorted.begin() + dim / 2, sorted.end());
   const double median = sorted[static_cast<std::size_t>(dim / 2)];
-  // The outlier channels are the top `outlier_channels` by mean |k|.
-  const int count = model.config().outlier_channels;
-  if (count == 0) return 0.0;
-  std::vector<double> top = mean_abs;
-  std::sort(top.begin(), top.end(), std::greater<>());
+  std::sort(mean_abs.begin(), mean_abs.end(), std::greater<>());
   double sum = 0.0;
-  for (int i = 0; i < count; ++i) sum += top[static_cast<std::size_t>(i)] / median;
-  return sum / count;
+  for (int i = 0; i < outliers; ++i) sum += mean_abs[static_cast<std::size_t>(i)] / median;
+  return sum / outliers;
 }
+
+std::vector<double> page_masses(const std::vector<double>& w) {
+  std::vector<double> pages((w.size() + kPage - 1) / kPage, 0.0);
+  for (std::size_t j = 0; j < w.size(); ++j) pages[j / kPage] += w[j];
+  return pages;
+}
+
+// The best `share` of pages (at least one), heaviest first.
+std::vector<int> best_pages(const std::vector<double>& pages, double share) {
+  const auto n = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(share * static_cast<double>(pages.size()))));
+  std::vector<int> order(pages.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(n, order.size())), order.end(),
+                    [&](int a, int b) { return pages[static_cast<std::size_t>(a)] > pages[static_cast<std::size_t>(b)]; });
+  order.resize(std::min(n, order.size()));
+  return order;
+}
+
+double mass_of(const std::vector<double>& pages, const std::vector<int>& chosen) {
+  double sum = 0.0;
+  for (int p : chosen) sum += p < static_cast<int>(pages.size()) ? pages[static_cast<std::size_t>(p)] : 0.0;
+  return sum;
+}
+
+struct HeadSample {  // one (layer, q head): means over its steps
+  std::string type;
+  double sink = 0, window = 0, heavy = 0, floor = 0, recall5 = 0, recall10 = 0, tokens90 = 0, reuse = 0;
+  int reuse_samples = 0;
+  double cosine = 0, needle_mass = 0, needle_top1 = 0;
+  int needle_samples = 0;
+  std::vector<std::vector<int>> best10;  // per step
+};
+
+struct KvResult {
+  std::vector<HeadSample> heads;  // the group's q heads
+  double outlier_gain = 0;
+  int heavy_tokens = 0;
+  std::vector<double> window_profile;  // mass by distance inside the window
+};
 
 }  // namespace
 
-SyntheticStats measure_synthetic(SyntheticModel& model, int ctx, int steps, ThreadPool& pool) {
+SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptions& options, ThreadPool& pool) {
   const SyntheticConfig& config = model.config();
   const SyntheticPreset& preset = model.preset();
+  const int ctx = options.ctx, steps = options.steps;
   if (ctx < config.sinks + config.window + 1) throw InputError("synth-stats", "ctx", "must exceed sinks + window");
   if (steps < 2) throw InputError("synth-stats", "steps", "must be >= 2");
+  if (ctx + steps > model.geometry().max_seq) throw InputError("synth-stats", "ctx", "ctx + steps exceed the model's max_seq");
   const int dim = preset.head_dim;
   const int group = preset.q_heads / preset.kv_heads;
+  const int kv_heads = options.kv_heads > 0 ? std::min(options.kv_heads, preset.kv_heads) : preset.kv_heads;
   const int total = ctx + steps;
   std::vector<int> needles;
-  for (int pos : config.needles) {
-    if (pos < ctx) needles.push_back(pos);
+  for (std::size_t n = 0; n < config.needles.size(); ++n) {
+    if (config.needles[n] < ctx) needles.push_back(static_cast<int>(n));
   }
   const auto& layers = model.sampled_layers();
-  std::vector<HeadResult> results(layers.size() * static_cast<std::size_t>(preset.kv_heads));
+  std::vector<KvResult> results(layers.size() * static_cast<std::size_t>(kv_heads));
   pool.parallel_for(results.size(), [&](std::size_t item) {
-    const int layer = layers[item / static_cast<std::size_t>(preset.kv_heads)];
-    const int head = static_cast<int>(item % static_cast<std::size_t>(preset.kv_heads));
-    HeadResult& r = results[item];
+    const int layer = layers[item / static_cast<std::size_t>(kv_heads)];
+    const int head = static_cast<int>(item % static_cast<std::size_t>(kv_heads));
+    KvResult& r = results[item];
+    r.window_profile.assign(static_cast<std::size_t>(config.window), 0.0);
     std::vector<float> keys(static_cast<std::size_t>(total) * dim);
     for (int j = 0; j < total; ++j) model.key(layer, head, j, keys.data() + static_cast<std::size_t>(j) * dim);
-    for (int j = 0; j < ctx; ++j) r.heavy_tokens += model.is_heavy(layer, head, j) ? 1 : 0;
-    r.outlier_gain = outlier_gain(model, keys, ctx, dim, layer, head);
-    std::vector<double> w;
+    r.outlier_gain = outlier_gain(config.outlier_channels, keys, ctx, dim);
+    std::vector<double> w, sorted;
     std::vector<float> q(static_cast<std::size_t>(dim)), q_next(static_cast<std::size_t>(dim));
     for (int g = 0; g < group; ++g) {
       const int q_head = head * group + g;
-      double sink = 0, window = 0, heavy = 0, tail = 0;
+      HeadSample h;
+      h.type = std::string(head_type_name(model.head_type(layer, q_head)));
+      std::vector<bool> heavy(static_cast<std::size_t>(total));
+      for (int j = 0; j < total; ++j) heavy[static_cast<std::size_t>(j)] = model.heavy_for(layer, q_head, j);
+      for (int j = 0; j < ctx; ++j) r.heavy_tokens += heavy[static_cast<std::size_t>(j)] && j >= config.sinks ? 1 : 0;
+      std::vector<std::vector<double>> pages(static_cast<std::size_t>(steps));
       for (int s = 0; s < steps; ++s) {
         const int t = ctx - 1 + s;
-        model.query(layer, q_head, t, q.data());
+        model.query_asking(layer, q_head, t, -1, q.data());
         softmax_weights(q.data(), keys, t + 1, dim, w);
         for (int j = 0; j <= t; ++j) {
           const double x = w[static_cast<std::size_t>(j)];
           if (j < config.sinks) {
-            sink += x;
+            h.sink += x;
           } else if (t - j < config.window) {
-            window += x;
-          } else if (model.is_heavy(layer, head, j)) {
-            heavy += x;
+            h.window += x;
+            r.window_profile[static_cast<std::size_t>(t - j)] += x;
+          } else if (heavy[static_cast<std::size_t>(j)]) {
+            h.heavy += x;
           } else {
-            tail += x;
+            h.floor += x;
           }
         }
+        pages[static_cast<std::size_t>(s)] = page_masses(w);
+        const auto& p = pages[static_cast<std::size_t>(s)];
+        h.recall5 += mass_of(p, best_pages(p, 0.05));
+        h.best10.push_back(best_pages(p, 0.10));
+        h.recall10 += mass_of(p, h.best10.back());
+        sorted = w;
+        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        double held = 0.0;
+        int count = 0;
+        while (count < static_cast<int>(sorted.size()) && held < 0.9) held += sorted[static_cast<std::size_t>(count++)];
+        h.tokens90 += count;
         if (s + 1 < steps) {
-          model.query(layer, q_head, t + 1, q_next.data());
+          model.query_asking(layer, q_head, t + 1, -1, q_next.data());
           double dot = 0, a = 0, b = 0;
           for (int c = 0; c < dim; ++c) {
             dot += static_cast<double>(q[static_cast<std::size_t>(c)]) * q_next[static_cast<std::size_t>(c)];
             a += static_cast<double>(q[static_cast<std::size_t>(c)]) * q[static_cast<std::size_t>(c)];
             b += static_cast<double>(q_next[static_cast<std::size_t>(c)]) * q_next[static_cast<std::size_t>(c)];
           }
-          r.cosine += dot / std::sqrt(a * b);
+          h.cosine += dot / std::sqrt(a * b);
         }
       }
-      sink /= steps, window /= steps, heavy /= steps, tail /= steps;
-      r.sink += sink, r.window += window, r.heavy += heavy, r.tail += tail;
-      r.sink_min = std::min(r.sink_min, sink), r.sink_max = std::max(r.sink_max, sink);
-      r.window_min = std::min(r.window_min, window), r.window_max = std::max(r.window_max, window);
-      r.heavy_min = std::min(r.heavy_min, heavy), r.heavy_max = std::max(r.heavy_max, heavy);
-      ++r.samples;
-      for (std::size_t n = 0; n < needles.size(); ++n) {
-        // query_asking, not ask_needle: the model's asked needle is shared, and the other
-        // threads' plain queries would see it (a race that made this measure flaky).
-        model.query_asking(layer, q_head, ctx - 1, static_cast<int>(n), q.data());
-        softmax_weights(q.data(), keys, ctx, dim, w);
-        r.needle_mass += w[static_cast<std::size_t>(needles[n])];
-        r.needle_top1 += (std::max_element(w.begin(), w.end()) - w.begin()) == needles[n] ? 1.0 : 0.0;
-        ++r.needle_samples;
+      // One step's selection reused for the next four; pages past its context count as kept.
+      for (int s = 0; s + 4 < steps; ++s) {
+        const auto& chosen = h.best10[static_cast<std::size_t>(s)];
+        const int known = static_cast<int>(pages[static_cast<std::size_t>(s)].size()) - 1;  // its newest page grows
+        double loss = 0.0;
+        for (int i = 1; i <= 4; ++i) {
+          const auto& later = pages[static_cast<std::size_t>(s + i)];
+          double held = mass_of(later, chosen);
+          for (int p = known; p < static_cast<int>(later.size()); ++p) {
+            if (std::find(chosen.begin(), chosen.end(), p) == chosen.end()) held += later[static_cast<std::size_t>(p)];
+          }
+          loss += std::max(0.0, mass_of(later, best_pages(later, 0.10)) - held);
+        }
+        h.reuse += loss / 4.0;
+        ++h.reuse_samples;
       }
+      const bool answers = model.head_type(layer, q_head) == HeadType::Uniform || model.head_type(layer, q_head) == HeadType::Retrieval;
+      for (int n : needles) {
+        if (!answers) break;
+        model.query_asking(layer, q_head, ctx - 1, n, q.data());
+        softmax_weights(q.data(), keys, ctx, dim, w);
+        const std::vector<int> tokens = model.needle_tokens(n);
+        double mass = 0.0;
+        for (int t : tokens) mass += t < ctx ? w[static_cast<std::size_t>(t)] : 0.0;
+        const int top = static_cast<int>(std::max_element(w.begin(), w.end()) - w.begin());
+        h.needle_mass += mass;
+        h.needle_top1 += std::find(tokens.begin(), tokens.end(), top) != tokens.end() ? 1.0 : 0.0;
+        ++h.needle_samples;
+      }
+      for (double* x : {&h.sink, &h.window, &h.heavy, &h.floor, &h.recall5, &h.recall10, &h.tokens90}) *x /= steps;
+      r.heads.push_back(std::move(h));
     }
   });
+
   SyntheticStats stats;
   stats.ctx = ctx;
   stats.steps = steps;
   stats.needles = static_cast<int>(needles.size());
   int samples = 0, needle_samples = 0, heavy_tokens = 0;
   stats.outlier_gain_min = INFINITY;
-  for (const HeadResult& r : results) {
-    stats.sink_mass += r.sink, stats.window_mass += r.window, stats.heavy_mass += r.heavy, stats.tail_mass += r.tail;
-    stats.query_cosine += r.cosine;
-    stats.sink_mass_min = std::min(stats.sink_mass_min, r.sink_min), stats.sink_mass_max = std::max(stats.sink_mass_max, r.sink_max);
-    stats.window_mass_min = std::min(stats.window_mass_min, r.window_min), stats.window_mass_max = std::max(stats.window_mass_max, r.window_max);
-    stats.heavy_mass_min = std::min(stats.heavy_mass_min, r.heavy_min), stats.heavy_mass_max = std::max(stats.heavy_mass_max, r.heavy_max);
+  std::vector<double> profile(static_cast<std::size_t>(config.window), 0.0);
+  auto add = [&](HeadTypeStats& t, const HeadSample& h) {
+    ++t.heads;
+    t.sink_mass += h.sink, t.window_mass += h.window, t.heavy_mass += h.heavy, t.floor_mass += h.floor;
+    t.oracle_page_recall_5 += h.recall5, t.oracle_page_recall_10 += h.recall10, t.tokens_for_90pct_mass += h.tokens90;
+    t.reuse_loss_4 += h.reuse_samples > 0 ? h.reuse / h.reuse_samples : 0.0;
+    t.needle_mass += h.needle_mass;
+    t.needle_samples += h.needle_samples;
+  };
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const KvResult& r = results[i];
+    for (const HeadSample& h : r.heads) {
+      stats.sink_mass += h.sink, stats.window_mass += h.window, stats.heavy_mass += h.heavy, stats.tail_mass += h.floor;
+      stats.sink_mass_min = std::min(stats.sink_mass_min, h.sink), stats.sink_mass_max = std::max(stats.sink_mass_max, h.sink);
+      stats.window_mass_min = std::min(stats.window_mass_min, h.window), stats.window_mass_max = std::max(stats.window_mass_max, h.window);
+      stats.heavy_mass_min = std::min(stats.heavy_mass_min, h.heavy), stats.heavy_mass_max = std::max(stats.heavy_mass_max, h.heavy);
+      stats.query_cosine += h.cosine;
+      stats.needle_mass += h.needle_mass, stats.needle_top1 += h.needle_top1;
+      needle_samples += h.needle_samples;
+      ++samples;
+      add(stats.types[h.type], h);
+      add(stats.types["all"], h);
+    }
     stats.outlier_gain += r.outlier_gain;
     stats.outlier_gain_min = std::min(stats.outlier_gain_min, r.outlier_gain);
     stats.outlier_gain_max = std::max(stats.outlier_gain_max, r.outlier_gain);
-    stats.needle_mass += r.needle_mass, stats.needle_top1 += r.needle_top1;
-    samples += r.samples, needle_samples += r.needle_samples, heavy_tokens += r.heavy_tokens;
+    heavy_tokens += r.heavy_tokens;
+    for (std::size_t d = 0; d < profile.size(); ++d) profile[d] += r.window_profile[d];
+  }
+  // Adjacent layers: the same (kv head, q head) at layers l and l+1, when both were sampled.
+  for (std::size_t li = 0; li < layers.size(); ++li) {
+    const auto next = std::find(layers.begin(), layers.end(), layers[li] + 1);
+    if (next == layers.end()) continue;
+    const auto lj = static_cast<std::size_t>(next - layers.begin());
+    for (int head = 0; head < kv_heads; ++head) {
+      const KvResult& a = results[li * static_cast<std::size_t>(kv_heads) + static_cast<std::size_t>(head)];
+      const KvResult& b = results[lj * static_cast<std::size_t>(kv_heads) + static_cast<std::size_t>(head)];
+      for (std::size_t g = 0; g < a.heads.size(); ++g) {
+        double overlap = 0.0;
+        for (int s = 0; s < steps; ++s) {
+          const auto& x = a.heads[g].best10[static_cast<std::size_t>(s)];
+          const auto& y = b.heads[g].best10[static_cast<std::size_t>(s)];
+          int shared = 0;
+          for (int p : x) shared += std::find(y.begin(), y.end(), p) != y.end() ? 1 : 0;
+          overlap += static_cast<double>(shared) / static_cast<double>(x.size());
+        }
+        for (const std::string& type : {a.heads[g].type, std::string("all")}) {
+          stats.types[type].adjacent_layer_overlap += overlap / steps;
+          ++stats.types[type].overlap_samples;
+        }
+      }
+    }
+  }
+  for (auto& [name, t] : stats.types) {
+    const double n = t.heads;
+    for (double* x : {&t.sink_mass, &t.window_mass, &t.heavy_mass, &t.floor_mass, &t.oracle_page_recall_5,
+                      &t.oracle_page_recall_10, &t.tokens_for_90pct_mass, &t.reuse_loss_4}) {
+      *x /= n;
+    }
+    if (t.overlap_samples > 0) t.adjacent_layer_overlap /= t.overlap_samples;
+    if (t.needle_samples > 0) t.needle_mass /= t.needle_samples;
   }
   stats.sink_mass /= samples, stats.window_mass /= samples, stats.heavy_mass /= samples, stats.tail_mass /= samples;
   stats.query_cosine /= static_cast<double>(samples) * (steps - 1);
   stats.outlier_gain /= static_cast<double>(results.size());
-  stats.heavy_token_share = static_cast<double>(heavy_tokens) / (static_cast<double>(results.size()) * ctx);
+  stats.heavy_token_share = static_cast<double>(heavy_tokens) / (static_cast<double>(samples) * (ctx - config.sinks));
+  const double window_total = std::accumulate(profile.begin(), profile.end(), 0.0);
+  double running = 0.0;
+  for (std::size_t d = 0; d < profile.size(); ++d) {
+    running += profile[d];
+    if (running >= 0.5 * window_total) {
+      stats.window_half_distance = static_cast<double>(d);
+      break;
+    }
+  }
   if (needle_samples > 0) {
     stats.needle_mass /= needle_samples;
     stats.needle_top1 /= needle_samples;

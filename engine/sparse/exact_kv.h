@@ -13,9 +13,12 @@ class ExactKV {
   // layer: the cache's layer index.
   virtual void exact_key(int layer, int kv_head, int pos, float* out) const = 0;
   virtual void exact_value(int layer, int kv_head, int pos, float* out) const = 0;
-  // Positions of the planted needles the current queries ask for (for needle_recall); empty
+  // The tokens of each planted needle the current queries ask for (for needle_recall); empty
   // when no question is being asked.
-  virtual std::vector<int> needle_positions() const { return {}; }
+  virtual std::vector<std::vector<int>> asked_needles() const { return {}; }
+  // Whether kv head `kv_head` of `layer` serves a head that answers questions: a needle counts
+  // as kept when every such kv head keeps all of its tokens.
+  virtual bool answers_questions(int /*layer*/, int /*kv_head*/) const { return true; }
 };
 
 }  // namespace kv

@@ -26,8 +26,8 @@ TEST_CASE("the recorder aggregates what the engine reports", "[recorder]") {
   selection.kept_tokens = {100, 300};  // keep ratio 0.2
   selection.score_histogram = {1, 2, 3};
   recorder.on_selection(selection);
-  recorder.on_selection_quality({0, 0, 0.8, 0.1, 2, 1, 0.0, 1.0, 0.9});
-  recorder.on_selection_quality({1, 0, 0.6, 0.3, 2, 2, 0.0, 1.0, 0.7});
+  recorder.on_selection_quality({0, 0, 0.8, 0.1, 2, 1, 0.0, 1.0, 0.9, 0.05});
+  recorder.on_selection_quality({1, 0, 0.6, 0.3, 2, 2, 0.0, 1.0, 0.7, 0.15});
   recorder.on_token_dropped({5, 1, 3, 1234, 0.25f});
   kv::MemoryEvent pressure;
   pressure.step = 9;
@@ -48,6 +48,7 @@ TEST_CASE("the recorder aggregates what the engine reports", "[recorder]") {
   CHECK(s.at("attn_mass_recall") == Approx(0.7));
   CHECK(s.at("oracle_mass_recall") == Approx(0.8));
   CHECK(s.at("critical_miss_rate") == Approx(0.2));
+  CHECK(s.at("oracle_critical_miss_rate") == Approx(0.1));
   CHECK(s.at("needle_recall") == Approx(0.75));
   CHECK(s.count("span_decode_select_ms") == 1);
   CHECK(recorder.histograms().at("importance_score") == std::vector<std::int64_t>{1, 2, 3});

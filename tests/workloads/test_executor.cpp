@@ -119,10 +119,10 @@ class SleepingExact final : public kv::ExactKV {
   SleepingExact(const kv::ExactKV& inner, std::chrono::milliseconds sleep) : inner_(inner), sleep_(sleep) {}
   void exact_key(int layer, int kv_head, int pos, float* out) const override { inner_.exact_key(layer, kv_head, pos, out); }
   void exact_value(int layer, int kv_head, int pos, float* out) const override { inner_.exact_value(layer, kv_head, pos, out); }
-  std::vector<int> needle_positions() const override {  // called once per check
+  std::vector<std::vector<int>> asked_needles() const override {  // called once per check
     ++checks;
     std::this_thread::sleep_for(sleep_);
-    return inner_.needle_positions();
+    return inner_.asked_needles();
   }
   mutable int checks = 0;
 

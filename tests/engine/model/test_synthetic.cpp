@@ -70,13 +70,15 @@ TEST_CASE("The generator is deterministic and regenerates any position", "[model
   CHECK(cost.weight_bytes == 2 * cost.macs);
 }
 
-TEST_CASE("Generated statistics sit in their documented ranges", "[model]") {
+TEST_CASE("The uniform-heads statistics sit in their documented ranges", "[model]") {
   ThreadPool pool(2);
   struct Case { const char* preset; int ctx; };
   for (Case tc : {Case{"qwen-0.5b-gqa", 4096}, Case{"llama-7b-gqa", 8192}}) {
     const SyntheticPreset& preset = find_synthetic_preset(tc.preset, "test");
-    SyntheticModel model(preset, config_at(tc.ctx), {0, preset.layers / 2}, tc.ctx + 8, pool);
-    const SyntheticStats s = measure_synthetic(model, tc.ctx, 4, pool);
+    SyntheticConfig config = config_at(tc.ctx);
+    config.statistics = SyntheticStatistics::UniformHeads;
+    SyntheticModel model(preset, config, {0, preset.layers / 2}, tc.ctx + 8, pool);
+    const SyntheticStats s = measure_synthetic(model, {tc.ctx, 4, 0}, pool);
     CAPTURE(tc.preset, s.sink_mass, s.window_mass, s.heavy_mass, s.tail_mass, s.query_cosine, s.outlier_gain);
     // The documented "about" ranges (sinks 20-30%, window 30-40%, heavy hitters about 20%),
     // with 0.02 of slack for the context and the seed.
@@ -101,6 +103,7 @@ TEST_CASE("Impossible synthetic configurations are refused", "[model]") {
   ThreadPool pool(1);
   auto with = [&](auto change) {
     SyntheticConfig c;
+    c.statistics = SyntheticStatistics::UniformHeads;
     change(c);
     return c;
   };
