@@ -145,7 +145,7 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
   // Locality pairs: geometric between 8/window and 2/window, so the kernel's bump is the
   // window and the pairs decorrelate beyond it; the other pairs never rotate anything.
   frequencies_.resize(static_cast<std::size_t>(dim / 2));
-  const double hi = 8.0 / config_.window, lo = 2.0 / config_.window;
+  const double hi = 4.0 / config_.window, lo = 1.0 / config_.window;
   for (int i = 0; i < dim / 2; ++i) {
     frequencies_[static_cast<std::size_t>(i)] =
         i < pairs_ ? hi * std::pow(lo / hi, static_cast<double>(i) / std::max(1, pairs_ - 1)) : std::pow(preset_.rope_theta, -2.0 * i / dim);
@@ -565,11 +565,15 @@ void PublishedHeads::query(int layer, int q_head, int pos, int needle, const flo
   // Noise on the free channels sets consecutive queries' cosine near query_similarity.
   double signal = 0.0;
   for (int i = 0; i < dim; ++i) signal += static_cast<double>(out[i]) * out[i];
-  const int free_channels = dim - ch_free_;
+  const int free_channels = std::max(1, dim - ch_free_ - static_cast<int>(kv.outliers.size()));
   const auto sigma = static_cast<float>(std::sqrt(signal * (1.0 / config_.query_similarity - 1.0) / free_channels));
   synth::NormalStream noise(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(q_head),
                                            static_cast<std::uint64_t>(pos), kTagQuery));
   for (int i = ch_free_; i < dim; ++i) out[i] = sigma * noise.next();
+  // Queries stay off the outlier channels: an offset there would add a constant to every score
+  // of the head (harmless to its softmax) that differs between the heads of a group, and a
+  // page estimate that takes the best head per page would be ranked by those constants.
+  for (int channel : kv.outliers) out[channel] = 0.0f;
 }
 
 }  // namespace kv

@@ -58,10 +58,11 @@ void check_masses_hold(int ctx, int kv_heads) {
     CHECK(t.heavy_mass == Approx(want.span).margin(ctx <= 4096 ? 0.12 : slack));
     CHECK(t.reuse_loss_4 <= 0.015);
   }
+  // At 4K the best 10% is 7 pages, mostly the sinks' and the window's, which every layer shares.
   const HeadTypeStats& all = s.types.at("all");
   CHECK(all.adjacent_layer_overlap >= 0.7);
-  CHECK(all.adjacent_layer_overlap <= 0.9);
   if (ctx >= 32768) {
+    CHECK(all.adjacent_layer_overlap <= 0.9);
     CHECK(s.types.at("streaming").oracle_page_recall_10 >= 0.95);
     CHECK(s.types.at("retrieval").oracle_page_recall_10 >= 0.90);
   }
@@ -97,7 +98,7 @@ TEST_CASE("The published generator is the same bytes for a seed at any thread co
   CHECK(s1.sink_mass == s2.sink_mass);
 }
 
-TEST_CASE("Head types come in the configured shares; layers below dense_layers are diffuse", "[model]") {
+TEST_CASE("Head types come in the configured shares, and layers below dense_layers are diffuse", "[model]") {
   SyntheticConfig config;
   const PublishedHeads heads(llama(), config, {}, 1024);
   std::map<HeadType, int> count;
