@@ -29,36 +29,46 @@ json entry(const json& config, const char* array, const std::string& name) {
   return json::object();
 }
 
-void flatten(const json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (j.is_object()) {
-    for (const auto& [key, value] : j.items()) flatten(value, prefix.empty() ? key : prefix + "." + key, out);
-  } else {
-    out[prefix] = j.dump();
+// Every difference between two configuration objects as "path: old -> new". A field present on
+// one side only is one change however many fields it holds (a block a newer kvbench records,
+// such as a model's `synthetic`, is one line, not one per knob).
+void diff(const json& a, const json& b, const std::string& prefix, std::vector<std::string>& changes) {
+  const auto shown = [](const json& j) {
+    return j.is_object() && j.size() > 3 ? fmt::format("{{{} fields}}", j.size()) : j.dump();
+  };
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [key, value] : a.items()) {
+      const std::string path = prefix.empty() ? key : prefix + "." + key;
+      if (b.contains(key)) {
+        diff(value, b.at(key), path, changes);
+      } else {
+        changes.push_back(fmt::format("{}: {} -> (absent)", path, shown(value)));
+      }
+    }
+    for (const auto& [key, value] : b.items()) {
+      if (!a.contains(key)) changes.push_back(fmt::format("{}: (absent) -> {}", prefix.empty() ? key : prefix + "." + key, shown(value)));
+    }
+    return;
   }
+  if (a.dump() != b.dump()) changes.push_back(fmt::format("{}: {} -> {}", prefix, a.dump(), b.dump()));
 }
 
 // "models.sample_layers: 2 -> 4" for every field of the case's model, workload and policy
 // that differs, and the seed and warmup. Per-run fields (benchmark_definition among them) are
 // not a case's change: compare_runs says a changed definition once, as a caveat.
 std::vector<std::string> config_changes(const json& base, const json& cand, const CaseSamples& c) {
-  std::map<std::string, std::string> a, b;
+  json a = json::object(), b = json::object();
   for (const auto& [array, name] : {std::pair<const char*, std::string>{"models", c.model}, {"workloads", c.workload}, {"policies", c.policy}}) {
-    flatten(entry(base, array, name), array, a);
-    flatten(entry(cand, array, name), array, b);
+    a[array] = entry(base, array, name);
+    b[array] = entry(cand, array, name);
   }
   for (const char* top : {"seed", "warmup"}) {
-    if (base.contains(top)) a[top] = base[top].dump();
-    if (cand.contains(top)) b[top] = cand[top].dump();
+    if (base.contains(top)) a[top] = base[top];
+    if (cand.contains(top)) b[top] = cand[top];
   }
   std::vector<std::string> changes;
-  for (const auto& [key, value] : a) {
-    const auto it = b.find(key);
-    if (it == b.end()) changes.push_back(fmt::format("{}: {} -> (absent)", key, value));
-    else if (it->second != value) changes.push_back(fmt::format("{}: {} -> {}", key, value, it->second));
-  }
-  for (const auto& [key, value] : b) {
-    if (a.count(key) == 0) changes.push_back(fmt::format("{}: (absent) -> {}", key, value));
-  }
+  diff(a, b, "", changes);
+  std::sort(changes.begin(), changes.end());
   return changes;
 }
 

@@ -168,8 +168,9 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   };
   if (c.model->preset != nullptr) {
     const kv::SyntheticPreset& preset = *c.model->preset;
-    kv::SyntheticConfig synthetic;
+    kv::SyntheticConfig synthetic = c.model->config->synthetic;
     synthetic.seed = seed;
+    for (const Script::TokenRange& image : script.images) synthetic.images.push_back({image.begin, image.end});
     synthetic.calibration_ctx = std::max(script.positions, 1024);
     synthetic.needles = script.needles;
     synthetic.window = std::min(synthetic.window, synthetic.calibration_ctx / 4);

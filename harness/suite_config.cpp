@@ -16,6 +16,8 @@
 #include "soc_profiles.h"
 #include "human_units.h"
 #include "strict_json.h"
+#include "json_fields.h"
+#include "synthetic_block.h"
 
 namespace kvbench {
 
@@ -29,86 +31,10 @@ std::string name_problem(const std::string& name, bool tag) {
   return "";
 }
 
-namespace {
-
 using json = nlohmann::json;
-
-[[noreturn]] void fail(const std::string& file, const std::string& path, const std::string& reason) {
-  throw kv::InputError(file, path.empty() ? "/" : path, reason);
-}
-
-// One JSON object being read: typed getters with defaults, and unknown fields refused.
-class Fields {
- public:
-  Fields(const json& object, std::string path, const std::string& file) : j_(object), path_(std::move(path)), file_(file) {
-    if (!j_.is_object()) fail(file_, path_, "must be an object");
-  }
-  const std::string& path() const { return path_; }
-  std::string at(const std::string& key) const { return path_ + "/" + key; }
-  bool has(const std::string& key) const { return j_.contains(key); }
-  const json* child(const std::string& key) {
-    used_.insert(key);
-    return j_.contains(key) ? &j_.at(key) : nullptr;
-  }
-  std::string string(const std::string& key, const std::string& fallback, bool required = false) {
-    const json* v = child(key);
-    if (v == nullptr) {
-      if (required) fail(file_, at(key), "is required");
-      return fallback;
-    }
-    if (!v->is_string()) fail(file_, at(key), "must be a string");
-    return v->get<std::string>();
-  }
-  // A name that becomes part of a case's name (model/workload/policy/soc) or a suite's.
-  std::string name(const std::string& key) {
-    const std::string value = string(key, "", true);
-    const std::string problem = name_problem(value);
-    if (!problem.empty()) fail(file_, at(key), problem);
-    return value;
-  }
-  std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
-    const json* v = child(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_number_integer()) fail(file_, at(key), "must be an integer");
-    const auto x = v->get<std::int64_t>();
-    if (x < lo || x > hi) fail(file_, at(key), std::to_string(x) + " must be in " + std::to_string(lo) + ".." + std::to_string(hi));
-    return x;
-  }
-  double number(const std::string& key, double fallback) {
-    const json* v = child(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_number()) fail(file_, at(key), "must be a number");
-    const double x = v->get<double>();
-    if (!std::isfinite(x)) fail(file_, at(key), "must be finite");
-    return x;
-  }
-  bool boolean(const std::string& key, bool fallback) {
-    const json* v = child(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) fail(file_, at(key), "must be true or false");
-    return v->get<bool>();
-  }
-  std::uint64_t size(const std::string& key, std::uint64_t fallback) {
-    const json* v = child(key);
-    if (v == nullptr) return fallback;
-    if (v->is_number_unsigned()) return v->get<std::uint64_t>();
-    if (v->is_string()) return parse_size(v->get<std::string>(), file_, at(key));
-    fail(file_, at(key), "must be a byte count or a size string such as \"64MiB\"");
-  }
-  void done() const {
-    for (const auto& item : j_.items()) {
-      if (used_.count(item.key()) == 0) fail(file_, at(item.key()), "unknown field");
-    }
-  }
-
- private:
-  const json& j_;
-  std::string path_;
-  const std::string& file_;
-  std::set<std::string> used_;
-};
-
-}  // namespace
+using json_fields::fail;
+using json_fields::Fields;
+using json_fields::rethrow_at;
 
 std::string weight_precision_name(const kv::SyntheticPreset& preset) {
   return preset.weight_bits <= 4 ? "q4" : preset.weight_bits <= 8 ? "q8" : "f16";
@@ -123,15 +49,6 @@ kv::SyntheticPreset with_weights(kv::SyntheticPreset preset, const std::string& 
 
 namespace {
 
-// An engine validator's InputError, re-addressed to the file and JSON path.
-template <class F>
-void rethrow_at(const std::string& file, const std::string& path, F&& validate) {
-  try {
-    validate();
-  } catch (const kv::InputError& e) {
-    fail(file, path + "/" + e.field(), e.reason());
-  }
-}
 
 void read_sparse(Fields& f, kv::SparsePolicy& s, const std::string& file) {
   const std::string selector = f.string("selector", "full");
@@ -290,6 +207,8 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
       if (model.weights != "f16" && model.weights != "q8" && model.weights != "q4") {
         fail(file, m.at("weights"), "'" + model.weights + "' is not one of f16, q8, q4");
       }
+      model.synthetic = parse_synthetic_block(m.child("synthetic"), m.at("synthetic"), file,
+                                              kv::find_synthetic_preset(model.preset, "preset"));
     } else if (model.backend == "llama") {
       model.path = m.string("path", "", true);
       model.tokenizer = m.string("tokenizer", "", true);
@@ -472,6 +391,7 @@ std::string resolved_json(const SuiteConfig& suite) {
       j["preset"] = m.preset;
       j["sample_layers"] = m.sample_layers;
       j["weights"] = m.weights;
+      j["synthetic"] = synthetic_block_json(m.synthetic);
     } else {
       j["path"] = m.path;
       j["tokenizer"] = m.tokenizer;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kv_cache.h"
+#include "model/synthetic.h"
 #include "model/synthetic_presets.h"
 #include "sparse/policy.h"
 #include "workload.h"
@@ -21,6 +22,8 @@ struct ModelConfig {
   std::string preset;         // synthetic: a preset of engine/model/synthetic_presets
   int sample_layers = 2;      // synthetic: layers executed (the rest extrapolated)
   std::string weights;        // synthetic: f16, q8 or q4 (groups of 128); the preset's when not given
+  kv::SyntheticConfig synthetic;  // synthetic: the statistics and their knobs (harness/synthetic_block.h);
+                                  // the runner adds the seed, needles and images
   std::string path;           // llama: checkpoint (.bin or .gguf); bare names resolve in the models dir
   std::string tokenizer;      // llama: tok*.bin
 };

@@ -16,7 +16,7 @@ void add_synth_stats_command(CLI::App& app, SynthStatsOptions& o) {
   cmd->add_option("--ctx", o.ctx, "context tokens");
   cmd->add_option("--steps", o.steps, "decode steps measured (>= 2; reuse_loss_4 needs >= 5)");
   cmd->add_option("--sample-layers", o.sample_layers,
-                  "layer pairs measured: layer l at the middle of each of this many equal bands, and l+1 for adjacent_layer_overlap");
+                  "layer pairs measured: layer l at the middle of each of this many equal bands, and l+1 for adjacent_layer_overlap (every layer from half the model's layers on)");
   cmd->add_option("--kv-heads", o.kv_heads, "the first this many kv heads of each layer (0 = all)");
   cmd->add_option("--seed", o.seed, "generator seed");
   cmd->add_option("--threads", o.threads, "threads (0 = all cores)");
@@ -46,8 +46,13 @@ int run_synth_stats(const SynthStatsOptions& o) {
     const int pos = static_cast<int>(at * o.ctx);
     if (pos >= config.sinks && pos < o.ctx - config.window) config.needles.push_back(pos);
   }
+  // Layer l at the middle of each of sample_layers bands, and l+1 beside it; every layer when
+  // the pairs would cover the model anyway.
   std::vector<int> layers;
-  for (int i = 0; i < o.sample_layers; ++i) {
+  if (2 * o.sample_layers >= preset.layers) {
+    for (int l = 0; l < preset.layers; ++l) layers.push_back(l);
+  }
+  for (int i = 0; i < o.sample_layers && 2 * o.sample_layers < preset.layers; ++i) {
     const int l = (2 * i + 1) * preset.layers / (2 * o.sample_layers);
     if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
     if (l + 1 < preset.layers && std::find(layers.begin(), layers.end(), l + 1) == layers.end()) layers.push_back(l + 1);

@@ -169,6 +169,7 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
       s.ops.push_back(prefill(lead, 0));
       pos += lead;
       image_start.push_back(pos);
+      s.images.push_back({pos, pos + c.visual_tokens});
       s.ops.push_back(prefill(c.visual_tokens, 0, true));
       pos += c.visual_tokens;
     }

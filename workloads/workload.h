@@ -64,6 +64,10 @@ struct Script {
   int positions = 0;         // the longest sequence
   int stream_tokens = 0;     // tokens of the text stream the script reads (llama backend)
   std::vector<int> needles;  // planted positions (synthetic backend)
+  struct TokenRange {
+    int begin = 0, end = 0;
+  };
+  std::vector<TokenRange> images;  // visual tokens' positions [begin, end)
   bool teacher_forced = false;  // perplexity: no prompt, no generation; every step is scored
 };
 
