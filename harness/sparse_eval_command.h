@@ -17,6 +17,7 @@ struct SparseEvalOptions {
   int steps = 8;
   bool compensate = false;
   int threads = 0;
+  std::string statistics = "published";
 };
 
 void add_sparse_eval_command(CLI::App& app, SparseEvalOptions& options);
