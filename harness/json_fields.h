@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
@@ -94,6 +95,10 @@ class Fields {
   std::set<std::string> used_;
 };
 
+
+// A float field as the decimal it was written as (0.9, not 0.8999999761581421): fmt prints the
+// shortest text that reads back as the same float.
+inline double shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
 // An engine validator's InputError, re-addressed to the file and JSON path.
 template <class F>

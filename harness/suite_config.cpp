@@ -35,6 +35,7 @@ using json = nlohmann::json;
 using json_fields::fail;
 using json_fields::Fields;
 using json_fields::rethrow_at;
+using json_fields::shortest;
 
 std::string weight_precision_name(const kv::SyntheticPreset& preset) {
   return preset.weight_bits <= 4 ? "q4" : preset.weight_bits <= 8 ? "q8" : "f16";
@@ -333,10 +334,6 @@ SuiteConfig load_suite(const std::string& path) {
 namespace kvbench {
 
 namespace {
-
-// A float field as the decimal it was written as (0.9, not 0.8999999761581421): fmt prints the
-// shortest text that reads back as the same float.
-double shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
 json memory_json(const kv::MemoryConfig& m) {
   return json{{"l0_bytes", m.l0_bytes},

@@ -9,6 +9,7 @@ namespace {
 using json = nlohmann::json;
 using json_fields::fail;
 using json_fields::Fields;
+using json_fields::shortest;
 
 const char* const kUniformOnly[] = {"sink_mass", "window_mass", "heavy_fraction", "heavy_mass", "needle_strength"};
 
@@ -24,7 +25,7 @@ void read_type(Fields& f, const char* name, kv::HeadTypeMasses& t, const std::st
 }
 
 json type_json(const kv::HeadTypeMasses& t) {
-  return {{"sink_mass", t.sink}, {"window_mass", t.window}, {"span_mass", t.span}, {"span_coverage", t.coverage}};
+  return {{"sink_mass", shortest(t.sink)}, {"window_mass", shortest(t.window)}, {"span_mass", shortest(t.span)}, {"span_coverage", shortest(t.coverage)}};
 }
 
 }  // namespace
@@ -103,42 +104,42 @@ json synthetic_block_json(const kv::SyntheticConfig& c) {
   j["sinks"] = c.sinks;
   j["window"] = c.window;
   j["outlier_channels"] = c.outlier_channels;
-  j["outlier_gain_min"] = c.outlier_gain_min;
-  j["outlier_gain_max"] = c.outlier_gain_max;
-  j["query_similarity"] = c.query_similarity;
-  j["head_variation"] = c.head_variation;
+  j["outlier_gain_min"] = shortest(c.outlier_gain_min);
+  j["outlier_gain_max"] = shortest(c.outlier_gain_max);
+  j["query_similarity"] = shortest(c.query_similarity);
+  j["head_variation"] = shortest(c.head_variation);
   if (c.statistics == kv::SyntheticStatistics::UniformHeads) {
-    j["sink_mass"] = c.sink_mass;
-    j["window_mass"] = c.window_mass;
-    j["heavy_fraction"] = c.heavy_fraction;
-    j["heavy_mass"] = c.heavy_mass;
-    j["needle_strength"] = c.needle_strength;
+    j["sink_mass"] = shortest(c.sink_mass);
+    j["window_mass"] = shortest(c.window_mass);
+    j["heavy_fraction"] = shortest(c.heavy_fraction);
+    j["heavy_mass"] = shortest(c.heavy_mass);
+    j["needle_strength"] = shortest(c.needle_strength);
     return j;
   }
   const kv::HeadMix& m = c.mix;
-  j["streaming_share"] = m.streaming_share;
-  j["retrieval_share"] = m.retrieval_share;
-  j["diffuse_share"] = m.diffuse_share;
+  j["streaming_share"] = shortest(m.streaming_share);
+  j["retrieval_share"] = shortest(m.retrieval_share);
+  j["diffuse_share"] = shortest(m.diffuse_share);
   j["dense_layers"] = m.dense_layers;
   j["streaming"] = type_json(m.streaming);
   j["retrieval"] = type_json(m.retrieval);
   j["diffuse"] = type_json(m.diffuse);
-  j["sink_concentration"] = m.sink_concentration;
-  j["group_shared_spans"] = m.group_shared_spans;
-  j["span_median"] = m.span_median;
-  j["span_sigma"] = m.span_sigma;
+  j["sink_concentration"] = shortest(m.sink_concentration);
+  j["group_shared_spans"] = shortest(m.group_shared_spans);
+  j["span_median"] = shortest(m.span_median);
+  j["span_sigma"] = shortest(m.span_sigma);
   j["span_max"] = m.span_max;
-  j["span_zipf_ranks"] = m.span_zipf_ranks;
-  j["token_jitter"] = m.token_jitter;
-  j["step_sigma"] = m.step_sigma;
-  j["span_turnover"] = m.span_turnover;
-  j["turnover_sigma"] = m.turnover_sigma;
-  j["adjacent_layer_share"] = m.adjacent_layer_share;
-  j["far_layer_share"] = m.far_layer_share;
-  j["needle_mass"] = m.needle_mass;
+  j["span_zipf_ranks"] = shortest(m.span_zipf_ranks);
+  j["token_jitter"] = shortest(m.token_jitter);
+  j["step_sigma"] = shortest(m.step_sigma);
+  j["span_turnover"] = shortest(m.span_turnover);
+  j["turnover_sigma"] = shortest(m.turnover_sigma);
+  j["adjacent_layer_share"] = shortest(m.adjacent_layer_share);
+  j["far_layer_share"] = shortest(m.far_layer_share);
+  j["needle_mass"] = shortest(m.needle_mass);
   j["needle_tokens"] = m.needle_tokens;
   j["image_region"] = m.image_region;
-  j["image_suppression"] = m.image_suppression;
+  j["image_suppression"] = shortest(m.image_suppression);
   return j;
 }
 

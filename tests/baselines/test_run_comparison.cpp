@@ -95,6 +95,23 @@ TEST_CASE("runs of different benchmark definitions gate host rows only, with one
   CHECK(c.cases[0].not_comparable.empty());
 }
 
+TEST_CASE("a configuration block one run lacks is one config change, however many fields it holds", "[definition]") {
+  kvtest::TempDir dir("run-comparison-block");
+  ResultsStore store(dir.path + "/results.sqlite");
+  const GateRules rules = parse_gate_rules(R"({"rules": []})", "empty.json");
+  const std::int64_t before = add_run(store, R"({"seed": 1, "benchmark_definition": 3, "models": [{"name": "m", "preset": "p"}]})", 1.0);
+  const std::int64_t after = add_run(store, R"({"seed": 1, "benchmark_definition": 4, "models": [{"name": "m", "preset": "p",
+      "synthetic": {"statistics": "published", "sinks": 4, "window": 256, "streaming_share": 0.65}}]})", 1.0);
+  const RunComparison c = compare_runs(store, before, after, rules, {});
+  REQUIRE(c.cases.size() == 1);
+  CHECK(c.cases[0].config_changes == std::vector<std::string>{"models.synthetic: (absent) -> {4 fields}"});
+  // Inside a block both have, each changed field is named.
+  const std::int64_t uniform = add_run(store, R"({"seed": 1, "benchmark_definition": 4, "models": [{"name": "m", "preset": "p",
+      "synthetic": {"statistics": "uniform-heads", "sinks": 4, "window": 256, "streaming_share": 0.65}}]})", 1.0);
+  CHECK(compare_runs(store, after, uniform, rules, {}).cases[0].config_changes ==
+        std::vector<std::string>{R"(models.synthetic.statistics: "published" -> "uniform-heads")"});
+}
+
 TEST_CASE("runs of one benchmark definition compare their exact rows as before", "[definition]") {
   kvtest::TempDir dir("run-comparison-same-definition");
   ResultsStore store(dir.path + "/results.sqlite");

@@ -35,6 +35,13 @@ std::string suite(const std::string& policy_extra = "", const std::string& top_e
   })";
 }
 
+// The example suite with a `synthetic` block on its synthetic model.
+std::string with_synthetic(const std::string& block) {
+  std::string text = suite();
+  text.replace(text.find("\"sample_layers\": 2"), 18, "\"sample_layers\": 2, \"synthetic\": " + block);
+  return text;
+}
+
 // The error a suite text raises: where (file), field (JSON path) and reason.
 kv::InputError error_of(const std::string& text) {
   try {
@@ -92,6 +99,13 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite().replace(suite().find("\"sample_layers\": 2"), 18, "\"weights\": \"q3\""), "/models/0/weights", "'q3' is not one of f16, q8, q4"},
       {suite().replace(suite().find("\"tokenizer\": \"tok512.bin\""), 25, "\"tokenizer\": \"tok512.bin\", \"weights\": \"q4\""),
        "/models/1/weights", "unknown field"},
+      {with_synthetic(R"({"statistics": "realistic"})"), "/models/0/synthetic/statistics", "not one of published, uniform-heads"},
+      {with_synthetic(R"({"retrieval": {"sink_mass": 0.9}})"), "/models/0/synthetic/retrieval/sink_mass", "floor"},
+      {with_synthetic(R"({"heavy_mass": 0.3})"), "/models/0/synthetic/heavy_mass", "uniform-heads knob"},
+      {with_synthetic(R"({"streaming_share": 0.9})"), "/models/0/synthetic/streaming_share", "must be 1"},
+      {with_synthetic(R"({"span_sigma": "wide"})"), "/models/0/synthetic/span_sigma", "must be a number"},
+      {with_synthetic(R"({"diffuse": {"span_weight": 1}})"), "/models/0/synthetic/diffuse/span_weight", "unknown field"},
+      {with_synthetic(R"({"statistics": "uniform-heads", "sink_mass": 0.9})"), "/models/0/synthetic/sink_mass", "tail"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.path, c.reason);
@@ -288,6 +302,27 @@ TEST_CASE("docs/suites.md states the parser's defaults for every field", "[confi
     }
   }
   CHECK(kinds == 5);
+}
+
+TEST_CASE("a synthetic model's statistics: published unless the suite chooses, every knob resolved", "[config]") {
+  const SuiteConfig plain = parse_suite(suite(), "suite.json", ".");
+  CHECK(plain.models[0].synthetic.statistics == kv::SyntheticStatistics::Published);
+  const auto resolved = nlohmann::json::parse(resolved_json(plain));
+  CHECK(resolved["models"][0]["synthetic"]["statistics"] == "published");
+  CHECK(resolved["models"][0]["synthetic"]["retrieval"]["span_mass"] == Approx(0.52));
+  CHECK(resolved["models"][0]["synthetic"]["adjacent_layer_share"] == Approx(0.8));
+  CHECK_FALSE(resolved["models"][1].contains("synthetic"));
+  const SuiteConfig chosen = parse_suite(with_synthetic(R"({"retrieval_share": 0.5, "streaming_share": 0.42, "retrieval": {"span_mass": 0.55}})"),
+                                         "suite.json", ".");
+  CHECK(chosen.models[0].synthetic.mix.retrieval_share == Approx(0.5f));
+  CHECK(chosen.models[0].synthetic.mix.retrieval.span == Approx(0.55f));
+  CHECK(chosen.models[0].synthetic.mix.retrieval.sink == Approx(0.25f));  // the rest keep their defaults
+  const SuiteConfig uniform = parse_suite(with_synthetic(R"({"statistics": "uniform-heads"})"), "suite.json", ".");
+  CHECK(uniform.models[0].synthetic.statistics == kv::SyntheticStatistics::UniformHeads);
+  const auto uniform_json = nlohmann::json::parse(resolved_json(uniform))["models"][0]["synthetic"];
+  CHECK(uniform_json["statistics"] == "uniform-heads");
+  CHECK(uniform_json["heavy_mass"] == Approx(0.20));
+  CHECK_FALSE(uniform_json.contains("retrieval_share"));  // only the knobs its statistics use
 }
 
 TEST_CASE("a synthetic model's weight precision: the preset's unless the suite chooses one", "[config]") {

@@ -47,6 +47,10 @@ TEST_CASE("sampled steps measure recall against exact attention and log dropped 
   // The oracle ceiling: as many pages, the heaviest by exact mass. No choice holds more, and
   // the window's pages are not the heaviest ones here (it drops heavy hitters).
   for (const SelectionQuality& quality : drops.quality) {
+    // The oracle's pages drop fewer of the critical tokens than the window's, and some may
+    // still not fit: it is a floor, not zero.
+    CHECK(quality.oracle_critical_miss_rate >= 0.0);
+    CHECK(quality.oracle_critical_miss_rate < quality.critical_miss_rate);
     CHECK(quality.oracle_mass_recall >= quality.attn_mass_recall - 1e-9);
     CHECK(quality.oracle_mass_recall > quality.attn_mass_recall + 0.05);
     CHECK(quality.oracle_mass_recall < 1.0);
@@ -69,5 +73,6 @@ TEST_CASE("sampled steps measure recall against exact attention and log dropped 
   CHECK(checked->attn_mass_recall == Approx(1.0));
   CHECK(checked->oracle_mass_recall == Approx(1.0));
   CHECK(checked->critical_miss_rate == 0.0);
+  CHECK(checked->oracle_critical_miss_rate == 0.0);
 }
 
