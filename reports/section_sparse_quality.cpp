@@ -14,6 +14,7 @@ void sparse_section(Page& page, const ReportModel& m) {
   const auto& budgets = m.policy_budgets;
   std::vector<std::string> categories;
   Bars recall{"attn_mass_recall", {}}, oracle{"oracle_mass_recall", {}};
+  Bars missed{"critical_miss_rate", {}}, oracle_missed{"oracle_critical_miss_rate", {}};
   for (const CaseView& c : run.cases) {
     if (c.soc != run.cases.front().soc) continue;  // exact figures: the same on every SoC
     const auto r = figure(c, "attn_mass_recall"), top = figure(c, "oracle_mass_recall");
@@ -22,12 +23,17 @@ void sparse_section(Page& page, const ReportModel& m) {
     categories.push_back(c.workload + "/" + c.policy + (b == budgets.end() || b->second.empty() ? "" : " (" + b->second + ")"));
     recall.values.push_back(*r);
     oracle.values.push_back(top.value_or(NAN));
+    missed.values.push_back(figure(c, "critical_miss_rate").value_or(NAN));
+    oracle_missed.values.push_back(figure(c, "oracle_critical_miss_rate").value_or(NAN));
   }
   if (categories.empty()) {
     page << line("no sparse-quality data: no case sampled attention quality");
   } else {
     page.plot(grouped_bars("Attention-mass recall against the oracle", Axis{"attention mass kept", "ratio"}, categories, {recall, oracle}),
               "recall of the selected pages beside the most any selection of as many pages could keep, per policy and budget");
+    page.plot(grouped_bars("Critical tokens missed against the oracle", Axis{"share of the exact top tokens dropped", "ratio"}, categories,
+                           {missed, oracle_missed}),
+              "the exact top tokens the selection dropped beside those the oracle's pages (as many) would drop");
   }
   page << "</section>\n";
 }

@@ -126,6 +126,11 @@ TEST_CASE("report sections: sparse quality, Pareto and metadata", "[reports][sec
   m.host.cases = {make_case("a", "host", {{"kv_bytes_per_token", 40000.0}, {"attn_rel_error", 0.1}, {"attn_mass_recall", 0.9}, {"decode_tps", 20.0}}),
                   make_case("b", "host", {{"kv_bytes_per_token", 130000.0}, {"attn_rel_error", 0.001}, {"attn_mass_recall", 1.0}, {"decode_tps", 10.0}})};
   CHECK(rendered(sparse_section, m).find("<td>w/a (hybrid 10%)</td>") != std::string::npos);
+  m.host.cases[0].figures["critical_miss_rate"] = {0.25, "", false, false};
+  m.host.cases[0].figures["oracle_critical_miss_rate"] = {0.0625, "", false, false};
+  const std::string sparse = rendered(sparse_section, m);
+  CHECK(sparse.find("Critical tokens missed against the oracle") != std::string::npos);
+  CHECK(sparse.find("0.0625") != std::string::npos);
   // Two phones: on one b does not fit (faded, off the front), on the other both fit and the
   // front is the host's, so it joins the host's plot.
   const auto on = [](CaseView c, const std::string& soc, double fits) {
