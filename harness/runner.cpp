@@ -78,6 +78,40 @@ std::string policy_path(const SuiteConfig& suite, const Case& c) {
   return "/policies/" + std::to_string(static_cast<std::size_t>(c.policy - suite.policies.data()));
 }
 
+// The generator's configuration for a synthetic case: the model's block, the seed, and the
+// script's needles and images.
+kv::SyntheticConfig synthetic_config(const Case& c, std::uint64_t seed) {
+  const Script& script = c.script.script;
+  kv::SyntheticConfig synthetic = c.model->config->synthetic;
+  synthetic.seed = seed;
+  for (const Script::TokenRange& image : script.images) synthetic.images.push_back({image.begin, image.end});
+  synthetic.calibration_ctx = std::max(script.positions, 1024);
+  synthetic.needles = script.needles;
+  // A needle the placement put among the sinks moves just past them (the generator's sinks are
+  // never needles); seeds that did not do so keep their positions.
+  for (int& needle : synthetic.needles) needle = std::max(needle, synthetic.sinks);
+  // The uniform heads are calibrated at one context that must hold the window; the published
+  // statistics take any window.
+  if (synthetic.statistics == kv::SyntheticStatistics::UniformHeads) {
+    synthetic.window = std::min(synthetic.window, synthetic.calibration_ctx / 4);
+  }
+  return synthetic;
+}
+
+// A synthetic case whose generator cannot be built from its model's block with its script's
+// needles and images (too many needles for the head's channels, say) is refused before any work.
+void check_synthetic(const SuiteConfig& suite, const Case& c) {
+  if (c.model->preset == nullptr) return;
+  try {
+    kv::validate_synthetic_config(synthetic_config(c, suite.seed), *c.model->preset);
+  } catch (const kv::InputError& e) {
+    std::string field = e.field();
+    for (char& ch : field) ch = ch == '.' ? '/' : ch;
+    throw kv::InputError(suite.file, "/models/" + std::to_string(c.model_index) + "/synthetic/" + field,
+                         fmt::format("case {}: {}", c.info.name(), e.reason()));
+  }
+}
+
 std::vector<int> sampled_layers(int layers, int samples) {
   std::vector<int> out;
   for (int i = 0; i < samples; ++i) out.push_back((2 * i + 1) * layers / (2 * samples));
@@ -168,12 +202,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   };
   if (c.model->preset != nullptr) {
     const kv::SyntheticPreset& preset = *c.model->preset;
-    kv::SyntheticConfig synthetic = c.model->config->synthetic;
-    synthetic.seed = seed;
-    for (const Script::TokenRange& image : script.images) synthetic.images.push_back({image.begin, image.end});
-    synthetic.calibration_ctx = std::max(script.positions, 1024);
-    synthetic.needles = script.needles;
-    synthetic.window = std::min(synthetic.window, synthetic.calibration_ctx / 4);
+    const kv::SyntheticConfig synthetic = synthetic_config(c, seed);
     const int samples = std::min(c.model->config->sample_layers, preset.layers);
     // Budgets are the whole model's; the executed layers get their share.
     const auto share = [&](std::size_t bytes) {
@@ -581,6 +610,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     if (c.script.skipped.empty()) {
       check_l1_budget(suite, c);
       check_sparse_budget(suite, c);
+      check_synthetic(suite, c);
     }
   }
 

@@ -89,7 +89,7 @@ int run_synth_stats(const SynthStatsOptions& o) {
       j["oracle_page_recall_5"] = t.oracle_page_recall_5;
       j["oracle_page_recall_10"] = t.oracle_page_recall_10;
       j["tokens_for_90pct_mass"] = t.tokens_for_90pct_mass;
-      j["reuse_loss_4"] = t.reuse_loss_4;
+      if (t.reuse_samples > 0) j["reuse_loss_4"] = t.reuse_loss_4;
       if (t.overlap_samples > 0) j["adjacent_layer_overlap"] = t.adjacent_layer_overlap;
       if (t.needle_samples > 0) j["needle_mass"] = t.needle_mass;
     }
@@ -117,13 +117,14 @@ int run_synth_stats(const SynthStatsOptions& o) {
     const auto it = s.types.find(name);
     if (it == s.types.end()) continue;
     const kv::HeadTypeStats& t = it->second;
-    fmt::print("  {:<10} {:>5} {:>6.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>9.3f} {:>9.3f} {:>9.0f} {:>8.4f} {:>9}\n", name, t.heads,
+    fmt::print("  {:<10} {:>5} {:>6.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>9.3f} {:>9.3f} {:>9.0f} {:>8} {:>9}\n", name, t.heads,
                t.sink_mass, t.window_mass, t.heavy_mass, t.floor_mass, t.oracle_page_recall_5, t.oracle_page_recall_10,
-               t.tokens_for_90pct_mass, t.reuse_loss_4,
+               t.tokens_for_90pct_mass, t.reuse_samples > 0 ? fmt::format("{:.4f}", t.reuse_loss_4) : std::string("-"),
                t.overlap_samples > 0 ? fmt::format("{:.3f}", t.adjacent_layer_overlap) : std::string("-"));
   }
-  fmt::print("  (recall_k: mass in the best k% of 64-token pages per q head; reuse_4: mass lost reusing one step's best 10%"
-             " for 4 steps; adj_layer: best-10% pages shared by layers l and l+1)\n");
+  fmt::print("  (spans: the head's spans outside the window; recall_k: mass in the best k% of 64-token pages per q head;"
+             " reuse_4: mass lost reusing one step's best 10% for 4 steps, - under 5 steps; adj_layer: best-10% pages shared"
+             " by layers l and l+1)\n");
   return 0;
 }
 

@@ -152,7 +152,11 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
   quality.attn_cosine = cosine / g.q_heads;
   quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;
   quality.oracle_critical_miss_rate = criticals > 0 ? oracle_missed / criticals : 0.0;
-  for (std::size_t n = 0; n < needles.size(); ++n) {
+  // A layer where no kv head serves a question-answering head is not asked: its needles are
+  // not counted (neither kept nor lost).
+  bool asked = false;
+  for (int h = 0; h < g.kv_heads; ++h) asked = asked || exact_.answers_questions(layer, h);
+  for (std::size_t n = 0; n < needles.size() && asked; ++n) {
     if (needles[n].empty() || needles[n].front() >= context) continue;
     ++quality.needles;
     quality.needles_kept += needle_kept[n] ? 1 : 0;

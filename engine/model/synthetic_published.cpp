@@ -29,8 +29,10 @@ float unit_of(std::uint64_t h) { return static_cast<float>(h >> 40) * (1.0f / 16
 
 int group_of(const SyntheticPreset& p) { return p.q_heads / p.kv_heads; }
 int code_dims_for(int dim) { return std::max(4, dim / 16); }
-int content_needed(const SyntheticPreset& p, std::size_t needles) {
-  return 3 + kClassOwn + group_of(p) + code_dims_for(p.head_dim) + static_cast<int>(needles) + kMinFree;
+// Content channels a head needs: sink, log-weight and visual indicators, the span classes, the
+// code subspace, one per needle, and free channels for the outliers and the query noise.
+int content_needed(const SyntheticPreset& p, std::size_t needles, int outliers) {
+  return 3 + kClassOwn + group_of(p) + code_dims_for(p.head_dim) + static_cast<int>(needles) + outliers + kMinFree;
 }
 
 // An exact Beta(a, b) draw for integer a, b: the a-th smallest of a + b - 1 uniforms.
@@ -64,11 +66,14 @@ void validate_published_heads(const SyntheticConfig& c, const SyntheticPreset& p
   if (c.sinks < 1) fail("sinks", "at least one sink token");
   if (c.window < 16) fail("window", "must be at least 16 tokens");
   if (c.outlier_channels < 0 || c.outlier_channels > p.head_dim / 8) fail("outlier_channels", "must be in 0..head_dim/8");
-  if (!(c.outlier_gain_min >= 1.0f && c.outlier_gain_max >= c.outlier_gain_min)) fail("outlier_gain_min", "need 1 <= min <= max");
+  if (!(c.outlier_gain_min >= 1.0f && c.outlier_gain_min <= 1000.0f)) fail("outlier_gain_min", "must be in 1..1000");
+  if (!(c.outlier_gain_max >= c.outlier_gain_min && c.outlier_gain_max <= 1000.0f)) fail("outlier_gain_max", "must be in outlier_gain_min..1000");
   if (!(c.query_similarity > 0.0f && c.query_similarity < 1.0f)) fail("query_similarity", "must be in (0, 1)");
   if (!(c.head_variation >= 0.0f && c.head_variation < 0.5f)) fail("head_variation", "must be in [0, 0.5)");
-  for (float share : {m.streaming_share, m.retrieval_share, m.diffuse_share}) {
-    if (!(share >= 0.0f && share <= 1.0f)) fail("streaming_share", "head shares must be in [0, 1]");
+  const std::pair<const char*, float> shares[] = {
+      {"streaming_share", m.streaming_share}, {"retrieval_share", m.retrieval_share}, {"diffuse_share", m.diffuse_share}};
+  for (const auto& [name, share] : shares) {
+    if (!(share >= 0.0f && share <= 1.0f)) fail(name, "must be in [0, 1]");
   }
   if (std::fabs(m.streaming_share + m.retrieval_share + m.diffuse_share - 1.0f) > 1e-3f) {
     fail("streaming_share", "streaming_share + retrieval_share + diffuse_share must be 1");
@@ -78,7 +83,9 @@ void validate_published_heads(const SyntheticConfig& c, const SyntheticPreset& p
       {"streaming", &m.streaming}, {"retrieval", &m.retrieval}, {"diffuse", &m.diffuse}};
   for (const auto& [name, t] : types) {
     const std::string field = name;
-    if (!(t->sink > 0.0f && t->window > 0.0f && t->span >= 0.0f)) fail(field + ".sink_mass", "sink and window masses must be > 0, span mass >= 0");
+    if (!(t->sink > 0.0f && t->sink < 1.0f)) fail(field + ".sink_mass", "must be in (0, 1)");
+    if (!(t->window > 0.0f && t->window < 1.0f)) fail(field + ".window_mass", "must be in (0, 1)");
+    if (!(t->span >= 0.0f && t->span < 1.0f)) fail(field + ".span_mass", "must be in [0, 1)");
     if (!(t->floor() >= 0.01f)) fail(field + ".sink_mass", "sink, window and span masses must leave at least 0.01 for the floor");
     if (!(t->coverage > 0.0f && t->coverage < 0.25f)) fail(field + ".span_coverage", "must be in (0, 0.25)");
   }
@@ -87,6 +94,14 @@ void validate_published_heads(const SyntheticConfig& c, const SyntheticPreset& p
     fail("streaming.span_coverage", "must not exceed group_shared_spans x retrieval.span_coverage (streaming spans are shared ones)");
   }
   if (!(m.retrieval.coverage <= m.diffuse.coverage)) fail("diffuse.span_coverage", "must be >= retrieval.span_coverage");
+  // Every class's spans together (each q head's own retrieval spans among them) must leave the
+  // context mostly plain, or spans that may not overlap would fall short of their coverage.
+  const float covered = m.diffuse.coverage + static_cast<float>(group_of(p) - 1) * (1.0f - m.group_shared_spans) * m.retrieval.coverage;
+  if (covered > 0.5f) {
+    fail("retrieval.span_coverage", "the spans of every class would cover " + std::to_string(covered) +
+                                         " of the context with this preset's " + std::to_string(group_of(p)) +
+                                         " q heads per kv head; at most 0.5");
+  }
   if (!(m.sink_concentration >= 2.0f && m.sink_concentration <= 1000.0f)) fail("sink_concentration", "must be in 2..1000");
   if (!(m.span_max >= 1 && m.span_max <= 1024)) fail("span_max", "must be in 1..1024");
   if (!(m.span_median >= 1.0f && m.span_median <= static_cast<float>(m.span_max))) fail("span_median", "must be in 1..span_max");
@@ -107,9 +122,10 @@ void validate_published_heads(const SyntheticConfig& c, const SyntheticPreset& p
   if (m.image_region < 1 || m.image_region > 64) fail("image_region", "must be in 1..64");
   if (!(m.image_suppression >= 0.0f && m.image_suppression <= 30.0f)) fail("image_suppression", "must be in [0, 30]");
   if (p.head_dim < 32) fail("preset", "the published statistics need head_dim >= 32");
+  if (p.head_dim > 1024) fail("preset", "the published statistics take head_dim <= 1024");
   const int content = p.head_dim / 2;
-  if (content_needed(p, c.needles.size()) > content) {
-    const int most = content - content_needed(p, 0);
+  if (content_needed(p, c.needles.size(), c.outlier_channels) > content) {
+    const int most = content - content_needed(p, 0, c.outlier_channels);
     fail("needles", std::to_string(c.needles.size()) + " needles need a channel each; head_dim " + std::to_string(p.head_dim) +
                         " with " + std::to_string(group_of(p)) + " q heads per kv head holds at most " + std::to_string(std::max(0, most)));
   }
@@ -140,9 +156,10 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
   code_dims_ = code_dims_for(dim);
   ch_needle_ = ch_code_ + code_dims_;
   ch_free_ = ch_needle_ + static_cast<int>(config_.needles.size());
-  KV_ASSERT(ch_free_ + kMinFree <= dim, "validated: the channels fit the head");
+  KV_ASSERT(ch_free_ + config_.outlier_channels + kMinFree <= dim, "validated: the channels fit the head");
+  KV_ASSERT(code_dims_ <= 64, "validated: head_dim <= 1024");
 
-  // Locality pairs: geometric between 8/window and 2/window, so the kernel's bump is the
+  // Locality pairs: geometric between 4/window and 1/window, so the kernel's bump covers the
   // window and the pairs decorrelate beyond it; the other pairs never rotate anything.
   frequencies_.resize(static_cast<std::size_t>(dim / 2));
   const double hi = 4.0 / config_.window, lo = 1.0 / config_.window;
@@ -256,20 +273,16 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
       }
       kv.v_scale.resize(static_cast<std::size_t>(dim));
       for (float& s : kv.v_scale) s = 0.5f + rng.uniform();
-      // Outliers on free channels first, then on the code and needle channels: a constant
-      // offset adds the same to every logit of a query, wherever it sits.
+      // Outliers sit on free channels (the query stays off them).
       std::vector<int> candidates;
       for (int c = ch_free_; c < dim; ++c) candidates.push_back(c);
-      for (int c = ch_code_; c < ch_free_; ++c) candidates.push_back(c);
       // Typical |k| per channel: E|n + r cos| is about sqrt(2/pi + r^2/2); the median channel.
       std::vector<float> typical(static_cast<std::size_t>(dim), std::sqrt(0.63662f));
       for (int c = 0; c < 2 * pairs_; ++c) typical[static_cast<std::size_t>(c)] = std::sqrt(0.63662f + 0.5f * kAmpLocality * kAmpLocality);
       std::nth_element(typical.begin(), typical.begin() + dim / 2, typical.end());
       const float median = typical[static_cast<std::size_t>(dim / 2)];
       for (int i = 0; i < config_.outlier_channels && !candidates.empty(); ++i) {
-        const auto free_left = static_cast<std::size_t>(std::count_if(candidates.begin(), candidates.end(), [&](int ch) { return ch >= ch_free_; }));
-        const std::size_t pool = free_left > 0 ? free_left : candidates.size();
-        const auto pick = std::min(static_cast<std::size_t>(rng.uniform() * static_cast<float>(pool)), pool - 1);
+        const auto pick = std::min(static_cast<std::size_t>(rng.uniform() * static_cast<float>(candidates.size())), candidates.size() - 1);
         const int channel = candidates[pick];
         candidates.erase(candidates.begin() + static_cast<std::ptrdiff_t>(pick));
         const float gain = config_.outlier_gain_min + (config_.outlier_gain_max - config_.outlier_gain_min) * rng.uniform();
@@ -306,13 +319,12 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
         }
       }
     } else {
-      for (int t = pos; t < std::min(max_seq_, pos + mix.needle_tokens); ++t) {
+      for (int t = pos; t < std::min(max_seq_, pos + mix.needle_tokens); ++t) {  // stops at an image
         if (image_of(t) >= 0) break;
         tokens.push_back(t);
       }
     }
-    if (tokens.empty()) tokens.push_back(pos);
-    needle_tokens_.push_back(std::move(tokens));
+    needle_tokens_.push_back(std::move(tokens));  // empty for a needle past max_seq: never planted
   }
 }
 
@@ -341,6 +353,11 @@ bool PublishedHeads::answers_questions(int layer, int kv_head) const { return kv
 std::vector<int> PublishedHeads::needle_tokens(int needle) const {
   if (needle < 0 || needle >= static_cast<int>(needle_tokens_.size())) return {};
   return needle_tokens_[static_cast<std::size_t>(needle)];
+}
+
+bool PublishedHeads::needle_in_image(int needle) const {
+  const auto& tokens = needle_tokens_[static_cast<std::size_t>(needle)];
+  return !tokens.empty() && image_of(tokens.front()) >= 0;
 }
 
 int PublishedHeads::image_of(int pos) const {
@@ -436,7 +453,7 @@ PublishedHeads::Gains PublishedHeads::gains(int layer, int q_head, int t, int ne
   // sinks, span and needle tokens do not, so a few of them at one distance get exactly their
   // share.
   double plain = far - active_far_tokens - other_tokens;
-  const bool in_image = asking && image_of(needle_tokens_[static_cast<std::size_t>(needle)].front()) >= 0;
+  const bool in_image = asking && needle_in_image(needle);
   if (in_image) {
     double image_far = 0.0;
     for (const ImageRange& r : config_.images) image_far += std::max(0, std::min(r.end, far_end) - std::max(r.begin, sinks));
@@ -491,7 +508,8 @@ void PublishedHeads::key(int layer, int kv_head, int pos, const float* cos_pos, 
     out[ch_sink_] += kAmpSink;
     plain = false;
   }
-  if (kv.spans != nullptr) {
+  KV_ASSERT(kv.spans != nullptr, "spans are placed for the layers the model was built for");
+  {
     kv.spans->for_each_at(pos, [&](const SpanLayout::Span& s) {
       plain = false;
       out[ch_class_ + s.cls] += kAmpClass;
@@ -560,12 +578,12 @@ void PublishedHeads::query(int layer, int q_head, int pos, int needle, const flo
   }
   if (asking) {
     out[ch_needle_ + needle] = c * g.needle / kAmpNeedle;
-    if (image_of(needle_tokens_[static_cast<std::size_t>(needle)].front()) >= 0) out[ch_visual_] = -c * mix.image_suppression / kAmpVisual;
+    if (needle_in_image(needle)) out[ch_visual_] = -c * mix.image_suppression / kAmpVisual;
   }
   // Noise on the free channels sets consecutive queries' cosine near query_similarity.
   double signal = 0.0;
   for (int i = 0; i < dim; ++i) signal += static_cast<double>(out[i]) * out[i];
-  const int free_channels = std::max(1, dim - ch_free_ - static_cast<int>(kv.outliers.size()));
+  const int free_channels = dim - ch_free_ - static_cast<int>(kv.outliers.size());  // >= kMinFree, validated
   const auto sigma = static_cast<float>(std::sqrt(signal * (1.0 / config_.query_similarity - 1.0) / free_channels));
   synth::NormalStream noise(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(q_head),
                                            static_cast<std::uint64_t>(pos), kTagQuery));

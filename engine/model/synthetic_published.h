@@ -6,7 +6,7 @@
 // context, not at one calibration point.
 //
 // Channels of a head (post-RoPE, D = head_dim):
-//   [0, D/2)   D/4 locality pairs rotating at frequencies between 2/window and 8/window: the
+//   [0, D/2)   D/4 locality pairs rotating at frequencies between 1/window and 4/window: the
 //              key carries A_loc R(j) phi, the query G(t) R(t) phi, so q.k = G K(t - j) with K
 //              the mean cosine of the pairs - a RoPE kernel whose bump is the window;
 //   then       sink, span log-weight and visual indicators; one indicator per span class (A:
@@ -14,7 +14,7 @@
 //              B1..BG: each q head's own); a code subspace where every span has a random unit
 //              code, so a query's random vector there redraws each span's weight per step and
 //              drifts it slowly (turnover); one channel per planted needle; free channels carry
-//              query noise (for consecutive-query similarity) and the outlier offsets.
+//              the outlier offsets and the query noise (for consecutive-query similarity).
 // Logit noise stays small because each feature's key amplitude is large against the unit key
 // noise and the query scales down by the same factor.
 #pragma once
@@ -65,6 +65,7 @@ class PublishedHeads : public HeadGenerator {
   double kernel_at(int d) const;  // K(d), the mean cosine of the locality pairs
   std::vector<int> active_classes(int layer, int q_head, int needle) const;
   int image_of(int pos) const;
+  bool needle_in_image(int needle) const;
 
   SyntheticPreset preset_;
   SyntheticConfig config_;

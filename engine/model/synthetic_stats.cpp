@@ -205,7 +205,10 @@ SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptio
     ++t.heads;
     t.sink_mass += h.sink, t.window_mass += h.window, t.heavy_mass += h.heavy, t.floor_mass += h.floor;
     t.oracle_page_recall_5 += h.recall5, t.oracle_page_recall_10 += h.recall10, t.tokens_for_90pct_mass += h.tokens90;
-    t.reuse_loss_4 += h.reuse_samples > 0 ? h.reuse / h.reuse_samples : 0.0;
+    if (h.reuse_samples > 0) {
+      t.reuse_loss_4 += h.reuse / h.reuse_samples;
+      ++t.reuse_samples;
+    }
     t.needle_mass += h.needle_mass;
     t.needle_samples += h.needle_samples;
   };
@@ -256,9 +259,10 @@ SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptio
   for (auto& [name, t] : stats.types) {
     const double n = t.heads;
     for (double* x : {&t.sink_mass, &t.window_mass, &t.heavy_mass, &t.floor_mass, &t.oracle_page_recall_5,
-                      &t.oracle_page_recall_10, &t.tokens_for_90pct_mass, &t.reuse_loss_4}) {
+                      &t.oracle_page_recall_10, &t.tokens_for_90pct_mass}) {
       *x /= n;
     }
+    if (t.reuse_samples > 0) t.reuse_loss_4 /= t.reuse_samples;
     if (t.overlap_samples > 0) t.adjacent_layer_overlap /= t.overlap_samples;
     if (t.needle_samples > 0) t.needle_mass /= t.needle_samples;
   }

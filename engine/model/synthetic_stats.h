@@ -12,6 +12,8 @@ namespace kv {
 // One head type's figures (or all heads'), means over the (layer, q head, step) samples.
 struct HeadTypeStats {
   int heads = 0;  // (layer, q head) pairs measured
+  // Shares of the decode mass: sinks, the window (every token in it, span tokens included), the
+  // head's spans outside the window, and the rest.
   double sink_mass = 0.0, window_mass = 0.0, heavy_mass = 0.0, floor_mass = 0.0;
   // Pages of 64 tokens, per q head: the mass its best 5% / 10% of pages hold (sinks and window
   // only as the pages they fall in).
@@ -20,6 +22,7 @@ struct HeadTypeStats {
   // Mass lost when one step's best 10% of pages serves the next 4 steps (pages newer than the
   // selection are attended, as a window is), against each step's own best 10%.
   double reuse_loss_4 = 0.0;
+  int reuse_samples = 0;  // 0 when fewer than 5 steps were measured
   // Share of layer l's best 10% of pages that are also among layer l+1's (same q head, step).
   double adjacent_layer_overlap = 0.0;
   int overlap_samples = 0;

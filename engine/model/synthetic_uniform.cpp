@@ -77,6 +77,8 @@ void validate_uniform_heads(const SyntheticConfig& c, const SyntheticPreset& p) 
   if (c.calibration_ctx < c.sinks + c.window + 16) fail("calibration_ctx", "must exceed sinks + window by at least 16");
   if (c.outlier_channels < 0 || c.outlier_channels > p.head_dim / 8) fail("outlier_channels", "must be in 0..head_dim/8");
   if (!(c.outlier_gain_min >= 1.0f && c.outlier_gain_max >= c.outlier_gain_min)) fail("outlier_gain_min", "need 1 <= min <= max");
+  if (!(c.outlier_gain_max <= 1000.0f)) fail("outlier_gain_max", "must be at most 1000");
+  if (!(c.needle_strength >= 0.0f && c.needle_strength <= 100.0f)) fail("needle_strength", "must be in [0, 100]");
   if (c.sinks < 0 || c.window < 1) fail("window", "sinks >= 0 and window >= 1");
   if (!(c.heavy_fraction > 0.0f && c.heavy_fraction < 0.5f)) fail("heavy_fraction", "must be in (0, 0.5)");
   const float tail = 1.0f - c.sink_mass - c.window_mass - c.heavy_mass;

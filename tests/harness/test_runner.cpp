@@ -94,6 +94,28 @@ TEST_CASE("a whole-model L1 budget below what no demotion can free is refused be
   CHECK_FALSE(std::filesystem::exists(options.db_path));
 }
 
+TEST_CASE("a synthetic case whose generator cannot hold its script's needles is refused before anything is written", "[runner]") {
+  const kvtest::TempDir dir("kvbench-runner-needles");
+  // 12 images are 12 needles; qwen-0.5b's 64-channel heads hold 9 beside their other features.
+  std::string text = suite_json(R"({"name": "mm", "kind": "multimodal", "images": 12, "visual_tokens": 16, "context_tokens": 4096, "gen_tokens": 2})",
+                                1, "{}");
+  text.replace(text.find("llama-7b-gqa"), 12, "qwen-0.5b-gqa");
+  const SuiteConfig suite = parse_suite(text, "many.json", dir.path);
+  RunOptions options = quiet_options(dir);
+  try {
+    run_suite(suite, options);
+    FAIL("12 needles ran on heads that hold 9");
+  } catch (const kv::InputError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("many.json") != std::string::npos);
+    CHECK(what.find("/models/0/synthetic/needles") != std::string::npos);
+    CHECK(what.find("syn-7b/mm/q4-tight") != std::string::npos);
+    CHECK(what.find("holds at most 9") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(options.db_path));
+}
+
 TEST_CASE("L1 budgets are the whole model's: sampled layers get their share and peaks are whole-model", "[runner]") {
   const kvtest::TempDir dir("kvbench-runner-share");
   // 96 MiB holds one layer's KV of a 4K context many times over, but not 32 layers' (q4 at 4K

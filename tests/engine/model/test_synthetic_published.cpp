@@ -194,4 +194,12 @@ TEST_CASE("Impossible published configurations are refused, naming the field", "
   refused([](SyntheticConfig& c) { c.mix.span_median = 500.0f; }, "span_median");
   refused([](SyntheticConfig& c) { c.needles = std::vector<int>(20, 100); }, "needles");
   refused([](SyntheticConfig& c) { c.images = {{500, 400}}; }, "images");
+  refused([](SyntheticConfig& c) { c.mix.retrieval_share = 1.5f; }, "retrieval_share");
+  refused([](SyntheticConfig& c) { c.mix.diffuse.window = 0.0f; }, "diffuse.window_mass");
+  refused([](SyntheticConfig& c) { c.outlier_gain_max = 1e30f; }, "outlier_gain_max");
+  // Seven q heads' own retrieval spans of 8% each would cover most of the context.
+  refused([](SyntheticConfig& c) {
+    c.mix.retrieval.coverage = 0.16f;
+    c.mix.diffuse.coverage = 0.2f;
+  }, "retrieval.span_coverage");
 }
