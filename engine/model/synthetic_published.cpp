@@ -12,7 +12,8 @@ namespace kv {
 namespace {
 
 constexpr std::uint64_t kTagKey = 0x4b, kTagValue = 0x56, kTagQuery = 0x51, kTagQHead = 0x71, kTagKvHead = 0x50,
-                        kTagStep = 0x73, kTagDrift = 0x64, kTagCode = 0x63, kTagQHeadType = 0x74;
+                        kTagStep = 0x73, kTagDrift = 0x64, kTagCode = 0x63, kTagQHeadType = 0x74, kTagBasis = 0x42;
+constexpr int kMaxFeatures = 512;  // feature channels of a head (head_dim <= 1024: at most 512)
 // Key amplitude of each feature against the unit key noise: a query scales its gain down by
 // the same factor, so the noise a feature adds to every logit is gain / amplitude.
 constexpr float kAmpLocality = 8.0f, kAmpSink = 64.0f, kAmpClass = 48.0f, kAmpLogWeight = 8.0f, kAmpCode = 8.0f,
@@ -158,6 +159,31 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
   ch_free_ = ch_needle_ + static_cast<int>(config_.needles.size());
   KV_ASSERT(ch_free_ + config_.outlier_channels + kMinFree <= dim, "validated: the channels fit the head");
   KV_ASSERT(code_dims_ <= 64, "validated: head_dim <= 1024");
+  KV_ASSERT(ch_free_ - ch_sink_ <= kMaxFeatures, "validated: the features fit");
+  // The features' channels are one random orthogonal basis: q.k is unchanged, but no feature is
+  // a lone spike on one channel of a few tokens (a K quantizer with per-channel ranges would see
+  // a range as wide as the spike on every token of its page, which real keys do not show).
+  {
+    const int n = ch_free_ - ch_sink_;
+    std::vector<double> basis(static_cast<std::size_t>(n) * n);
+    synth::NormalStream rng(synth::hash_of(config_.seed, 0, 0, 0, kTagBasis));
+    for (int r = 0; r < n; ++r) {
+      double* row = basis.data() + static_cast<std::size_t>(r) * n;
+      for (int j = 0; j < n; ++j) row[j] = rng.next();
+      for (int k = 0; k < r; ++k) {  // Gram-Schmidt, twice for accuracy
+        for (int pass = 0; pass < 2; ++pass) {
+          const double* other = basis.data() + static_cast<std::size_t>(k) * n;
+          double dot = 0.0;
+          for (int j = 0; j < n; ++j) dot += row[j] * other[j];
+          for (int j = 0; j < n; ++j) row[j] -= dot * other[j];
+        }
+      }
+      double norm = 0.0;
+      for (int j = 0; j < n; ++j) norm += row[j] * row[j];
+      for (int j = 0; j < n; ++j) row[j] /= std::sqrt(norm);
+    }
+    feature_basis_.assign(basis.begin(), basis.end());
+  }
 
   // Locality pairs: geometric between 4/window and 1/window, so the kernel's bump covers the
   // window and the pairs decorrelate beyond it; the other pairs never rotate anything.
@@ -355,6 +381,15 @@ std::vector<int> PublishedHeads::needle_tokens(int needle) const {
   return needle_tokens_[static_cast<std::size_t>(needle)];
 }
 
+void PublishedHeads::to_channels(const float* features, int n, float* out) const {
+  // out += B^T f: feature j is basis row j.
+  for (int j = 0; j < n; ++j) {
+    if (features[j] == 0.0f) continue;
+    const float* row = feature_basis_.data() + static_cast<std::size_t>(j) * n;
+    for (int i = 0; i < n; ++i) out[i] += features[j] * row[i];
+  }
+}
+
 bool PublishedHeads::needle_in_image(int needle) const {
   const auto& tokens = needle_tokens_[static_cast<std::size_t>(needle)];
   return !tokens.empty() && image_of(tokens.front()) >= 0;
@@ -503,17 +538,20 @@ void PublishedHeads::key(int layer, int kv_head, int pos, const float* cos_pos, 
   synth::NormalStream noise(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(kv_head),
                                            static_cast<std::uint64_t>(pos), kTagKey));
   for (int i = 0; i < dim; ++i) out[i] = noise.next();
+  // The features in their own coordinates, then turned into the channels (see feature_basis_).
+  float f[kMaxFeatures] = {};
+  const int features = ch_free_ - ch_sink_;
   bool plain = true;
   if (pos < config_.sinks) {
-    out[ch_sink_] += kAmpSink;
+    f[ch_sink_ - ch_sink_] += kAmpSink;
     plain = false;
   }
   KV_ASSERT(kv.spans != nullptr, "spans are placed for the layers the model was built for");
   {
     kv.spans->for_each_at(pos, [&](const SpanLayout::Span& s) {
       plain = false;
-      out[ch_class_ + s.cls] += kAmpClass;
-      out[ch_logw_] += kAmpLogWeight * kv.spans->token_log_weight(s, pos);
+      f[ch_class_ - ch_sink_ + s.cls] += kAmpClass;
+      f[ch_logw_ - ch_sink_] += kAmpLogWeight * kv.spans->token_log_weight(s, pos);
       synth::NormalStream code(s.id ^ kTagCode);
       float v[64];
       double norm = 0.0;
@@ -522,18 +560,19 @@ void PublishedHeads::key(int layer, int kv_head, int pos, const float* cos_pos, 
         norm += static_cast<double>(v[i]) * v[i];
       }
       const auto scale = static_cast<float>(kAmpCode / std::sqrt(std::max(norm, 1e-12)));
-      for (int i = 0; i < code_dims_; ++i) out[ch_code_ + i] += scale * v[i];
+      for (int i = 0; i < code_dims_; ++i) f[ch_code_ - ch_sink_ + i] += scale * v[i];
     });
   }
   for (std::size_t k = 0; k < needle_tokens_.size(); ++k) {
     const auto& tokens = needle_tokens_[k];
     if (std::find(tokens.begin(), tokens.end(), pos) != tokens.end()) {
-      out[ch_needle_ + static_cast<int>(k)] += kAmpNeedle;
+      f[ch_needle_ - ch_sink_ + static_cast<int>(k)] += kAmpNeedle;
       plain = false;
     }
   }
   if (plain) synth::add_rotated(kv.phase.data(), 2 * pairs_, 1.0f, cos_pos, sin_pos, out);
-  if (image_of(pos) >= 0) out[ch_visual_] += kAmpVisual;
+  if (image_of(pos) >= 0) f[ch_visual_ - ch_sink_] += kAmpVisual;
+  to_channels(f, features, out + ch_sink_);
   for (std::size_t k = 0; k < kv.outliers.size(); ++k) out[kv.outliers[k]] += kv.offsets[k];
 }
 
@@ -557,9 +596,11 @@ void PublishedHeads::query(int layer, int q_head, int pos, int needle, const flo
   // q.k / sqrt(D) = sum over pairs of (G / pairs) cos(w (t - j)): the kernel at gain G.
   synth::add_rotated(kv.phase.data(), 2 * pairs_, c * g.window / (static_cast<float>(pairs_) * kAmpLocality * kAmpLocality),
                      cos_pos, sin_pos, out);
-  out[ch_sink_] = c * g.sink / kAmpSink;
-  out[ch_logw_] = c / kAmpLogWeight;
-  for (int cls : active_classes(layer, q_head, asking ? needle : -1)) out[ch_class_ + cls] = c * g.span / kAmpClass;
+  float f[kMaxFeatures] = {};
+  const int features = ch_free_ - ch_sink_;
+  f[ch_sink_ - ch_sink_] = c * g.sink / kAmpSink;
+  f[ch_logw_ - ch_sink_] = c / kAmpLogWeight;
+  for (int cls : active_classes(layer, q_head, asking ? needle : -1)) f[ch_class_ - ch_sink_ + cls] = c * g.span / kAmpClass;
   // Span weights: a fresh draw every step, plus a slow drift through knots every 1/turnover steps.
   synth::NormalStream step(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(q_head),
                                           static_cast<std::uint64_t>(pos), kTagStep));
@@ -574,12 +615,13 @@ void PublishedHeads::query(int layer, int q_head, int pos, int needle, const flo
     float e = mix.step_sigma * step.next();
     const float a = before.next(), b = after.next();
     if (period > 0) e += mix.turnover_sigma * ((1.0f - frac) * a + frac * b);
-    out[ch_code_ + i] = c * e / kAmpCode;
+    f[ch_code_ - ch_sink_ + i] = c * e / kAmpCode;
   }
   if (asking) {
-    out[ch_needle_ + needle] = c * g.needle / kAmpNeedle;
-    if (needle_in_image(needle)) out[ch_visual_] = -c * mix.image_suppression / kAmpVisual;
+    f[ch_needle_ - ch_sink_ + needle] = c * g.needle / kAmpNeedle;
+    if (needle_in_image(needle)) f[ch_visual_ - ch_sink_] = -c * mix.image_suppression / kAmpVisual;
   }
+  to_channels(f, features, out + ch_sink_);
   // Noise on the free channels sets consecutive queries' cosine near query_similarity.
   double signal = 0.0;
   for (int i = 0; i < dim; ++i) signal += static_cast<double>(out[i]) * out[i];

@@ -15,8 +15,9 @@
 //              code, so a query's random vector there redraws each span's weight per step and
 //              drifts it slowly (turnover); one channel per planted needle; free channels carry
 //              the outlier offsets and the query noise (for consecutive-query similarity).
-// Logit noise stays small because each feature's key amplitude is large against the unit key
-// noise and the query scales down by the same factor.
+// The features' channels are then turned by one random orthogonal basis, so that no feature is a
+// lone spike on one channel (q.k is unchanged). Logit noise stays small because each feature's
+// key amplitude is large against the unit key noise and the query scales down by the same factor.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +67,8 @@ class PublishedHeads : public HeadGenerator {
   std::vector<int> active_classes(int layer, int q_head, int needle) const;
   int image_of(int pos) const;
   bool needle_in_image(int needle) const;
+  // out[0..n) += the features f[0..n) in channel coordinates (feature_basis_).
+  void to_channels(const float* features, int n, float* out) const;
 
   SyntheticPreset preset_;
   SyntheticConfig config_;
@@ -78,6 +81,7 @@ class PublishedHeads : public HeadGenerator {
   std::vector<KvHead> kvheads_;               // [layer][kv head]
   std::vector<std::vector<int>> needle_tokens_;
   std::vector<double> kernel_cum_;            // [gain grid][checkpoint]
+  std::vector<float> feature_basis_;          // [feature][channel]: an orthogonal basis of the feature channels
   int checkpoints_ = 0;
 };
 
