@@ -461,7 +461,7 @@ PublishedHeads::Gains PublishedHeads::gains(int layer, int q_head, int t, int ne
   const bool asking = needle >= 0 && needle < static_cast<int>(needle_tokens_.size()) && q.type == HeadType::Retrieval;
   const std::vector<int> active = active_classes(layer, q_head, asking ? needle : -1);
   const SpanLayout& layout = spans(layer, q_head / group_of(preset_));
-  double active_tokens = 0.0, active_weight = 0.0, other_tokens = 0.0, other_weight = 0.0;
+  double active_weight = 0.0, other_tokens = 0.0, other_weight = 0.0;
   // A head's spans share its span mass wherever they are, inside the window too; other heads'
   // spans outside the window are part of its floor.
   double active_far_tokens = 0.0;
@@ -469,9 +469,7 @@ PublishedHeads::Gains PublishedHeads::gains(int layer, int q_head, int t, int ne
     const bool on = std::find(active.begin(), active.end(), cls) != active.end();
     const SpanLayout::Total far_total = layout.before(cls, far_end);
     if (on) {
-      const SpanLayout::Total total = layout.before(cls, n);
-      active_tokens += total.tokens;
-      active_weight += total.weight;
+      active_weight += layout.before(cls, n).weight;
       active_far_tokens += far_total.tokens;
     } else {
       other_tokens += far_total.tokens;
