@@ -35,6 +35,7 @@
 #include "runtime/isa.h"
 #include "soc_profiles.h"
 #include "sparse_budget_check.h"
+#include "synthetic_block.h"
 #include "sparse/sparse_decoder.h"
 
 namespace kvbench {
@@ -105,9 +106,7 @@ void check_synthetic(const SuiteConfig& suite, const Case& c) {
   try {
     kv::validate_synthetic_config(synthetic_config(c, suite.seed), *c.model->preset);
   } catch (const kv::InputError& e) {
-    std::string field = e.field();
-    for (char& ch : field) ch = ch == '.' ? '/' : ch;
-    throw kv::InputError(suite.file, "/models/" + std::to_string(c.model_index) + "/synthetic/" + field,
+    throw kv::InputError(suite.file, synthetic_error_path("/models/" + std::to_string(c.model_index) + "/synthetic", e),
                          fmt::format("case {}: {}", c.info.name(), e.reason()));
   }
 }

@@ -50,8 +50,6 @@ SpanLayout::SpanLayout(const SpanPlacement& p, int layer, int kv_head)
   mean_len /= kProbe;
   const double ranks = p.zipf_ranks;
   const double mean_ln_r = ranks > 1.0 ? (ranks * std::log(ranks) - ranks + 1.0) / (ranks - 1.0) : 0.0;
-  mean_token_weight_ = (ranks > 1.0 ? std::log(ranks) / (ranks - 1.0) : 1.0) * std::exp(mean_ln_r) *
-                       std::exp(0.5 * static_cast<double>(p.token_jitter) * p.token_jitter);
   const int cells = (p.max_seq + kCell - 1) / kCell;
   for (std::size_t cls = 0; cls < p.class_density.size(); ++cls) {
     const double per_cell = p.class_density[cls] * kCell / mean_len;

@@ -59,8 +59,6 @@ class SpanLayout {
   float token_log_weight(const Span& span, int pos) const;
   // Spans of class `cls` that end at or before `end`.
   Total before(int cls, int end) const;
-  // e^{x} averaged over tokens (for spans not yet placed in a context).
-  double mean_token_weight() const { return mean_token_weight_; }
 
  private:
   std::vector<Span>::const_iterator upper_bound_start(int pos) const;
@@ -68,7 +66,6 @@ class SpanLayout {
   std::uint64_t seed_ = 0;
   int layer_ = 0, kv_head_ = 0, max_len_ = 1;
   float token_jitter_ = 0.0f;
-  double mean_token_weight_ = 1.0;
   std::vector<Span> spans_;  // by start
   struct ClassPrefix {
     std::vector<int> ends;        // sorted

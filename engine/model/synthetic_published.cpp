@@ -22,6 +22,9 @@ constexpr double kGainStep = 0.25;  // the window gain grid of the kernel sums
 constexpr int kGains = 81;          // 0 .. 20
 constexpr int kCheckpoint = 64;     // positions between kernel-sum checkpoints
 constexpr int kMinFree = 2;         // free channels a query's noise needs
+// The features' order from the first feature channel (ch_sink_): sink, log weight, visual,
+// then the span classes, the code subspace and the needles.
+constexpr int kFeatureSink = 0, kFeatureLogWeight = 1, kFeatureVisual = 2, kFeatureClass = 3;
 // Span classes: 0 every head's (A), 1 the group's shared retrieval spans (B0), 2 the diffuse
 // extra (C), 3 + g q head g's own (Bg).
 constexpr int kClassAll = 0, kClassShared = 1, kClassDiffuse = 2, kClassOwn = 3;
@@ -33,7 +36,29 @@ int code_dims_for(int dim) { return std::max(4, dim / 16); }
 // Content channels a head needs: sink, log-weight and visual indicators, the span classes, the
 // code subspace, one per needle, and free channels for the outliers and the query noise.
 int content_needed(const SyntheticPreset& p, std::size_t needles, int outliers) {
-  return 3 + kClassOwn + group_of(p) + code_dims_for(p.head_dim) + static_cast<int>(needles) + outliers + kMinFree;
+  return kFeatureClass + kClassOwn + group_of(p) + code_dims_for(p.head_dim) + static_cast<int>(needles) + outliers + kMinFree;
+}
+
+// A random orthogonal n x n basis (rows), Gram-Schmidt in double on the seed's normals.
+std::vector<float> orthogonal_basis(int n, std::uint64_t seed) {
+  std::vector<double> basis(static_cast<std::size_t>(n) * n);
+  synth::NormalStream rng(synth::hash_of(seed, 0, 0, 0, kTagBasis));
+  for (int r = 0; r < n; ++r) {
+    double* row = basis.data() + static_cast<std::size_t>(r) * n;
+    for (int j = 0; j < n; ++j) row[j] = rng.next();
+    for (int k = 0; k < r; ++k) {
+      for (int pass = 0; pass < 2; ++pass) {  // twice, for accuracy
+        const double* other = basis.data() + static_cast<std::size_t>(k) * n;
+        double dot = 0.0;
+        for (int j = 0; j < n; ++j) dot += row[j] * other[j];
+        for (int j = 0; j < n; ++j) row[j] -= dot * other[j];
+      }
+    }
+    double norm = 0.0;
+    for (int j = 0; j < n; ++j) norm += row[j] * row[j];
+    for (int j = 0; j < n; ++j) row[j] /= std::sqrt(norm);
+  }
+  return {basis.begin(), basis.end()};
 }
 
 // An exact Beta(a, b) draw for integer a, b: the a-th smallest of a + b - 1 uniforms.
@@ -149,11 +174,8 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
   const int group = group_of(preset_);
   pairs_ = dim / 4;
   ch_sink_ = 2 * pairs_;
-  ch_logw_ = ch_sink_ + 1;
-  ch_visual_ = ch_sink_ + 2;
-  ch_class_ = ch_sink_ + 3;
   classes_ = kClassOwn + group;
-  ch_code_ = ch_class_ + classes_;
+  ch_code_ = ch_sink_ + kFeatureClass + classes_;
   code_dims_ = code_dims_for(dim);
   ch_needle_ = ch_code_ + code_dims_;
   ch_free_ = ch_needle_ + static_cast<int>(config_.needles.size());
@@ -163,27 +185,7 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
   // The features' channels are one random orthogonal basis: q.k is unchanged, but no feature is
   // a lone spike on one channel of a few tokens (a K quantizer with per-channel ranges would see
   // a range as wide as the spike on every token of its page, which real keys do not show).
-  {
-    const int n = ch_free_ - ch_sink_;
-    std::vector<double> basis(static_cast<std::size_t>(n) * n);
-    synth::NormalStream rng(synth::hash_of(config_.seed, 0, 0, 0, kTagBasis));
-    for (int r = 0; r < n; ++r) {
-      double* row = basis.data() + static_cast<std::size_t>(r) * n;
-      for (int j = 0; j < n; ++j) row[j] = rng.next();
-      for (int k = 0; k < r; ++k) {  // Gram-Schmidt, twice for accuracy
-        for (int pass = 0; pass < 2; ++pass) {
-          const double* other = basis.data() + static_cast<std::size_t>(k) * n;
-          double dot = 0.0;
-          for (int j = 0; j < n; ++j) dot += row[j] * other[j];
-          for (int j = 0; j < n; ++j) row[j] -= dot * other[j];
-        }
-      }
-      double norm = 0.0;
-      for (int j = 0; j < n; ++j) norm += row[j] * row[j];
-      for (int j = 0; j < n; ++j) row[j] /= std::sqrt(norm);
-    }
-    feature_basis_.assign(basis.begin(), basis.end());
-  }
+  feature_basis_ = orthogonal_basis(ch_free_ - ch_sink_, config_.seed);
 
   // Locality pairs: geometric between 4/window and 1/window, so the kernel's bump covers the
   // window and the pairs decorrelate beyond it; the other pairs never rotate anything.
@@ -204,10 +206,7 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
       }
       if (d / kCheckpoint == checkpoints_) break;
     }
-    double k = 0.0;
-    for (int i = 0; i < pairs_; ++i) k += std::cos(frequencies_[static_cast<std::size_t>(i)] * d);
-    k /= pairs_;
-    const double step = std::exp(kGainStep * k);
+    const double step = std::exp(kGainStep * kernel_at(d));
     double v = 1.0;
     for (int gi = 0; gi < kGains; ++gi) {
       running[static_cast<std::size_t>(gi)] += v;
@@ -286,6 +285,12 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
   placement.class_density[kClassDiffuse] = mix.diffuse.coverage - mix.retrieval.coverage;
   for (int g = 0; g < group; ++g) placement.class_density[static_cast<std::size_t>(kClassOwn + g)] = (1.0f - mix.group_shared_spans) * mix.retrieval.coverage;
 
+  // Outlier offsets scale with the typical |k| of the median channel: E|n + r cos| is about
+  // sqrt(2/pi + r^2/2), r the locality amplitude on the locality channels and 0 elsewhere.
+  std::vector<float> typical(static_cast<std::size_t>(dim), std::sqrt(0.63662f));
+  for (int c = 0; c < 2 * pairs_; ++c) typical[static_cast<std::size_t>(c)] = std::sqrt(0.63662f + 0.5f * kAmpLocality * kAmpLocality);
+  std::nth_element(typical.begin(), typical.begin() + dim / 2, typical.end());
+  const float median = typical[static_cast<std::size_t>(dim / 2)];
   kvheads_.resize(static_cast<std::size_t>(preset_.layers) * preset_.kv_heads);
   for (int layer = 0; layer < preset_.layers; ++layer) {
     for (int h = 0; h < preset_.kv_heads; ++h) {
@@ -302,11 +307,6 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
       // Outliers sit on free channels (the query stays off them).
       std::vector<int> candidates;
       for (int c = ch_free_; c < dim; ++c) candidates.push_back(c);
-      // Typical |k| per channel: E|n + r cos| is about sqrt(2/pi + r^2/2); the median channel.
-      std::vector<float> typical(static_cast<std::size_t>(dim), std::sqrt(0.63662f));
-      for (int c = 0; c < 2 * pairs_; ++c) typical[static_cast<std::size_t>(c)] = std::sqrt(0.63662f + 0.5f * kAmpLocality * kAmpLocality);
-      std::nth_element(typical.begin(), typical.begin() + dim / 2, typical.end());
-      const float median = typical[static_cast<std::size_t>(dim / 2)];
       for (int i = 0; i < config_.outlier_channels && !candidates.empty(); ++i) {
         const auto pick = std::min(static_cast<std::size_t>(rng.uniform() * static_cast<float>(candidates.size())), candidates.size() - 1);
         const int channel = candidates[pick];
@@ -541,26 +541,24 @@ void PublishedHeads::key(int layer, int kv_head, int pos, const float* cos_pos, 
   const int features = ch_free_ - ch_sink_;
   bool plain = true;
   if (pos < config_.sinks) {
-    f[ch_sink_ - ch_sink_] += kAmpSink;
+    f[kFeatureSink] += kAmpSink;
     plain = false;
   }
   KV_ASSERT(kv.spans != nullptr, "spans are placed for the layers the model was built for");
-  {
-    kv.spans->for_each_at(pos, [&](const SpanLayout::Span& s) {
-      plain = false;
-      f[ch_class_ - ch_sink_ + s.cls] += kAmpClass;
-      f[ch_logw_ - ch_sink_] += kAmpLogWeight * kv.spans->token_log_weight(s, pos);
-      synth::NormalStream code(s.id ^ kTagCode);
-      float v[64];
-      double norm = 0.0;
-      for (int i = 0; i < code_dims_; ++i) {
-        v[i] = code.next();
-        norm += static_cast<double>(v[i]) * v[i];
-      }
-      const auto scale = static_cast<float>(kAmpCode / std::sqrt(std::max(norm, 1e-12)));
-      for (int i = 0; i < code_dims_; ++i) f[ch_code_ - ch_sink_ + i] += scale * v[i];
-    });
-  }
+  kv.spans->for_each_at(pos, [&](const SpanLayout::Span& s) {
+    plain = false;
+    f[kFeatureClass + s.cls] += kAmpClass;
+    f[kFeatureLogWeight] += kAmpLogWeight * kv.spans->token_log_weight(s, pos);
+    synth::NormalStream code(s.id ^ kTagCode);
+    float v[64];
+    double norm = 0.0;
+    for (int i = 0; i < code_dims_; ++i) {
+      v[i] = code.next();
+      norm += static_cast<double>(v[i]) * v[i];
+    }
+    const auto scale = static_cast<float>(kAmpCode / std::sqrt(std::max(norm, 1e-12)));
+    for (int i = 0; i < code_dims_; ++i) f[ch_code_ - ch_sink_ + i] += scale * v[i];
+  });
   for (std::size_t k = 0; k < needle_tokens_.size(); ++k) {
     const auto& tokens = needle_tokens_[k];
     if (std::find(tokens.begin(), tokens.end(), pos) != tokens.end()) {
@@ -569,7 +567,7 @@ void PublishedHeads::key(int layer, int kv_head, int pos, const float* cos_pos, 
     }
   }
   if (plain) synth::add_rotated(kv.phase.data(), 2 * pairs_, 1.0f, cos_pos, sin_pos, out);
-  if (image_of(pos) >= 0) f[ch_visual_ - ch_sink_] += kAmpVisual;
+  if (image_of(pos) >= 0) f[kFeatureVisual] += kAmpVisual;
   to_channels(f, features, out + ch_sink_);
   for (std::size_t k = 0; k < kv.outliers.size(); ++k) out[kv.outliers[k]] += kv.offsets[k];
 }
@@ -596,9 +594,9 @@ void PublishedHeads::query(int layer, int q_head, int pos, int needle, const flo
                      cos_pos, sin_pos, out);
   float f[kMaxFeatures] = {};
   const int features = ch_free_ - ch_sink_;
-  f[ch_sink_ - ch_sink_] = c * g.sink / kAmpSink;
-  f[ch_logw_ - ch_sink_] = c / kAmpLogWeight;
-  for (int cls : active_classes(layer, q_head, asking ? needle : -1)) f[ch_class_ - ch_sink_ + cls] = c * g.span / kAmpClass;
+  f[kFeatureSink] = c * g.sink / kAmpSink;
+  f[kFeatureLogWeight] = c / kAmpLogWeight;
+  for (int cls : active_classes(layer, q_head, asking ? needle : -1)) f[kFeatureClass + cls] = c * g.span / kAmpClass;
   // Span weights: a fresh draw every step, plus a slow drift through knots every 1/turnover steps.
   synth::NormalStream step(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(q_head),
                                           static_cast<std::uint64_t>(pos), kTagStep));
@@ -617,7 +615,7 @@ void PublishedHeads::query(int layer, int q_head, int pos, int needle, const flo
   }
   if (asking) {
     f[ch_needle_ - ch_sink_ + needle] = c * g.needle / kAmpNeedle;
-    if (needle_in_image(needle)) f[ch_visual_ - ch_sink_] = -c * mix.image_suppression / kAmpVisual;
+    if (needle_in_image(needle)) f[kFeatureVisual] = -c * mix.image_suppression / kAmpVisual;
   }
   to_channels(f, features, out + ch_sink_);
   // Noise on the free channels sets consecutive queries' cosine near query_similarity.

@@ -50,13 +50,12 @@ class PublishedHeads : public HeadGenerator {
   HeadTypeMasses targets(int layer, int q_head) const;
   const SpanLayout& spans(int layer, int kv_head) const;
 
+ private:
   struct Gains {
     float window = 0, sink = 0, span = 0, needle = 0;
   };
-  // The logit gains a query at position t uses (exposed for tests).
+  // The logit gains a query at position t uses, solved for its context of t + 1 tokens.
   Gains gains(int layer, int q_head, int t, int needle) const;
-
- private:
   struct QHead;
   struct KvHead;
   const QHead& qhead(int layer, int q_head) const;
@@ -74,7 +73,7 @@ class PublishedHeads : public HeadGenerator {
   SyntheticConfig config_;
   int max_seq_ = 0;
   int pairs_ = 0;            // locality pairs
-  int ch_sink_ = 0, ch_logw_ = 0, ch_visual_ = 0, ch_class_ = 0, ch_code_ = 0, ch_needle_ = 0, ch_free_ = 0;
+  int ch_sink_ = 0, ch_code_ = 0, ch_needle_ = 0, ch_free_ = 0;  // channel offsets: features from ch_sink_, free from ch_free_
   int classes_ = 0, code_dims_ = 0;
   std::vector<double> frequencies_;
   std::vector<QHead> qheads_;                 // [layer][q head]
