@@ -15,3 +15,10 @@ set(KVBENCH_AVX2_FLAGS -mavx2 -mfma -mf16c)
 # The float kernels use F/BW/VL/DQ; the integer paths use AVX-512BW byte/word dot products, so
 # VNNI is not required (docs/engine.md, kernel paths).
 set(KVBENCH_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c)
+
+# aarch64: NEON is part of the base architecture; the integer dot products (SDOT, ARMv8.2
+# dotprod) and the 8-bit matrix multiply (SMMLA/USMMLA, i8mm) are optional and checked at run
+# time from AT_HWCAP / AT_HWCAP2.
+set(KVBENCH_DOTPROD_FLAGS -march=armv8.2-a+dotprod)
+set(KVBENCH_I8MM_FLAGS -march=armv8.2-a+dotprod+i8mm)
+option(KVBENCH_BREAK_NEON_KERNEL "Test-only: build a deliberately wrong NEON kernel (the tests must fail)" OFF)

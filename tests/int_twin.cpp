@@ -9,20 +9,31 @@ bool integer_decode(kv::Isa isa, const std::vector<std::vector<kv::PageView>>& v
   if (isa == kv::Isa::Scalar) return false;
   for (const auto& head : views) {
     for (const kv::PageView& page : head) {
-      const kv::IntDotPaths paths = kv::int_dot_paths(*page.layout);
+      const kv::IntDotPaths paths = kv::int_dot_paths(*page.layout, isa);
       if (paths.k || paths.v) return true;
     }
   }
   return false;
 }
 
-std::vector<float> twin_decode(const kv::AttentionShape& shape, const std::vector<std::vector<kv::PageView>>& views,
-                               const float* q) {
+namespace {
+// The path whose integer rules the twin follows (a kernel table holds plain function pointers).
+kv::Isa twin_isa = kv::Isa::Scalar;
+}  // namespace
+
+const kv::PageKernels& twin_kernels(kv::Isa isa) {
   static const kv::PageKernels twin{kv::Isa::Scalar,
                                     [](const kv::PageView& page, const float* qp, int group, float* states, float* lse) {
-                                      kv::decode_page_int_ref(page, qp, group, states, lse);
+                                      kv::decode_page_int_ref(twin_isa, page, qp, group, states, lse);
                                     },
                                     nullptr, nullptr};
+  twin_isa = isa;
+  return twin;
+}
+
+std::vector<float> twin_decode(kv::Isa isa, const kv::AttentionShape& shape, const std::vector<std::vector<kv::PageView>>& views,
+                               const float* q) {
+  const kv::PageKernels& twin = twin_kernels(isa);
   kv::ThreadPool pool(1);
   kv::AttentionWorkspace workspace;
   std::vector<float> out(static_cast<std::size_t>(shape.q_heads) * static_cast<std::size_t>(shape.head_dim));

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "attention/page_kernels.h"
 #include "attention/paged_attention.h"
 #include "runtime/isa.h"
 
@@ -13,8 +14,12 @@ namespace kvtest {
 // some page.
 bool integer_decode(kv::Isa isa, const std::vector<std::vector<kv::PageView>>& views);
 
-// Decode attention of one query over per-kv-head page lists with the twin kernels.
-std::vector<float> twin_decode(const kv::AttentionShape& shape, const std::vector<std::vector<kv::PageView>>& views,
+// A decode kernel table whose decode is the integer twin of `isa`'s kernels (one twin at a
+// time: the table holds plain function pointers, the path is set by the latest call).
+const kv::PageKernels& twin_kernels(kv::Isa isa);
+
+// Decode attention of one query over per-kv-head page lists with the twin of `isa`'s kernels.
+std::vector<float> twin_decode(kv::Isa isa, const kv::AttentionShape& shape, const std::vector<std::vector<kv::PageView>>& views,
                                const float* q);
 
 // Relative error allowed against the twin: a weight on a rounding boundary may round the

@@ -18,12 +18,20 @@ const PageKernels& page_kernels(Isa isa) {
 #if defined(__x86_64__)
   static const PageKernels avx2_kernels{Isa::Avx2, &avx2::decode_page, &avx2::prefill_page, &avx2::page_bounds};
   static const PageKernels avx512_kernels{Isa::Avx512, &avx512::decode_page, &avx512::prefill_page, &avx512::page_bounds};
+#elif defined(__aarch64__)
+  static const PageKernels neon_kernels{Isa::Neon, &neon::decode_page, &neon::prefill_page, &neon::page_bounds};
+  static const PageKernels dotprod_kernels{Isa::Dotprod, &dotprod::decode_page, &neon::prefill_page, &neon::page_bounds};
+  static const PageKernels i8mm_kernels{Isa::I8mm, &i8mm::decode_page, &neon::prefill_page, &neon::page_bounds};
 #endif
   KV_ASSERT(isa != Isa::Auto && isa_supported(isa), "page_kernels needs a resolved, supported ISA");
   switch (isa) {
 #if defined(__x86_64__)
     case Isa::Avx2: return avx2_kernels;
     case Isa::Avx512: return avx512_kernels;
+#elif defined(__aarch64__)
+    case Isa::Neon: return neon_kernels;
+    case Isa::Dotprod: return dotprod_kernels;
+    case Isa::I8mm: return i8mm_kernels;
 #endif
     default: return scalar_kernels;
   }
@@ -78,14 +86,15 @@ void decode_page_reference(const PageView& page, const float* q, int group, floa
         bias += static_cast<double>(qg[c]) * k_zero[c];
         amax = std::max(amax, std::fabs(folded[c]));
       }
-      const float inv = amax > 0.0f ? kQueryCodeMax / amax : 0.0f;
+      const float code_max = query_code_max(layout.k_format);
+      const float inv = amax > 0.0f ? code_max / amax : 0.0f;
       std::vector<long> q8(row);
       for (int c = 0; c < dim; ++c) q8[c] = std::lrint(folded[c] * inv);
       for (int t = 0; t < page.tokens; ++t) {
         const std::uint8_t* codes = layout.k_row(page.data, t);
         long dot = 0;
         for (int c = 0; c < dim; ++c) dot += q8[c] * load_code(codes, c, layout.k_format, dim);
-        scores[t] = static_cast<double>(dot) * (amax / kQueryCodeMax) + bias;
+        scores[t] = static_cast<double>(dot) * (amax / code_max) + bias;
       }
     } else {
       for (int t = 0; t < page.tokens; ++t) {
@@ -153,9 +162,9 @@ void decode_page_ref(const PageView& page, const float* q, int group, float* sta
   decode_page_reference(page, q, group, states, page_lse, IntDotPaths{}, nullptr);
 }
 
-void decode_page_int_ref(const PageView& page, const float* q, int group, float* states, float* page_lse,
+void decode_page_int_ref(Isa isa, const PageView& page, const float* q, int group, float* states, float* page_lse,
                          float* v_quantum) {
-  decode_page_reference(page, q, group, states, page_lse, int_dot_paths(*page.layout), v_quantum);
+  decode_page_reference(page, q, group, states, page_lse, int_dot_paths(*page.layout, isa), v_quantum);
 }
 
 }  // namespace kv

@@ -80,7 +80,8 @@ void decode_page_ref(const PageView& page, const float* q, int group, float* sta
 // from a polynomial exp, so a weight that sits on a rounding boundary may round the other way
 // there; `v_quantum` (optional, [group]) receives the most one such flip per (head, V group)
 // moves the page's normalised output, max over groups of midpoint * s / sum(p).
-void decode_page_int_ref(const PageView& page, const float* q, int group, float* states, float* page_lse = nullptr,
+// `isa`: the path whose integer rules (int_dot_paths) the twin follows.
+void decode_page_int_ref(Isa isa, const PageView& page, const float* q, int group, float* states, float* page_lse = nullptr,
                          float* v_quantum = nullptr);
 
 namespace scalar {
@@ -98,5 +99,18 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 void prefill_page(const PrefillPageArgs& args);
 void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out);
 }  // namespace avx512
+// Arm: NEON's prefill and page bounds serve all three paths; decode differs by the integer
+// instructions it may use (arch/arm/).
+namespace neon {
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
+void prefill_page(const PrefillPageArgs& args);
+void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out);
+}  // namespace neon
+namespace dotprod {
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
+}  // namespace dotprod
+namespace i8mm {
+void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse);
+}  // namespace i8mm
 
 }  // namespace kv

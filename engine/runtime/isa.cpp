@@ -4,6 +4,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
 #endif
 
 namespace kv {
@@ -19,6 +21,19 @@ bool has_f16c() {
   }();
   return f16c;
 }
+#elif defined(__aarch64__)
+// The kernel's hardware capability bits (Linux arch/arm64/include/uapi/asm/hwcap.h), read once.
+constexpr unsigned long kHwcapAsimd = 1ul << 1;
+constexpr unsigned long kHwcapAsimdDp = 1ul << 20;
+constexpr unsigned long kHwcap2I8mm = 1ul << 13;
+unsigned long hwcap() {
+  static const unsigned long bits = getauxval(AT_HWCAP);
+  return bits;
+}
+unsigned long hwcap2() {
+  static const unsigned long bits = getauxval(AT_HWCAP2);
+  return bits;
+}
 #endif
 }  // namespace
 
@@ -29,16 +44,19 @@ std::string_view isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::Neon: return "neon";
+    case Isa::Dotprod: return "dotprod";
+    case Isa::I8mm: return "i8mm";
   }
   return "unknown";
 }
 
 Isa parse_isa(std::string_view token, std::string_view where) {
-  for (Isa isa : {Isa::Auto, Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+  for (Isa isa : kAllIsas) {
     if (token == isa_name(isa)) return isa;
   }
   throw InputError(std::string(where), "isa",
-                   "unknown ISA '" + std::string(token) + "' (expected auto, scalar, avx2, avx512 or neon)");
+                   "unknown ISA '" + std::string(token) +
+                       "' (expected auto, scalar, avx2, avx512, neon, dotprod or i8mm)");
 }
 
 bool isa_supported(Isa isa) {
@@ -55,15 +73,12 @@ bool isa_supported(Isa isa) {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("fma") && has_f16c();
-    case Isa::Neon: return false;
-#elif defined(__aarch64__)
-    case Isa::Avx2:
-    case Isa::Avx512: return false;
-#if defined(KV_HAVE_NEON_KERNELS)
-    case Isa::Neon: return true;
-#else
-    case Isa::Neon: return false;
-#endif
+    default: return false;
+#elif defined(__aarch64__) && defined(KV_HAVE_ARM_KERNELS)
+    case Isa::Neon: return (hwcap() & kHwcapAsimd) != 0;
+    case Isa::Dotprod: return (hwcap() & kHwcapAsimd) != 0 && (hwcap() & kHwcapAsimdDp) != 0;
+    case Isa::I8mm: return isa_supported(Isa::Dotprod) && (hwcap2() & kHwcap2I8mm) != 0;
+    default: return false;
 #else
     default: return false;
 #endif
@@ -73,7 +88,7 @@ bool isa_supported(Isa isa) {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::Avx512}) {
+  for (Isa isa : {Isa::Scalar, Isa::Neon, Isa::Dotprod, Isa::I8mm, Isa::Avx2, Isa::Avx512}) {
     if (isa_supported(isa)) isas.push_back(isa);
   }
   return isas;

@@ -42,7 +42,7 @@ std::vector<float> reference(KVCache& cache, SeqId seq, int layer, const std::ve
   const ModelGeometry& g = cache.config().geometry;
   const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
   const auto views = cache.page_views(seq, layer);
-  if (n_queries == 1 && kvtest::integer_decode(cache.isa(), views)) return kvtest::twin_decode(shape, views, q.data());
+  if (n_queries == 1 && kvtest::integer_decode(cache.isa(), views)) return kvtest::twin_decode(cache.isa(), shape, views, q.data());
   const DenseKV dense = gather_pages_ref(shape, views);
   std::vector<float> out(q.size());
   attention_ref(shape, q.data(), n_queries, dense.k.data(), dense.v.data(), dense.ctx, out.data());

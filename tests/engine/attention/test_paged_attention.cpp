@@ -8,6 +8,7 @@
 #include "attention/paged_attention.h"
 #include "quant/quantizer.h"
 #include "engine/attention/random_pages.h"
+#include "int_twin.h"
 #include "test_support.h"
 
 using namespace kv;
@@ -46,15 +47,10 @@ TEST_CASE("Paged attention equals dense reference attention on the gathered page
         // Decode on q4 takes integer dot products on SIMD paths (int_dot.h): it is checked against
         // the kernels' integer twin, which reproduces it up to the rare weight that rounds the
         // other way (test_page_kernels.cpp bounds that per page).
-        const IntDotPaths paths = isa == Isa::Scalar || s.n_queries != 1 ? IntDotPaths{} : int_dot_paths(kv.layout);
+        const IntDotPaths paths = isa == Isa::Scalar || s.n_queries != 1 ? IntDotPaths{} : int_dot_paths(kv.layout, isa);
         if (paths.k || paths.v) {
-          static const PageKernels twin{Isa::Scalar,
-                                        [](const PageView& page, const float* qp, int group, float* states, float* lse) {
-                                          decode_page_int_ref(page, qp, group, states, lse);
-                                        },
-                                        nullptr, nullptr};
           args.out = want.data();
-          paged_attention(twin, pool, args, workspace);
+          paged_attention(kvtest::twin_kernels(isa), pool, args, workspace);
           // A flipped weight moves one head's channels by at most midpoint * s / sum(p) of its
           // page, a fraction of a percent of the output's scale here.
           REQUIRE(kvtest::relative_error(got, want) < 5e-3f);

@@ -87,7 +87,7 @@ TEST_CASE("Attention over a plan equals the reference over the selected pages", 
     std::vector<float> want(4 * 64);
     float tolerance = 2e-5f;
     if (kvtest::integer_decode(cache.isa(), kept)) {  // q4 integer dot products (int_dot.h)
-      want = kvtest::twin_decode(one_head, kept, q.data() + h * 4 * 64);
+      want = kvtest::twin_decode(cache.isa(), one_head, kept, q.data() + h * 4 * 64);
       tolerance = kvtest::kTwinTolerance;
     } else {
       const DenseKV dense = gather_pages_ref(one_head, kept);

@@ -1,7 +1,7 @@
 // AVX2+FMA+F16C kernels. Compiled with those flags and only called after a CPUID check.
 #include "attention/page_kernels.h"
-#include "attention/simd_avx2.h"
-#include "attention/decode_simd_impl.h"
+#include "attention/arch/x86/simd_avx2.h"
+#include "attention/arch/x86/decode_simd_impl.h"
 #include "attention/prefill_page_impl.h"
 
 namespace kv::avx2 {

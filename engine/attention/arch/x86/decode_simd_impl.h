@@ -14,7 +14,7 @@
 #include <cmath>
 #include <vector>
 
-#include "attention/decode_int_impl.h"
+#include "attention/arch/x86/decode_int_impl.h"
 #include "attention/page_prefetch.h"
 #include "attention/softmax_state.h"
 #include "quant/codes.h"
@@ -348,7 +348,7 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   s.scores.resize(NG * padded + 16);  // slack for whole-vector loops
   s.weights.resize(NG * tokens * groups + 16);
   float rescale[NG];
-  const IntDotPaths integer = int_dot_paths(layout);
+  const IntDotPaths integer = int_dot_paths(layout, Isa::Avx2);  // both x86 paths share the rule
   const bool int_k = FK == Format::Q4 && integer.k, int_v = FV == Format::Q4 && integer.v;
   // The next page's bytes are requested a few lines per step of the K pass (one step per row
   // group) and of the V pass: spread over both, the requests keep the memory system busy

@@ -2,9 +2,9 @@
 // called after a CPUID check. Head dims that are not a multiple of 16 run the 8-lane body,
 // which every AVX-512 CPU also supports.
 #include "attention/page_kernels.h"
-#include "attention/simd_avx2.h"
-#include "attention/simd_avx512.h"
-#include "attention/decode_simd_impl.h"
+#include "attention/arch/x86/simd_avx2.h"
+#include "attention/arch/x86/simd_avx512.h"
+#include "attention/arch/x86/decode_simd_impl.h"
 #include "attention/prefill_page_impl.h"
 
 namespace kv::avx512 {

@@ -12,7 +12,7 @@
 
 #include "attention/int_dot.h"
 #include "attention/page_prefetch.h"
-#include "attention/simd_avx2.h"
+#include "attention/arch/x86/simd_avx2.h"
 #include "quant/codes.h"
 #include "quant/page_layout.h"
 
