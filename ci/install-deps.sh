@@ -18,7 +18,8 @@ packages=(
   libxml2-dev             # reports: SVG is checked as well-formed XML before it is inlined
   chromium fonts-dejavu-core  # reports: the page rendered headless in a real browser (tests)
   python3                 # the browser test reads Chromium's DOM and screenshot
-  g++-aarch64-linux-gnu   # compile-only check of the Arm (NEON) path
+  g++-aarch64-linux-gnu   # the Arm kernels, cross-built
+  qemu-user               # ... and their tests run under qemu-aarch64
   clang libclang-rt-14-dev  # libFuzzer targets
 )
 

@@ -5,7 +5,10 @@
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
 #   3. ThreadSanitizer build (build-tsan/, -O1): the memory-tier and engine-thread tests
 #      (migrator vs decode path, background copies vs L0 staging).
-#   4. Compile-only check of engine/ for aarch64 (build-aarch64/) with Debian's cross g++.
+#   4. The Arm kernels: engine/ and kvbench-kernel-tests cross-built for aarch64 (build-aarch64/)
+#      with Debian's cross g++, run under qemu-aarch64 on three CPU models: max (NEON, dotprod,
+#      i8mm), cortex-a76 (no i8mm) and cortex-a53 (NEON only), after a check that the tests
+#      catch a deliberately wrong NEON kernel.
 #   5. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
 # compiled in 18 s instead of 24 s with -g.
@@ -52,10 +55,32 @@ cmake --build build-tsan -j"$jobs" --target kvbench-memory-tests
 step "tsan tests: [memory],[threads]"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/kvbench-memory-tests "[memory],[threads]"
 
-step "aarch64 cross-compile of engine/"
-cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
-  -DKVBENCH_ENGINE_ONLY=ON >/dev/null
-cmake --build build-aarch64 -j"$jobs"
+step "aarch64 cross build: engine/ and kvbench-kernel-tests"
+arm_tree() {  # $1: ON builds the deliberately wrong NEON kernel
+  cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
+    -DKVBENCH_ENGINE_ONLY=ON -DKVBENCH_KERNEL_TESTS=ON -DKVBENCH_BREAK_NEON_KERNEL="$1" >/dev/null
+  cmake --build build-aarch64 -j"$jobs"
+}
+arm_tests() {  # $1: qemu CPU model, $2: the paths it must offer; the rest: Catch2 arguments
+  local cpu=$1 expect=$2
+  shift 2
+  KVBENCH_EXPECT_ISAS=$expect qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu "$cpu" build-aarch64/bin/kvbench-kernel-tests "$@"
+}
+arm_tree ON
+
+step "Arm kernel tests catch a wrong NEON kernel (cortex-a53: NEON only)"
+if arm_tests cortex-a53 scalar,neon "[attention]" >build-aarch64/broken-neon.log 2>&1; then
+  echo "ci/test.sh: the kernel tests passed a deliberately wrong NEON kernel" >&2
+  exit 1
+fi
+grep -m1 -A3 "FAILED" build-aarch64/broken-neon.log || true
+arm_tree OFF
+
+for model in "max scalar,neon,dotprod,i8mm" "cortex-a76 scalar,neon,dotprod" "cortex-a53 scalar,neon"; do
+  read -r cpu expect <<<"$model"
+  step "Arm kernel tests under qemu-aarch64 -cpu $cpu (paths: $expect)"
+  arm_tests "$cpu" "$expect"
+done
 
 step "fuzz build (clang 14, libFuzzer + ASan + UBSan)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVBENCH_ENGINE_ONLY=ON \

@@ -45,8 +45,12 @@ std::string MachineInfo::to_json() const {
 MachineInfo machine_info() {
   MachineInfo m;
   m.cpu_model = first_value("/proc/cpuinfo", "model name");
-  std::istringstream flags(first_value("/proc/cpuinfo", "flags"));
-  const std::set<std::string> wanted = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "asimd"};
+  // x86 lists "flags", aarch64 "Features" (asimd: NEON, asimddp: dotprod, i8mm, asimdhp: fp16 arithmetic).
+  std::string listed = first_value("/proc/cpuinfo", "flags");
+  if (listed.empty()) listed = first_value("/proc/cpuinfo", "Features");
+  std::istringstream flags(listed);
+  const std::set<std::string> wanted = {"avx2",    "fma",         "f16c",  "avx512f", "avx512bw", "avx512vl",
+                                        "avx512dq", "avx512_vnni", "asimd", "asimddp", "i8mm",     "asimdhp"};
   for (std::string flag; flags >> flag;) {
     if (wanted.count(flag) != 0) m.cpu_flags += (m.cpu_flags.empty() ? "" : " ") + flag;
   }

@@ -11,7 +11,7 @@ namespace kvbench {
 
 struct MachineInfo {
   std::string cpu_model;
-  std::string cpu_flags;       // the flags kvbench's kernels care about (avx2, fma, f16c, avx512*)
+  std::string cpu_flags;       // the flags kvbench's kernels care about (avx2, fma, f16c, avx512*; asimd, asimddp, i8mm, asimdhp)
   int cores = 0;               // online logical CPUs
   std::uint64_t memory_bytes = 0;
   std::string os;              // PRETTY_NAME of /etc/os-release
