@@ -1,5 +1,5 @@
 // Integer dot products of the SIMD decode kernels: when they apply and how they quantize.
-// The kernels (arch/x86/decode_int_impl.h, arch/arm/decode_arm_int.h) and their reference twin
+// The kernels (arch/x86/decode_int_impl.h, arch/arm/decode_arm_impl.h) and their reference twin
 // (decode_page_int_ref) share these rules, so the reference reproduces the kernel's integers
 // exactly. Which formats take them depends on the path (int_dot_paths):
 //   x86 (AVX2, AVX-512): K q4 (head_dim a multiple of 64, at most 256), V q4 (below).
@@ -10,9 +10,10 @@
 //
 // K: per page and q head the folded query
 // q' = q * k_scale is quantized to int8, q8[c] = round(q'[c] * 127 / max|q'|), and
-// q'.code = (max|q'| / 127) * sum_c q8[c] * code[c] + q.k_zero (127: query_code_max). vpmaddubsw multiplies the
-// unsigned 4-bit codes with the signed query bytes; a whole row sums in int16 (at most
-// 8 products of 2 * 15 * 127 = 30480 for head_dim 256; the Arm instructions sum in int32).
+// q'.code = (max|q'| / 127) * sum_c q8[c] * code[c] + q.k_zero (127: query_code_max).
+// vpmaddubsw multiplies the unsigned 4-bit codes with the signed query bytes; a whole row sums
+// in int16 (at most 8 products of 2 * 15 * 127 = 30480 for head_dim 256; the Arm instructions
+// sum in int32).
 //
 // V (q4 codes, head_dim a multiple of 64, V groups of 32 or 64 channels, at most 8 groups): per page, q head and
 // V group the weights w[t] = p[t] * v_scale[t][g] (p: the softmax numerators relative to the
