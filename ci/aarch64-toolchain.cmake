@@ -1,4 +1,5 @@
-# Cross toolchain for the compile-only Arm check (Debian's g++-aarch64-linux-gnu).
+# Cross toolchain for the Arm build (Debian's g++-aarch64-linux-gnu); ci/test.sh runs its
+# kernel tests under qemu-aarch64.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

@@ -1,5 +1,6 @@
 # Runtime-dispatched kernels: each SIMD source is compiled with its own ISA flags and only
-# called after a CPUID check, so one binary runs on any x86-64.
+# called after a run-time check (CPUID on x86-64, the auxiliary vector on aarch64), so one
+# binary runs on any CPU of its architecture.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   set(KVBENCH_X86 ON)
 else()

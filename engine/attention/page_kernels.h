@@ -76,7 +76,7 @@ const PageKernels& page_kernels(Isa isa);
 void decode_page_ref(const PageView& page, const float* q, int group, float* states, float* page_lse = nullptr);
 
 // Reference twin of the SIMD decode kernels where they take integer dot products (int_dot.h):
-// the same int8 queries and 7-bit weights, summed exactly. The kernels' softmax numerators come
+// the same integer queries (int8; 14-bit for q8 on Arm) and 7-bit weights, summed exactly. The kernels' softmax numerators come
 // from a polynomial exp, so a weight that sits on a rounding boundary may round the other way
 // there; `v_quantum` (optional, [group]) receives the most one such flip per (head, V group)
 // moves the page's normalised output, max over groups of midpoint * s / sum(p).
