@@ -57,15 +57,14 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/kvbench-memo
 
 step "aarch64 cross build: engine/ and kvbench-kernel-tests"
 arm_tree() {  # $1: ON builds the deliberately wrong NEON kernel
-  cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
+  cmake --no-warn-unused-cli -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
     -DKVBENCH_ENGINE_ONLY=ON -DKVBENCH_KERNEL_TESTS=ON -DKVBENCH_BREAK_NEON_KERNEL="$1" >/dev/null
   cmake --build build-aarch64 -j"$jobs"
 }
 arm_tests() {  # $1: qemu CPU model, $2: the paths it must offer; the rest: Catch2 arguments
   local cpu=$1 expect=$2
   shift 2
-  KVBENCH_EXPECT_ISAS=$expect timeout 240 qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu "$cpu" \
-    build-aarch64/bin/kvbench-kernel-tests "$@"
+  KVBENCH_EXPECT_ISAS=$expect timeout 240 qemu-aarch64 -cpu "$cpu" build-aarch64/bin/kvbench-kernel-tests "$@"
 }
 arm_tree ON
 
