@@ -1,7 +1,7 @@
 // BM_DecodeAttention/<fmt>/<ctx>: one decode step of one layer (32 q heads, 8 kv heads,
 // head_dim 128, pages of 64) over a context already in the cache, with all engine threads.
 // Several copies of the context are cycled so that their total exceeds the L3 and KV is not
-// in cache when a call starts. bytes_per_second counts the KV bytes the kernel reads
+// in cache when a call starts (bench_common.h). bytes_per_second counts the KV bytes the kernel reads
 // (payloads and the scales it needs).
 // BM_DecodeAttentionReference/<ctx>: the exact reference on the same shape (dense F32).
 #include <benchmark/benchmark.h>
@@ -19,41 +19,8 @@ namespace {
 
 using namespace kvbench::micro;
 
-constexpr std::size_t kColdBytes = 256ull << 20;  // > 4x a large L3
-
-// The contexts of the last benchmark, kept across Google Benchmark's repeated calls.
-struct DecodeSetup {
-  kv::Format format = kv::Format::F32;
-  int ctx = 0;
-  std::unique_ptr<kv::KVCache> cache;
-  std::vector<kv::SeqId> copies;
-  std::size_t kv_bytes_per_copy = 0;
-};
-
-DecodeSetup& setup_for(kv::Format format, int ctx) {
-  static DecodeSetup setup;
-  if (setup.cache && setup.format == format && setup.ctx == ctx) return setup;
-  setup = DecodeSetup{};
-  setup.format = format;
-  setup.ctx = ctx;
-  setup.cache = std::make_unique<kv::KVCache>(decode_shape_config(format, ctx));
-  const kv::PageLayout& layout = setup.cache->layout();
-  const std::size_t pages = static_cast<std::size_t>(ctx / 64) * 8;
-  setup.kv_bytes_per_copy = pages * (layout.k_read_bytes(64) + layout.v_read_bytes(64));
-  const std::size_t copies = std::max<std::size_t>(2, (kColdBytes + pages * layout.bytes - 1) / (pages * layout.bytes));
-  const std::size_t count = static_cast<std::size_t>(ctx) * 8 * 128;
-  const auto k = bench_values(count, 11, true);
-  const auto v = bench_values(count, 12, false);
-  for (std::size_t i = 0; i < copies; ++i) {
-    const kv::SeqId seq = setup.cache->create_sequence();
-    setup.cache->append(seq, 0, k.data(), v.data(), ctx);
-    setup.copies.push_back(seq);
-  }
-  return setup;
-}
-
 void decode(benchmark::State& state, kv::Format format, int ctx) {
-  DecodeSetup& setup = setup_for(format, ctx);
+  ColdContexts& setup = cold_contexts(format, ctx);
   const auto q = bench_values(32 * 128, 13, false);
   std::vector<float> out(q.size());
   std::size_t next = 0;
@@ -70,7 +37,7 @@ void decode(benchmark::State& state, kv::Format format, int ctx) {
 // BM_SparseDecode/<selector>/<budget_pct>/<ctx>: the same q4 shape through the sparse decoder
 // (selection plan, Quest bounds, H2O bookkeeping and attention over the kept pages).
 void sparse_decode(benchmark::State& state, kv::Selector selector, int budget_pct, int ctx) {
-  DecodeSetup& setup = setup_for(kv::Format::Q4, ctx);
+  ColdContexts& setup = cold_contexts(kv::Format::Q4, ctx);
   kv::SparsePolicy policy;
   policy.selector = selector;
   policy.budget = selector == kv::Selector::Window ? 0.0f : static_cast<float>(budget_pct) / 100.0f;
@@ -107,7 +74,7 @@ void sparse_decode(benchmark::State& state, kv::Selector selector, int budget_pc
 enum class SparseStage { Bounds, Plan };
 
 void sparse_stage(benchmark::State& state, SparseStage stage, int ctx) {
-  DecodeSetup& setup = setup_for(kv::Format::Q4, ctx);
+  ColdContexts& setup = cold_contexts(kv::Format::Q4, ctx);
   kv::KVCache& cache = *setup.cache;
   const kv::ModelGeometry& g = cache.config().geometry;
   const auto q = bench_values(32 * 128, 13, false);

@@ -1,5 +1,6 @@
 // Compute ceilings, on one core with hot caches:
 // BM_FmaPeak: ten independent 256-bit FMA chains (what the machine can multiply-add at best);
+// BM_FmaPeak/avx512: the same at 512 bits;
 // BM_DecodePage/<fmt>: the decode kernel on one page (64 tokens x 4 q heads x 128 channels, 32768
 // multiply-adds each for q.k and p.v), so kernel efficiency reads as a share of BM_FmaPeak (float
 // paths) or BM_Int8DotPeak (q4's integer dot products).
@@ -61,6 +62,39 @@ void run_peak(benchmark::State& state, Chains chains, double per_iteration) {
 
 void BM_FmaPeak(benchmark::State& state) { run_peak(state, fma_chains, 10 * 8); }  // 10 chains x 8 lanes
 BENCHMARK(BM_FmaPeak);
+
+// The 512-bit twin: twelve chains, enough to cover two FMA ports of four cycles' latency.
+__attribute__((target("avx512f"))) float fma_chains512(long iterations) {
+  __m512 a0 = _mm512_set1_ps(1.000f), a1 = _mm512_set1_ps(1.001f), a2 = _mm512_set1_ps(1.002f);
+  __m512 a3 = _mm512_set1_ps(1.003f), a4 = _mm512_set1_ps(1.004f), a5 = _mm512_set1_ps(1.005f);
+  __m512 a6 = _mm512_set1_ps(1.006f), a7 = _mm512_set1_ps(1.007f), a8 = _mm512_set1_ps(1.008f);
+  __m512 a9 = _mm512_set1_ps(1.009f), a10 = _mm512_set1_ps(1.010f), a11 = _mm512_set1_ps(1.011f);
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (long it = 0; it < iterations; ++it) {
+    a0 = _mm512_fmadd_ps(a0, m, c), a1 = _mm512_fmadd_ps(a1, m, c), a2 = _mm512_fmadd_ps(a2, m, c);
+    a3 = _mm512_fmadd_ps(a3, m, c), a4 = _mm512_fmadd_ps(a4, m, c), a5 = _mm512_fmadd_ps(a5, m, c);
+    a6 = _mm512_fmadd_ps(a6, m, c), a7 = _mm512_fmadd_ps(a7, m, c), a8 = _mm512_fmadd_ps(a8, m, c);
+    a9 = _mm512_fmadd_ps(a9, m, c), a10 = _mm512_fmadd_ps(a10, m, c), a11 = _mm512_fmadd_ps(a11, m, c);
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8),
+                     "+v"(a9), "+v"(a10), "+v"(a11));
+  }
+  const __m512 sum = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)), _mm512_add_ps(a4, a5)),
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a6, a7), _mm512_add_ps(a8, a9)), _mm512_add_ps(a10, a11)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  return lanes[0] + lanes[15];
+}
+
+// BM_FmaPeak/avx512: the ceiling of the AVX-512 kernels (skipped where the CPU has none).
+void BM_FmaPeak512(benchmark::State& state) {
+  if (!kv::isa_supported(kv::Isa::Avx512)) {
+    state.SkipWithError("needs AVX-512");
+    return;
+  }
+  run_peak(state, fma_chains512, 12 * 16);  // 12 chains x 16 lanes
+}
+BENCHMARK(BM_FmaPeak512)->Name("BM_FmaPeak/avx512");
 
 // The integer twin of fma_chains: vpmaddubsw, the instruction of the q4 kernels' dot products
 // (32 byte products, summed in pairs, per instruction).

@@ -2,6 +2,7 @@
 // online-softmax states (softmax_state.h); paged_attention.h splits the work and merges.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -17,9 +18,16 @@ namespace kv {
 // exp(page_lse - final lse of the query).
 using DecodePageFn = void (*)(const PageView& page, const float* q, int group, float* states, float* page_lse);
 
+inline constexpr int kMaxHeadDim = 512;      // geometry.cpp's limit
+inline constexpr int kPrefillTokenPad = 64;  // the widest key block of a prefill tile (prefill_tile_impl.h)
+
 // Prefill: n queries at absolute positions first_query_pos + i, causal against the page's
 // tokens at positions first_token_pos + t. q: [n][group][head_dim] (pre-scaled);
-// states: [n][group]. `scratch` holds 2 * page_tokens * head_dim floats.
+// states: [n][group]. `scratch` holds prefill_scratch_floats(head_dim) floats: the page as
+// floats, K transposed and padded, V and K in rows.
+inline std::size_t prefill_scratch_floats(int head_dim) {
+  return static_cast<std::size_t>(3 * kMaxPageTokens + kPrefillTokenPad) * static_cast<std::size_t>(head_dim);
+}
 struct PrefillPageArgs {
   PageView page;
   int first_token_pos = 0;

@@ -3,10 +3,11 @@
 #include <cstring>
 
 #include "attention/page_kernels.h"
-#include "attention/prefill_page_impl.h"
+#include "attention/prefill_tile_impl.h"
 #include "attention/softmax_state.h"
 #include "quant/codes.h"
 #include "quant/fp16.h"
+#include "quant/quantizer.h"
 
 namespace kv::scalar {
 
@@ -99,7 +100,27 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
   }
 }
 
-void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
+namespace {
+
+// One-lane traits: the blocked prefill at width 1, the same tiles as the SIMD paths.
+struct V1 {
+  using F = float;
+  static constexpr int kWidth = 1;
+  static F zero() { return 0.0f; }
+  static F load(const float* p) { return *p; }
+  static void store(float* p, F v) { *p = v; }
+  static F set1(float x) { return x; }
+  static F fmadd(F a, F b, F c) { return a * b + c; }
+  static F mul(F a, F b) { return a * b; }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F max(F a, F b) { return std::fmax(a, b); }
+  static F exp(F x) { return std::exp(x); }
+};
+
+}  // namespace
+
+void prefill_page(const PrefillPageArgs& args) { prefill_page_tiled<V1, 4, 4, 4>(args, dequantize_page_ref); }
 
 namespace {
 

@@ -170,7 +170,7 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
       states = own_states.data();
     }
     queries.resize(static_cast<std::size_t>(q_count) * group * dim);
-    scratch.resize(2 * static_cast<std::size_t>(kMaxPageTokens) * dim);
+    scratch.resize(prefill_scratch_floats(dim));
     if (first) {
       for (int i = 0; i < q_count * group; ++i) SoftmaxState(states + i * stride, dim).reset();
     }

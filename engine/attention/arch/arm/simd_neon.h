@@ -72,5 +72,24 @@ inline float32x4_t load_raw4(const std::uint8_t* row, int c, int dim) {
   }
 }
 
+// 4-lane traits for the kernels written once for every ISA (prefill_tile_impl.h,
+// dequantize_simd_impl.h).
+struct V4 {
+  using F = float32x4_t;
+  static constexpr int kWidth = 4;
+  static F zero() { return vdupq_n_f32(0.0f); }
+  static F load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, F v) { vst1q_f32(p, v); }
+  static F set1(float x) { return vdupq_n_f32(x); }
+  static F fmadd(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+  static F mul(F a, F b) { return vmulq_f32(a, b); }
+  static F add(F a, F b) { return vaddq_f32(a, b); }
+  static F sub(F a, F b) { return vsubq_f32(a, b); }
+  static F max(F a, F b) { return vmaxq_f32(a, b); }
+  static F exp(F x) { return exp_f32x4(x); }
+  template <Format Fmt>
+  static F load_raw(const std::uint8_t* row, int c, int dim) { return load_raw4<Fmt>(row, c, dim); }
+};
+
 }  // namespace
 }  // namespace kv

@@ -1,6 +1,6 @@
 // The fused decode kernel, written once against vector traits (V8 in simd_avx2.h, V16 in
 // simd_avx512.h) and compiled into each ISA's translation unit with its flags. Internal
-// linkage throughout, like prefill_page_impl.h.
+// linkage throughout, like prefill_tile_impl.h.
 //
 // K and V codes are turned into floats in registers and never written back. Format scales are
 // folded out of the inner loops: K's per-channel scale goes into the query (q' = q * scale,

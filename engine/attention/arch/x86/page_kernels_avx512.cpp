@@ -5,7 +5,8 @@
 #include "attention/arch/x86/simd_avx2.h"
 #include "attention/arch/x86/simd_avx512.h"
 #include "attention/arch/x86/decode_simd_impl.h"
-#include "attention/prefill_page_impl.h"
+#include "attention/dequantize_simd_impl.h"
+#include "attention/prefill_tile_impl.h"
 
 namespace kv::avx512 {
 
@@ -17,7 +18,15 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
   }
 }
 
-void prefill_page(const PrefillPageArgs& args) { prefill_page_impl(args); }
+// Thirty-two registers: 6 rows x 4 vectors of accumulators (scores: 64 tokens; outputs: 64
+// channels), four loads and a broadcast.
+void prefill_page(const PrefillPageArgs& args) {
+  if (args.page.layout->head_dim % V16::kWidth == 0) {
+    prefill_page_tiled<V16, 6, 4, 4>(args, dequantize_page_simd<V16>);
+  } else {
+    prefill_page_tiled<V8, 4, 2, 2>(args, dequantize_page_simd<V8>);
+  }
+}
 
 void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out) {
   if (head_dim % V16::kWidth == 0) {

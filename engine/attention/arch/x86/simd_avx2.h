@@ -147,6 +147,7 @@ struct V8 {
   static __m256 fold(F v) { return v; }  // to eight lanes for the horizontal helpers
   static F load_half(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F exp(F x) { return exp_ps(x); }
   // Lanes of `negative` where the sign bit of s is set, of `other` elsewhere.
   static F select_by_sign(F s, F negative, F other) { return _mm256_blendv_ps(other, negative, s); }
   template <Format Fmt>
