@@ -42,13 +42,50 @@ void scale_queries(const PagedAttentionArgs& args, AttentionWorkspace& ws) {
   for (std::size_t i = 0; i < count; ++i) ws.q_scaled[i] = args.q[i] * args.shape.scale;
 }
 
+// Decode, and verification of up to kMaxVerifyQueries queries at the sequence's end: each page
+// is read once for all queries and q heads of its kv head. The kernels see the queries' heads
+// as one larger group ([query][q head of the group]) where every query sees the whole page;
+// a page that some query may not see whole (the causal diagonal at the end) is folded query by
+// query over the tokens each may see.
 void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args, AttentionWorkspace& ws) {
   const AttentionShape& shape = args.shape;
+  const int n = args.n_queries;
   const int group = shape.group();
+  const int rows = n * group;  // per kv head
   const int dim = shape.head_dim;
   const std::size_t stride = SoftmaxState::stride(dim);
   const auto& pages = *args.pages;
   const int split = std::max(1, args.split_pages);
+  KV_ASSERT(n == 1 || (args.page_lse == nullptr && args.compensation_states == nullptr),
+            "page masses and compensation are a single decode step's");
+  // Queries packed per kv head, [head][query][q head of the group]; one query is that already.
+  const float* q_rows = ws.q_scaled.data();
+  if (n > 1) {
+    ws.q_packed.resize(static_cast<std::size_t>(shape.kv_heads) * rows * dim);
+    for (int head = 0; head < shape.kv_heads; ++head) {
+      for (int j = 0; j < n; ++j) {
+        const float* src = ws.q_scaled.data() + (static_cast<std::size_t>(j) * shape.q_heads + head * group) * dim;
+        std::copy(src, src + static_cast<std::size_t>(group) * dim,
+                  ws.q_packed.data() + (static_cast<std::size_t>(head) * n + j) * group * dim);
+      }
+    }
+    q_rows = ws.q_packed.data();
+  }
+  // Verification: each page's first position, and how many tokens the first query sees.
+  const int ctx = args.context_tokens > 0 ? args.context_tokens : context_tokens(pages[0]);
+  const int first_query_pos = ctx - n;
+  std::vector<std::vector<int>>& page_first = ws.page_first;
+  if (n > 1) {
+    page_first.resize(pages.size());
+    for (std::size_t h = 0; h < pages.size(); ++h) {
+      page_first[h].resize(pages[h].size());
+      for (std::size_t p = 0, pos = 0; p < pages[h].size(); ++p) {
+        if (pages[h][p].first_token >= 0) pos = static_cast<std::size_t>(pages[h][p].first_token);
+        page_first[h][p] = static_cast<int>(pos);
+        pos += static_cast<std::size_t>(pages[h][p].tokens);
+      }
+    }
+  }
   // Heads may attend to different numbers of pages (a selection plan): chunk by the longest,
   // and lay out page_lse head after head.
   std::size_t longest = 0;
@@ -64,7 +101,7 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   // are spread evenly over the chunks.
   const int positions = static_cast<int>(longest);
   const int chunks = std::max({1, (positions + split - 1) / split, std::min(positions, kMinDecodeTasks)});
-  const std::size_t task_floats = static_cast<std::size_t>(group) * stride;
+  const std::size_t task_floats = static_cast<std::size_t>(rows) * stride;
   ws.states.resize(static_cast<std::size_t>(shape.kv_heads) * chunks * task_floats);
 
   // One task per chunk of page positions, all kv heads, one head after the other: the pages of
@@ -77,7 +114,7 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   const auto reset_chunk = [&](int chunk) {
     for (int head = 0; head < shape.kv_heads; ++head) {
       float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;
-      for (int g = 0; g < group; ++g) SoftmaxState(states + g * stride, dim).reset();
+      for (int r = 0; r < rows; ++r) SoftmaxState(states + r * stride, dim).reset();
     }
   };
   if (args.waves != nullptr) {
@@ -110,9 +147,19 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
         PageView page = view(i);
         page.next = i + 1 < items.size() ? &view(i + 1) : nullptr;
         float* states = ws.states.data() + (static_cast<std::size_t>(head) * chunks + chunk) * task_floats;
-        const float* q = ws.q_scaled.data() + static_cast<std::size_t>(head) * group * dim;
+        const float* q = q_rows + static_cast<std::size_t>(head) * rows * dim;
         float* lse = args.page_lse == nullptr ? nullptr : args.page_lse + lse_offset[static_cast<std::size_t>(head)] + p * group;
-        kernels.decode_page(page, q, group, states, lse);
+        const int first_sees = n == 1 ? page.tokens : first_query_pos - page_first[static_cast<std::size_t>(head)][p] + 1;
+        if (first_sees >= page.tokens) {
+          kernels.decode_page(page, q, rows, states, lse);
+          continue;
+        }
+        for (int j = 0; j < n; ++j) {
+          PageView part = page;
+          part.tokens = std::min(page.tokens, first_sees + j);
+          if (part.tokens <= 0) continue;
+          kernels.decode_page(part, q + static_cast<std::size_t>(j) * group * dim, group, states + j * group * stride, nullptr);
+        }
       }
     });
   });
@@ -123,8 +170,8 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     float* first = ws.states.data() + static_cast<std::size_t>(head) * chunks * task_floats;
     for (int chunk = 1; chunk < chunks; ++chunk) {
       const float* part = first + static_cast<std::size_t>(chunk) * task_floats;
-      for (int g = 0; g < group; ++g) {
-        SoftmaxState(first + g * stride, dim).merge(SoftmaxState(const_cast<float*>(part) + g * stride, dim));
+      for (int r = 0; r < rows; ++r) {
+        SoftmaxState(first + r * stride, dim).merge(SoftmaxState(const_cast<float*>(part) + r * stride, dim));
       }
     }
     if (args.compensation_states != nullptr) {
@@ -133,11 +180,12 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
         SoftmaxState(first + g * stride, dim).merge(SoftmaxState(const_cast<float*>(extra), dim));
       }
     }
-    for (int g = 0; g < group; ++g) {
-      const SoftmaxState state(first + g * stride, dim);
-      state.write_output(args.out + (static_cast<std::size_t>(head) * group + g) * dim);
-      if (args.query_lse != nullptr) {
-        args.query_lse[head * group + g] = state.empty() ? -INFINITY : state.max() + std::log(state.sum());
+    for (int j = 0; j < n; ++j) {
+      for (int g = 0; g < group; ++g) {
+        const SoftmaxState state(first + (j * group + g) * stride, dim);
+        const std::size_t row = static_cast<std::size_t>(j) * shape.q_heads + head * group + g;
+        state.write_output(args.out + row * dim);
+        if (args.query_lse != nullptr) args.query_lse[row] = state.empty() ? -INFINITY : state.max() + std::log(state.sum());
       }
     }
   });
@@ -226,7 +274,7 @@ void paged_attention(const PageKernels& kernels, ThreadPool& pool, const PagedAt
             "one page list per kv head");
   KV_ASSERT(args.n_queries >= 1, "at least one query");
   scale_queries(args, workspace);
-  if (args.n_queries == 1) {
+  if (args.n_queries <= kMaxVerifyQueries) {
     run_decode(kernels, pool, args, workspace);
   } else {
     run_prefill(kernels, pool, args, workspace);

@@ -20,6 +20,9 @@ namespace kv {
 inline constexpr int kDefaultSplitPages = 32;
 inline constexpr int kMinDecodeTasks = 16;  // decode splits into at least this many tasks (or one per page position)
 inline constexpr int kPrefillQueryBlock = 16;
+// Up to this many queries run as one multi-query decode (speculative verification: every page
+// read once for all of them); more run the blocked prefill.
+inline constexpr int kMaxVerifyQueries = 16;
 
 // Pages made resident in waves of page positions (position p: page p of every kv head), so that
 // one call never holds more than a bounded share of the pages it reads - a memory tier's cap.
@@ -59,9 +62,12 @@ struct AttentionWorkspace {
   std::vector<float> q_scaled;
   std::vector<float> states;
   std::vector<float> prefill_states;  // prefill in waves: every query block's states across waves
+  std::vector<float> q_packed;        // verification: queries per kv head
+  std::vector<std::vector<int>> page_first;  // verification: each page's first position
 };
 
-// n_queries == 1 runs the fused decode kernel; more runs the chunked prefill kernel.
+// Up to kMaxVerifyQueries queries run the fused decode kernel (a multi-query decode); more run
+// the blocked prefill kernel.
 void paged_attention(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args,
                      AttentionWorkspace& workspace);
 

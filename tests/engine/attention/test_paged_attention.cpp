@@ -44,10 +44,11 @@ TEST_CASE("Paged attention equals dense reference attention on the gathered page
         paged_attention(page_kernels(isa), pool, args, workspace);
         const DenseKV dense = gather_pages_ref(shape, kv.views);
         REQUIRE(dense.ctx == s.ctx);
-        // Decode on q4 takes integer dot products on SIMD paths (int_dot.h): it is checked against
-        // the kernels' integer twin, which reproduces it up to the rare weight that rounds the
-        // other way (test_page_kernels.cpp bounds that per page).
-        const IntDotPaths paths = isa == Isa::Scalar || s.n_queries != 1 ? IntDotPaths{} : int_dot_paths(kv.layout, isa);
+        // Decode (and verification, a multi-query decode) on q4 takes integer dot products on SIMD
+        // paths (int_dot.h): it is checked against the kernels' integer twin, which reproduces it
+        // up to the rare weight that rounds the other way (test_page_kernels.cpp bounds that per
+        // page).
+        const IntDotPaths paths = isa == Isa::Scalar || s.n_queries > kMaxVerifyQueries ? IntDotPaths{} : int_dot_paths(kv.layout, isa);
         if (paths.k || paths.v) {
           args.out = want.data();
           paged_attention(kvtest::twin_kernels(isa), pool, args, workspace);
