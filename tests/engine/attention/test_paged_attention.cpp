@@ -165,3 +165,65 @@ TEST_CASE("Paged attention in waves of resident pages is bit-identical to one pa
     }
   }
 }
+
+TEST_CASE("Verification gives each query what a decode step at its position gives, on all pages and on a shared subset",
+          "[attention]") {
+  // k draft queries at the sequence's end, causal among themselves: query j sees the first
+  // ctx - k + j + 1 tokens. A sparse plan is one subset shared by all k queries (pages with
+  // their first positions), the diagonal's pages included.
+  std::uint32_t seed = 900;
+  ThreadPool pool(2);
+  AttentionWorkspace workspace;
+  const int q_heads = 8, kv_heads = 2, dim = 64, page_tokens = 16, ctx = 7 * 16 + 5;
+  const AttentionShape shape{q_heads, kv_heads, dim, 1.0f / std::sqrt(static_cast<float>(dim))};
+  for (Isa isa : supported_isas()) {
+    for (Format f : {Format::F32, Format::F16, Format::Q8, Format::Q4}) {
+      for (int k : {2, 5, 16}) {
+        for (bool subset : {false, true}) {
+          CAPTURE(isa_name(isa), format_name(f), k, subset);
+          const RandomPages kv = random_pages(f, kv_heads, dim, page_tokens, ctx, seed);
+          seed += 100;
+          std::vector<std::vector<PageView>> views(kv_heads);
+          for (int h = 0; h < kv_heads; ++h) {
+            for (std::size_t p = 0; p < kv.views[h].size(); ++p) {
+              if (subset && (p == 1 || p == 3 || p == 4)) continue;
+              PageView view = kv.views[h][p];
+              view.first_token = static_cast<int>(p) * page_tokens;
+              views[h].push_back(view);
+            }
+          }
+          const auto q = kvtest::random_values(static_cast<std::size_t>(k) * q_heads * dim, seed++);
+          std::vector<float> got(q.size()), want(q.size());
+          PagedAttentionArgs args;
+          args.shape = shape;
+          args.pages = &views;
+          args.q = q.data();
+          args.n_queries = k;
+          args.out = got.data();
+          args.split_pages = 3;
+          args.context_tokens = ctx;
+          paged_attention(page_kernels(isa), pool, args, workspace);
+          for (int j = 0; j < k; ++j) {
+            // The decode step of query j: the same pages up to its position, the last one cut.
+            const int seen = ctx - k + j + 1;
+            std::vector<std::vector<PageView>> prefix(kv_heads);
+            for (int h = 0; h < kv_heads; ++h) {
+              for (PageView view : views[h]) {
+                view.tokens = std::min(view.tokens, seen - view.first_token);
+                if (view.tokens > 0) prefix[h].push_back(view);
+              }
+            }
+            PagedAttentionArgs step = args;
+            step.pages = &prefix;
+            step.q = q.data() + static_cast<std::size_t>(j) * q_heads * dim;
+            step.n_queries = 1;
+            step.out = want.data() + static_cast<std::size_t>(j) * q_heads * dim;
+            step.context_tokens = seen;
+            paged_attention(page_kernels(isa), pool, step, workspace);
+          }
+          REQUIRE(kvtest::relative_error(got, want) < 1e-5f);
+        }
+      }
+    }
+  }
+}
