@@ -19,7 +19,7 @@ namespace kv {
 // at 4K and 32K (bench_decode.cpp's BM_DecodeAttention).
 inline constexpr int kDefaultSplitPages = 32;
 inline constexpr int kMinDecodeTasks = 16;  // decode splits into at least this many tasks (or one per page position)
-inline constexpr int kPrefillQueryBlock = 16;
+inline constexpr int kPrefillQueryBlock = 64;
 // Up to this many queries run as one multi-query decode (speculative verification: every page
 // read once for all of them); more run the blocked prefill.
 inline constexpr int kMaxVerifyQueries = 16;

@@ -177,19 +177,26 @@ void prefill_page_tiled(const PrefillPageArgs& args, Dequantize&& dequantize) {
       SoftmaxState state(args.states + static_cast<std::size_t>(r0 + r) * stride, dim);
       out[r] = state.out();
       const int seen = visible[r];
+      const int whole = seen / W * W;
+      alignas(64) float lanes[W];
+      // Vector maxima first: one serial chain of scalar maxima costs a page's tokens times
+      // the max latency per row.
+      F most_v = V::set1(-INFINITY);
+      for (int t = 0; t < whole; t += W) most_v = V::max(most_v, V::load(s + t));
+      V::store(lanes, most_v);
       float page_max = -INFINITY;
-      for (int t = 0; t < seen; ++t) page_max = std::max(page_max, s[t]);
+      for (int i = 0; i < W; ++i) page_max = std::max(page_max, lanes[i]);
+      for (int t = whole; t < seen; ++t) page_max = std::max(page_max, s[t]);
       const float new_max = state.empty() ? page_max : std::max(state.max(), page_max);
-      rescale[r] = state.empty() ? 0.0f : std::exp(state.max() - new_max);
+      V::store(lanes, V::exp(V::set1(state.max() - new_max)));
+      rescale[r] = state.empty() ? 0.0f : lanes[0];
       const F m = V::set1(new_max);
       F total = V::zero();
-      const int whole = seen / W * W;
       for (int t = 0; t < whole; t += W) {
         const F p = V::exp(V::sub(V::load(s + t), m));
         V::store(s + t, p);
         total = V::add(total, p);
       }
-      alignas(64) float lanes[W];
       V::store(lanes, total);
       float sum = 0.0f;
       for (int i = 0; i < W; ++i) sum += lanes[i];
