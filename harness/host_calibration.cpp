@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention/paged_attention.h"
 #include "build_info.h"
 #include "kv_cache.h"
 #include "machine.h"
@@ -357,9 +358,10 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
 
   // Decode attention per format: one call at three contexts, fitted as a fixed cost per call
   // plus a cost per multiply-add, the exponentials taken out at the measured rate. Chunked
-  // prefill on the same contexts: 16 queries (one query block).
+  // prefill on the same contexts: two query blocks of the blocked prefill kernel (fewer queries
+  // would run as a multi-query decode, paged_attention.h).
   std::vector<double> call_us;
-  constexpr int kQueries = 16;
+  constexpr int kQueries = 2 * kv::kPrefillQueryBlock;
   for (kv::Format f : kv::kAllFormats) {
     const auto q = values(static_cast<std::size_t>(kQHeads) * kHeadDim, 13, false);
     const auto block = values(static_cast<std::size_t>(kQueries) * kQHeads * kHeadDim, 14, false);
@@ -393,7 +395,7 @@ kv::soc::SocProfile calibrate_host(const CalibrationOptions& options) {
       const auto [fixed, per_mac] = least_squares(prefill_x, prefill_y);
       const double rate = per_mac > 0.0 ? 1e-9 / per_mac : 1e-9 * prefill_x.back() / prefill_y.back();
       cpu.prefill_gmac_per_s[static_cast<int>(f)] = measured(
-          rate, "GMAC/s", fmt::format("KVCache::attend, 16 queries, {} K/V, {}, least-squares slope less exponentials", name, contexts));
+          rate, "GMAC/s", fmt::format("KVCache::attend, {} queries, {} K/V, {}, least-squares slope less exponentials", kQueries, name, contexts));
       say(fmt::format("prefill attention {}: {:.2f} GMAC/s", name, rate));
     }
   }
