@@ -183,7 +183,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   const double dma_before = dma_wait_ms();
   const int chunk = options_.prefill_chunk;
   const int chunks = (op.tokens + chunk - 1) / chunk;
-  const bool probe = !llama_;
+  const bool probe = !llama_ && pos_ + op.tokens > options_.full_prefill_positions;
   const int first = pos_;
   std::vector<std::pair<double, double>> samples;  // (position, attend ms per query)
   std::vector<std::pair<double, double>> cpu_samples, instruction_samples;  // likewise, per query

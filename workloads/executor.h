@@ -4,10 +4,11 @@
 // Synthetic backend: the generator stands in for the model, so its time is not counted; what
 // is timed is the engine work of the sampled layers (append, selection, attention), scaled by
 // layers / sampled layers and flagged extrapolated. The sparse decoder's quality checks run
-// after each attention call, outside the timed region (PhaseTimes::quality_ms). Long prefills attend `probe_queries`
-// queries at the end of up to `probe_chunks` chunks per request (every chunk still appends
-// all its tokens); the per-query attention time is fitted as a + b * position and summed over
-// every query of the request - also extrapolated.
+// after each attention call, outside the timed region (PhaseTimes::quality_ms). A prefill
+// step that ends at or before `full_prefill_positions` attends every query; a longer one
+// attends `probe_queries` queries at the end of up to `probe_chunks` chunks per request (every
+// chunk still appends all its tokens), and the per-query attention time is fitted as
+// a + b * position and summed over every query of the request - also extrapolated.
 //
 // Llama backend: every layer runs for real, the model's compute is timed (model_compute), and
 // a reference model with an F32 cache and full attention runs in lockstep on the same tokens
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "accuracy.h"
+#include "attention/paged_attention.h"
 #include "lockstep_scorer.h"
 #include "kv_cache.h"
 #include "model/backend.h"
@@ -57,8 +59,13 @@ struct ExecutionOptions {
   // quality); null: no checks.
   kvbench::QualityMonitor* quality = nullptr;
   int prefill_chunk = 512;  // tokens per prefill step
-  int probe_queries = 16;   // synthetic: queries attended per probed chunk
+  // Synthetic: queries attended per probed chunk. One block of the prefill kernel: 16 or fewer
+  // would time the multi-query decode (kv::kMaxVerifyQueries) instead of the prefill.
+  int probe_queries = kv::kPrefillQueryBlock;
   int probe_chunks = 4;     // synthetic: probed chunks per request
+  // Synthetic: a prefill step whose context ends at or before this position runs in full
+  // (attention at most 4096^2 / 2 query-key pairs per layer); past it, probe and fit.
+  int full_prefill_positions = 4096;
 };
 
 struct ExecutionStopped : std::runtime_error {

@@ -55,6 +55,7 @@ void run(SyntheticRun& r, int probe_queries, const std::string& l2_dir = "") {
   ExecutionOptions options;
   options.quality = &quality;
   options.probe_queries = probe_queries;
+  options.full_prefill_positions = 0;  // the probes, whatever the prompt's size
   options.on_step = [&](const StepDone& done) { r.steps.on_step(done); };
   Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
   r.result = executor.run(script);

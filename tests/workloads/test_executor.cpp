@@ -90,6 +90,7 @@ TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed 
   kvbench::QualityMonitor quality(model, policy, &figures);
   ExecutionOptions options;
   options.quality = &quality;
+  options.full_prefill_positions = 0;  // a 4K prompt would run in full
   options.probe_chunks = 1;  // needs two: the first and the last chunk
   CHECK_THROWS_AS(Executor(model, cache, decoder, 24.0, {}, std::nullopt, options), std::invalid_argument);
   options.probe_chunks = 3;
@@ -108,6 +109,49 @@ TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed 
   for (double t : result.tpot_ms) CHECK(t > 0.0);
   CHECK(figures.needle_recall() == 1.0);  // full attention keeps the needle
   CHECK(cache.stats().sealed_pages == 0);  // the sequence was released at the end
+}
+
+TEST_CASE("A synthetic prompt that ends by full_prefill_positions attends every query, a longer one is probed",
+          "[workloads]") {
+  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
+  WorkloadConfig w;
+  w.name = w.kind = "rag";
+  w.context_tokens = 1536;
+  w.gen_tokens = 2;
+  ScriptTarget target;
+  target.max_positions = 4096;
+  const Script script = build_script(with_defaults(w, 4096), target).script;
+  kv::SyntheticConfig config;
+  config.calibration_ctx = 1536;
+  config.needles = script.needles;
+  kv::ThreadPool pool(2);
+  for (const int full_positions : {4096, 1024}) {
+    CAPTURE(full_positions);
+    kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
+    kv::CacheConfig cache_config;
+    cache_config.geometry = model.geometry();
+    kv::KVCache cache(cache_config);
+    kv::SparseDecoder decoder(cache, kv::SparsePolicy{});
+    ExecutionOptions options;
+    options.full_prefill_positions = full_positions;
+    int appended = 0, attended = 0;
+    options.on_step = [&](const StepDone& done) {
+      if (done.phase != kv::Phase::Prefill) return;
+      appended += done.tokens;
+      attended += done.attended;
+    };
+    Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
+    const ExecutionResult result = executor.run(script);
+    REQUIRE(appended == 1536);
+    if (full_positions == 4096) {
+      CHECK(attended == appended);
+      CHECK_FALSE(result.prefill_probed);
+      CHECK_FALSE(result.extrapolated);
+    } else {
+      CHECK(attended == 3 * options.probe_queries);  // three chunks of 512, each probed
+      CHECK(result.prefill_probed);
+    }
+  }
 }
 
 namespace {
