@@ -178,9 +178,9 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
 void KVCache::report_attention(const LayerPages& state, int n_queries, bool planned, const TrafficCounters& moved) {
   const ModelGeometry& g = config_.geometry;
   const std::vector<std::vector<PageView>>& views = call_.views();
-  telemetry_->on_kernel(n_queries == 1 ? KernelKind::Decode : KernelKind::Prefill, kernels_->isa);
+  telemetry_->on_kernel(n_queries <= kMaxVerifyQueries ? KernelKind::Decode : KernelKind::Prefill, kernels_->isa);
   OpCounts ops;
-  const std::uint64_t passes = n_queries == 1 ? 1 : (n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
+  const auto passes = static_cast<std::uint64_t>(page_passes(n_queries));
   for (const auto& head : views) {
     for (const PageView& page : head) {
       ops.read(Tier::L1, page.layout->k_format, passes * page.layout->k_read_bytes(page.tokens));

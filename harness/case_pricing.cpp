@@ -13,7 +13,7 @@ using kv::OpCounts;
 
 std::uint64_t times(std::uint64_t v, double factor) { return static_cast<std::uint64_t>(std::llround(static_cast<double>(v) * factor)); }
 
-double blocks(int queries) { return std::ceil(static_cast<double>(queries) / kv::kPrefillQueryBlock); }
+double blocks(int queries) { return kv::page_passes(queries); }
 
 // Causal query-key pairs of `queries` queries ending at `context`, as the engine counts them.
 double pairs(int queries, int context) { return static_cast<double>(queries) * (2.0 * context - queries + 1) / 2.0; }

@@ -24,6 +24,12 @@ inline constexpr int kPrefillQueryBlock = 64;
 // read once for all of them); more run the blocked prefill.
 inline constexpr int kMaxVerifyQueries = 16;
 
+// How many times a call of n queries reads each page: once for a decode or a verification,
+// once per query block for a prefill.
+inline int page_passes(int n_queries) {
+  return n_queries <= kMaxVerifyQueries ? 1 : (n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
+}
+
 // Pages made resident in waves of page positions (position p: page p of every kv head), so that
 // one call never holds more than a bounded share of the pages it reads - a memory tier's cap.
 // Results are bit-identical to one wave: every partial softmax state still takes its pages in
