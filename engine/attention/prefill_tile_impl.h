@@ -109,7 +109,7 @@ void prefill_values(float* const* out, const float* rescale, const float* p, int
 }
 
 // The kernel. `dequantize(page, k, v)` writes the page's tokens as float rows [token][head_dim]
-// (the path's own conversion, same values as dequantize_page_ref). Scratch layout, in floats:
+// (the path's own conversion: dequantize_page_ref's values, up to one rounding). Scratch, in floats:
 // K transposed [head_dim][padded tokens], V rows, K rows (prefill_scratch_floats).
 template <typename V, int R, int NK, int ND, typename Dequantize>
 void prefill_page_tiled(const PrefillPageArgs& args, Dequantize&& dequantize) {
