@@ -190,10 +190,15 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   bool partial = false;
   double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0, quality_ms = 0.0;
   SpanWork append_work, attend_work, model_work;
-  // Probed chunks: evenly spread from the first to the last.
-  std::vector<bool> probed(static_cast<std::size_t>(chunks), chunks <= options_.probe_chunks);
-  for (int j = 0; j < options_.probe_chunks && chunks > options_.probe_chunks; ++j) {
-    probed[static_cast<std::size_t>(j * (chunks - 1) / (options_.probe_chunks - 1))] = true;
+  // Probed chunks: evenly spread from the first to the last that can time the prefill kernel.
+  // A last chunk of kMaxVerifyQueries tokens or fewer would time the multi-query decode, several
+  // times dearer per query, at the highest position: it is fitted, never a probe.
+  const bool short_last = chunks > 1 && op.tokens - (chunks - 1) * chunk <= kv::kMaxVerifyQueries;
+  const int probe_end = short_last ? chunks - 2 : chunks - 1;
+  std::vector<bool> probed(static_cast<std::size_t>(chunks), probe_end + 1 <= options_.probe_chunks);
+  if (short_last) probed.back() = false;
+  for (int j = 0; j < options_.probe_chunks && probe_end + 1 > options_.probe_chunks; ++j) {
+    probed[static_cast<std::size_t>(j * probe_end / (options_.probe_chunks - 1))] = true;
   }
   for (int c = 0; c < chunks; ++c) {
     const int n = std::min(chunk, op.tokens - c * chunk);

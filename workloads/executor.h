@@ -4,11 +4,11 @@
 // Synthetic backend: the generator stands in for the model, so its time is not counted; what
 // is timed is the engine work of the sampled layers (append, selection, attention), scaled by
 // layers / sampled layers and flagged extrapolated. The sparse decoder's quality checks run
-// after each attention call, outside the timed region (PhaseTimes::quality_ms). A prefill
-// step that ends at or before `full_prefill_positions` attends every query; a longer one
-// attends `probe_queries` queries at the end of up to `probe_chunks` chunks per request (every
-// chunk still appends all its tokens), and the per-query attention time is fitted as
-// a + b * position and summed over every query of the request - also extrapolated.
+// after each attention call, outside the timed region (PhaseTimes::quality_ms). A prompt (or
+// turn) whose prefill ends at or before `full_prefill_positions` attends every query; past it,
+// the prompt attends `probe_queries` queries at the end of up to `probe_chunks` of its chunks
+// (every chunk still appends all its tokens), and the per-query attention time is fitted as
+// a + b * position and summed over every query of the prompt - also extrapolated.
 //
 // Llama backend: every layer runs for real, the model's compute is timed (model_compute), and
 // a reference model with an F32 cache and full attention runs in lockstep on the same tokens
@@ -63,7 +63,7 @@ struct ExecutionOptions {
   // would time the multi-query decode (kv::kMaxVerifyQueries) instead of the prefill.
   int probe_queries = kv::kPrefillQueryBlock;
   int probe_chunks = 4;     // synthetic: probed chunks per request
-  // Synthetic: a prefill step whose context ends at or before this position runs in full
+  // Synthetic: a prompt (or turn) whose prefill ends at or before this position runs in full
   // (attention at most 4096^2 / 2 query-key pairs per layer); past it, probe and fit.
   int full_prefill_positions = 4096;
 };

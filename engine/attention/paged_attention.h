@@ -24,8 +24,9 @@ inline constexpr int kPrefillQueryBlock = 64;
 // read once for all of them); more run the blocked prefill.
 inline constexpr int kMaxVerifyQueries = 16;
 
-// How many times a call of n queries reads each page: once for a decode or a verification,
-// once per query block for a prefill.
+// How many times a call of n queries reads each page: once for a decode or a verification (the
+// one or two pages of the causal diagonal are read once per query, not counted), once per query
+// block for a prefill.
 inline int page_passes(int n_queries) {
   return n_queries <= kMaxVerifyQueries ? 1 : (n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
 }

@@ -10,8 +10,8 @@
 // vectors of channels, the output rows held in registers across the page's tokens. The causal
 // mask is a per-row count of visible tokens, so only the page on the diagonal pays for it.
 //
-// V provides: F, kWidth, zero, load, store, set1, fmadd(a, b, c) = a * b + c, mul, max, and
-// exp (e^x for x <= 0, inputs clamped so that the result is finite).
+// V provides: F, kWidth, zero, load, store, set1, fmadd(a, b, c) = a * b + c, mul, add, sub, max
+// and exp (e^x for x <= 0, inputs clamped so that the result is finite).
 #pragma once
 
 #include <algorithm>
@@ -116,6 +116,7 @@ void prefill_page_tiled(const PrefillPageArgs& args, Dequantize&& dequantize) {
   using F = typename V::F;
   constexpr int W = V::kWidth;
   constexpr int kBlock = NK * W;
+  static_assert(kBlock <= kPrefillTokenPad, "the scratch and the score rows pad a page by kPrefillTokenPad tokens");
   const PageView& page = args.page;
   const int dim = page.layout->head_dim;
   const int tokens = page.tokens;

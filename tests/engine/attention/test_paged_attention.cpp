@@ -23,7 +23,7 @@ TEST_CASE("Paged attention equals dense reference attention on the gathered page
   const Shape shapes[] = {
       {8, 1, 8, 16, 3 * 16 + 1, 1},   {8, 8, 64, 16, 100, 1},   {32, 4, 128, 64, 1000, 1},
       {4, 2, 8, 16, 5 * 16 + 1, 17},  {6, 2, 24, 32, 200, 40},  {16, 2, 128, 64, 300, 64},
-      {2, 2, 256, 256, 600, 1},       {4, 1, 64, 16, 16, 16},
+      {2, 2, 256, 256, 600, 1},       {4, 1, 64, 16, 16, 16},   {8, 2, 64, 48, 400, 150},
   };
   for (Isa isa : supported_isas()) {
     for (Format f : kAllFormats) {
