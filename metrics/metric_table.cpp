@@ -47,7 +47,7 @@ std::vector<MetricDef> build_table() {
   std::vector<MetricDef> t = {
       {"ttft_ms", "ms", H, Lo, true,
        std::string("Prompt arrival to the first generated token's logits, mean over requests with a prompt.") + kSynthHost +
-           " A synthetic prompt (or turn) whose prefill ends by position 4096 attends every query; past it, 64-query"
+           " A synthetic prompt (or turn) whose prefill ends by position 2048 attends every query; past it, 64-query"
            " probes are fitted to the rest (extrapolated)."},
       {"prefill_tps", "tokens/s", H, Hi, true, "Prompt tokens / prefill time (span_prefill_total_ms): the same work as ttft_ms."},
       {"tpot_ms_p50", "ms", H, Lo, true, std::string("Median per-decode-token latency.") + kSynthHost},

@@ -64,8 +64,9 @@ struct ExecutionOptions {
   int probe_queries = kv::kPrefillQueryBlock;
   int probe_chunks = 4;     // synthetic: probed chunks per request
   // Synthetic: a prompt (or turn) whose prefill ends at or before this position runs in full
-  // (attention at most 4096^2 / 2 query-key pairs per layer); past it, probe and fit.
-  int full_prefill_positions = 4096;
+  // (attention at most 2048^2 / 2 query-key pairs per layer: the sanitizer builds run the
+  // built-in suites in their tests); past it, probe and fit.
+  int full_prefill_positions = 2048;
 };
 
 struct ExecutionStopped : std::runtime_error {
