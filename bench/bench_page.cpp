@@ -2,7 +2,7 @@
 // BM_FmaPeak: ten independent 256-bit FMA chains (what the machine can multiply-add at best);
 // BM_FmaPeak/avx512: the same at 512 bits;
 // BM_DecodePage/<fmt>: the decode kernel on one page (64 tokens x 4 q heads x 128 channels, 32768
-// multiply-adds each for q.k and p.v), so kernel efficiency reads as a share of BM_FmaPeak (float
+// multiply-adds each for q.k and p.v; BM_DecodePageRows/q4/<rows> with more q-head rows), so kernel efficiency reads as a share of BM_FmaPeak (float
 // paths) or BM_Int8DotPeak (q4's integer dot products).
 #include <benchmark/benchmark.h>
 
@@ -123,22 +123,22 @@ void BM_Int8DotPeak(benchmark::State& state) { run_peak(state, maddubs_chains, 1
 BENCHMARK(BM_Int8DotPeak);
 #endif
 
-void decode_page(benchmark::State& state, kv::Format format) {
+void decode_page(benchmark::State& state, kv::Format format, int rows) {
   const kv::PageLayout layout = kv::PageLayout::make({64, 128, format, format, 32, false});
   std::vector<std::byte> page(layout.bytes);
   const auto k = bench_values(64 * 128, 21, true);
   const auto v = bench_values(64 * 128, 22, false);
   kv::quantize_page(layout, k.data(), v.data(), 64, page.data(), nullptr);
-  auto q = bench_values(4 * 128, 23, false);
+  auto q = bench_values(static_cast<std::size_t>(rows) * 128, 23, false);
   for (float& x : q) x *= 0.088f;  // the softmax scale 1/sqrt(128)
-  std::vector<float> states(4 * kv::SoftmaxState::stride(128));
-  for (int g = 0; g < 4; ++g) kv::SoftmaxState(states.data() + g * kv::SoftmaxState::stride(128), 128).reset();
+  std::vector<float> states(static_cast<std::size_t>(rows) * kv::SoftmaxState::stride(128));
+  for (int g = 0; g < rows; ++g) kv::SoftmaxState(states.data() + g * kv::SoftmaxState::stride(128), 128).reset();
   const kv::PageKernels& kernels = kv::page_kernels(kv::resolve_isa(options().isa));
   for (auto _ : state) {
-    kernels.decode_page({&layout, page.data(), 64}, q.data(), 4, states.data(), nullptr);
+    kernels.decode_page({&layout, page.data(), 64}, q.data(), rows, states.data(), nullptr);
     benchmark::ClobberMemory();
   }
-  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * 2 * 64 * 4 * 128,
+  state.counters["fma_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * 2 * 64 * rows * 128,
                                                    benchmark::Counter::kIsRate);
   state.SetLabel(std::string(kv::isa_name(kernels.isa)));
 }
@@ -147,7 +147,13 @@ struct Register {
   Register() {
     for (kv::Format f : kv::kAllFormats) {
       const std::string name = "BM_DecodePage/" + std::string(kv::format_name(f));
-      benchmark::RegisterBenchmark(name.c_str(), decode_page, f);
+      benchmark::RegisterBenchmark(name.c_str(), decode_page, f, 4);
+    }
+    // BM_DecodePageRows/q4/<rows>: one page against more rows than a GQA group of four, as
+    // verification reads it (k draft queries x the group): the per-page cost of k.
+    for (int rows : {4, 8, 16, 32}) {
+      const std::string name = "BM_DecodePageRows/q4/" + std::to_string(rows);
+      benchmark::RegisterBenchmark(name.c_str(), decode_page, kv::Format::Q4, rows);
     }
   }
 } registrar;

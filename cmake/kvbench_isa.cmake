@@ -14,8 +14,11 @@ endif()
 
 set(KVBENCH_AVX2_FLAGS -mavx2 -mfma -mf16c)
 # The float kernels use F/BW/VL/DQ; the integer paths use AVX-512BW byte/word dot products, so
-# VNNI is not required (docs/engine.md, kernel paths).
+# the path does not require VNNI (docs/engine.md, kernel paths).
 set(KVBENCH_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c)
+# The row kernel of verification (arch/x86/page_kernels_avx512vnni.cpp) is its own unit, called
+# only where CPUID reports VNNI.
+set(KVBENCH_AVX512VNNI_FLAGS ${KVBENCH_AVX512_FLAGS} -mavx512vnni)
 
 # aarch64: NEON is part of the base architecture; the integer dot products (SDOT, ARMv8.2
 # dotprod) and the 8-bit matrix multiply (SMMLA/USMMLA, i8mm) are optional and checked at run

@@ -107,6 +107,12 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 void prefill_page(const PrefillPageArgs& args);
 void page_bounds(const std::uint16_t* bounds, std::size_t count, int head_dim, const float* q, int group, float* out);
 }  // namespace avx512
+// AVX-512 VNNI: many rows of q heads against one page (verification, wide GQA groups), q4 K
+// and V; avx512::decode_page takes it where the CPU has VNNI and the layout applies.
+namespace avx512vnni {
+bool decode_rows_applies(const PageLayout& layout);
+void decode_rows(const PageView& page, const float* q, int rows, float* states, float* page_lse);
+}  // namespace avx512vnni
 // Arm: NEON's prefill and page bounds serve all three paths; decode differs by the integer
 // instructions it may use (arch/arm/).
 namespace neon {

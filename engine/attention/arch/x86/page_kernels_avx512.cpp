@@ -10,7 +10,21 @@
 
 namespace kv::avx512 {
 
+namespace {
+bool has_vnni() {
+  static const bool vnni = __builtin_cpu_supports("avx512vnni");
+  return vnni;
+}
+}  // namespace
+
+// More than four rows (verification's queries times the group, or a wide group) of q4 pages
+// take the VNNI row kernel, which unpacks each page once for all rows; the fused kernel works
+// in chunks of four.
 void decode_page(const PageView& page, const float* q, int group, float* states, float* page_lse) {
+  if (group > 4 && page.tokens > 0 && has_vnni() && avx512vnni::decode_rows_applies(*page.layout)) {
+    avx512vnni::decode_rows(page, q, group, states, page_lse);
+    return;
+  }
   if (page.layout->head_dim % V16::kWidth == 0) {
     decode_page_simd<V16>(page, q, group, states, page_lse);
   } else {
