@@ -50,6 +50,8 @@ struct Scratch {
   float page_max[kRowChunk], p_sum[kRowChunk], rescale[kRowChunk], page_scale[kRowChunk];
   float w_scale[kMaxIntVGroups][kRowChunk], w_shift[kMaxIntVGroups][kRowChunk];
   alignas(64) float vs_raw[kMaxPageTokens * kMaxIntVGroups];
+  // Per-row vectors whose lanes are reduced sixteen rows at a time (reduce_rows).
+  Zmm lanes_a[kRowChunk], lanes_b[kRowChunk], lanes_w[kMaxIntVGroups][kRowChunk];
 };
 Scratch& scratch() {
   // local-exec: decode_simd_impl.h's scratch() says why.
@@ -84,6 +86,29 @@ __attribute__((always_inline)) inline __m512 exp_fast16(__m512 x) {
 __attribute__((always_inline)) inline void dpbusd(__m512i& acc, __m512i a, __m512i b) {
   __asm__("vpdpbusd %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
 }
+
+// Lane i of the result: op over the sixteen lanes of v[i]. One pass for sixteen rows (45
+// instructions) instead of a dependent shuffle chain and a scalar move per row.
+template <typename Op>
+__attribute__((always_inline)) inline __m512i reduce16(const Zmm* v, Op op) {
+  __m512i a[8], b[4];
+  for (int k = 0; k < 8; ++k) {
+    const __m512i x = as_si(v[2 * k]), y = as_si(v[2 * k + 1]);
+    a[k] = op(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
+  }
+  // b[k], 128-bit lane L, element m: v[4k + m] over its lane L.
+  for (int k = 0; k < 4; ++k) b[k] = op(_mm512_unpacklo_epi64(a[2 * k], a[2 * k + 1]), _mm512_unpackhi_epi64(a[2 * k], a[2 * k + 1]));
+  const __m512i d0 = op(_mm512_shuffle_i32x4(b[0], b[1], 0x88), _mm512_shuffle_i32x4(b[0], b[1], 0xDD));
+  const __m512i d1 = op(_mm512_shuffle_i32x4(b[2], b[3], 0x88), _mm512_shuffle_i32x4(b[2], b[3], 0xDD));
+  return op(_mm512_shuffle_i32x4(d0, d1, 0x88), _mm512_shuffle_i32x4(d0, d1, 0xDD));
+}
+const auto add_ps = [](__m512i x, __m512i y) {
+  return _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y)));
+};
+const auto max_ps = [](__m512i x, __m512i y) {
+  return _mm512_castps_si512(_mm512_max_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y)));
+};
+const auto add_epi32 = [](__m512i x, __m512i y) { return _mm512_add_epi32(x, y); };
 
 // r[i] lane j -> r[j] lane i, sixteen dwords.
 __attribute__((always_inline)) inline void transpose16(__m512i* r) {
@@ -200,25 +225,36 @@ void prepare_queries(const PageView& page, const float* q, int count, Scratch& s
   const float* k_scale = layout.at<float>(page.data, layout.k_scale);
   const float* k_zero = layout.at<float>(page.data, layout.k_zero);
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  // Per row: the largest |q'| and the bias as vectors, reduced sixteen rows at a time.
   for (int r = 0; r < count; ++r) {
     const float* qr = q + static_cast<std::size_t>(r) * dim;
-    __m512 folded[dim / 16];
     __m512 bias = _mm512_setzero_ps(), amax = _mm512_setzero_ps();
+#pragma GCC unroll 16
     for (int i = 0; i < dim / 16; ++i) {
       const __m512 qv = _mm512_loadu_ps(qr + 16 * i);
-      folded[i] = _mm512_mul_ps(qv, _mm512_loadu_ps(k_scale + 16 * i));
       bias = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k_zero + 16 * i), bias);
-      amax = _mm512_max_ps(amax, _mm512_and_ps(folded[i], abs_mask));
+      amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_mul_ps(qv, _mm512_loadu_ps(k_scale + 16 * i)), abs_mask));
     }
-    const float mx = _mm512_reduce_max_ps(amax);
-    const float inv = mx > 0.0f ? kQueryCodeMax / mx : 0.0f;
-    const __m512 iv = _mm512_set1_ps(inv);
+    put(s.lanes_a[r], amax);
+    put(s.lanes_b[r], bias);
+  }
+  alignas(64) float inverse[kRowChunk];
+  for (int r0 = 0; r0 < count; r0 += 16) {
+    const __m512 mx = _mm512_castsi512_ps(reduce16(s.lanes_a + r0, max_ps));
+    const __m512 inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(kQueryCodeMax), mx);
+    _mm512_store_ps(inverse + r0, inv);
+    _mm512_storeu_ps(s.q_scale + r0, _mm512_div_ps(mx, _mm512_set1_ps(kQueryCodeMax)));
+    _mm512_storeu_ps(s.q_bias + r0, _mm512_castsi512_ps(reduce16(s.lanes_b + r0, add_ps)));
+  }
+  for (int r = 0; r < count; ++r) {
+    const float* qr = q + static_cast<std::size_t>(r) * dim;
+    const __m512 iv = _mm512_set1_ps(inverse[r]);
+#pragma GCC unroll 16
     for (int i = 0; i < dim / 16; ++i) {
-      const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(folded[i], iv)));
+      const __m512 folded = _mm512_mul_ps(_mm512_loadu_ps(qr + 16 * i), _mm512_loadu_ps(k_scale + 16 * i));
+      const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(folded, iv)));
       _mm_store_si128(reinterpret_cast<__m128i*>(s.q8[r] + position_byte(16 * i)), bytes);
     }
-    s.q_scale[r] = mx / kQueryCodeMax;
-    s.q_bias[r] = _mm512_reduce_add_ps(bias);
   }
 }
 
@@ -279,27 +315,24 @@ void softmax_rows(const PageView& page, int count, int token_blocks, float* stat
     put(p[token_blocks - 1], _mm512_mask_blend_ps(last, _mm512_set1_ps(-INFINITY), as_ps(p[token_blocks - 1])));
     __m512 m = as_ps(p[0]);
     for (int b = 1; b < token_blocks; ++b) m = _mm512_max_ps(m, as_ps(p[b]));
-    s.page_max[r] = _mm512_reduce_max_ps(m);
+    put(s.lanes_a[r], m);
   }
-  // Rescale factors of the old states and the pages' factors, sixteen rows a vector.
+  // Page maxima, the old states' rescale factors and the pages' factors, sixteen rows a vector.
   for (int r0 = 0; r0 < count; r0 += 16) {
-    alignas(64) float before[16], kept[16], page_max[16], rescale[16], top[16];
+    alignas(64) float before[16], kept[16];
     for (int i = 0; i < 16; ++i) {
       const int r = r0 + i;
       const bool live = r < count;
       const SoftmaxState state(states + (live ? r : 0) * stride, dim);
       before[i] = live ? state.max() : 0.0f;
       kept[i] = live && !state.empty() ? 1.0f : 0.0f;
-      page_max[i] = live ? s.page_max[r] : 0.0f;
     }
-    const __m512 b = _mm512_load_ps(before), pm = _mm512_load_ps(page_max);
+    const __m512 pm = _mm512_castsi512_ps(reduce16(s.lanes_a + r0, max_ps));
+    const __m512 b = _mm512_load_ps(before);
     const __m512 after = _mm512_max_ps(b, pm);
-    _mm512_store_ps(rescale, _mm512_mul_ps(exp_ps16(_mm512_sub_ps(b, after)), _mm512_load_ps(kept)));
-    _mm512_store_ps(top, exp_ps16(_mm512_sub_ps(pm, after)));
-    for (int i = 0; i < 16 && r0 + i < count; ++i) {
-      s.rescale[r0 + i] = rescale[i];
-      s.page_scale[r0 + i] = top[i];
-    }
+    _mm512_storeu_ps(s.page_max + r0, pm);
+    _mm512_storeu_ps(s.rescale + r0, _mm512_mul_ps(exp_ps16(_mm512_sub_ps(b, after)), _mm512_load_ps(kept)));
+    _mm512_storeu_ps(s.page_scale + r0, exp_ps16(_mm512_sub_ps(pm, after)));
   }
   for (int r = 0; r < count; ++r) {
     Zmm* p = s.p.data() + static_cast<std::size_t>(r) * token_blocks;
@@ -311,12 +344,14 @@ void softmax_rows(const PageView& page, int count, int token_blocks, float* stat
       put(p[b], x);
       sum = _mm512_add_ps(sum, x);
     }
-    const float p_sum = _mm512_reduce_add_ps(sum);
-    s.p_sum[r] = p_sum;
+    put(s.lanes_b[r], sum);
+  }
+  for (int r0 = 0; r0 < count; r0 += 16) _mm512_storeu_ps(s.p_sum + r0, _mm512_castsi512_ps(reduce16(s.lanes_b + r0, add_ps)));
+  for (int r = 0; r < count; ++r) {
     SoftmaxState state(states + r * stride, dim);
     state.max() = std::max(state.max(), s.page_max[r]);
-    state.sum() = state.sum() * s.rescale[r] + p_sum * s.page_scale[r];
-    if (page_lse != nullptr) page_lse[r] = s.page_max[r] + std::log(p_sum);
+    state.sum() = state.sum() * s.rescale[r] + s.p_sum[r] * s.page_scale[r];
+    if (page_lse != nullptr) page_lse[r] = s.page_max[r] + std::log(s.p_sum[r]);
   }
 }
 
@@ -364,10 +399,32 @@ void quantize_weights(const PageView& page, int count, int token_blocks, const f
     __m512i total[groups];
     for (int g = 0; g < groups; ++g) total[g] = _mm512_setzero_si512();
     const Zmm* p = s.p.data() + static_cast<std::size_t>(r) * token_blocks;
-    for (int b = 0; b < token_blocks; ++b) {
-      const __m512 x = _mm512_mul_ps(as_ps(p[b]), hinv);
+    const auto weights = [&](int g, int b, __m512 x) __attribute__((always_inline)) {
+      return _mm512_cvtps_epi32(_mm512_mul_ps(x, as_ps(s.vs[static_cast<std::size_t>(g) * token_blocks + b])));
+    };
+    int b = 0;
+    // Four blocks at a time: two packs and a dword permute put 64 weights in token order,
+    // cheaper than four vpmovdb.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (; b + 4 <= token_blocks; b += 4) {
+      __m512 x[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) x[j] = _mm512_mul_ps(as_ps(p[b + j]), hinv);
+#pragma GCC unroll 8
       for (int g = 0; g < groups; ++g) {
-        const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(x, as_ps(s.vs[static_cast<std::size_t>(g) * token_blocks + b])));
+        const __m512i w0 = weights(g, b, x[0]), w1 = weights(g, b + 1, x[1]);
+        const __m512i w2 = weights(g, b + 2, x[2]), w3 = weights(g, b + 3, x[3]);
+        total[g] = _mm512_add_epi32(total[g], _mm512_add_epi32(_mm512_add_epi32(w0, w1), _mm512_add_epi32(w2, w3)));
+        const __m512i bytes = _mm512_packs_epi16(_mm512_packs_epi32(w0, w1), _mm512_packs_epi32(w2, w3));
+        std::int8_t* out = s.w.data() + (static_cast<std::size_t>(g) * kRowChunk + r) * padded + 16 * b;
+        _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, bytes));
+      }
+    }
+    for (; b < token_blocks; ++b) {
+      const __m512 x = _mm512_mul_ps(as_ps(p[b]), hinv);
+#pragma GCC unroll 8
+      for (int g = 0; g < groups; ++g) {
+        const __m512i w = weights(g, b, x);
         total[g] = _mm512_add_epi32(total[g], w);
         std::int8_t* out = s.w.data() + (static_cast<std::size_t>(g) * kRowChunk + r) * padded + 16 * b;
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(w));
@@ -375,7 +432,13 @@ void quantize_weights(const PageView& page, int count, int token_blocks, const f
     }
     for (int g = 0; g < groups; ++g) {
       s.w_scale[g][r] = max_vs[g] * (head_scale * s.page_scale[r]);
-      s.w_shift[g][r] = midpoint * static_cast<float>(_mm512_reduce_add_epi32(total[g]));
+      put(s.lanes_w[g][r], total[g]);
+    }
+  }
+  for (int g = 0; g < groups; ++g) {
+    for (int r0 = 0; r0 < count; r0 += 16) {
+      const __m512 sums = _mm512_cvtepi32_ps(reduce16(s.lanes_w[g] + r0, add_epi32));
+      _mm512_storeu_ps(s.w_shift[g] + r0, _mm512_mul_ps(_mm512_set1_ps(midpoint), sums));
     }
   }
 }
