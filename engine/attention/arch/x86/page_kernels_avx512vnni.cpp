@@ -145,14 +145,13 @@ inline int position_byte(int c) {
 }
 
 // Unpacks and transposes the page's K codes into s.kt; rows past the page's tokens are zero.
-void transpose_keys(const PageView& page, int token_blocks, int chunks, Scratch& s, PagePrefetch& prefetch) {
+void transpose_keys(const PageView& page, int token_blocks, int chunks, Scratch& s) {
   const PageLayout& layout = *page.layout;
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.k_data);
   const std::size_t row_bytes = layout.k_row_bytes();
   const int positions = 32 * chunks;
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   for (int tb = 0; tb < token_blocks; ++tb) {
-    prefetch.step();
     const int valid = std::min(16, page.tokens - 16 * tb);
     for (int z = 0; z < chunks; ++z) {
       __m512i lo[16], hi[16];
@@ -175,7 +174,7 @@ void transpose_keys(const PageView& page, int token_blocks, int chunks, Scratch&
 
 // Unpacks and transposes the page's V codes into s.vt, channel blocks in natural order; rows
 // past the page's tokens are zero (their weights are zero too).
-void transpose_values(const PageView& page, int quads, int chunks, Scratch& s, PagePrefetch& prefetch) {
+void transpose_values(const PageView& page, int quads, int chunks, Scratch& s) {
   const PageLayout& layout = *page.layout;
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.v_data);
   const std::size_t row_bytes = layout.v_row_bytes();
@@ -195,7 +194,6 @@ void transpose_values(const PageView& page, int quads, int chunks, Scratch& s, P
     put(out[block_of_lane[3]], _mm512_shuffle_i32x4(f0, f1, 0xDD));
   };
   for (int t4 = 0; t4 < quads; ++t4) {
-    if (t4 % 4 == 0) prefetch.step();
     const int valid = std::min(4, page.tokens - 4 * t4);
     for (int z = 0; z < chunks; ++z) {
       __m512i lo[4], hi[4];
@@ -524,10 +522,13 @@ void decode_rows_fixed(const PageView& page, const float* q, int rows, float* st
     s.vs.resize(static_cast<std::size_t>(kMaxIntVGroups) * kTokenBlocks);
     s.w.resize(static_cast<std::size_t>(kMaxIntVGroups) * kRowChunk * kMaxPageTokens);
   }
-  // The next page is requested over both transposes (decode_simd_impl.h's decode_chunk says why).
-  PagePrefetch prefetch(page.next, static_cast<std::size_t>(token_blocks + (quads + 3) / 4));
-  transpose_keys(page, token_blocks, kChunks, s, prefetch);
-  transpose_values(page, quads, kChunks, s, prefetch);
+  // The next page is requested a few lines at a time, once per tile of four rows of the score
+  // and value passes (decode_simd_impl.h's decode_chunk says why); requests during the
+  // transposes, which wait on this page's own lines, were slower.
+  const int row_tiles = (rows + 3) / 4;
+  PagePrefetch prefetch(page.next, static_cast<std::size_t>(2 * row_tiles + 2));
+  transpose_keys(page, token_blocks, kChunks, s);
+  transpose_values(page, quads, kChunks, s);
   float max_vs[kMaxIntVGroups];
   value_scales(page, token_blocks, max_vs, s);
   for (int row0 = 0; row0 < rows; row0 += kRowChunk) {
@@ -535,7 +536,11 @@ void decode_rows_fixed(const PageView& page, const float* q, int rows, float* st
     float* chunk_states = states + static_cast<std::size_t>(row0) * stride;
     prepare_queries<kChunks>(page, q + static_cast<std::size_t>(row0) * dim, count, s);
     int r = 0;
-    for (; r + 4 <= count; r += 4) score_rows<4, positions>(s, token_blocks, r);
+    for (; r + 4 <= count; r += 4) {
+      prefetch.step();
+      score_rows<4, positions>(s, token_blocks, r);
+    }
+    prefetch.step();
     switch (count - r) {
       case 3: score_rows<3, positions>(s, token_blocks, r); break;
       case 2: score_rows<2, positions>(s, token_blocks, r); break;
@@ -545,7 +550,11 @@ void decode_rows_fixed(const PageView& page, const float* q, int rows, float* st
     softmax_rows(page, count, token_blocks, chunk_states, dim, page_lse == nullptr ? nullptr : page_lse + row0, s);
     quantize_weights<kGroups>(page, count, token_blocks, max_vs, s);
     r = 0;
-    for (; r + 4 <= count; r += 4) value_rows<4, kShare, blocks>(s, quads, padded, r, layout.v_group, chunk_states, stride);
+    for (; r + 4 <= count; r += 4) {
+      prefetch.step();
+      value_rows<4, kShare, blocks>(s, quads, padded, r, layout.v_group, chunk_states, stride);
+    }
+    prefetch.step();
     switch (count - r) {
       case 3: value_rows<3, kShare, blocks>(s, quads, padded, r, layout.v_group, chunk_states, stride); break;
       case 2: value_rows<2, kShare, blocks>(s, quads, padded, r, layout.v_group, chunk_states, stride); break;
