@@ -77,6 +77,20 @@ void require_states_close(const std::vector<float>& got, const std::vector<float
   }
 }
 
+// What a prefill kernel must compute: query i (at query_pos + i) folds the page's tokens up to
+// its own position (at token_pos + t) into its group's states, through the decode reference.
+void fold_causal_ref(const TestPage& page, int token_pos, const std::vector<float>& q, int n, int group, int query_pos,
+                     std::vector<float>& states) {
+  const int dim = page.layout.head_dim;
+  const std::size_t stride = SoftmaxState::stride(dim);
+  for (int i = 0; i < n; ++i) {
+    const int visible = std::min(page.tokens, query_pos + i - token_pos + 1);
+    if (visible <= 0) continue;
+    const PageView prefix{&page.layout, page.bytes.data(), visible};
+    decode_page_ref(prefix, q.data() + static_cast<std::size_t>(i) * group * dim, group, states.data() + i * group * stride);
+  }
+}
+
 std::vector<std::pair<Format, Format>> format_pairs() {
   std::vector<std::pair<Format, Format>> pairs;
   for (Format f : kAllFormats) pairs.emplace_back(f, f);
@@ -208,12 +222,7 @@ TEST_CASE("Every prefill kernel matches the reference with the causal mask", "[a
           SoftmaxState(want.data() + i * stride, dim).reset();
         }
         kernels.prefill_page({page.view(), token_pos, q.data(), n, group, query_pos, got.data(), scratch.data()});
-        for (int i = 0; i < n; ++i) {
-          const int visible = std::min(tokens, query_pos + i - token_pos + 1);
-          if (visible <= 0) continue;
-          const PageView prefix{&page.layout, page.bytes.data(), visible};
-          decode_page_ref(prefix, q.data() + i * group * dim, group, want.data() + i * group * stride);
-        }
+        fold_causal_ref(page, token_pos, q, n, group, query_pos, want);
         require_states_close(got, want, n * group, dim);
       }
     }
@@ -252,12 +261,7 @@ TEST_CASE("Every prefill kernel matches the reference on random shapes, over sta
       std::vector<float> want = got;
       std::vector<float> scratch(prefill_scratch_floats(dim));
       kernels.prefill_page({page.view(), token_pos, q.data(), n, group, query_pos, got.data(), scratch.data()});
-      for (int i = 0; i < n; ++i) {
-        const int visible = std::min(tokens, query_pos + i - token_pos + 1);
-        if (visible <= 0) continue;
-        const PageView prefix{&page.layout, page.bytes.data(), visible};
-        decode_page_ref(prefix, q.data() + i * group * dim, group, want.data() + i * group * stride);
-      }
+      fold_causal_ref(page, token_pos, q, n, group, query_pos, want);
       require_states_close(got, want, n * group, dim);
     }
   }
