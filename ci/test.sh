@@ -11,7 +11,9 @@
 #      catch a deliberately wrong NEON kernel.
 #   5. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
-# compiled in 18 s instead of 24 s with -g.
+# compiled in 18 s instead of 24 s with -g. Their attention kernels build at -O2, still
+# instrumented (engine/attention/CMakeLists.txt): at -O1 the suite runs of the end-to-end tests
+# spent most of their time in the register-tiled prefill.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
