@@ -144,23 +144,31 @@ inline int position_byte(int c) {
   return z * 128 + kOrder[within / 32] * 32 + within % 32;
 }
 
+// N token rows from `first` of 64 bytes of q4 codes at byte `offset`, split into their low and
+// high nibbles; rows from `valid` on are zero (past the page's tokens).
+template <int N>
+__attribute__((always_inline)) inline void unpack_rows(const std::uint8_t* rows, std::size_t row_bytes, int first, int valid,
+                                                       int offset, __m512i* lo, __m512i* hi) {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  for (int i = 0; i < N; ++i) {
+    const __m512i x = i < valid ? _mm512_loadu_si512(rows + static_cast<std::size_t>(first + i) * row_bytes + offset)
+                                : _mm512_setzero_si512();
+    lo[i] = _mm512_and_si512(x, nibble);
+    hi[i] = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
+  }
+}
+
 // Unpacks and transposes the page's K codes into s.kt; rows past the page's tokens are zero.
 void transpose_keys(const PageView& page, int token_blocks, int chunks, Scratch& s) {
   const PageLayout& layout = *page.layout;
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.k_data);
   const std::size_t row_bytes = layout.k_row_bytes();
   const int positions = 32 * chunks;
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
   for (int tb = 0; tb < token_blocks; ++tb) {
     const int valid = std::min(16, page.tokens - 16 * tb);
     for (int z = 0; z < chunks; ++z) {
       __m512i lo[16], hi[16];
-      for (int i = 0; i < 16; ++i) {
-        const __m512i x = i < valid ? _mm512_loadu_si512(rows + static_cast<std::size_t>(16 * tb + i) * row_bytes + 64 * z)
-                                    : _mm512_setzero_si512();
-        lo[i] = _mm512_and_si512(x, nibble);
-        hi[i] = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
-      }
+      unpack_rows<16>(rows, row_bytes, 16 * tb, valid, 64 * z, lo, hi);
       transpose16(lo);
       transpose16(hi);
       Zmm* out = s.kt.data() + static_cast<std::size_t>(tb) * positions + 32 * z;
@@ -179,7 +187,6 @@ void transpose_values(const PageView& page, int quads, int chunks, Scratch& s) {
   const std::uint8_t* rows = layout.at<std::uint8_t>(page.data, layout.v_data);
   const std::size_t row_bytes = layout.v_row_bytes();
   const int blocks = 8 * chunks;
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
   // Byte index 16 L + 4 m + k of a nibble vector, tokens interleaved: d_m's 128-bit lane L.
   const auto interleave = [](const __m512i* x, Zmm* out, const int* block_of_lane) __attribute__((always_inline)) {
     const __m512i u_lo = _mm512_unpacklo_epi8(x[0], x[1]), u_hi = _mm512_unpackhi_epi8(x[0], x[1]);
@@ -197,12 +204,7 @@ void transpose_values(const PageView& page, int quads, int chunks, Scratch& s) {
     const int valid = std::min(4, page.tokens - 4 * t4);
     for (int z = 0; z < chunks; ++z) {
       __m512i lo[4], hi[4];
-      for (int i = 0; i < 4; ++i) {
-        const __m512i x = i < valid ? _mm512_loadu_si512(rows + static_cast<std::size_t>(4 * t4 + i) * row_bytes + 64 * z)
-                                    : _mm512_setzero_si512();
-        lo[i] = _mm512_and_si512(x, nibble);
-        hi[i] = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
-      }
+      unpack_rows<4>(rows, row_bytes, 4 * t4, valid, 64 * z, lo, hi);
       // Lane L of the low nibbles holds channels 128 z + {0, 16, 64, 80}[L] + 0..15, of the
       // high nibbles 128 z + {32, 48, 96, 112}[L] + 0..15.
       const int lo_blocks[4] = {8 * z + 0, 8 * z + 1, 8 * z + 4, 8 * z + 5};
