@@ -1,6 +1,7 @@
 #include "plots.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -359,6 +360,33 @@ std::string find_gnuplot() {
 
 namespace {
 
+// SIGPIPE blocked in this thread while it lives: a gnuplot that exits early (a bad script, a
+// path the shell cannot run) makes our writes fail with EPIPE instead of killing the process.
+// A SIGPIPE the writes raised is consumed before the mask is restored.
+class PipeSignalGuard {
+ public:
+  PipeSignalGuard() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~PipeSignalGuard() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &now) == SIGPIPE) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  PipeSignalGuard(const PipeSignalGuard&) = delete;
+  PipeSignalGuard& operator=(const PipeSignalGuard&) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+};
+
 // Single-quoted for /bin/sh.
 std::string shell_quoted(const std::string& s) {
   std::string out = "'";
@@ -376,6 +404,11 @@ RenderOutcome render(const std::vector<Plot*>& plots, std::string gnuplot) {
     for (Plot* p : plots) p->error = outcome.note;
     return outcome;
   }
+  if (::access(gnuplot.c_str(), X_OK) != 0 || !fs::is_regular_file(gnuplot)) {
+    outcome.note = "plots unavailable: gnuplot '" + gnuplot + "' is not an executable file";
+    for (Plot* p : plots) p->error = outcome.note;
+    return outcome;
+  }
   // A private directory of generated names: nothing from the database becomes a path.
   std::string pattern = (fs::temp_directory_path() / "kvbench-plots-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr || pattern.find_first_of("'\"\\\n") != std::string::npos) {
@@ -386,6 +419,7 @@ RenderOutcome render(const std::vector<Plot*>& plots, std::string gnuplot) {
   const fs::path dir(pattern);
   const fs::path errors = dir / "gnuplot.err";
   {
+    const PipeSignalGuard guard;
     Gnuplot gp(shell_quoted(gnuplot) + " 2>" + shell_quoted(errors.string()));
     for (std::size_t i = 0; i < plots.size(); ++i) {
       gp << "reset\nset terminal svg size 760,340 font \"sans,10\" noenhanced background rgb \"white\"\n";

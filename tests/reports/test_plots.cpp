@@ -2,6 +2,7 @@
 // drawn by the real gnuplot; its data table matches what was plotted; labels that would break a
 // gnuplot script are sanitised.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <functional>
@@ -169,4 +170,33 @@ TEST_CASE("plots: without gnuplot every plot is left to its table, with one note
   CHECK(missing.note == "plots unavailable: gnuplot not found");
   CHECK(q.svg.empty());
   CHECK(q.data.rows.size() == 2);
+}
+
+TEST_CASE("plots: a gnuplot path that is not a program, or one that exits at once, leaves the plots to their tables",
+          "[reports][plots]") {
+  Plot q = histogram("h", {"x", ""}, {"n", "count"}, {"a", "b"}, {1, 2});
+  const RenderOutcome missing = render({&q}, "/nonexistent/gnuplot");
+  CHECK_FALSE(missing.available);
+  CHECK(missing.note == "plots unavailable: gnuplot '/nonexistent/gnuplot' is not an executable file");
+  CHECK(q.svg.empty());
+  // /bin/true reads nothing and exits: more script than a pipe holds makes the writes fail
+  // (EPIPE), which used to end the process with SIGPIPE.
+  std::vector<std::string> bins;
+  for (int i = 0; i < 200; ++i) bins.push_back(fmt::format("bin {}", i));
+  const std::vector<double> counts(bins.size(), 1.0);
+  std::vector<Plot> many;
+  for (int i = 0; i < 200; ++i) many.push_back(histogram("h", {"x", ""}, {"n", "count"}, bins, counts));
+  std::size_t script_bytes = 0;
+  std::vector<Plot*> all;
+  for (Plot& p : many) {
+    all.push_back(&p);
+    script_bytes += p.script.size();
+  }
+  REQUIRE(script_bytes > 256 * 1024);
+  const RenderOutcome quiet = render(all, "/bin/true");
+  CHECK(quiet.available);
+  for (const Plot& p : many) {
+    CHECK(p.svg.empty());
+    CHECK(p.error == "gnuplot did not draw this plot");
+  }
 }
