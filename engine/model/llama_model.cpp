@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "attention/attention_ref.h"
+#include "model/dense.h"
 #include "runtime/error.h"
 
 namespace kv {
@@ -16,10 +17,6 @@ void rmsnorm(float* out, const float* x, const float* weight, int dim, float eps
   ss = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
   for (int i = 0; i < dim; ++i) out[i] = weight[i] * (ss * x[i]);
 }
-
-// Work below this many multiply-adds stays on the calling thread: the tiny model's 64x64
-// products are faster without a hand-off.
-constexpr std::size_t kParallelMacs = 1 << 16;
 
 }  // namespace
 
@@ -36,30 +33,7 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int max_seq,
 }
 
 void LlamaModel::matmul(const float* x, int n, const float* w, int out_dim, int in_dim, float* y) {
-  // y[t][i] = sum_j w[i][j] x[t][j]
-  auto rows = [&](std::size_t begin, std::size_t end) {
-    for (int t = 0; t < n; ++t) {
-      const float* xt = x + static_cast<std::size_t>(t) * in_dim;
-      float* yt = y + static_cast<std::size_t>(t) * out_dim;
-      for (std::size_t i = begin; i < end; ++i) {
-        const float* wi = w + i * static_cast<std::size_t>(in_dim);
-        float sum = 0.0f;
-        for (int j = 0; j < in_dim; ++j) sum += wi[j] * xt[j];
-        yt[i] = sum;
-      }
-    }
-  };
-  const std::size_t macs = static_cast<std::size_t>(n) * out_dim * in_dim;
-  if (macs < kParallelMacs || pool_.size() == 1) {
-    rows(0, static_cast<std::size_t>(out_dim));
-    return;
-  }
-  const std::size_t tasks = static_cast<std::size_t>(pool_.size()) * 4;
-  const std::size_t per = (static_cast<std::size_t>(out_dim) + tasks - 1) / tasks;
-  pool_.parallel_for(tasks, [&](std::size_t task) {
-    const std::size_t begin = task * per;
-    rows(std::min(begin, static_cast<std::size_t>(out_dim)), std::min(begin + per, static_cast<std::size_t>(out_dim)));
-  });
+  dense_f32(pool_, x, n, w, out_dim, in_dim, y);
 }
 
 void LlamaModel::rope(float* vec, int heads, int pos) const {
@@ -175,11 +149,7 @@ std::vector<float> reference_forward(const LlamaWeights& w, const std::vector<in
   const auto hidden = static_cast<std::size_t>(c.hidden_dim), head = static_cast<std::size_t>(c.head_dim());
   const std::size_t n = tokens.size();
   auto matvec = [](const float* m, const float* x, std::size_t rows, std::size_t cols, float* y) {
-    for (std::size_t i = 0; i < rows; ++i) {
-      double sum = 0.0;
-      for (std::size_t j = 0; j < cols; ++j) sum += static_cast<double>(m[i * cols + j]) * x[j];
-      y[i] = static_cast<float>(sum);
-    }
+    dense_f32_ref(x, 1, m, static_cast<int>(rows), static_cast<int>(cols), y);
   };
   auto norm = [&](const float* x, const float* weight, float* out) {
     double ss = 0.0;
