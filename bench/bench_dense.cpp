@@ -5,23 +5,15 @@
 // bytes, against BM_StreamRead). The weight is larger than the caches, as a model's are.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "bench_options.h"
 #include "model/dense.h"
 #include "runtime/thread_pool.h"
 
 namespace {
-
-std::vector<float> dense_values(std::size_t count, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.05f);
-  std::vector<float> v(count);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // Weight copies whose total exceeds BM_StreamRead's 256 MiB buffer, read in turn, so that a
 // GEMV reads its weight from memory as a model's decode does, not from the last level cache.
@@ -32,8 +24,8 @@ void dense(benchmark::State& state, int out_dim, int in_dim, int tokens) {
   const std::size_t weight_floats = static_cast<std::size_t>(out_dim) * in_dim;
   const std::size_t copies = tokens == 1 ? kColdBytes / (weight_floats * sizeof(float)) + 1 : 1;
   std::vector<std::vector<float>> w;
-  for (std::size_t c = 0; c < copies; ++c) w.push_back(dense_values(weight_floats, 31 + static_cast<std::uint32_t>(c)));
-  const auto x = dense_values(static_cast<std::size_t>(tokens) * in_dim, 32);
+  for (std::size_t c = 0; c < copies; ++c) w.push_back(kvbench::micro::bench_values(weight_floats, 31 + static_cast<unsigned>(c), false));
+  const auto x = kvbench::micro::bench_values(static_cast<std::size_t>(tokens) * in_dim, 32, false);
   std::vector<float> y(static_cast<std::size_t>(tokens) * out_dim);
   std::size_t next = 0;
   for (auto _ : state) {

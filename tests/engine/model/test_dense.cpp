@@ -8,18 +8,11 @@
 
 #include "model/dense.h"
 #include "runtime/thread_pool.h"
+#include "test_support.h"
 
 using namespace kv;
 
 namespace {
-
-std::vector<float> random_floats(std::size_t count, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // |y - ref| within float rounding of a sum of in_dim products: a few ulps of sum |w| |x|.
 void require_close(const std::vector<float>& x, int n, const std::vector<float>& w, int out_dim, int in_dim,
@@ -49,8 +42,8 @@ TEST_CASE("dense_f32 matches the double-precision loop on random shapes, one tok
     const int out_dim = trial % 4 == 0 ? pick(kDenseSliceRows + 1, 3 * kDenseSliceRows + 7) : pick(1, 96);
     const int in_dim = trial % 5 == 0 ? pick(300, 700) : pick(1, 130);
     CAPTURE(trial, n, out_dim, in_dim);
-    const auto x = random_floats(static_cast<std::size_t>(n) * in_dim, 1000u + static_cast<std::uint32_t>(trial));
-    const auto w = random_floats(static_cast<std::size_t>(out_dim) * in_dim, 2000u + static_cast<std::uint32_t>(trial));
+    const auto x = kvtest::random_values(static_cast<std::size_t>(n) * in_dim, 1000u + static_cast<std::uint32_t>(trial));
+    const auto w = kvtest::random_values(static_cast<std::size_t>(out_dim) * in_dim, 2000u + static_cast<std::uint32_t>(trial));
     std::vector<float> got(static_cast<std::size_t>(n) * out_dim, NAN), want(got.size());
     dense_f32(pool, x.data(), n, w.data(), out_dim, in_dim, got.data());
     dense_f32_ref(x.data(), n, w.data(), out_dim, in_dim, want.data());
@@ -62,8 +55,8 @@ TEST_CASE("dense_f32 gives the same bits for any pool size, and from concurrent 
   // Above the parallel threshold, several slices: the slices depend on the shape only.
   const int n = 5, out_dim = 3 * kDenseSliceRows + 17, in_dim = 300;
   REQUIRE(static_cast<std::size_t>(n) * out_dim * in_dim >= kDenseParallelMacs);
-  const auto x = random_floats(static_cast<std::size_t>(n) * in_dim, 5);
-  const auto w = random_floats(static_cast<std::size_t>(out_dim) * in_dim, 6);
+  const auto x = kvtest::random_values(static_cast<std::size_t>(n) * in_dim, 5);
+  const auto w = kvtest::random_values(static_cast<std::size_t>(out_dim) * in_dim, 6);
   std::vector<float> one(static_cast<std::size_t>(n) * out_dim);
   {
     ThreadPool pool(1);
