@@ -77,6 +77,25 @@ void require_states_close(const std::vector<float>& got, const std::vector<float
   }
 }
 
+// What a decode kernel of `isa` must compute for pages `first` then `second`: states and each
+// page's log-sum-exp (lse: [2][group]). SIMD kernels take integer dot products on q4
+// (int_dot.h): their twin reproduces the integers, and a weight on a rounding boundary may
+// round the other way; the returned slack (per state) bounds that, empty on float paths.
+std::vector<float> fold_two_pages_ref(Isa isa, const TestPage& first, const TestPage& second, const std::vector<float>& q,
+                                      int group, std::vector<float>& states, std::vector<float>& lse) {
+  const IntDotPaths paths = int_dot_paths(first.layout, isa);
+  if (!paths.k && !paths.v) {
+    decode_page_ref(first.view(), q.data(), group, states.data(), lse.data());
+    decode_page_ref(second.view(), q.data(), group, states.data(), lse.data() + group);
+    return {};
+  }
+  std::vector<float> q1(static_cast<std::size_t>(group)), q2(q1.size()), slack(q1.size());
+  decode_page_int_ref(isa, first.view(), q.data(), group, states.data(), lse.data(), q1.data());
+  decode_page_int_ref(isa, second.view(), q.data(), group, states.data(), lse.data() + group, q2.data());
+  for (std::size_t g = 0; g < slack.size(); ++g) slack[g] = q1[g] + q2[g];
+  return slack;
+}
+
 // What a prefill kernel must compute: query i (at query_pos + i) folds the page's tokens up to
 // its own position (at token_pos + t) into its group's states, through the decode reference.
 void fold_causal_ref(const TestPage& page, int token_pos, const std::vector<float>& q, int n, int group, int query_pos,
@@ -125,20 +144,8 @@ TEST_CASE("Every decode kernel matches the reference on random shapes", "[attent
             std::vector<float> got_lse(2 * group), want_lse(2 * group);
             kernels.decode_page(first.view(), q.data(), group, got.data(), got_lse.data());
             kernels.decode_page(second.view(), q.data(), group, got.data(), got_lse.data() + group);
-            // SIMD kernels take integer dot products on q4 (int_dot.h): their twin reproduces
-            // the integers; a weight on a rounding boundary may round the other way (slack).
-            const IntDotPaths paths = int_dot_paths(first.layout, isa);
-            std::vector<float> slack;
-            if (paths.k || paths.v) {
-              std::vector<float> q1(group), q2(group);
-              decode_page_int_ref(isa, first.view(), q.data(), group, want.data(), want_lse.data(), q1.data());
-              decode_page_int_ref(isa, second.view(), q.data(), group, want.data(), want_lse.data() + group, q2.data());
-              for (int g = 0; g < group; ++g) slack.push_back(q1[g] + q2[g]);
-              ++integer_cases;
-            } else {
-              decode_page_ref(first.view(), q.data(), group, want.data(), want_lse.data());
-              decode_page_ref(second.view(), q.data(), group, want.data(), want_lse.data() + group);
-            }
+            const std::vector<float> slack = fold_two_pages_ref(isa, first, second, q, group, want, want_lse);
+            if (!slack.empty()) ++integer_cases;
             require_states_close(got, want, group, dim, slack);
             for (int i = 0; i < 2 * group; ++i) REQUIRE(got_lse[i] == Approx(want_lse[i]).margin(1e-4));
           }
@@ -172,16 +179,7 @@ TEST_CASE("Decode with many rows, as verification calls it, matches the referenc
             std::vector<float> got_lse(2 * rows), want_lse(2 * rows);
             kernels.decode_page(first.view(), q.data(), rows, got.data(), got_lse.data());
             kernels.decode_page(second.view(), q.data(), rows, got.data(), got_lse.data() + rows);
-            std::vector<float> slack;
-            if (int_dot_paths(first.layout, isa).v || int_dot_paths(first.layout, isa).k) {
-              std::vector<float> q1(rows), q2(rows);
-              decode_page_int_ref(isa, first.view(), q.data(), rows, want.data(), want_lse.data(), q1.data());
-              decode_page_int_ref(isa, second.view(), q.data(), rows, want.data(), want_lse.data() + rows, q2.data());
-              for (int r = 0; r < rows; ++r) slack.push_back(q1[r] + q2[r]);
-            } else {
-              decode_page_ref(first.view(), q.data(), rows, want.data(), want_lse.data());
-              decode_page_ref(second.view(), q.data(), rows, want.data(), want_lse.data() + rows);
-            }
+            const std::vector<float> slack = fold_two_pages_ref(isa, first, second, q, rows, want, want_lse);
             require_states_close(got, want, rows, dim, slack);
             for (int i = 0; i < 2 * rows; ++i) REQUIRE(got_lse[i] == Approx(want_lse[i]).margin(1e-4));
             // Row by row through a group of one: the same integers, so the same result up to
