@@ -1,12 +1,9 @@
-// BM_DecodeAttention/<fmt>/<ctx>: one decode step of one layer (32 q heads, 8 kv heads,
-// head_dim 128, pages of 64) over a context already in the cache, with all engine threads.
-// Several copies of the context are cycled so that their total exceeds the L3 and KV is not
-// in cache when a call starts (bench_common.h). bytes_per_second counts the KV bytes the kernel reads
-// (payloads and the scales it needs).
+// Sparse decode on the BM_DecodeAttention shape (bench_attention.cpp), contexts cycled likewise.
 // BM_DecodeAttentionReference/<ctx>: the exact reference on the same shape (dense F32).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "attention/attention_ref.h"
@@ -18,21 +15,6 @@
 namespace {
 
 using namespace kvbench::micro;
-
-void decode(benchmark::State& state, kv::Format format, int ctx) {
-  ColdContexts& setup = cold_contexts(format, ctx);
-  const auto q = bench_values(32 * 128, 13, false);
-  std::vector<float> out(q.size());
-  std::size_t next = 0;
-  for (auto _ : state) {
-    setup.cache->attend(setup.copies[next], 0, q.data(), 1, out.data());
-    next = (next + 1) % setup.copies.size();
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(setup.kv_bytes_per_copy));
-  state.counters["copies"] = static_cast<double>(setup.copies.size());
-  state.SetLabel(std::string(kv::isa_name(setup.cache->isa())));
-}
 
 // BM_SparseDecode/<selector>/<budget_pct>/<ctx>: the same q4 shape through the sparse decoder
 // (selection plan, Quest bounds, H2O bookkeeping and attention over the kept pages).
@@ -123,10 +105,6 @@ void decode_reference(benchmark::State& state, int ctx) {
 struct Register {
   Register() {
     for (int ctx : {4096, 32768}) {
-      for (kv::Format f : kv::kAllFormats) {
-        const std::string name = "BM_DecodeAttention/" + std::string(kv::format_name(f)) + "/" + std::to_string(ctx);
-        benchmark::RegisterBenchmark(name.c_str(), decode, f, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
-      }
       const std::string ref = "BM_DecodeAttentionReference/" + std::to_string(ctx);
       benchmark::RegisterBenchmark(ref.c_str(), decode_reference, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
       for (kv::Selector s : {kv::Selector::Hybrid, kv::Selector::Quest, kv::Selector::H2O, kv::Selector::Window}) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_options.h"
+#include "kernel_benchmarks.h"
 #include "noise_reporter.h"
 #include "runtime/error.h"
 
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvbench-micro: error: %s\n", error.what());
     return 2;
   }
+  // The registry's cases, with --threads and --l2-dir known (the other families register themselves).
+  kvbench::micro::register_kernel_benchmarks();
   // The file reporter is ours too, so its flags are read before the library takes them out.
   std::string out_path, out_format = "json";
   for (std::size_t i = 1; i < args.size(); ++i) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -154,6 +155,16 @@ bool reset_peak_rss() {
   clear << "5";
   clear.flush();
   return static_cast<bool>(clear);
+}
+
+std::uint64_t l2_cache_bytes() {
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
+  std::string size;
+  if (!(in >> size) || size.empty()) return 0;
+  std::uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
+  if (size.back() == 'K') bytes <<= 10;
+  if (size.back() == 'M') bytes <<= 20;
+  return bytes;
 }
 
 }  // namespace kvbench

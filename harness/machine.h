@@ -22,6 +22,9 @@ struct MachineInfo {
 
 MachineInfo machine_info();
 
+// The size of cpu0's level-2 cache from sysfs, bytes; 0 when sysfs does not say.
+std::uint64_t l2_cache_bytes();
+
 // CPU time of the whole machine (from /proc/stat, steal included) and of this process, in
 // clock ticks, so that the share used by others over an interval can be computed.
 struct CpuSample {

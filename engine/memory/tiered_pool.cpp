@@ -428,9 +428,6 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
   return before - l1_used();
 }
 
-namespace {
-
-// MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
 std::uint64_t mem_available_bytes() {
   std::FILE* file = std::fopen("/proc/meminfo", "r");
   if (file == nullptr) return 0;
@@ -442,8 +439,6 @@ std::uint64_t mem_available_bytes() {
   std::fclose(file);
   return static_cast<std::uint64_t>(kib) * 1024;
 }
-
-}  // namespace
 
 PressureState TieredPool::pressure_state() const {
   PressureState s;

@@ -113,6 +113,9 @@ struct TrafficCounters {
 };
 TrafficCounters operator-(const TrafficCounters& later, const TrafficCounters& earlier);
 
+// MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
+std::uint64_t mem_available_bytes();
+
 class TieredPool {
  public:
   // page_bytes: a multiple of alignment. Throws InputError for a bad config or L2 directory.

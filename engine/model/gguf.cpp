@@ -1,5 +1,6 @@
 #include "model/gguf.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -223,7 +224,44 @@ std::vector<float> GgufFile::read_tensor(const std::string& name, const std::vec
   return out;
 }
 
+DenseMatrix GgufFile::read_matrix(const std::string& name, const std::vector<std::uint64_t>& expected_ne) const {
+  std::vector<float> values = read_tensor(name, expected_ne);  // shape, type and finiteness checked
+  const GgufTensorInfo* t = tensor(name);
+  const auto rows = expected_ne.size() > 1 ? static_cast<std::size_t>(expected_ne[1]) : 1;
+  const auto cols = static_cast<int>(expected_ne[0]);
+  const std::byte* data = bytes.data() + data_offset + t->offset;
+  switch (t->type) {
+    case GgmlType::F16:
+      return DenseMatrix(DenseFormat::F16, rows, cols, std::vector<std::byte>(data, data + rows * dense_row_bytes(DenseFormat::F16, cols)));
+    case GgmlType::Q8_0:
+      return DenseMatrix(DenseFormat::Q8, rows, cols, std::vector<std::byte>(data, data + rows * dense_row_bytes(DenseFormat::Q8, cols)));
+    case GgmlType::F32:
+    case GgmlType::BF16: break;
+  }
+  return DenseMatrix::from_f32(values, cols);
+}
+
 namespace {
+
+// Layer matrices stacked in one format: theirs when they share it, else f32.
+DenseMatrix stack_layers(const std::vector<DenseMatrix>& layers) {
+  if (layers.empty()) return {};
+  const bool same = std::all_of(layers.begin(), layers.end(), [&](const DenseMatrix& m) { return m.format() == layers[0].format(); });
+  std::size_t rows = 0;
+  for (const DenseMatrix& m : layers) rows += m.rows();
+  if (same) {
+    std::vector<std::byte> bytes;
+    bytes.reserve(rows * dense_row_bytes(layers[0].format(), layers[0].cols()));
+    for (const DenseMatrix& m : layers) bytes.insert(bytes.end(), m.bytes().begin(), m.bytes().end());
+    return DenseMatrix(layers[0].format(), rows, layers[0].cols(), std::move(bytes));
+  }
+  std::vector<float> values;
+  for (const DenseMatrix& m : layers) {
+    const std::vector<float> v = m.to_f32();
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  return DenseMatrix::from_f32(values, layers[0].cols());
+}
 
 double required_number(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
@@ -311,23 +349,34 @@ GgufModel llama_from_gguf(const GgufFile& f) {
   LlamaWeights& w = model.weights;
   w.token_embedding = f.read_tensor("token_embd.weight", {dim, vocab});
   w.rms_final = f.read_tensor("output_norm.weight", {dim});
-  w.wcls = f.tensor("output.weight") != nullptr ? f.read_tensor("output.weight", {dim, vocab}) : w.token_embedding;
+  w.wcls = f.read_matrix(f.tensor("output.weight") != nullptr ? "output.weight" : "token_embd.weight", {dim, vocab});
   auto append = [&](std::vector<float>& dst, const std::string& name, std::vector<std::uint64_t> ne) {
     const std::vector<float> t = f.read_tensor(name, ne);
     dst.insert(dst.end(), t.begin(), t.end());
   };
+  std::vector<DenseMatrix> wq, wk, wv, wo, w1, w2, w3;
+  auto append_matrix = [&](std::vector<DenseMatrix>& dst, const std::string& name, std::vector<std::uint64_t> ne) {
+    dst.push_back(f.read_matrix(name, ne));
+  };
   for (int l = 0; l < c.layers; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     append(w.rms_att, blk + "attn_norm.weight", {dim});
-    append(w.wq, blk + "attn_q.weight", {dim, dim});
-    append(w.wk, blk + "attn_k.weight", {dim, kv_dim});
-    append(w.wv, blk + "attn_v.weight", {dim, kv_dim});
-    append(w.wo, blk + "attn_output.weight", {dim, dim});
+    append_matrix(wq, blk + "attn_q.weight", {dim, dim});
+    append_matrix(wk, blk + "attn_k.weight", {dim, kv_dim});
+    append_matrix(wv, blk + "attn_v.weight", {dim, kv_dim});
+    append_matrix(wo, blk + "attn_output.weight", {dim, dim});
     append(w.rms_ffn, blk + "ffn_norm.weight", {dim});
-    append(w.w1, blk + "ffn_gate.weight", {dim, hidden});
-    append(w.w2, blk + "ffn_down.weight", {hidden, dim});
-    append(w.w3, blk + "ffn_up.weight", {dim, hidden});
+    append_matrix(w1, blk + "ffn_gate.weight", {dim, hidden});
+    append_matrix(w2, blk + "ffn_down.weight", {hidden, dim});
+    append_matrix(w3, blk + "ffn_up.weight", {dim, hidden});
   }
+  w.wq = stack_layers(wq);
+  w.wk = stack_layers(wk);
+  w.wv = stack_layers(wv);
+  w.wo = stack_layers(wo);
+  w.w1 = stack_layers(w1);
+  w.w2 = stack_layers(w2);
+  w.w3 = stack_layers(w3);
   return model;
 }
 

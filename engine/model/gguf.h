@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/dense.h"
 #include "model/llama_weights.h"
 #include "model/tokenizer.h"
 
@@ -54,6 +55,9 @@ struct GgufFile {
   const GgufTensorInfo* tensor(const std::string& name) const;
   // The tensor's values as F32 (dequantized), checked against the expected ne.
   std::vector<float> read_tensor(const std::string& name, const std::vector<std::uint64_t>& expected_ne) const;
+  // The same as a dense weight matrix (rows ne[1], cols ne[0]), F16 and Q8_0 kept in their
+  // format, F32 and BF16 as f32; checked like read_tensor.
+  DenseMatrix read_matrix(const std::string& name, const std::vector<std::uint64_t>& expected_ne) const;
 };
 
 GgufFile read_gguf(const std::string& path);

@@ -32,8 +32,8 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int max_seq,
   }
 }
 
-void LlamaModel::matmul(const float* x, int n, const float* w, int out_dim, int in_dim, float* y) {
-  dense_f32(pool_, x, n, w, out_dim, in_dim, y);
+void LlamaModel::matmul(const float* x, int n, const DenseMatrix& w, std::size_t layer, int out_dim, float* y) {
+  dense(pool_, x, n, w.view(layer * static_cast<std::size_t>(out_dim), out_dim), y);
 }
 
 void LlamaModel::rope(float* vec, int heads, int pos) const {
@@ -77,9 +77,9 @@ void LlamaModel::layer_qkv(int layer, float* q, float* k, float* v) {
   for (int t = 0; t < n_; ++t) {
     rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, weights_->rms_att.data() + l * dim, c.dim, c.norm_eps);
   }
-  matmul(xb_.data(), n_, weights_->wq.data() + l * dim * dim, c.dim, c.dim, q);
-  matmul(xb_.data(), n_, weights_->wk.data() + l * kv_dim * dim, c.kv_dim(), c.dim, k);
-  matmul(xb_.data(), n_, weights_->wv.data() + l * kv_dim * dim, c.kv_dim(), c.dim, v);
+  matmul(xb_.data(), n_, weights_->wq, l, c.dim, q);
+  matmul(xb_.data(), n_, weights_->wk, l, c.kv_dim(), k);
+  matmul(xb_.data(), n_, weights_->wv, l, c.kv_dim(), v);
   for (int t = 0; t < n_; ++t) {
     rope(q + t * dim, c.heads, pos_ + t);
     rope(k + t * kv_dim, c.kv_heads, pos_ + t);
@@ -89,19 +89,19 @@ void LlamaModel::layer_qkv(int layer, float* q, float* k, float* v) {
 void LlamaModel::layer_output(int layer, const float* attn) {
   const LlamaConfig& c = weights_->config;
   const auto l = static_cast<std::size_t>(layer);
-  const std::size_t dim = static_cast<std::size_t>(c.dim), hidden = static_cast<std::size_t>(c.hidden_dim);
-  matmul(attn, n_, weights_->wo.data() + l * dim * dim, c.dim, c.dim, xb2_.data());
+  const std::size_t dim = static_cast<std::size_t>(c.dim);
+  matmul(attn, n_, weights_->wo, l, c.dim, xb2_.data());
   for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += xb2_[i];
   for (int t = 0; t < n_; ++t) {
     rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, weights_->rms_ffn.data() + l * dim, c.dim, c.norm_eps);
   }
-  matmul(xb_.data(), n_, weights_->w1.data() + l * hidden * dim, c.hidden_dim, c.dim, hb_.data());
-  matmul(xb_.data(), n_, weights_->w3.data() + l * hidden * dim, c.hidden_dim, c.dim, hb2_.data());
+  matmul(xb_.data(), n_, weights_->w1, l, c.hidden_dim, hb_.data());
+  matmul(xb_.data(), n_, weights_->w3, l, c.hidden_dim, hb2_.data());
   for (std::size_t i = 0; i < hb_.size(); ++i) {
     const float gate = hb_[i];
     hb_[i] = gate / (1.0f + std::exp(-gate)) * hb2_[i];  // SwiGLU: silu(w1 x) * w3 x
   }
-  matmul(hb_.data(), n_, weights_->w2.data() + l * dim * hidden, c.dim, c.hidden_dim, xb2_.data());
+  matmul(hb_.data(), n_, weights_->w2, l, c.dim, xb2_.data());
   for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += xb2_[i];
 }
 
@@ -112,7 +112,7 @@ const std::vector<float>& LlamaModel::logits() {
     rmsnorm(xb_.data() + t * dim, x_.data() + t * dim, weights_->rms_final.data(), c.dim, c.norm_eps);
   }
   logits_.resize(static_cast<std::size_t>(n_) * c.vocab_size);
-  matmul(xb_.data(), n_, weights_->wcls.data(), c.vocab_size, c.dim, logits_.data());
+  matmul(xb_.data(), n_, weights_->wcls, 0, c.vocab_size, logits_.data());
   return logits_;
 }
 
@@ -148,8 +148,8 @@ std::vector<float> reference_forward(const LlamaWeights& w, const std::vector<in
   const auto dim = static_cast<std::size_t>(c.dim), kv_dim = static_cast<std::size_t>(c.kv_dim());
   const auto hidden = static_cast<std::size_t>(c.hidden_dim), head = static_cast<std::size_t>(c.head_dim());
   const std::size_t n = tokens.size();
-  auto matvec = [](const float* m, const float* x, std::size_t rows, std::size_t cols, float* y) {
-    dense_f32_ref(x, 1, m, static_cast<int>(rows), static_cast<int>(cols), y);
+  auto matvec = [](const DenseMatrix& m, std::size_t layer, const float* x, std::size_t rows, float* y) {
+    dense_ref(x, 1, m.view(layer * rows, static_cast<int>(rows)), y);
   };
   auto norm = [&](const float* x, const float* weight, float* out) {
     double ss = 0.0;
@@ -178,24 +178,24 @@ std::vector<float> reference_forward(const LlamaWeights& w, const std::vector<in
   for (std::size_t l = 0; l < static_cast<std::size_t>(c.layers); ++l) {
     for (std::size_t t = 0; t < n; ++t) {
       norm(x.data() + t * dim, w.rms_att.data() + l * dim, xb.data());
-      matvec(w.wq.data() + l * dim * dim, xb.data(), dim, dim, q.data() + t * dim);
-      matvec(w.wk.data() + l * kv_dim * dim, xb.data(), kv_dim, dim, k.data() + t * kv_dim);
-      matvec(w.wv.data() + l * kv_dim * dim, xb.data(), kv_dim, dim, v.data() + t * kv_dim);
+      matvec(w.wq, l, xb.data(), dim, q.data() + t * dim);
+      matvec(w.wk, l, xb.data(), kv_dim, k.data() + t * kv_dim);
+      matvec(w.wv, l, xb.data(), kv_dim, v.data() + t * kv_dim);
       rotate(q.data() + t * dim, static_cast<std::size_t>(c.heads), t);
       rotate(k.data() + t * kv_dim, static_cast<std::size_t>(c.kv_heads), t);
     }
     attention_ref(shape, q.data(), static_cast<int>(n), k.data(), v.data(), static_cast<int>(n), attn.data());
     for (std::size_t t = 0; t < n; ++t) {
-      matvec(w.wo.data() + l * dim * dim, attn.data() + t * dim, dim, dim, tmp.data());
+      matvec(w.wo, l, attn.data() + t * dim, dim, tmp.data());
       for (std::size_t i = 0; i < dim; ++i) x[t * dim + i] += tmp[i];
       norm(x.data() + t * dim, w.rms_ffn.data() + l * dim, xb.data());
-      matvec(w.w1.data() + l * hidden * dim, xb.data(), hidden, dim, h1.data());
-      matvec(w.w3.data() + l * hidden * dim, xb.data(), hidden, dim, h3.data());
+      matvec(w.w1, l, xb.data(), hidden, h1.data());
+      matvec(w.w3, l, xb.data(), hidden, h3.data());
       for (std::size_t i = 0; i < hidden; ++i) {
         const double gate = h1[i];
         h1[i] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * h3[i]);
       }
-      matvec(w.w2.data() + l * dim * hidden, h1.data(), dim, hidden, tmp.data());
+      matvec(w.w2, l, h1.data(), dim, tmp.data());
       for (std::size_t i = 0; i < dim; ++i) x[t * dim + i] += tmp[i];
     }
   }
@@ -203,7 +203,7 @@ std::vector<float> reference_forward(const LlamaWeights& w, const std::vector<in
   std::vector<float> logits(n * vocab);
   for (std::size_t t = 0; t < n; ++t) {
     norm(x.data() + t * dim, w.rms_final.data(), xb.data());
-    matvec(w.wcls.data(), xb.data(), vocab, dim, logits.data() + t * vocab);
+    matvec(w.wcls, 0, xb.data(), vocab, logits.data() + t * vocab);
   }
   return logits;
 }

@@ -31,7 +31,8 @@ class LlamaModel : public ModelBackend {
   const LlamaWeights& weights() const { return *weights_; }
 
  private:
-  void matmul(const float* x, int n, const float* w, int out_dim, int in_dim, float* y);
+  // x [n][in] times layer `layer` of the stacked matrix w (out_dim rows a layer).
+  void matmul(const float* x, int n, const DenseMatrix& w, std::size_t layer, int out_dim, float* y);
   void rope(float* vec, int heads, int pos) const;
 
   std::shared_ptr<const LlamaWeights> weights_;

@@ -79,22 +79,27 @@ LlamaWeights parse_llama2c(const std::vector<std::byte>& bytes, const std::strin
     v.resize(count);
     in.read_floats(v.data(), count, what);
   };
+  auto read_matrix = [&](DenseMatrix& m, std::uint64_t rows, std::uint64_t cols, const char* what) {
+    std::vector<float> v;
+    read(v, rows * cols, what);
+    m = DenseMatrix::from_f32(v, static_cast<int>(cols));
+  };
   read(w.token_embedding, vocab_n * dim, "token_embedding");
   read(w.rms_att, layers * dim, "rms_att");
-  read(w.wq, layers * dim * dim, "wq");
-  read(w.wk, layers * kv_dim * dim, "wk");
-  read(w.wv, layers * kv_dim * dim, "wv");
-  read(w.wo, layers * dim * dim, "wo");
+  read_matrix(w.wq, layers * dim, dim, "wq");
+  read_matrix(w.wk, layers * kv_dim, dim, "wk");
+  read_matrix(w.wv, layers * kv_dim, dim, "wv");
+  read_matrix(w.wo, layers * dim, dim, "wo");
   read(w.rms_ffn, layers * dim, "rms_ffn");
-  read(w.w1, layers * hidden * dim, "w1");
-  read(w.w2, layers * dim * hidden, "w2");
-  read(w.w3, layers * hidden * dim, "w3");
+  read_matrix(w.w1, layers * hidden, dim, "w1");
+  read_matrix(w.w2, layers * dim, hidden, "w2");
+  read_matrix(w.w3, layers * hidden, dim, "w3");
   read(w.rms_final, dim, "rms_final");
   in.seek(in.offset() + seq * head * 4, "freq_cis tables");  // not used: RoPE is computed
   if (shared_classifier) {
-    w.wcls = w.token_embedding;
+    w.wcls = DenseMatrix::from_f32(w.token_embedding, c.dim);
   } else {
-    read(w.wcls, vocab_n * dim, "wcls");
+    read_matrix(w.wcls, vocab_n, dim, "wcls");
   }
   return w;
 }

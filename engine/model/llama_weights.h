@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "model/dense.h"
+
 namespace kv {
 
 struct LlamaConfig {
@@ -26,20 +28,22 @@ struct LlamaConfig {
 // Throws InputError naming `where` for an impossible or absurd configuration.
 void validate_llama_config(const LlamaConfig& config, const std::string& where);
 
+// The matrices multiplied by dense layers keep the format they were stored in (f32 from llama2.c
+// checkpoints; f32, f16 or q8 from GGUF); norms and the embedding table are f32.
 struct LlamaWeights {
   LlamaConfig config;
   std::vector<float> token_embedding;  // [vocab][dim]
   std::vector<float> rms_att;          // [layers][dim]
-  std::vector<float> wq;               // [layers][dim][dim]
-  std::vector<float> wk;               // [layers][kv_dim][dim]
-  std::vector<float> wv;               // [layers][kv_dim][dim]
-  std::vector<float> wo;               // [layers][dim][dim]
+  DenseMatrix wq;  // [layers][dim][dim]
+  DenseMatrix wk;  // [layers][kv_dim][dim]
+  DenseMatrix wv;  // [layers][kv_dim][dim]
+  DenseMatrix wo;  // [layers][dim][dim]
   std::vector<float> rms_ffn;          // [layers][dim]
-  std::vector<float> w1;               // [layers][hidden][dim]
-  std::vector<float> w2;               // [layers][dim][hidden]
-  std::vector<float> w3;               // [layers][hidden][dim]
+  DenseMatrix w1;  // [layers][hidden][dim]
+  DenseMatrix w2;  // [layers][dim][hidden]
+  DenseMatrix w3;  // [layers][hidden][dim]
   std::vector<float> rms_final;        // [dim]
-  std::vector<float> wcls;             // [vocab][dim]; a copy of the embedding when shared
+  DenseMatrix wcls;                    // [vocab][dim]; the embedding's values when shared
 };
 
 // llama2.c checkpoint (legacy version 0: 7 int32 header, then fp32 arrays; a negative

@@ -119,22 +119,33 @@ TEST_CASE("GGUF fixtures load in every supported version, alignment and type", "
       CHECK(load_gguf_llama(path).weights.wq == reference.weights.wq);
     }
   }
-  struct TypeCase { std::uint32_t type; float tolerance; };
-  for (TypeCase tc : {TypeCase{1, 5e-4f}, TypeCase{30, 4e-3f}, TypeCase{8, 6e-3f}}) {
+  // F16 and Q8_0 matrices stay in their format (dense layers dequantize panels); BF16 becomes f32.
+  struct TypeCase { std::uint32_t type; float tolerance; DenseFormat kept; };
+  for (TypeCase tc : {TypeCase{1, 5e-4f, DenseFormat::F16}, TypeCase{30, 4e-3f, DenseFormat::F32}, TypeCase{8, 6e-3f, DenseFormat::Q8}}) {
     Fixture fixture;
     fixture.type = tc.type;
     write_file(path, fixture.build());
     const GgufModel loaded = load_gguf_llama(path);
     CAPTURE(tc.type);
-    CHECK(kvtest::max_abs_diff(loaded.weights.wq, reference.weights.wq) <= tc.tolerance);
-    CHECK(kvtest::max_abs_diff(loaded.weights.w2, reference.weights.w2) <= tc.tolerance);
-    CHECK(kvtest::max_abs_diff(loaded.weights.wq, reference.weights.wq) > 0.0f);
+    CHECK(loaded.weights.wq.format() == tc.kept);
+    CHECK(loaded.weights.w2.format() == tc.kept);
+    CHECK(kvtest::max_abs_diff(loaded.weights.wq.to_f32(), reference.weights.wq.to_f32()) <= tc.tolerance);
+    CHECK(kvtest::max_abs_diff(loaded.weights.w2.to_f32(), reference.weights.w2.to_f32()) <= tc.tolerance);
+    CHECK(kvtest::max_abs_diff(loaded.weights.wq.to_f32(), reference.weights.wq.to_f32()) > 0.0f);
+    // The forward pass over the kept format equals, bit for bit, the one over its values in f32.
+    auto kept = std::make_shared<const LlamaWeights>(loaded.weights);
+    LlamaWeights widened = loaded.weights;
+    for (DenseMatrix* m : {&widened.wq, &widened.wk, &widened.wv, &widened.wo, &widened.w1, &widened.w2, &widened.w3, &widened.wcls}) {
+      *m = DenseMatrix::from_f32(m->to_f32(), m->cols());
+    }
+    const std::vector<int> input = {1, 262, 259, 262};
+    CHECK(logits_of(kept, input) == logits_of(std::make_shared<const LlamaWeights>(widened), input));
   }
   Fixture shared;
   shared.with_output = false;
   write_file(path, shared.build());
   const GgufModel tied = load_gguf_llama(path);
-  CHECK(tied.weights.wcls == tied.weights.token_embedding);
+  CHECK(tied.weights.wcls.to_f32() == tied.weights.token_embedding);
   std::remove(path.c_str());
 }
 
