@@ -52,7 +52,12 @@ double BenchmarkFigures::counter(const std::string& name) const {
 
 std::map<std::string, BenchmarkFigures> BenchmarkSession::run() {
   CaptureReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter, ".");
+  try {
+    benchmark::RunSpecifiedBenchmarks(&reporter, ".");
+  } catch (...) {
+    benchmark::ClearRegisteredBenchmarks();
+    throw;
+  }
   benchmark::ClearRegisteredBenchmarks();
   std::map<std::string, BenchmarkFigures> out;
   for (auto& [name, r] : reporter.runs) {

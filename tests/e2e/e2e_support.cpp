@@ -72,13 +72,16 @@ Output run_kvbench_tty(const std::string& args, int columns) {
 }
 
 std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query) {
+  // Read-only unless the statement writes: a test's own edit of a database must not fail silently.
+  const bool writes = query.rfind("SELECT", 0) != 0 && query.rfind("PRAGMA", 0) != 0;
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, writes ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   sqlite3_busy_timeout(db, 10000);
   sqlite3_stmt* stmt = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, query.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
   std::vector<std::vector<std::string>> rows;
-  while (sqlite3_step(stmt) == SQLITE_ROW) {
+  int step = SQLITE_ROW;
+  while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
     std::vector<std::string> row;
     for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
       const auto* text = sqlite3_column_text(stmt, c);
@@ -86,6 +89,8 @@ std::vector<std::vector<std::string>> sql(const std::string& db_path, const std:
     }
     rows.push_back(std::move(row));
   }
+  INFO(query << ": " << sqlite3_errmsg(db));
+  CHECK(step == SQLITE_DONE);
   sqlite3_finalize(stmt);
   sqlite3_close(db);
   return rows;
