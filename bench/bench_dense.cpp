@@ -62,6 +62,7 @@ void dense_benchmark(benchmark::State& state, const cases::DenseCase& c) {
   state.counters["bytes_per_second"] = benchmark::Counter(calls * static_cast<double>(weight_bytes), benchmark::Counter::kIsRate);
   state.counters["copies"] = static_cast<double>(copies);
   state.counters["threads"] = pool.size();
+  state.SetLabel("OpenBLAS " + kv::dense_blas_core());
 }
 
 void dense_dequantize_benchmark(benchmark::State& state, const cases::DenseCase& c) {

@@ -168,8 +168,9 @@ void dense_layers(Calibration& c, kv::soc::EngineProfile& cpu) {
     const double rate = r.at(d.name()).counter("flops_per_second") / 2.0 * 1e-9;
     const int slot = static_cast<int>(d.format);  // f32, f16, q8: the profile's first three weight formats
     const std::string how =
-        fmt::format("kv::dense {} {}x{} weight times {} ({}) on the pool{}{}", kv::dense_format_name(d.format), d.out_dim, d.in_dim,
-                    d.tokens == 1 ? "one token" : fmt::format("{} tokens", d.tokens), d.tokens == 1 ? "BLAS sgemv" : "BLAS sgemm",
+        fmt::format("kv::dense {} {}x{} weight times {} ({}, OpenBLAS {} kernels) on the pool{}{}", kv::dense_format_name(d.format), d.out_dim,
+                    d.in_dim, d.tokens == 1 ? "one token" : fmt::format("{} tokens", d.tokens), d.tokens == 1 ? "BLAS sgemv" : "BLAS sgemm",
+                    kv::dense_blas_core(),
                     d.format == kv::DenseFormat::F32 ? "" : ", dequantized to f32 panels first",
                     d.tokens == 1 && d.residency == cases::Residency::Cold ? ", weight copies cycled past the caches" : "");
     (d.tokens == 1 ? cpu.dense_decode_gmac_per_s : cpu.dense_gmac_per_s)[static_cast<std::size_t>(slot)] = measured(rate, "GMAC/s", how);

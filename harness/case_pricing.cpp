@@ -152,14 +152,20 @@ kv::soc::ModelWork model_work(const kv::SyntheticPreset& preset) {
   return work;
 }
 
-kv::soc::ModelWork model_work(const kv::LlamaConfig& c) {
+kv::soc::ModelWork model_work(const kv::LlamaWeights& w) {
+  const kv::LlamaConfig& c = w.config;
   kv::soc::ModelWork work;
-  work.format = kv::soc::WeightFormat::F32;
+  // The matrices' own format (GGUF f16 or q8 weights stay so in memory; dense() dequantizes panels).
+  work.format = w.wq.format() == kv::DenseFormat::F16  ? kv::soc::WeightFormat::F16
+                : w.wq.format() == kv::DenseFormat::Q8 ? kv::soc::WeightFormat::Q8
+                                                       : kv::soc::WeightFormat::F32;
   const auto dim = static_cast<std::uint64_t>(c.dim), kv_dim = static_cast<std::uint64_t>(c.kv_dim());
   const std::uint64_t per_layer = 2 * dim * dim + 2 * dim * kv_dim + 3 * dim * static_cast<std::uint64_t>(c.hidden_dim);
   work.macs_per_token = static_cast<std::uint64_t>(c.layers) * per_layer + static_cast<std::uint64_t>(c.vocab_size) * dim;
-  work.weight_bytes = work.macs_per_token * 4;
-  work.resident_bytes = (work.macs_per_token + static_cast<std::uint64_t>(c.vocab_size) * dim) * 4;
+  std::uint64_t bytes = 0;
+  for (const kv::DenseMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3, &w.wcls}) bytes += m->bytes().size();
+  work.weight_bytes = bytes;
+  work.resident_bytes = bytes + w.token_embedding.size() * sizeof(float);
   return work;
 }
 

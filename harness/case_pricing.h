@@ -48,8 +48,8 @@ kv::OpCounts scaled(const kv::OpCounts& counts, double factor);
 double bytes_per_weight(kv::soc::WeightFormat format);
 // Synthetic presets describe their dense layers and how their weights are stored.
 kv::soc::ModelWork model_work(const kv::SyntheticPreset& preset);
-// The llama backend runs f32 weights.
-kv::soc::ModelWork model_work(const kv::LlamaConfig& config);
+// The llama backend: the bytes and format its weight matrices are held in.
+kv::soc::ModelWork model_work(const kv::LlamaWeights& weights);
 
 struct PricedCase {
   const std::vector<kv::soc::StepOps>* steps = nullptr;  // as executed (sampled layers)

@@ -245,7 +245,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     measure_noise();
     fill_cache_facts(cache);
     facts.model_layers = weights->config.layers;
-    model_work_per_token = model_work(weights->config);
+    model_work_per_token = model_work(*weights);
   }
   facts.execution = &result;
   facts.recorder = &recorder;
@@ -477,7 +477,7 @@ void check_l1_budget(const SuiteConfig& suite, const Case& c) {
 
 // The dense layers' weights a case's model keeps resident.
 kv::soc::ModelWork model_work_of(const Model& model) {
-  return model.preset != nullptr ? model_work(*model.preset) : model_work(model.llama.weights->config);
+  return model.preset != nullptr ? model_work(*model.preset) : model_work(*model.llama.weights);
 }
 
 // The run's own L2 subdirectories, removed with everything in them when the run ends.

@@ -20,6 +20,7 @@ namespace kv {
 
 namespace {
 
+
 // Halves to floats: F16C on x86 where the CPU has it, NEON on Arm (both exact), else scalar.
 #if defined(__x86_64__)
 __attribute__((target("avx,f16c"))) void halves_f16c(const std::uint16_t* in, std::size_t count, float* out) {
@@ -83,6 +84,8 @@ void dense_rows(const float* x, int n, const DenseView& w, float* y, int begin, 
 }
 
 }  // namespace
+
+std::string dense_blas_core() { return openblas_get_corename(); }
 
 const char* dense_format_name(DenseFormat format) {
   switch (format) {

@@ -85,6 +85,10 @@ void dense_dequantize(const DenseView& w, int first, int count, float* out);
 void dense_ref(const float* x, int n, const DenseView& w, float* y);
 void dense_f32_ref(const float* x, int n, const float* w, int out_dim, int in_dim, float* y);
 
+// The kernels OpenBLAS runs on this CPU: its core name (Haswell, SkylakeX, Cooperlake,
+// NeoverseN1, ...), detected at start-up or forced by the OPENBLAS_CORETYPE environment variable.
+std::string dense_blas_core();
+
 // Encodes f32 values in a weight format (round to nearest; q8: GGML's scale max|x| / 127 per
 // block): builds the f16 and q8 weights of tests and benchmarks.
 std::vector<std::byte> dense_encode(DenseFormat format, const float* values, std::size_t rows, int cols);

@@ -183,3 +183,24 @@ TEST_CASE("case pricing: every modelled figure is recorded on the model clock", 
     if (m.name == "fits_in_memory") CHECK(*m.value == 1.0);
   }
 }
+
+TEST_CASE("The llama backend's dense work is priced in the format its weights are held in", "[case_pricing]") {
+  const kv::LlamaWeights f32 = kv::load_llama2c(kvtest::model_file("stories260K.bin"));
+  const kv::LlamaConfig& c = f32.config;
+  const kv::soc::ModelWork work = model_work(f32);
+  CHECK(work.format == kv::soc::WeightFormat::F32);
+  const std::uint64_t per_layer = 2ull * c.dim * c.dim + 2ull * c.dim * c.kv_dim() + 3ull * c.dim * c.hidden_dim;
+  CHECK(work.macs_per_token == c.layers * per_layer + static_cast<std::uint64_t>(c.vocab_size) * c.dim);
+  CHECK(work.weight_bytes == work.macs_per_token * 4);
+  CHECK(work.resident_bytes == work.weight_bytes + static_cast<std::uint64_t>(c.vocab_size) * c.dim * 4);
+  // The same model with f16 matrices (as a GGUF F16 file loads): half the bytes streamed.
+  kv::LlamaWeights f16 = f32;
+  for (kv::DenseMatrix* m : {&f16.wq, &f16.wk, &f16.wv, &f16.wo, &f16.w1, &f16.w2, &f16.w3, &f16.wcls}) {
+    const std::vector<float> values = m->to_f32();
+    *m = kv::DenseMatrix(kv::DenseFormat::F16, m->rows(), m->cols(), kv::dense_encode(kv::DenseFormat::F16, values.data(), m->rows(), m->cols()));
+  }
+  const kv::soc::ModelWork half = model_work(f16);
+  CHECK(half.format == kv::soc::WeightFormat::F16);
+  CHECK(half.macs_per_token == work.macs_per_token);
+  CHECK(half.weight_bytes == work.macs_per_token * 2);
+}

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <thread>
 #include <vector>
@@ -133,4 +135,17 @@ TEST_CASE("A view of a stacked matrix multiplies the rows of its layer", "[model
   require_close(x, 1, std::vector<float>(all.begin() + 2 * rows * cols, all.end()), rows, cols, y, want);
   CHECK_THROWS(q8.view(2 * rows + 1, rows));
   CHECK_THROWS(DenseMatrix(DenseFormat::Q8, 1, 33, std::vector<std::byte>(35)));
+}
+
+TEST_CASE("OpenBLAS runs its AVX-512 kernels wherever the CPU has AVX-512", "[model][dense]") {
+  const std::string core = dense_blas_core();
+  CAPTURE(core);
+  CHECK(!core.empty());
+#if defined(__x86_64__)
+  // Unless the environment forces a core (OPENBLAS_CORETYPE).
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    CHECK((core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids"));
+  }
+#endif
 }
