@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "quant/fp16.h"
+#include "runtime/isa.h"
 #include "runtime/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -34,7 +35,8 @@ __attribute__((target("avx,f16c"))) void halves_f16c(const std::uint16_t* in, st
 
 void halves_to_floats(const std::uint16_t* in, std::size_t count, float* out) {
 #if defined(__x86_64__)
-  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // The engine's AVX2 and AVX-512 paths require F16C (runtime/isa.h).
+  static const bool f16c = best_isa() == Isa::Avx2 || best_isa() == Isa::Avx512;
   if (f16c) {
     halves_f16c(in, count, out);
     return;
