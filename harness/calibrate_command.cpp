@@ -25,7 +25,7 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   auto* out = o.command->add_option("--out", o.out, "write the profile here instead");
   db->excludes(out);
   o.command->add_option("--l2-dir", o.l2_dir, "existing directory to measure as L2 flash (default: l2/ beside the database, or beside --out)");
-  o.command->add_option("--min-seconds", o.min_seconds, "least time per timed batch (three batches per figure)")
+  o.command->add_option("--min-seconds", o.min_seconds, "least time per repetition of each benchmark (three repetitions, the median kept)")
       ->check(number_in(0.01, 10.0))
       ->capture_default_str();
   o.command->add_flag("--quick", o.quick, "smaller contexts, buffers and files, contexts not cycled out of the cache: under a minute, rougher figures");
