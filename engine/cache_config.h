@@ -17,7 +17,7 @@ struct CacheConfig {
   ModelGeometry geometry;
   Format k_format = Format::F16;
   Format v_format = Format::F16;
-  int v_group = 32;  // V scale group (32 or 64 channels), clamped to head_dim
+  int v_group = 32;  // V scale group: a multiple of 8 that divides head_dim (one wider is the whole head)
   int page_tokens = kDefaultPageTokens;
   int residual_tokens = 0;
   bool pad_pages_to_4k = false;

@@ -23,6 +23,7 @@
 #include "score_command.h"
 #include "sparse_eval_command.h"
 #include "synth_stats_command.h"
+#include "attn_stats_command.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
 
@@ -84,6 +85,8 @@ int run_cli(int argc, char** argv) {
   add_score_command(app, score);
   SynthStatsOptions synth_stats;
   add_synth_stats_command(app, synth_stats);
+  AttnStatsOptions attn_stats;
+  add_attn_stats_command(app, attn_stats);
   SparseEvalOptions sparse_eval;
   add_sparse_eval_command(app, sparse_eval);
   RunCommandOptions run;
@@ -144,6 +147,7 @@ int run_cli(int argc, char** argv) {
     }
     if (app.got_subcommand("score")) return run_score(score);
     if (app.got_subcommand("synth-stats")) return run_synth_stats(synth_stats);
+    if (app.got_subcommand("attn-stats")) return run_attn_stats(attn_stats);
     if (app.got_subcommand("sparse-eval")) return run_sparse_eval(sparse_eval);
     if (run.command->parsed()) return run_run(run);
     if (sweep.command->parsed()) return run_run(sweep);

@@ -1,5 +1,6 @@
 #include "model_loader.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -30,6 +31,17 @@ LoadedLlama load_llama(const std::string& model_path, const std::string& tokeniz
   }
   loaded.tokenizer.check_matches(loaded.weights->config.vocab_size, model_path);
   return loaded;
+}
+
+std::string fetched_models_dir() {
+  const auto env = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "";
+  };
+  if (const std::string dir = env("KVBENCH_FETCHED_MODELS_DIR"); !dir.empty()) return dir;
+  if (const std::string cache = env("XDG_CACHE_HOME"); !cache.empty()) return cache + "/kvbench/models";
+  const std::string home = env("HOME");
+  return (home.empty() ? std::string(".") : home) + "/.cache/kvbench/models";
 }
 
 std::string read_text_file(const std::string& path, const std::string& field) {

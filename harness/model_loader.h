@@ -19,6 +19,11 @@ struct LoadedLlama {
 // tokenizer: required for a .bin checkpoint, ignored for .gguf.
 LoadedLlama load_llama(const std::string& model_path, const std::string& tokenizer_path);
 
+// Where models/fetch.sh leaves the models too large for the repository: $KVBENCH_FETCHED_MODELS_DIR,
+// else $XDG_CACHE_HOME/kvbench/models, else $HOME/.cache/kvbench/models (outside any clone, so
+// clones on one machine share one download).
+std::string fetched_models_dir();
+
 // The whole file as text; InputError naming the file and `field` when it cannot be read.
 std::string read_text_file(const std::string& path, const std::string& field);
 

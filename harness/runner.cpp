@@ -30,6 +30,7 @@
 #include "model/synthetic.h"
 #include "model_loader.h"
 #include "progress.h"
+#include "quant/page_layout.h"
 #include "recorder.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
@@ -52,6 +53,7 @@ struct Model {
   kv::SyntheticPreset chosen;                   // synthetic: the preset with the suite's weights
   const kv::SyntheticPreset* preset = nullptr;  // synthetic: &chosen
   LoadedLlama llama;                            // llama
+  std::string missing;                          // a fetched model not on this machine: why its cases are skipped
   int max_positions = 0;
   std::map<std::string, std::vector<int>> texts;  // resolved text path -> tokens (llama)
 };
@@ -74,9 +76,35 @@ std::string resolve_path(const std::string& path, const std::string& models_dir,
   return base_dir + "/" + path;
 }
 
+// A fetched model's file: the models dir's when it holds it, else the fetched-models dir's; ""
+// (and `missing` says where it was looked for) when neither does.
+std::string resolve_fetched(const std::string& path, const std::string& models_dir, const std::string& base_dir,
+                            std::string& missing) {
+  const std::string first = resolve_path(path, models_dir, base_dir);
+  if (fs::exists(first)) return first;
+  if (path.find('/') != std::string::npos) {
+    missing = first + " does not exist";
+    return "";
+  }
+  const std::string second = fetched_models_dir() + "/" + path;
+  if (fs::exists(second)) return second;
+  missing = fmt::format("{} is in neither {} nor {} (models/fetch.sh fetches it)", path, models_dir, fetched_models_dir());
+  return "";
+}
+
 // The JSON path of a case's policy in its suite ("/policies/2").
 std::string policy_path(const SuiteConfig& suite, const Case& c) {
   return "/policies/" + std::to_string(static_cast<std::size_t>(c.policy - suite.policies.data()));
+}
+
+// A policy's V group must divide the head of every model it runs on.
+void check_v_group(const SuiteConfig& suite, const Case& c) {
+  const int head_dim = c.model->preset != nullptr ? c.model->preset->head_dim : c.model->llama.weights->config.head_dim();
+  const int v_group = c.policy->cache.v_group;
+  if (head_dim % std::min(v_group, head_dim) == 0) return;
+  throw kv::InputError(suite.file, policy_path(suite, c) + "/v_group",
+                       fmt::format("case {}: {} does not divide head_dim {} of model '{}' (V groups that do: {})", c.info.name(),
+                                   v_group, head_dim, c.model->config->name, kv::v_group_choices(head_dim)));
 }
 
 // The generator's configuration for a synthetic case: the model's block, the seed, and the
@@ -234,6 +262,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     reference_config.k_format = kv::Format::F32;
     reference_config.v_format = kv::Format::F32;
     reference_config.page_tokens = cache_config.page_tokens;
+    reference_config.v_group = cache_config.v_group;  // a group the tested one takes, so it divides the head
     reference_config.threads = cache_config.threads;
     kv::KVCache cache(cache_config, &recorder);
     kv::KVCache reference_cache(reference_config);
@@ -538,6 +567,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   for (std::size_t m = 0; m < suite.models.size(); ++m) {
     for (std::size_t w = 0; w < suite.workloads.size(); ++w) {
       for (std::size_t p = 0; p < suite.policies.size(); ++p) {
+        const auto runs_on = [&](const std::vector<std::string>& only) {
+          return only.empty() || std::find(only.begin(), only.end(), suite.models[m].name) != only.end();
+        };
+        if (!runs_on(suite.workloads[w].models) || !runs_on(suite.policies[p].models)) continue;
         for (const std::string& soc : suite.socs) {
           CaseInfo info{suite.models[m].name, suite.workloads[w].name, suite.policies[p].name, soc, ""};
           if (filter && !std::regex_search(info.name(), *filter)) continue;
@@ -570,12 +603,20 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
                                fmt::format("{} exceeds the {} layers of preset {}", config.sample_layers, model->preset->layers,
                                            config.preset));
         }
+      } else if (config.fetched) {
+        const std::string path = resolve_fetched(config.path, models_dir, suite.base_dir, model->missing);
+        const std::string tokenizer =
+            config.tokenizer.empty() || !model->missing.empty() ? "" : resolve_fetched(config.tokenizer, models_dir, suite.base_dir, model->missing);
+        if (model->missing.empty()) {
+          model->llama = load_llama(path, tokenizer);
+          model->max_positions = model->llama.weights->config.seq_len;
+        }
       } else {
         model->llama = load_llama(resolve_path(config.path, models_dir, suite.base_dir),
                                   config.tokenizer.empty() ? "" : resolve_path(config.tokenizer, models_dir, suite.base_dir));
         model->max_positions = model->llama.weights->config.seq_len;
       }
-      for (std::size_t p = 0; p < suite.policies.size(); ++p) {
+      for (std::size_t p = 0; p < suite.policies.size() && model->missing.empty(); ++p) {
         if (suite.policies[p].sparse.window > model->max_positions) {
           throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/sparse/window",
                                fmt::format("window {} is larger than model '{}' context ({} tokens)", suite.policies[p].sparse.window,
@@ -587,6 +628,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     Model& model = *models[m];
     c.model = &model;
     c.workload = with_defaults(suite.workloads[c.workload_index], model.max_positions);
+    if (!model.missing.empty()) {
+      c.script.skipped = c.info.skipped_reason = model.missing;
+      continue;
+    }
     ScriptTarget target;
     target.synthetic = model.preset != nullptr;
     target.max_positions = model.max_positions;
@@ -606,6 +651,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       throw kv::InputError(suite.file, "/workloads/" + std::to_string(c.workload_index) + "/" + e.field(), e.reason());
     }
     c.info.skipped_reason = c.script.skipped;
+    check_v_group(suite, c);
     if (c.script.skipped.empty()) {
       check_l1_budget(suite, c);
       check_sparse_budget(suite, c);

@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "accuracy.h"
 #include "cli_checks.h"
 #include "model_loader.h"
 #include "quant/format.h"
+#include "quant/page_layout.h"
 #include "runtime/error.h"
 
 namespace kvbench {
@@ -21,6 +24,9 @@ void add_score_command(CLI::App& app, ScoreOptions& o) {
   cmd->add_option("--v", o.v, "V format: f32 f16 fp8 q8 q4 q2");
   cmd->add_option("--residual", o.residual_tokens, "full-precision residual tokens");
   cmd->add_option("--page-tokens", o.page_tokens, "tokens per page (16..256)");
+  cmd->add_option("--v-group", o.v_group,
+                  "channels per V scale group: a multiple of 8 that divides the model's head_dim (default 32; a group wider "
+                  "than the head is the whole head)");
   cmd->add_option("--window", o.window, "tokens per scoring window (default: the model's context)")->check(whole_number_in(1, 1 << 24));
   cmd->add_option("--chunk", o.chunk, "tokens per step (1 = decode-like)");
   cmd->add_option("--max-windows", o.max_windows, "score only this many windows (0 = all)");
@@ -69,6 +75,12 @@ int run_score(const ScoreOptions& o) {
                          fmt::format("is larger than the context of {} ({} positions)", o.model, weights->config.seq_len));
   }
   const int window = o.window > 0 ? o.window : weights->config.seq_len;
+  const int head_dim = weights->config.head_dim();
+  if (o.v_group < 8 || o.v_group % 8 != 0 || head_dim % std::min(o.v_group, head_dim) != 0) {
+    throw kv::InputError("--v-group", std::to_string(o.v_group),
+                         fmt::format("must be a multiple of 8 that divides head_dim {} of {} (V groups that do: {})", head_dim,
+                                     o.model, kv::v_group_choices(head_dim)));
+  }
   if (o.chunk > window) {
     throw kv::InputError("--chunk", std::to_string(o.chunk), fmt::format("must be in [1, the window] (the window is {} tokens)", window));
   }
@@ -80,6 +92,7 @@ int run_score(const ScoreOptions& o) {
   reference.k_format = kv::Format::F32;
   reference.v_format = kv::Format::F32;
   reference.page_tokens = o.page_tokens;
+  reference.v_group = o.v_group;
   reference.threads = o.threads;
   kv::CacheConfig tested = reference;
   tested.k_format = kv::parse_format(o.k, "kvbench score", "--k");
@@ -95,20 +108,29 @@ int run_score(const ScoreOptions& o) {
   scoring.sparse.compensation = o.compensate ? kv::Compensation::MeanV : kv::Compensation::None;
   kv::validate_sparse_policy(scoring.sparse, "kvbench score");
   kv::ThreadPool pool(o.threads);
+  // Host time of the scoring alone (the model is loaded and the text encoded before the clock
+  // starts); each position runs the model twice, with the tested cache and with the reference.
+  const auto start = std::chrono::steady_clock::now();
   const AccuracyReport r = score_tokens(weights, reference, tested, tokens, scoring, pool);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double per_second = seconds > 0.0 ? static_cast<double>(r.predictions) / seconds : 0.0;
   if (o.json) {
     fmt::print(
         "{{\"k\": \"{}\", \"v\": \"{}\", \"selector\": \"{}\", \"budget\": {}, \"budget_pages\": {}, \"residual_tokens\": {}, "
-        "\"page_tokens\": {}, \"predictions\": {}, "
+        "\"page_tokens\": {}, \"v_group\": {}, \"predictions\": {}, "
         "\"ppl\": {:.6f}, \"reference_ppl\": {:.6f}, \"ppl_delta_pct\": {:.6f}, \"kl_mean\": {:.8f}, "
-        "\"kl_p99\": {:.8f}, \"kl_max\": {:.8f}, \"top1_agree\": {:.6f}, \"dp_rms\": {:.8f}, \"clock\": \"exact\"}}\n",
-        o.k, o.v, o.selector, scoring.sparse.budget, scoring.sparse.budget_pages, o.residual_tokens, o.page_tokens, r.predictions, r.ppl, r.reference_ppl, r.ppl_delta_pct, r.kl_mean,
-        r.kl_p99, r.kl_max, r.top1_agree, r.dp_rms);
+        "\"kl_p99\": {:.8f}, \"kl_max\": {:.8f}, \"top1_agree\": {:.6f}, \"dp_rms\": {:.8f}, \"clock\": \"exact\", "
+        "\"host\": {{\"seconds\": {:.3f}, \"positions_per_second\": {:.1f}, \"threads\": {}, \"clock\": \"host\"}}}}\n",
+        o.k, o.v, o.selector, scoring.sparse.budget, scoring.sparse.budget_pages, o.residual_tokens, o.page_tokens, std::min(o.v_group, head_dim), r.predictions, r.ppl, r.reference_ppl, r.ppl_delta_pct, r.kl_mean,
+        r.kl_p99, r.kl_max, r.top1_agree, r.dp_rms, seconds, per_second, o.threads);
   } else {
     fmt::print("predictions {}  ppl {:.4f} (f32 KV {:.4f}, {:+.3f}%)  kl_mean {:.6f}  kl_p99 {:.6f}  kl_max {:.6f}  "
                "top1_agree {:.4f}  dp_rms {:.6f}  [clock: exact]\n",
                r.predictions, r.ppl, r.reference_ppl, r.ppl_delta_pct, r.kl_mean, r.kl_p99, r.kl_max, r.top1_agree,
                r.dp_rms);
+    fmt::print("scored {} positions in {:.2f} s: {:.0f} positions/s on {} thread{} (tested and reference cache each)  "
+               "[clock: host]\n",
+               r.predictions, seconds, per_second, o.threads, o.threads == 1 ? "" : "s");
   }
   return 0;
 }

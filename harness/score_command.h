@@ -14,6 +14,7 @@ struct ScoreOptions {
   std::string v = "f32";
   int residual_tokens = 0;
   int page_tokens = 16;
+  int v_group = 32;       // V scale group; must divide the model's head_dim (clamped to it)
   int window = 0;         // 0: the model's context
   int chunk = 1;
   int max_windows = 0;

@@ -1,5 +1,6 @@
 #include "suite_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -112,6 +113,25 @@ void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, co
   if (!m.l2.dir.empty()) rethrow_at(file, f.path(), [&] { kv::validate_l2_config(m.l2); });
 }
 
+// A "models" list of a workload or policy: names of the suite's models it runs on.
+std::vector<std::string> read_model_names(const json& names, const std::string& at, const std::string& file) {
+  if (!names.is_array() || names.empty()) fail(file, at, "must be a non-empty array of model names");
+  std::vector<std::string> out;
+  for (std::size_t n = 0; n < names.size(); ++n) {
+    if (!names[n].is_string()) fail(file, at + "/" + std::to_string(n), "must be a model name (a string)");
+    out.push_back(names[n].get<std::string>());
+  }
+  return out;
+}
+
+void check_model_names(const std::vector<std::string>& names, const std::vector<ModelConfig>& models, const std::string& at,
+                       const std::string& file) {
+  for (std::size_t n = 0; n < names.size(); ++n) {
+    const bool known = std::any_of(models.begin(), models.end(), [&](const ModelConfig& m) { return m.name == names[n]; });
+    if (!known) fail(file, at + "/" + std::to_string(n), "'" + names[n] + "' is not a model of this suite");
+  }
+}
+
 PolicyConfig read_policy(const json& j, const std::string& path, const std::string& file, const std::string& base_dir) {
   Fields f(j, path, file);
   PolicyConfig p;
@@ -121,8 +141,8 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
     p.cache.k_format = kv::parse_format(k, "policy", "k");
     p.cache.v_format = kv::parse_format(v, "policy", "v");
   });
-  p.cache.v_group = static_cast<int>(f.integer("v_group", p.cache.v_group, 32, 64));
-  if (p.cache.v_group != 32 && p.cache.v_group != 64) fail(file, f.at("v_group"), "must be 32 or 64");
+  p.cache.v_group = static_cast<int>(f.integer("v_group", p.cache.v_group, 8, 512));
+  if (p.cache.v_group % 8 != 0) fail(file, f.at("v_group"), "must be a multiple of 8 (and divide each model's head_dim)");
   p.cache.page_tokens = static_cast<int>(f.integer("page_tokens", p.cache.page_tokens, kv::kMinPageTokens, kv::kMaxPageTokens));
   p.cache.residual_tokens = static_cast<int>(f.integer("residual_tokens", p.cache.residual_tokens, 0, 1 << 24));
   p.cache.pad_pages_to_4k = f.boolean("pad_pages_to_4k", p.cache.pad_pages_to_4k);
@@ -131,6 +151,7 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   rethrow_at(file, path, [&] { p.cache.isa = kv::parse_isa(isa, "isa"); });
   p.cache.split_pages = static_cast<int>(f.integer("split_pages", p.cache.split_pages, 1, 1 << 16));
   p.test_slowdown = f.number("test_slowdown", 0.0);
+  if (const json* list = f.child("models"); list != nullptr) p.models = read_model_names(*list, f.at("models"), file);
   if (!(p.test_slowdown >= 0.0 && p.test_slowdown <= 100.0)) fail(file, f.at("test_slowdown"), "must be in [0, 100]");
   if (const json* sparse = f.child("sparse")) {
     Fields s(*sparse, f.at("sparse"), file);
@@ -213,6 +234,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
     } else if (model.backend == "llama") {
       model.path = m.string("path", "", true);
       model.tokenizer = m.string("tokenizer", "", true);
+      model.fetched = m.boolean("fetched", false);
     } else {
       fail(file, m.at("backend"), "'" + model.backend + "' is not one of synthetic, llama");
     }
@@ -236,6 +258,10 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
     workload.visual_tokens = static_cast<int>(w.integer("visual_tokens", 0, 0, 1 << 16));
     workload.windows = static_cast<int>(w.integer("windows", 0, 0, 1 << 20));
     workload.text = w.string("text", "");
+    if (const json* list = w.child("models"); list != nullptr) {
+      workload.models = read_model_names(*list, w.at("models"), file);
+      check_model_names(workload.models, suite.models, w.at("models"), file);
+    }
     workload.ttft_target_ms = w.number("ttft_target_ms", 0.0);
     workload.tpot_target_ms = w.number("tpot_target_ms", 0.0);
     if (workload.ttft_target_ms < 0.0) fail(file, w.at("ttft_target_ms"), "must be >= 0");
@@ -268,8 +294,10 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
       }
       const json policy = parse_strict(read_text_file(named, path), named);
       suite.policies.push_back(read_policy(policy, "", named, base_dir));
+      check_model_names(suite.policies.back().models, suite.models, "/models", named);
     } else {
       suite.policies.push_back(read_policy(policies[i], path, file, base_dir));
+      check_model_names(suite.policies.back().models, suite.models, path + "/models", file);
     }
   }
 
@@ -392,6 +420,7 @@ std::string resolved_json(const SuiteConfig& suite) {
     } else {
       j["path"] = m.path;
       j["tokenizer"] = m.tokenizer;
+      if (m.fetched) j["fetched"] = true;  // only when set: suites without it keep their hash
     }
     models.push_back(j);
   }
@@ -410,6 +439,7 @@ std::string resolved_json(const SuiteConfig& suite) {
                              {"text", w.text},
                              {"ttft_target_ms", w.ttft_target_ms},
                              {"tpot_target_ms", w.tpot_target_ms}});
+    if (!w.models.empty()) workloads.back()["models"] = w.models;  // only when set, as "fetched"
   }
   root["workloads"] = workloads;
   json policies = json::array();
@@ -428,6 +458,7 @@ std::string resolved_json(const SuiteConfig& suite) {
                             {"test_slowdown", p.test_slowdown},
                             {"sparse", sparse_json(p.sparse)},
                             {"memory", memory_json(c.memory)}});
+    if (!p.models.empty()) policies.back()["models"] = p.models;  // only when set, as "fetched"
   }
   root["policies"] = policies;
   return root.dump();

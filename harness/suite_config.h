@@ -26,6 +26,9 @@ struct ModelConfig {
                                   // the runner adds the seed, needles and images
   std::string path;           // llama: checkpoint (.bin or .gguf); bare names resolve in the models dir
   std::string tokenizer;      // llama: tok*.bin
+  bool fetched = false;       // llama: files models/fetch.sh fetches: bare names are looked for in the models
+                              // dir, then in the fetched-models dir, and the model's cases are skipped,
+                              // with the reason, where neither holds them
 };
 
 struct PolicyConfig {
@@ -33,6 +36,7 @@ struct PolicyConfig {
   double test_slowdown = 0.0; // only to test gates: every engine thread redoes this share of its CPU time in attention calls
   kv::CacheConfig cache;      // formats, groups, pages, residual, threads, memory tiers
   kv::SparsePolicy sparse;    // selector {full} when absent
+  std::vector<std::string> models;  // names of the suite's models it runs on; empty: every model
 };
 
 struct SuiteConfig {

@@ -31,6 +31,7 @@ struct WorkloadConfig {
   int visual_tokens = 0;      // multimodal: per image, 0 = 576
   int windows = 0;            // perplexity: 0 = every window of the text
   std::string text;           // llama backend: the text (default tinystories-sample.txt)
+  std::vector<std::string> models;  // names of the suite's models it runs on; empty: every model
   double ttft_target_ms = 0.0;  // 0: no target
   double tpot_target_ms = 0.0;
 };

@@ -45,7 +45,7 @@ void dequantize_values_simd(const PageView& page, float* v) {
   const int dim = layout.head_dim;
   constexpr int W = V::kWidth;
   if constexpr (FV == Format::Q8 || FV == Format::Q4 || FV == Format::Q2) {
-    // v_group is 32, 64 or the head_dim, so a vector never spans two groups.
+    // The caller takes lanes that divide v_group, so a vector never spans two groups.
     const auto* bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
     const int groups = layout.v_groups();
     const auto midpoint = V::set1(v_code_midpoint(FV));

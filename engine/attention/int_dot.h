@@ -45,7 +45,10 @@ inline constexpr int kMaxIntVGroups = 8;
 // The integer paths the kernels of `isa` take for a page layout.
 inline IntDotPaths int_dot_paths(const PageLayout& layout, Isa isa) {
   const bool blocks = layout.head_dim % 64 == 0;
-  const bool int_v = layout.v_format == Format::Q4 && blocks && layout.v_group % 32 == 0 && layout.v_groups() <= kMaxIntVGroups;
+  // V groups of 32 or 64 channels: the kernels' blocks hold whole groups (other groups, any
+  // multiple of 8 that divides the head, take the float value pass).
+  const bool int_v = layout.v_format == Format::Q4 && blocks && (layout.v_group == 32 || layout.v_group == 64) &&
+                     layout.v_groups() <= kMaxIntVGroups;
   switch (isa) {
     case Isa::Avx2:
     case Isa::Avx512: return {layout.k_format == Format::Q4 && blocks && layout.head_dim <= 256, int_v};

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "model/byte_reader.h"
 #include "runtime/error.h"
@@ -71,9 +72,33 @@ LlamaWeights parse_llama2c(const std::vector<std::byte>& bytes, const std::strin
   if (!shared_classifier) floats += vocab_n * dim;
   const std::uint64_t expected = 28 + floats * 4;
   if (bytes.size() != expected) {
+    std::string where_it_ends;
+    if (bytes.size() < expected) {
+      // The array the file ends in, with its offsets, so a cut download can be told from a
+      // header that does not describe the data.
+      const std::pair<const char*, std::uint64_t> arrays[] = {
+          {"token_embedding", vocab_n * dim}, {"rms_att", layers * dim},         {"wq", layers * dim * dim},
+          {"wk", layers * kv_dim * dim},      {"wv", layers * kv_dim * dim},     {"wo", layers * dim * dim},
+          {"rms_ffn", layers * dim},          {"w1", layers * hidden * dim},     {"w2", layers * dim * hidden},
+          {"w3", layers * hidden * dim},      {"rms_final", dim},                {"freq_cis tables", seq * head},
+          {"wcls", shared_classifier ? 0 : vocab_n * dim}};
+      std::uint64_t start = 28;
+      where_it_ends = " (truncated: the header ends at offset 28)";
+      for (const auto& [name, count] : arrays) {
+        const std::uint64_t end = start + count * 4;
+        if (bytes.size() >= start && bytes.size() < end) {
+          where_it_ends = " (truncated: it ends at offset " + std::to_string(bytes.size()) + ", inside " + name + ", offsets " +
+                          std::to_string(start) + ".." + std::to_string(end) + ")";
+          break;
+        }
+        start = end;
+      }
+    } else {
+      where_it_ends = " (trailing data: " + std::to_string(bytes.size() - expected) + " bytes after offset " + std::to_string(expected) + ")";
+    }
     throw InputError(path, "size",
                      "a llama2.c checkpoint with this header has " + std::to_string(expected) + " bytes, the file has " +
-                         std::to_string(bytes.size()) + (bytes.size() < expected ? " (truncated)" : " (trailing data)"));
+                         std::to_string(bytes.size()) + where_it_ends);
   }
   auto read = [&](std::vector<float>& v, std::uint64_t count, const char* what) {
     v.resize(count);

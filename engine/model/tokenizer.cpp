@@ -1,5 +1,6 @@
 #include "model/tokenizer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <queue>
@@ -9,6 +10,17 @@
 
 namespace kv {
 
+namespace {
+
+// How the older export stores byte b: the byte itself below 0x80, above it the UTF-8 of the
+// Latin-1 character U+0080..U+00FF (two bytes).
+std::string raw_byte_piece(int b) {
+  if (b < 0x80) return std::string(1, static_cast<char>(b));
+  return {static_cast<char>(0xC0 | (b >> 6)), static_cast<char>(0x80 | (b & 0x3F))};
+}
+
+}  // namespace
+
 Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores, int bos, int eos, std::string source)
     : pieces_(std::move(pieces)), scores_(std::move(scores)), bos_(bos), eos_(eos), source_(std::move(source)) {
   if (pieces_.empty() || pieces_.size() != scores_.size()) {
@@ -16,11 +28,11 @@ Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores,
   }
   if (bos_ < 0 || bos_ >= vocab_size()) throw InputError(source_, "bos", "token id outside the vocabulary");
   if (eos_ < 0 || eos_ >= vocab_size()) throw InputError(source_, "eos", "token id outside the vocabulary");
-  ids_.reserve(pieces_.size());
-  for (int i = 0; i < vocab_size(); ++i) ids_.emplace(pieces_[static_cast<std::size_t>(i)], i);  // first id wins
-  auto it = ids_.find("<0x00>");
-  if (it != ids_.end()) {
-    byte_base_ = it->second;
+  // The byte-fallback block: 256 pieces <0x00>..<0xFF> (later llama2.c exports), or the raw
+  // bytes themselves at ids 3..258 (the older export of the Llama-2 tokenizer).
+  auto it = std::find(pieces_.begin(), pieces_.end(), "<0x00>");
+  if (it != pieces_.end()) {
+    byte_base_ = static_cast<int>(it - pieces_.begin());
     for (int b = 0; b < 256; ++b) {
       char name[8];
       std::snprintf(name, sizeof(name), "<0x%02X>", b);
@@ -29,6 +41,20 @@ Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores,
         break;
       }
     }
+  }
+  if (byte_base_ < 0 && vocab_size() >= 3 + 256) {
+    raw_bytes_ = true;
+    for (int b = 0; b < 256 && raw_bytes_; ++b) raw_bytes_ = pieces_[static_cast<std::size_t>(3 + b)] == raw_byte_piece(b);
+    if (raw_bytes_) byte_base_ = 3;
+  }
+  // A raw byte piece that duplicates a regular piece ("," as a byte and as a word piece) maps
+  // to the regular id, as the <0xNN> export does: both files then encode a text alike.
+  ids_.reserve(pieces_.size());
+  for (int i = 0; i < vocab_size(); ++i) {
+    if (!is_raw_byte(i)) ids_.emplace(pieces_[static_cast<std::size_t>(i)], i);  // first id wins
+  }
+  if (raw_bytes_) {
+    for (int b = 0; b < 256; ++b) ids_.emplace(pieces_[static_cast<std::size_t>(3 + b)], 3 + b);
   }
 }
 
@@ -88,6 +114,7 @@ void Tokenizer::merge_pairs(std::vector<int>& tokens) const {
     const Node& l = nodes[static_cast<std::size_t>(left)];
     if (l.next < 0) return;
     const Node& r = nodes[static_cast<std::size_t>(l.next)];
+    if (is_raw_byte(l.id) || is_raw_byte(r.id)) return;  // byte fallback never merges (<0xNN> pieces cannot)
     const int merged = lookup(piece(l.id) + piece(r.id));
     if (merged >= 0) heap.push({scores_[static_cast<std::size_t>(merged)], left, l.next, l.version, r.version, merged});
   };
@@ -112,6 +139,7 @@ void Tokenizer::merge_pairs(std::vector<int>& tokens) const {
 
 std::string Tokenizer::decode(int previous, int token) const {
   if (token < 0 || token >= vocab_size()) return {};
+  if (is_raw_byte(token)) return std::string(1, static_cast<char>(token - 3));  // the byte, as <0xNN> decodes
   std::string text = piece(token);
   if (previous == bos_ && !text.empty() && text[0] == ' ') text.erase(0, 1);
   unsigned int byte = 0;

@@ -1,7 +1,9 @@
 // The llama2.c / SentencePiece-BPE tokenizer with run.c's semantics: encoding adds BOS and a
-// dummy-prefix space, looks pieces up by UTF-8 codepoint with byte fallback (<0xXX> pieces),
-// then repeatedly merges the adjacent pair whose concatenation has the highest score (the
-// first pair on ties). Decoding strips the space after BOS and maps <0xXX> to raw bytes.
+// dummy-prefix space, looks pieces up by UTF-8 codepoint with byte fallback (<0xXX> pieces, or
+// the older export's byte pieces at ids 3..258: the byte below 0x80, the UTF-8 of U+0080..U+00FF
+// above), then repeatedly merges the adjacent pair
+// whose concatenation has the highest score (the first pair on ties; byte-fallback pieces do
+// not merge). Decoding strips the space after BOS and maps <0xXX> to raw bytes.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,7 @@ class Tokenizer {
 
  private:
   int lookup(const std::string& piece) const;
+  bool is_raw_byte(int id) const { return raw_bytes_ && id >= 3 && id < 3 + 256; }
   void merge_pairs(std::vector<int>& tokens) const;
 
   std::vector<std::string> pieces_;
@@ -42,7 +45,8 @@ class Tokenizer {
   std::unordered_map<std::string, int> ids_;
   int bos_ = 1;
   int eos_ = 2;
-  int byte_base_ = -1;  // id of <0x00>; byte b is byte_base_ + b
+  int byte_base_ = -1;  // id of <0x00> (or of raw byte 0); byte b is byte_base_ + b
+  bool raw_bytes_ = false;  // ids 3..258 are the older export's byte pieces
   std::string source_;
 };
 

@@ -16,6 +16,18 @@ std::size_t row_bytes(Format format, int head_dim) {
   return static_cast<std::size_t>(head_dim) * static_cast<std::size_t>(format_bits(format)) / 8;
 }
 
+}  // namespace
+
+std::string v_group_choices(int head_dim) {
+  std::string choices;
+  for (int g = 8; g <= head_dim; g += 8) {
+    if (head_dim % g == 0) choices += (choices.empty() ? "" : ", ") + std::to_string(g);
+  }
+  return choices;
+}
+
+namespace {
+
 void validate(const PageLayoutSpec& spec) {
   const std::string where = "page layout";
   if (spec.page_tokens < kMinPageTokens || spec.page_tokens > kMaxPageTokens) {
@@ -27,14 +39,16 @@ void validate(const PageLayoutSpec& spec) {
     throw InputError(where, "head_dim",
                      std::to_string(spec.head_dim) + " must be a multiple of 8 in 8..512");
   }
-  if (spec.v_group != 32 && spec.v_group != 64) {
-    throw InputError(where, "v_group", std::to_string(spec.v_group) + " must be 32 or 64");
+  // A V group is whole 8-channel blocks (every kernel path steps through a head 8 channels at a
+  // time or more) and divides the head; one wider than the head is the whole head.
+  if (spec.v_group < 8 || spec.v_group % 8 != 0) {
+    throw InputError(where, "v_group", std::to_string(spec.v_group) + " must be a positive multiple of 8");
   }
   const int group = spec.v_group < spec.head_dim ? spec.v_group : spec.head_dim;
   if (spec.head_dim % group != 0) {
     throw InputError(where, "v_group",
-                     "head_dim " + std::to_string(spec.head_dim) + " is not a multiple of the V group " +
-                         std::to_string(group));
+                     std::to_string(spec.v_group) + " does not divide head_dim " + std::to_string(spec.head_dim) +
+                         " (V groups that do: " + v_group_choices(spec.head_dim) + ")");
   }
 }
 

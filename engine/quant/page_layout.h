@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "quant/format.h"
 
@@ -50,9 +51,12 @@ struct PageLayoutSpec {
   int head_dim = 128;
   Format k_format = Format::F16;
   Format v_format = Format::F16;
-  int v_group = 32;  // channels per V scale group, clamped to head_dim
+  int v_group = 32;  // channels per V scale group: a multiple of 8 dividing head_dim (clamped to it)
   bool pad_to_4k = false;
 };
+
+// The V groups a head of `head_dim` channels takes, for error messages: "8, 16, 24, 48".
+std::string v_group_choices(int head_dim);
 
 struct PageLayout {
   int page_tokens = 0;

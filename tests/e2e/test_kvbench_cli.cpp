@@ -124,6 +124,7 @@ TEST_CASE("kvbench score validates its flags like a suite", "[e2e][cli]") {
            {"--selector hybrid", "kvbench: --selector: hybrid: needs a budget: --budget"},
            {"--selector quest --budget 0.5 --budget-pages 3", "give one of --budget and --budget-pages"},
            {"--selector nonsense", "nonsense"},
+           {"--v-group 12", "kvbench: --v-group: 12: must be a multiple of 8 that divides head_dim 8"},
        }) {
     const Output out = run_kvbench("score " + model + " " + bad.flags);
     INFO(bad.flags << "\n" << out.text);

@@ -308,6 +308,53 @@ TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and
   CHECK(missing.text.find("neither a built-in suite") != std::string::npos);
 }
 
+TEST_CASE("a fetched model that is not on this machine skips its cases with the reason, and workloads and policies pick their models", "[e2e]") {
+  const kvtest::TempDir temp("kvbench-e2e-fetched");
+  const std::string dir = temp.path;
+  fs::create_directory(dir + "/fetched");
+  const std::string db = dir + "/results.sqlite";
+  const std::string suite = dir + "/fetched.json";
+  write_file(suite, R"({"name": "fetched", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "small", "backend": "llama", "path": "stories260K.bin", "tokenizer": "tok512.bin"},
+               {"name": "big", "backend": "llama", "path": "stories15M.bin", "tokenizer": "tok32000.bin", "fetched": true}],
+    "workloads": [{"name": "ppl", "kind": "perplexity", "context_tokens": 128, "windows": 1},
+                  {"name": "ppl-small", "kind": "perplexity", "context_tokens": 64, "windows": 1, "models": ["small"]}],
+    "policies": [{"name": "q8", "k": "q8", "v": "q8", "page_tokens": 16, "v_group": 16},
+                 {"name": "q4", "k": "q4", "v": "q4", "page_tokens": 16, "v_group": 16, "models": ["big"]}]})");
+  const kvtest::ScopedEnv fetched("KVBENCH_FETCHED_MODELS_DIR", dir + "/fetched");
+  const Output out = run_kvbench("run --suite " + suite + " --models-dir " + std::string(KVBENCH_MODELS_DIR) + " --db " + db +
+                                 " --json --heartbeat 0");
+  INFO(out.text);
+  // small: ppl/q8 and ppl-small/q8; big: ppl/q8 and ppl/q4, both skipped (the file is not in the fetched dir).
+  CHECK(out.text.find("\"cases\":4") != std::string::npos);
+  CHECK(out.text.find("\"skipped\":2") != std::string::npos);
+  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE model = 'small' AND policy = 'q4'") == "0");
+  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE model = 'big' AND workload = 'ppl-small'") == "0");
+  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE model = 'big' AND status = 'skipped'") == "2");
+  CHECK(scalar(db, "SELECT skipped_reason FROM cases WHERE model = 'big' LIMIT 1") ==
+        "stories15M.bin is in neither " + std::string(KVBENCH_MODELS_DIR) + " nor " + dir + "/fetched (models/fetch.sh fetches it)");
+  // A name a workload or policy gives that the suite has no model of, and a V group that does not
+  // divide a model's head, are refused before anything runs.
+  const std::string bad = dir + "/bad.json";
+  write_file(bad, R"({"name": "bad", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "small", "backend": "llama", "path": "stories260K.bin", "tokenizer": "tok512.bin"}],
+    "workloads": [{"name": "ppl", "kind": "perplexity", "windows": 1, "models": ["tiny"]}],
+    "policies": [{"name": "q8", "k": "q8", "v": "q8"}]})");
+  Output refused = run_kvbench("run --suite " + bad + " --db " + dir + "/bad.sqlite");
+  CHECK(refused.status == 2);
+  CHECK(refused.text.find(bad + ": /workloads/0/models/0: 'tiny' is not a model of this suite") != std::string::npos);
+  write_file(bad, R"({"name": "bad", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "syn", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}],
+    "workloads": [{"name": "rag", "kind": "rag", "context_tokens": 1024}],
+    "policies": [{"name": "q8", "k": "q8", "v": "q8", "v_group": 48}]})");
+  refused = run_kvbench("run --suite " + bad + " --db " + dir + "/bad.sqlite");
+  INFO(refused.text);
+  CHECK(refused.status == 2);
+  CHECK(refused.text.find(bad + ": /policies/0/v_group: case syn/rag/q8/host: 48 does not divide head_dim 64 of model 'syn' "
+                          "(V groups that do: 8, 16, 32, 64)") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/bad.sqlite"));
+}
+
 TEST_CASE("a missing model is an error, not a skip, an impossible size is a skipped case", "[e2e]") {
   const kvtest::TempDir temp("kvbench-e2e-models");
   const std::string dir = temp.path;

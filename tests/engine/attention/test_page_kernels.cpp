@@ -110,6 +110,17 @@ void fold_causal_ref(const TestPage& page, int token_pos, const std::vector<floa
   }
 }
 
+// A V group that divides the head, chosen by `seed`: 32 (the default) half the time, else any
+// whole number of 8-channel blocks that divides it (8, 16, 24 or 48 channels for a head of 48).
+int pick_v_group(int dim, std::uint32_t seed) {
+  std::vector<int> choices;
+  for (int g = 8; g <= dim; g += 8) {
+    if (dim % g == 0) choices.push_back(g);
+  }
+  if (seed % 2 == 0 && dim % 32 == 0) return 32;
+  return choices[(seed / 2) % choices.size()];
+}
+
 std::vector<std::pair<Format, Format>> format_pairs() {
   std::vector<std::pair<Format, Format>> pairs;
   for (Format f : kAllFormats) pairs.emplace_back(f, f);
@@ -129,15 +140,17 @@ TEST_CASE("Every decode kernel matches the reference on random shapes", "[attent
   for (Isa isa : supported_isas()) {
     const PageKernels& kernels = page_kernels(isa);
     for (auto [kf, vf] : format_pairs()) {
-      for (int dim : {8, 24, 64, 96, 128, 256}) {  // 96: q8's integer K on Arm, q4's K on floats
+      // 96: q8's integer K on Arm, q4's K on floats; 48: stories15M's head.
+      for (int dim : {8, 24, 48, 64, 96, 128, 256}) {
         // 33: a full page of odd length, whose last token the integer value pass pairs with the
         // row after the V data.
         for (int page_tokens : {16, 33, 64, 256}) {
           for (int group : {1, 3, 4, 8}) {
             const int tokens = (seed % 4 == 0) ? page_tokens : 1 + static_cast<int>(seed % static_cast<std::uint32_t>(page_tokens));
-            CAPTURE(isa_name(isa), format_name(kf), format_name(vf), dim, page_tokens, tokens, group);
-            const TestPage first = make_page(kf, vf, page_tokens, dim, page_tokens, seed++);
-            const TestPage second = make_page(kf, vf, page_tokens, dim, tokens, seed++);
+            const int v_group = pick_v_group(dim, seed);
+            CAPTURE(isa_name(isa), format_name(kf), format_name(vf), dim, v_group, page_tokens, tokens, group);
+            const TestPage first = make_page(kf, vf, page_tokens, dim, page_tokens, seed++, v_group);
+            const TestPage second = make_page(kf, vf, page_tokens, dim, tokens, seed++, v_group);
             const auto q = queries(group, dim, seed++);
             std::vector<float> got = empty_states(group, dim), want = empty_states(group, dim);
             // Two pages: the second folds into a non-empty state. Each page's log-sum-exp too.
@@ -243,15 +256,16 @@ TEST_CASE("Every prefill kernel matches the reference on random shapes, over sta
       const Format vf = kAllFormats[static_cast<std::size_t>(pick(0, static_cast<int>(std::size(kAllFormats)) - 1))];
       const int page_tokens = pick(kMinPageTokens, kMaxPageTokens);
       const int tokens = trial % 3 == 0 ? page_tokens : pick(1, page_tokens);
-      // Whole V groups of 32, up to the widest head (512) now and then.
-      const int dim = trial % 4 == 1 ? 8 * pick(1, 3) : 32 * pick(1, trial % 5 == 0 ? 16 : 8);
+      // Heads of whole 8-channel blocks, up to the widest (512) now and then, in V groups that divide them.
+      const int dim = trial % 4 == 1 ? 8 * pick(1, 6) : 32 * pick(1, trial % 5 == 0 ? 16 : 8);
       const int group = std::array{1, 2, 3, 4, 8}[static_cast<std::size_t>(pick(0, 4))];
       const int n = pick(1, 37);
       const int token_pos = 300;
       const int query_pos = pick(token_pos - n, token_pos + tokens + 3);
-      CAPTURE(isa_name(isa), format_name(kf), format_name(vf), page_tokens, tokens, dim, group, n, query_pos);
-      const TestPage page = make_page(kf, vf, page_tokens, dim, tokens, seed++);
-      const TestPage before = make_page(kf, vf, page_tokens, dim, page_tokens, seed++);
+      const int v_group = pick_v_group(dim, static_cast<std::uint32_t>(pick(0, 1000)));
+      CAPTURE(isa_name(isa), format_name(kf), format_name(vf), page_tokens, tokens, dim, v_group, group, n, query_pos);
+      const TestPage page = make_page(kf, vf, page_tokens, dim, tokens, seed++, v_group);
+      const TestPage before = make_page(kf, vf, page_tokens, dim, page_tokens, seed++, v_group);
       const auto q = queries(n * group, dim, seed++);
       const std::size_t stride = SoftmaxState::stride(dim);
       std::vector<float> got = empty_states(n * group, dim);

@@ -49,11 +49,28 @@ TEST_CASE("The V group is clamped to head_dim", "[quant]") {
   CHECK(PageLayout::make({16, 128, Format::Q4, Format::Q4, 64, false}).v_groups() == 2);
 }
 
+TEST_CASE("Any V group of whole 8-channel blocks that divides the head is taken", "[quant]") {
+  for (int v_group : {8, 16, 24, 48}) {
+    CAPTURE(v_group);
+    const PageLayout layout = PageLayout::make({16, 48, Format::Q4, Format::Q4, v_group, false});
+    CHECK(layout.v_group == v_group);
+    CHECK(layout.v_groups() == 48 / v_group);
+  }
+  CHECK(PageLayout::make({16, 128, Format::Q8, Format::Q8, 16, false}).v_groups() == 8);
+  CHECK(v_group_choices(48) == "8, 16, 24, 48");
+  CHECK(v_group_choices(8) == "8");
+}
+
 TEST_CASE("Impossible page specs are refused with the field named", "[quant]") {
   CHECK_THROWS_WITH(PageLayout::make({8, 64, Format::Q4, Format::Q4, 32, false}), Catch::Contains("page_tokens"));
   CHECK_THROWS_WITH(PageLayout::make({512, 64, Format::Q4, Format::Q4, 32, false}), Catch::Contains("page_tokens"));
   CHECK_THROWS_WITH(PageLayout::make({64, 12, Format::Q4, Format::Q4, 32, false}), Catch::Contains("head_dim"));
   CHECK_THROWS_WITH(PageLayout::make({64, 0, Format::Q4, Format::Q4, 32, false}), Catch::Contains("head_dim"));
-  CHECK_THROWS_WITH(PageLayout::make({64, 64, Format::Q4, Format::Q4, 16, false}), Catch::Contains("v_group"));
-  CHECK_THROWS_WITH(PageLayout::make({64, 40, Format::Q4, Format::Q4, 32, false}), Catch::Contains("v_group"));
+  CHECK_THROWS_WITH(PageLayout::make({64, 64, Format::Q4, Format::Q4, 12, false}),
+                    Catch::Contains("v_group") && Catch::Contains("multiple of 8"));
+  CHECK_THROWS_WITH(PageLayout::make({64, 64, Format::Q4, Format::Q4, 0, false}), Catch::Contains("v_group"));
+  CHECK_THROWS_WITH(PageLayout::make({64, 40, Format::Q4, Format::Q4, 32, false}),
+                    Catch::Contains("v_group") && Catch::Contains("32 does not divide head_dim 40") && Catch::Contains("8, 40"));
+  CHECK_THROWS_WITH(PageLayout::make({64, 48, Format::Q4, Format::Q4, 32, false}),
+                    Catch::Contains("head_dim 48") && Catch::Contains("8, 16, 24, 48"));
 }

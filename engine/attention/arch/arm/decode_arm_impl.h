@@ -29,11 +29,12 @@ enum class ArmDot { None, Sdot, Mmla };
 constexpr int kArmChunkHeads = 4;
 constexpr int kArmMaxDim = 512;
 constexpr int kArmTokens = kMaxPageTokens + 4;  // a page's tokens, rounded up to a multiple of 4
+constexpr int kArmMaxVGroups = kArmMaxDim / 8;  // V groups are whole 8-channel blocks
 
 struct ArmScratch {
   alignas(16) float folded[kArmChunkHeads][kArmMaxDim];
   alignas(16) float scores[kArmChunkHeads][kArmTokens];  // then the softmax numerators
-  alignas(16) float weights[kArmMaxDim / 32][kArmChunkHeads][kArmTokens];  // float V pass, [group][head][token]
+  alignas(16) float weights[kArmMaxVGroups][kArmChunkHeads][kArmTokens];  // float V pass, [group][head][token]
   alignas(16) std::int8_t query[kArmChunkHeads][kArmMaxDim];     // int8 folded queries (q8: the high bytes)
   alignas(16) std::int8_t query_lo[kArmChunkHeads][kArmMaxDim];  // q8: the low bytes (quantize_query)
   alignas(16) std::int8_t query_pairs[kArmChunkHeads / 2][2 * kArmMaxDim];     // USMMLA: [pair][8 channels of h0, of h1]
@@ -310,7 +311,7 @@ void values_float(const PageView& page, float* states, const float* rescale, Arm
   const int tokens = page.tokens;
   constexpr bool kInteger = integer_codes(FV);
   const int groups = kInteger ? layout.v_groups() : 1;
-  float weight_sums[kArmMaxDim / 32][NG];  // v_group >= 32, or head_dim when smaller
+  float weight_sums[kArmMaxVGroups][NG];
   for (int grp = 0; grp < groups; ++grp) {
     for (int g = 0; g < NG; ++g) {
       float* w = s.weights[grp][g];

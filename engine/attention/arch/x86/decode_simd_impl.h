@@ -235,10 +235,12 @@ void softmax_update(const PageView& page, float* states, int dim, float* rescale
   }
 }
 
-// Channels per pass of accumulate_values: two vectors where head_dim allows, else one.
+// Channels per pass of accumulate_values: two vectors where the head and, for integer formats,
+// the V group allow, else one (the caller picks lanes that divide the V group).
 template <typename V>
-int value_block(int dim) {
-  return dim % (2 * V::kWidth) == 0 ? 2 * V::kWidth : V::kWidth;
+int value_block(const PageLayout& layout, bool integer) {
+  const int two = 2 * V::kWidth;
+  return layout.head_dim % two == 0 && (!integer || layout.v_group % two == 0) ? two : V::kWidth;
 }
 
 // out[g] = rescale[g] * out[g] + sum_t w[t][g] * v[t], 8 channels at a time with the
@@ -253,7 +255,7 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
   const int groups = kInteger ? layout.v_groups() : 1;
   float* weights = s.weights.data();
   const float* p = s.scores.data();  // softmax weights, [token][head]
-  float weight_sums[16 * 4] = {};    // [group][head]; groups <= 512 / 32
+  float weight_sums[64 * 4] = {};    // [group][head]; groups <= 512 / 8
   if constexpr (kInteger) {
     const auto* scale_bits = layout.at<std::uint16_t>(page.data, layout.v_scale);
     for (int grp = 0; grp < groups; ++grp) {
@@ -285,7 +287,7 @@ void accumulate_values(const PageView& page, float* states, const float* rescale
     V::store(out, V::add(old, V::sub(acc, shift)));
   };
   // Two vectors of channels per pass where head_dim allows (eight independent FMA chains).
-  const int block = value_block<V>(dim);
+  const int block = value_block<V>(layout, kInteger);
   for (int c = 0; c < dim; c += block) {
     const int grp = kInteger ? c / layout.v_group : 0;  // a block never spans two V groups
     float* o0 = states + 2 + c;
@@ -356,7 +358,7 @@ void decode_chunk(const PageView& page, const float* q, float* states, float* pa
   // idle after.
   const auto k_steps = static_cast<std::size_t>(page.tokens / (int_k ? 8 / NG : 2));
   // The integer V pass works in blocks of 32 channels (accumulate_values_int).
-  const int v_block = int_v ? 32 : value_block<V>(layout.head_dim);
+  const int v_block = int_v ? 32 : value_block<V>(layout, FV == Format::Q8 || FV == Format::Q4 || FV == Format::Q2);
   PagePrefetch prefetch(page.next, k_steps + value_prefetch_steps(page, v_block));
   if (int_k) {
     score_tokens_int<NG>(page, q, s.scores.data(), prefetch);

@@ -1,6 +1,7 @@
 // AVX-512 kernels: the decode kernel body at 16 lanes. Compiled with AVX-512 flags and only
-// called after a CPUID check. Head dims that are not a multiple of 16 run the 8-lane body,
-// which every AVX-512 CPU also supports.
+// called after a CPUID check. Head dims that are not a multiple of 16, and integer V in groups
+// that are not (8, 24, 40 channels), run the 8-lane body, which every AVX-512 CPU also supports:
+// a vector of V then never spans two groups' scales.
 #include "attention/page_kernels.h"
 #include "attention/arch/x86/simd_avx2.h"
 #include "attention/arch/x86/simd_avx512.h"
@@ -15,6 +16,11 @@ bool has_vnni() {
   static const bool vnni = __builtin_cpu_supports("avx512vnni");
   return vnni;
 }
+// Whether a page's V rows read 16 lanes at a time without a vector crossing two V groups.
+bool v_fits_16(const PageLayout& layout) {
+  const Format f = layout.v_format;
+  return !(f == Format::Q8 || f == Format::Q4 || f == Format::Q2) || layout.v_group % V16::kWidth == 0;
+}
 }  // namespace
 
 // More than four rows (verification's queries times the group, or a wide group) of q4 pages
@@ -25,7 +31,7 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
     avx512vnni::decode_rows(page, q, group, states, page_lse);
     return;
   }
-  if (page.layout->head_dim % V16::kWidth == 0) {
+  if (page.layout->head_dim % V16::kWidth == 0 && v_fits_16(*page.layout)) {
     decode_page_simd<V16>(page, q, group, states, page_lse);
   } else {
     decode_page_simd<V8>(page, q, group, states, page_lse);
@@ -33,10 +39,11 @@ void decode_page(const PageView& page, const float* q, int group, float* states,
 }
 
 // Thirty-two registers: 6 rows x 4 vectors of accumulators (scores: 64 tokens; outputs: 64
-// channels), four loads and a broadcast.
+// channels), four loads and a broadcast. The tiles work on float rows, so only the conversion
+// of V in groups that are not whole vectors takes 8 lanes.
 void prefill_page(const PrefillPageArgs& args) {
   if (args.page.layout->head_dim % V16::kWidth == 0) {
-    prefill_page_tiled<V16, 6, 4, 4>(args, dequantize_page_simd<V16>);
+    prefill_page_tiled<V16, 6, 4, 4>(args, v_fits_16(*args.page.layout) ? dequantize_page_simd<V16> : dequantize_page_simd<V8>);
   } else {
     prefill_page_tiled<V8, 4, 2, 2>(args, dequantize_page_simd<V8>);
   }
