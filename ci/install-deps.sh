@@ -13,14 +13,14 @@ packages=(
   libcli11-dev            # command line
   libxxhash-dev           # L2 page checksums
   libboost-math-dev       # the gate's statistics (t and normal distributions)
-  libopenblas-serial-dev  # dense layers of the llama backend (serial: the engine's pool threads)
+  libopenblas-pthread-dev  # dense layers of the llama backend (one thread a call, on the engine's pool; engine/model/dense.h)
   python3-yaml            # the example CI workflow is checked as YAML
   gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev  # reports: plots
   libxml2-dev             # reports: SVG is checked as well-formed XML before it is inlined
   chromium fonts-dejavu-core  # reports: the page rendered headless in a real browser (tests)
   python3                 # the browser test reads Chromium's DOM and screenshot
   g++-aarch64-linux-gnu   # the Arm kernels, cross-built
-  libopenblas-serial-dev:arm64  # ... with the model code (multiarch: arm64 added below)
+  libopenblas-pthread-dev:arm64  # ... with the model code (multiarch: arm64 added below)
   qemu-user               # ... and their tests run under qemu-aarch64
   clang libclang-rt-14-dev  # libFuzzer targets
 )

@@ -62,8 +62,18 @@ void q8_row_to_floats(const std::byte* row, int in_dim, float* out) {
   }
 }
 
+// Every BLAS call runs on its caller's thread (dense.h: the pool's threads call it at once).
+void blas_on_callers_thread() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 // Output rows [begin, end) of y from f32 weight rows wb (row begin first).
 void blas_rows(const float* x, int n, const float* wb, int out_dim, int in_dim, float* y, int begin, int end) {
+  blas_on_callers_thread();
   if (n == 1) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, end - begin, in_dim, 1.0f, wb, in_dim, x, 1, 0.0f, y + begin, 1);
     return;

@@ -1,10 +1,14 @@
-// Dense layers of the model backends: y = x W^T through a BLAS (Debian's serial OpenBLAS), the
-// rows of the output cut into slices on the engine's pool.
+// Dense layers of the model backends: y = x W^T through a BLAS (Debian's OpenBLAS, pthread
+// build), the rows of the output cut into slices on the engine's pool.
 //
-// The serial build, not the pthread or OpenMP one: the engine's pool already holds the cores
-// (attention, migration, the harness's probes), a second pool inside the BLAS would fight it
-// for them, and a BLAS that splits work by its own thread count would make the rounding of a
-// product depend on the machine. Here the slices depend only on the shape.
+// OpenBLAS runs each call on its caller's thread (openblas_set_num_threads(1) before the first):
+// the engine's pool already holds the cores (attention, migration, the harness's probes), a
+// second pool inside the BLAS would fight it for them, and a BLAS that splits work by its own
+// thread count would make the rounding of a product depend on the machine. Here the slices
+// depend only on the shape. The pthread build, not the serial one, because the pool calls it
+// from several threads at once: Debian builds the serial library without locking, and there
+// concurrent sgemm calls share packing buffers (with the Haswell kernels about one result in
+// ten came out wrong); the pthread build locks its buffer allocation.
 //
 // Weights in f16 or q8 (GGML's Q8_0: blocks of 32 int8 with an f16 scale) stay in their own
 // format in memory and are dequantized to f32 panels, one slice of rows at a time, just before
