@@ -14,9 +14,7 @@ namespace kvbench {
 
 void add_attn_stats_command(CLI::App& app, AttnStatsOptions& o) {
   auto* cmd = app.add_subcommand("attn-stats", "How a real model attends over a text: sink, recent and top-key mass per layer and head");
-  cmd->add_option("--model", o.model, "llama2.c checkpoint (.bin) or GGUF file")->required();
-  cmd->add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer (.bin); GGUF files carry their own");
-  cmd->add_option("--text", o.text, "text file")->required();
+  add_real_model_options(cmd, o.model, o.tokenizer, o.text, "text file");
   cmd->add_option("--window", o.stats.window, "tokens per window, each from position 0 (default: the model's context)")
       ->check(whole_number_in(2, 1 << 24));
   cmd->add_option("--max-windows", o.stats.max_windows, "measure only this many windows (0 = every whole window)")

@@ -12,6 +12,14 @@
 
 namespace kvbench {
 
+// --model, --tokenizer and --text of the commands that run a real model over a text.
+inline void add_real_model_options(CLI::App* cmd, std::string& model, std::string& tokenizer, std::string& text,
+                                   const std::string& text_help) {
+  cmd->add_option("--model", model, "llama2.c checkpoint (.bin) or GGUF file")->required();
+  cmd->add_option("--tokenizer", tokenizer, "llama2.c tokenizer (.bin); GGUF files carry their own");
+  cmd->add_option("--text", text, text_help)->required();
+}
+
 inline CLI::Validator whole_number_in(long lo, long hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {

@@ -17,9 +17,7 @@ namespace kvbench {
 
 void add_score_command(CLI::App& app, ScoreOptions& o) {
   auto* cmd = app.add_subcommand("score", "Accuracy of a KV configuration on a real model (vs f32 KV, full attention)");
-  cmd->add_option("--model", o.model, "llama2.c checkpoint (.bin) or GGUF file")->required();
-  cmd->add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer (.bin); GGUF files carry their own");
-  cmd->add_option("--text", o.text, "text file to score")->required();
+  add_real_model_options(cmd, o.model, o.tokenizer, o.text, "text file to score");
   cmd->add_option("--k", o.k, "K format: f32 f16 fp8 q8 q4 q2");
   cmd->add_option("--v", o.v, "V format: f32 f16 fp8 q8 q4 q2");
   cmd->add_option("--residual", o.residual_tokens, "full-precision residual tokens");

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 
 #include "model/llama_model.h"
 #include "runtime/error.h"
@@ -115,10 +114,18 @@ AttentionStats measure_attention(const std::shared_ptr<const kv::LlamaWeights>& 
           a.top_mass += top;
           if (l > 0) {
             const std::vector<int>& before = previous[static_cast<std::size_t>(h) * queries + (p - first)];
-            std::vector<int> common;
-            std::set_intersection(before.begin(), before.end(), mine.begin(), mine.end(), std::back_inserter(common));
+            std::size_t common = 0;  // both sorted: one merge pass
+            for (auto a = before.cbegin(), b = mine.cbegin(); a != before.cend() && b != mine.cend();) {
+              if (*a < *b) {
+                ++a;
+              } else if (*b < *a) {
+                ++b;
+              } else {
+                ++common, ++a, ++b;
+              }
+            }
             stats.heads[static_cast<std::size_t>(l - 1) * c.heads + h].next_layer_overlap +=
-                static_cast<double>(common.size()) / static_cast<double>(keep);
+                static_cast<double>(common) / static_cast<double>(keep);
           }
         }
       }
