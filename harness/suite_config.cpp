@@ -92,6 +92,8 @@ void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, co
   m.l2.batch_bytes = f.size("l2_batch_bytes", m.l2.batch_bytes);
   m.l2.max_bytes = f.size("l2_max_bytes", m.l2.max_bytes);
   m.l2.direct_io = f.boolean("l2_direct_io", m.l2.direct_io);
+  m.l2.queue_depth = static_cast<int>(f.integer("l2_queue_depth", m.l2.queue_depth, 1, 64));
+  m.l2.max_read_bytes = f.size("l2_max_read_bytes", m.l2.max_read_bytes);
   m.prefetch_lookahead = static_cast<int>(f.integer("prefetch_lookahead", m.prefetch_lookahead, 0, 64));
   m.warning_free = f.number("warning_free", m.warning_free);
   m.target_free = f.number("target_free", m.target_free);
@@ -110,7 +112,9 @@ void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, co
   kv::MemoryConfig check = m;
   check.l2.dir.clear();
   rethrow_at(file, f.path(), [&] { kv::validate_memory_config(check); });
-  if (!m.l2.dir.empty()) rethrow_at(file, f.path(), [&] { kv::validate_l2_config(m.l2); });
+  kv::L2Config l2 = m.l2;
+  if (l2.dir.empty()) l2.dir = "(the runner's)";  // the other fields are checked before any run
+  rethrow_at(file, f.path(), [&] { kv::validate_l2_config(l2); });
 }
 
 // A "models" list of a workload or policy: names of the suite's models it runs on.
@@ -372,6 +376,8 @@ json memory_json(const kv::MemoryConfig& m) {
               {"l2_batch_bytes", m.l2.batch_bytes},
               {"l2_max_bytes", m.l2.max_bytes},
               {"l2_direct_io", m.l2.direct_io},
+              {"l2_queue_depth", m.l2.queue_depth},
+              {"l2_max_read_bytes", m.l2.max_read_bytes},
               {"prefetch_lookahead", m.prefetch_lookahead},
               {"warning_free", m.warning_free},
               {"target_free", m.target_free},

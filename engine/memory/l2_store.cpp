@@ -145,6 +145,8 @@ void validate_l2_config(const L2Config& config) {
   if (!(config.compact_dead_ratio > 0.0 && config.compact_dead_ratio <= 1.0)) {
     throw InputError(where, "l2_compact_dead_ratio", "must be in (0, 1]");
   }
+  if (config.queue_depth < 1 || config.queue_depth > 64) throw InputError(where, "l2_queue_depth", "must be in 1..64");
+  if (config.max_read_bytes < kL2Align) throw InputError(where, "l2_max_read_bytes", "must be at least 4 KiB");
 }
 
 L2Store::L2Store(const L2Config& config) : config_(config), io_(config.io != nullptr ? config.io : &posix_file_io()) {
@@ -358,6 +360,106 @@ void L2Store::read_error(const Slot& slot, L2Slot id, const std::string& reason)
   throw InputError(file, "page " + std::to_string(id) + " at offset " + std::to_string(slot.offset), reason);
 }
 
+void L2Store::begin_device_read() {
+  if (reads_active_++ == 0) read_busy_since_ = monotonic_ns();
+}
+
+void L2Store::end_device_read() {
+  if (--reads_active_ == 0) stats_.read_ns += monotonic_ns() - read_busy_since_;
+}
+
+std::string L2Store::read_error_text(const Slot& slot, L2Slot id, const std::string& reason) const {
+  try {
+    read_error(slot, id, reason);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+}
+
+L2Location L2Store::location(L2Slot id) const {
+  std::lock_guard lock(mutex_);
+  KV_ASSERT(id < slots_.size(), "unknown L2 slot");
+  const Slot& slot = slots_[id];
+  if (!slot.live || slot.batch != nullptr) return {};
+  return {slot.segment, slot.offset, slot.bytes};
+}
+
+std::vector<std::string> L2Store::read_run(const std::vector<L2Slot>& ids, const std::vector<std::byte*>& dsts) {
+  KV_ASSERT(ids.size() == dsts.size() && !ids.empty(), "read_run takes a frame per slot");
+  std::vector<std::string> errors(ids.size());
+  const auto one_by_one = [&] {
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      try {
+        read(ids[i], dsts[i]);
+      } catch (const InputError& e) {
+        errors[i] = e.what();
+      }
+    }
+    return errors;
+  };
+  if (ids.size() == 1) return one_by_one();
+  std::unique_lock lock(mutex_);
+  std::vector<Slot> run;
+  run.reserve(ids.size());
+  for (L2Slot id : ids) {
+    KV_ASSERT(id < slots_.size() && slots_[id].live, "read of a dead L2 slot");
+    const Slot& slot = slots_[id];
+    const bool follows = run.empty() || (slot.segment == run.front().segment && slot.offset >= run.back().offset + run.back().bytes &&
+                                         slot.offset - (run.back().offset + run.back().bytes) < kMaxJoinGap);
+    if (slot.batch != nullptr || !follows) {
+      lock.unlock();
+      return one_by_one();
+    }
+    run.push_back(slot);
+  }
+  Segment& segment = *segments_[run.front().segment];
+  ++segment.reads_in_flight;
+  const int fd = segment.fd;
+  begin_device_read();
+  lock.unlock();
+  thread_local AlignedBuffer bounce;
+  std::size_t begin = run.front().offset, length = run.back().offset + run.back().bytes - begin;
+  if (mode_ == L2Mode::Direct) {
+    begin = align_down(begin);
+    length = align_up(run.back().offset + run.back().bytes) - begin;
+  }
+  bounce.reserve(length);
+  std::size_t done = 0;
+  ssize_t n = 0;
+  while (done < length) {
+    n = io_->pread(fd, bounce.data.get() + done, length - done, static_cast<off_t>(begin + done));
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  lock.lock();
+  end_device_read();
+  --segment.reads_in_flight;
+  stats_.device_bytes_read += done;
+  ++stats_.read_ios;
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    const Slot& slot = run[i];
+    const std::size_t needed = slot.offset - begin + slot.bytes;
+    if (done < needed) {
+      errors[i] = read_error_text(slot, ids[i], n < 0 ? std::string("read failed: ") + std::strerror(static_cast<int>(-n))
+                                                      : "truncated: the file ends " + std::to_string(needed - done) +
+                                                            " bytes before the page does");
+      continue;
+    }
+    std::memcpy(dsts[i], bounce.data.get() + (slot.offset - begin), slot.bytes);
+    ++stats_.pages_read;
+    stats_.page_bytes_read += slot.bytes;
+  }
+  retire_segment_if_dead(run.front().segment);
+  lock.unlock();
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    if (!errors[i].empty() || XXH3_64bits(dsts[i], run[i].bytes) == run[i].checksum) continue;
+    lock.lock();
+    errors[i] = read_error_text(run[i], ids[i], "checksum mismatch (xxh3): the segment is corrupt");
+    lock.unlock();
+  }
+  return errors;
+}
+
 void L2Store::read(L2Slot id, std::byte* dst) {
   std::unique_lock lock(mutex_);
   KV_ASSERT(id < slots_.size() && slots_[id].live, "read of a dead L2 slot");
@@ -369,9 +471,9 @@ void L2Store::read(L2Slot id, std::byte* dst) {
     Segment& segment = *segments_[slot.segment];
     ++segment.reads_in_flight;
     const int fd = segment.fd;
+    begin_device_read();
     lock.unlock();
     thread_local AlignedBuffer bounce;
-    const std::uint64_t start = monotonic_ns();
     std::size_t begin = slot.offset, length = slot.bytes;
     if (mode_ == L2Mode::Direct) {
       begin = align_down(slot.offset);
@@ -385,11 +487,11 @@ void L2Store::read(L2Slot id, std::byte* dst) {
       if (n <= 0) break;
       done += static_cast<std::size_t>(n);
     }
-    const std::uint64_t elapsed = monotonic_ns() - start;
     lock.lock();
+    end_device_read();
     --segment.reads_in_flight;
-    stats_.read_ns += elapsed;
     stats_.device_bytes_read += done;
+    ++stats_.read_ios;
     const std::size_t needed = slot.offset - begin + slot.bytes;
     if (done < needed) {
       const std::string reason = n < 0 ? std::string("read failed: ") + std::strerror(static_cast<int>(-n))

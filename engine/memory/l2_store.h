@@ -44,6 +44,8 @@ struct L2Config {
   std::size_t max_bytes = 0;              // segment bytes the store may hold on disk; 0: no cap
   double compact_dead_ratio = 0.5;        // a full segment with this share of dead bytes is compacted
   bool direct_io = true;                  // try O_DIRECT; false: always the buffered+sync mode
+  int queue_depth = 4;                    // reads in flight at once (the migrator's reader threads)
+  std::size_t max_read_bytes = 1u << 20;  // adjacent pages read with one I/O up to this many bytes
   FileIo* io = nullptr;                   // nullptr: the real POSIX calls
 };
 
@@ -63,6 +65,7 @@ struct L2Stats {
   std::uint64_t device_bytes_read = 0;    // bytes read from files, alignment included
   std::uint64_t page_bytes_read = 0;      // page bytes returned by read()
   std::uint64_t pages_read = 0;
+  std::uint64_t read_ios = 0;             // preads issued for pages (a joined read is one)
   std::uint64_t reads_from_buffer = 0;    // reads served by a batch not yet on the device
   std::uint64_t batches_written = 0;
   // Of the batches written intact: their device bytes (padding and relocated pages included)
@@ -70,7 +73,7 @@ struct L2Stats {
   std::uint64_t flushed_device_bytes = 0;
   std::uint64_t flushed_page_bytes = 0;
   std::uint64_t write_ns = 0;             // time inside pwrite/fdatasync
-  std::uint64_t read_ns = 0;              // time inside pread
+  std::uint64_t read_ns = 0;              // time with at least one pread in flight (wall, not summed)
   std::uint64_t append_wait_ns = 0;       // appends blocked on a full set of write buffers
   std::uint64_t segments_created = 0;
   std::uint64_t segments_deleted = 0;
@@ -83,6 +86,18 @@ struct L2Stats {
 
 using L2Slot = std::uint32_t;
 inline constexpr L2Slot kNoSlot = 0xFFFFFFFFu;
+inline constexpr std::uint32_t kNoSegment = 0xFFFFFFFFu;
+// Pages this close on the device are read with one I/O, the bytes between read and dropped: a
+// write batch's padding before the next batch is under a page.
+inline constexpr std::uint64_t kMaxJoinGap = 64u << 10;
+
+// Where a page lies: on the device in a segment at an offset, or kNoSegment while its batch is
+// still in memory (or for a dead slot).
+struct L2Location {
+  std::uint32_t segment = kNoSegment;
+  std::uint64_t offset = 0;
+  std::uint32_t bytes = 0;
+};
 
 class L2Store {
  public:
@@ -102,6 +117,11 @@ class L2Store {
   // Copies the page into dst (slot's bytes), verifying its checksum. Throws InputError naming
   // the segment file and the page on a checksum mismatch, a short read or an I/O error.
   void read(L2Slot slot, std::byte* dst);
+  // Pages that lie one after the other in one segment (gaps under kMaxJoinGap)
+  // with one I/O, each verified like read(). Per page the error read() would throw, "" when
+  // read intact. Pages that no longer lie so (moved, or back in memory) are read one by one.
+  std::vector<std::string> read_run(const std::vector<L2Slot>& slots, const std::vector<std::byte*>& dsts);
+  L2Location location(L2Slot slot) const;
   std::size_t slot_bytes(L2Slot slot) const;
 
   // Writes the batches that are full (all == true: also the one filling, padded to 4 KiB).
@@ -135,6 +155,10 @@ class L2Store {
   void retire_segment_if_dead(std::uint32_t segment);
   bool write_batch(Batch& batch);
   [[noreturn]] void read_error(const Slot& slot, L2Slot id, const std::string& reason) const;
+  std::string read_error_text(const Slot& slot, L2Slot id, const std::string& reason) const;
+  // Under the lock, around a pread: read_ns counts the time any read is in flight.
+  void begin_device_read();
+  void end_device_read();
 
   L2Config config_;
   FileIo* io_;
@@ -155,6 +179,8 @@ class L2Store {
   std::uint32_t current_segment_ = 0xFFFFFFFFu;
   bool failed_ = false;
   std::string failure_;
+  int reads_active_ = 0;
+  std::uint64_t read_busy_since_ = 0;
   L2Stats stats_;
   std::function<void()> writer_wakeup_;
 };

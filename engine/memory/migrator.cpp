@@ -1,5 +1,7 @@
 #include "memory/migrator.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "runtime/clock.h"
@@ -7,9 +9,11 @@
 
 namespace kv {
 
-Migrator::Migrator(MigratorIo io) : io_(std::move(io)) {
+Migrator::Migrator(MigratorIo io, int readers, std::size_t max_read_bytes) : io_(std::move(io)), max_read_bytes_(max_read_bytes) {
   KV_ASSERT(io_.read && io_.write, "the migrator needs a read and a write callback");
-  thread_ = std::thread([this] { run(); });
+  KV_ASSERT(readers >= 1, "the migrator needs a reader thread");
+  for (int i = 0; i < readers; ++i) readers_.emplace_back([this] { read_loop(); });
+  writer_ = std::thread([this] { write_loop(); });
 }
 
 Migrator::~Migrator() { stop(); }
@@ -71,11 +75,11 @@ std::string Migrator::consume(Load& load) {
 void Migrator::writes_ready() {
   std::lock_guard lock(mutex_);
   writes_ready_ = true;
-  work_.notify_one();
+  write_work_.notify_one();
 }
 
 void Migrator::stop() {
-  if (!thread_.joinable()) return;
+  if (!writer_.joinable()) return;
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -86,41 +90,96 @@ void Migrator::stop() {
     prefetch_.clear();
   }
   work_.notify_all();
-  thread_.join();
+  write_work_.notify_all();
+  for (std::thread& reader : readers_) reader.join();
+  writer_.join();
 }
 
-void Migrator::run() {
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(mutex_);
-      work_.wait(lock, [&] { return stop_ || !demand_.empty() || !prefetch_.empty() || writes_ready_; });
-      if (stop_) return;
-      std::deque<Job>& queue = !demand_.empty() ? demand_ : prefetch_;
-      if (!queue.empty()) {
-        job = queue.front();
-        queue.pop_front();
-        job.load->state = Load::State::Running;
-      } else {
-        writes_ready_ = false;
+std::vector<Migrator::Job> Migrator::take_run() {
+  // Under the lock, with a job queued.
+  std::deque<Job>& queue = !demand_.empty() ? demand_ : prefetch_;
+  std::vector<Job> run{queue.front()};
+  queue.pop_front();
+  if (io_.read_run && run.front().where.segment != kNoSegment) {
+    // Extend the run with a queued page that starts where it ends, else one that ends where it
+    // starts (within kMaxJoinGap), while the run stays within max_read_bytes.
+    std::size_t bytes = run.front().where.bytes;
+    const auto gap = [](const L2Location& a, const L2Location& b) -> std::uint64_t {  // b right after a, else max
+      const std::uint64_t end = a.offset + a.bytes;
+      return a.segment == b.segment && b.offset >= end && b.offset - end < kMaxJoinGap ? b.offset - end : UINT64_MAX;
+    };
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (std::size_t i = 0; i < queue.size(); ++i) {
+        const Job& next = queue[i];
+        const std::uint64_t after = gap(run.back().where, next.where), before = gap(next.where, run.front().where);
+        const std::uint64_t join = std::min(after, before);
+        if (join == UINT64_MAX || bytes + join + next.where.bytes > max_read_bytes_) continue;
+        bytes += join + next.where.bytes;
+        if (after <= before) {
+          run.push_back(next);
+        } else {
+          run.insert(run.begin(), next);
+        }
+        queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(i));
+        grew = true;
+        break;
       }
     }
-    if (job.load == nullptr) {  // no load waits: the store's writes
-      io_.write();
-      continue;
-    }
-    job.version->fetch_add(1, std::memory_order_acq_rel);  // odd: being written
-    std::string error;
+  }
+  for (const Job& job : run) job.load->state = Load::State::Running;
+  return run;
+}
+
+void Migrator::run_reads(std::vector<Job>& run) {
+  for (const Job& job : run) job.version->fetch_add(1, std::memory_order_acq_rel);  // odd: being written
+  std::vector<std::string> errors(run.size());
+  if (run.size() == 1) {
     try {
-      io_.read(job.slot, job.frame);
+      io_.read(run.front().slot, run.front().frame);
     } catch (const InputError& e) {
-      error = e.what();
+      errors.front() = e.what();
     }
-    job.version->fetch_add(1, std::memory_order_acq_rel);  // even: stable
-    std::lock_guard lock(mutex_);
-    job.load->state = error.empty() ? Load::State::Done : Load::State::Failed;
-    job.load->error = std::move(error);
-    done_.notify_all();
+  } else {
+    std::vector<L2Slot> slots;
+    std::vector<std::byte*> frames;
+    for (const Job& job : run) {
+      slots.push_back(job.slot);
+      frames.push_back(job.frame);
+    }
+    errors = io_.read_run(slots, frames);
+  }
+  for (const Job& job : run) job.version->fetch_add(1, std::memory_order_acq_rel);  // even: stable
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    run[i].load->state = errors[i].empty() ? Load::State::Done : Load::State::Failed;
+    run[i].load->error = std::move(errors[i]);
+  }
+  done_.notify_all();
+}
+
+void Migrator::read_loop() {
+  for (;;) {
+    std::vector<Job> run;
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait(lock, [&] { return stop_ || !demand_.empty() || !prefetch_.empty(); });
+      if (stop_) return;
+      run = take_run();
+    }
+    run_reads(run);
+  }
+}
+
+void Migrator::write_loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      write_work_.wait(lock, [&] { return stop_ || writes_ready_; });
+      if (stop_) return;
+      writes_ready_ = false;
+    }
+    io_.write();
   }
 }
 

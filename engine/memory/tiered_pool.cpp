@@ -71,11 +71,13 @@ TieredPool::TieredPool(std::size_t page_bytes, std::size_t alignment, const Memo
   if (!config_.l2.dir.empty()) {
     store_ = std::make_unique<L2Store>(config_.l2);
     L2Store* store = store_.get();
-    migrator_ = std::make_unique<Migrator>(MigratorIo{
-        [store](L2Slot slot, std::byte* frame) { store->read(slot, frame); },
-        [store] {
-          if (store->write_pending(false)) store->compact();
-        }});
+    migrator_ = std::make_unique<Migrator>(
+        MigratorIo{[store](L2Slot slot, std::byte* frame) { store->read(slot, frame); },
+                   [store] {
+                     if (store->write_pending(false)) store->compact();
+                   },
+                   [store](const std::vector<L2Slot>& slots, const std::vector<std::byte*>& frames) { return store->read_run(slots, frames); }},
+        config_.l2.queue_depth, config_.l2.max_read_bytes);
     store_->set_writer_wakeup([migrator = migrator_.get()] { migrator->writes_ready(); });
   }
   stats_.l1_capacity_bytes = config_.l1_bytes;
@@ -201,7 +203,7 @@ void TieredPool::start_load(PageId id, Migrator::LoadKind kind) {
   // from memory. Deterministic (the flushes of the writer thread are not).
   if (stats_.swap_out_bytes - page.demoted_at < config_.l2.batch_bytes) ++(demand ? stats_.buffered_demand : stats_.buffered_prefetch);
   sample_.swap_in_bytes += bytes;
-  migrator_->enqueue({&page.load, &page.version, page.slot, page.frame}, kind);
+  migrator_->enqueue({&page.load, &page.version, page.slot, page.frame, store_->location(page.slot)}, kind);
 }
 
 void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::byte*>& out) {
@@ -423,7 +425,11 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
   const std::uint64_t before = l1_used();
   for (std::size_t i = 0; i < plan.size(); i += config_.demote_batch_pages) {
     const auto end = std::min(plan.size(), i + config_.demote_batch_pages);
-    demote(std::vector<PageId>(plan.begin() + static_cast<std::ptrdiff_t>(i), plan.begin() + static_cast<std::ptrdiff_t>(end)));
+    // In id order (sealing order: a head's pages in logical order), so that pages read together
+    // later - a selected span - lie together on the device and load with one I/O.
+    std::vector<PageId> batch(plan.begin() + static_cast<std::ptrdiff_t>(i), plan.begin() + static_cast<std::ptrdiff_t>(end));
+    std::sort(batch.begin(), batch.end());
+    demote(batch);
   }
   return before - l1_used();
 }

@@ -88,6 +88,77 @@ TEST_CASE("L2 pages read back equal, from the write buffer and from the device",
   CHECK(stats.pages_read == 301);
 }
 
+TEST_CASE("a joined read returns the bytes of single reads, as one I/O; a moved page is read alone", "[memory][l2]") {
+  kvtest::TempDir dir("l2-run");
+  const bool direct = GENERATE(true, false);
+  CAPTURE(direct);
+  L2Config config = small_config(dir.path);
+  config.direct_io = direct;
+  L2Store store(config);
+  const std::size_t bytes = 10304;  // pages straddle 4 KiB blocks; a batch holds 25 of them
+  std::vector<L2Slot> slots;
+  std::vector<std::vector<std::byte>> pages;
+  for (std::uint32_t i = 0; i < 60; ++i) {
+    pages.push_back(page_bytes(bytes, 100 + i));
+    slots.push_back(store.append(pages.back().data(), bytes));
+  }
+  std::vector<std::vector<std::byte>> out(60, std::vector<std::byte>(bytes));
+  const auto read_run = [&](std::size_t first, std::size_t count) {
+    std::vector<L2Slot> ids(slots.begin() + static_cast<std::ptrdiff_t>(first), slots.begin() + static_cast<std::ptrdiff_t>(first + count));
+    std::vector<std::byte*> dsts;
+    for (std::size_t i = first; i < first + count; ++i) dsts.push_back(out[i].data());
+    return store.read_run(ids, dsts);
+  };
+  // The last batch is still in memory: read one by one, still right.
+  CHECK(store.location(slots[59]).segment == kNoSegment);
+  for (const std::string& error : read_run(50, 10)) CHECK(error.empty());
+  for (std::size_t i = 50; i < 60; ++i) CHECK(out[i] == pages[i]);
+  REQUIRE(store.write_pending(true));
+  const L2Location first = store.location(slots[0]), second = store.location(slots[1]);
+  CHECK(first.segment == second.segment);
+  CHECK(second.offset == first.offset + bytes);
+  const std::uint64_t ios = store.stats().read_ios;
+  // 0..39 crosses a batch boundary (its padding is under kMaxJoinGap): still one I/O.
+  for (const std::string& error : read_run(0, 40)) CHECK(error.empty());
+  for (std::size_t i = 0; i < 40; ++i) REQUIRE(out[i] == pages[i]);
+  CHECK(store.stats().read_ios == ios + 1);
+  // A hole of 19 pages (over kMaxJoinGap): read one by one.
+  const std::vector<L2Slot> apart{slots[0], slots[20]};
+  std::vector<std::byte*> dsts{out[0].data(), out[20].data()};
+  for (const std::string& error : store.read_run(apart, dsts)) CHECK(error.empty());
+  CHECK(store.stats().read_ios == ios + 3);
+  CHECK(out[20] == pages[20]);
+}
+
+TEST_CASE("a joined read names the corrupt page and returns its intact neighbours", "[memory][l2]") {
+  kvtest::TempDir dir("l2-run-corrupt");
+  L2Store store(small_config(dir.path));
+  const std::size_t bytes = 8192;
+  std::vector<L2Slot> slots;
+  std::vector<std::vector<std::byte>> pages;
+  for (std::uint32_t i = 0; i < 8; ++i) {
+    pages.push_back(page_bytes(bytes, i));
+    slots.push_back(store.append(pages.back().data(), bytes));
+  }
+  REQUIRE(store.write_pending(true));
+  const auto files = segment_files(store);
+  REQUIRE(files.size() == 1);
+  flip_byte(files[0], 5 * bytes + 100);
+  std::vector<std::vector<std::byte>> out(8, std::vector<std::byte>(bytes));
+  std::vector<std::byte*> dsts;
+  for (auto& page : out) dsts.push_back(page.data());
+  const std::vector<std::string> errors = store.read_run(slots, dsts);
+  for (std::size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    if (i == 5) {
+      CHECK_THAT(errors[i], Catch::Contains(files[0].string()) && Catch::Contains("page 5 at offset") && Catch::Contains("checksum mismatch"));
+    } else {
+      CHECK(errors[i].empty());
+      CHECK(out[i] == pages[i]);
+    }
+  }
+}
+
 TEST_CASE("a corrupted or truncated segment is an error naming the segment and the page", "[memory][l2]") {
   kvtest::TempDir dir("l2-corrupt");
   L2Store store(small_config(dir.path));

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <latch>
@@ -28,7 +29,13 @@ struct TestPage {
   std::vector<std::byte> frame = std::vector<std::byte>(kFrame);
 };
 
-Migrator::Job job(TestPage& page, L2Slot slot) { return {&page.load, &page.version, slot, page.frame.data()}; }
+Migrator::Job job(TestPage& page, L2Slot slot, L2Location where = {}) {
+  return {&page.load, &page.version, slot, page.frame.data(), where};
+}
+// Slot s of the fake device lies at s * kSlotBytes in segment 0 (the migrator joins by these
+// locations; the fake reads kFrame bytes whatever they say).
+constexpr std::uint32_t kSlotBytes = 128u << 10;  // wider than kMaxJoinGap: only neighbours join
+L2Location at_slot(L2Slot slot) { return {0, std::uint64_t{slot} * kSlotBytes, kSlotBytes}; }
 
 // Stands in for the L2 store: logs what the migrator ran, in order. Ordering comes from
 // blocking, never from time: the read of kBlocking says it started and waits for the gate.
@@ -38,8 +45,25 @@ struct FakeStore {
   std::vector<int> log;
   std::atomic<int> writes{0};
 
+  std::vector<std::vector<L2Slot>> runs;  // the slots of each joined read
+
   MigratorIo io() {
-    return {[this](L2Slot slot, std::byte* frame) { read(slot, frame); }, [this] { write(); }};
+    return {[this](L2Slot slot, std::byte* frame) { read(slot, frame); }, [this] { write(); },
+            [this](const std::vector<L2Slot>& slots, const std::vector<std::byte*>& frames) {
+              {
+                std::lock_guard lock(mutex);
+                runs.push_back(slots);
+              }
+              std::vector<std::string> errors(slots.size());
+              for (std::size_t i = 0; i < slots.size(); ++i) {
+                try {
+                  read(slots[i], frames[i]);
+                } catch (const InputError& e) {
+                  errors[i] = e.what();
+                }
+              }
+              return errors;
+            }};
   }
   void read(L2Slot slot, std::byte* frame) {
     if (slot == kBlocking) {
@@ -114,7 +138,7 @@ TEST_CASE("wait returns once a running load has written its frame, and consume m
   CHECK_FALSE(migrator.wait(page.load).has_value());  // nothing in flight: no wait
 }
 
-TEST_CASE("demand loads run before queued prefetches, the store's writes when no load waits", "[memory][migrator]") {
+TEST_CASE("demand loads run before queued prefetches", "[memory][migrator]") {
   FakeStore store;
   Migrator migrator(store.io());
   TestPage first, p1, p2, d1, d2;
@@ -122,16 +146,75 @@ TEST_CASE("demand loads run before queued prefetches, the store's writes when no
   store.started.wait();
   migrator.enqueue(job(p1, 11), Migrator::LoadKind::Prefetch);
   migrator.enqueue(job(p2, 12), Migrator::LoadKind::Prefetch);
-  migrator.writes_ready();
   migrator.enqueue(job(d1, 21), Migrator::LoadKind::Demand);
   migrator.enqueue(job(d2, 22), Migrator::LoadKind::Demand);
   store.gate.count_down();
-  store.written.wait();
-  CHECK(store.ran() == std::vector<int>{kBlocking, 21, 22, 11, 12, kWrite});
-  for (TestPage* page : {&first, &p1, &p2, &d1, &d2}) {
-    CHECK_FALSE(migrator.wait(page->load).has_value());  // all done before the write
+  for (TestPage* page : {&first, &d1, &d2, &p1, &p2}) {
+    migrator.wait(page->load);
     CHECK(migrator.consume(page->load).empty());
   }
+  CHECK(store.ran() == std::vector<int>{kBlocking, 21, 22, 11, 12});
+}
+
+TEST_CASE("the store's writes run on their own thread: never queued behind a read, nor a read behind them", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io());
+  TestPage blocked;
+  migrator.enqueue(job(blocked, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();  // the only reader is inside a read that cannot end yet
+  migrator.writes_ready();
+  store.written.wait();  // so this returns only because the write ran beside it
+  store.gate.count_down();
+  migrator.wait(blocked.load);
+  CHECK(migrator.consume(blocked.load).empty());
+  CHECK(store.ran() == std::vector<int>{kWrite, kBlocking});
+}
+
+TEST_CASE("with two readers a blocked read does not hold the queue", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io(), 2);
+  TestPage blocked, other;
+  migrator.enqueue(job(blocked, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();
+  migrator.enqueue(job(other, 21), Migrator::LoadKind::Demand);
+  migrator.wait(other.load);  // returns while the first read still waits for the gate
+  CHECK(holds(other, 21));
+  CHECK(store.ran() == std::vector<int>{21});
+  store.gate.count_down();
+  migrator.wait(blocked.load);
+  CHECK(holds(blocked, kBlocking));
+}
+
+TEST_CASE("a reader joins the queued pages that follow its page on the device, up to max_read_bytes", "[memory][migrator]") {
+  FakeStore store;
+  Migrator migrator(store.io(), 1, 3 * kSlotBytes);
+  TestPage first;
+  std::vector<TestPage> pages(6);
+  migrator.enqueue(job(first, kBlocking), Migrator::LoadKind::Demand);
+  store.started.wait();
+  // Queued out of order: 31 is popped first and 30, 32 and 33 lie around it; three pages are
+  // the limit. 40 lies elsewhere, 50 in another segment.
+  const L2Slot slots[] = {31, 40, 30, 32, 33, 50};
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    L2Location where = at_slot(slots[i]);
+    if (slots[i] == 50) where.segment = 1;
+    migrator.enqueue(job(pages[i], slots[i], where), Migrator::LoadKind::Prefetch);
+  }
+  store.gate.count_down();
+  // Polled, not wait()ed: wait() would move a queued page to the demand queue on its own.
+  for (bool done = false; !done;) {
+    std::this_thread::yield();
+    const auto lock = migrator.lock();
+    done = std::all_of(pages.begin(), pages.end(), [](const TestPage& page) { return page.load.state == State::Done; });
+  }
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    CHECK(migrator.consume(pages[i].load).empty());
+    CHECK(holds(pages[i], slots[i]));
+  }
+  migrator.stop();
+  std::lock_guard lock(store.mutex);
+  REQUIRE(store.runs.size() == 1);
+  CHECK(store.runs.front() == std::vector<L2Slot>{30, 31, 32});  // by offset; 30 is met first in the queue
 }
 
 TEST_CASE("waiting for a queued prefetch runs it", "[memory][migrator]") {
