@@ -59,6 +59,30 @@ void KVCache::release(SeqId seq) {
   update_memory_pressure();
 }
 
+void KVCache::set_phase(Phase phase) {
+  phase_ = phase;
+  if (phase == Phase::Prefill) first_decode_step_ = true;
+  sealed_pool_.set_step_kind(phase == Phase::Prefill ? StepKind::Prefill : first_decode_step_ ? StepKind::FirstDecode : StepKind::Decode);
+}
+
+void KVCache::predict_next(SeqId seq, int layer, const SelectionPlan& plan) {
+  LayerPages& state = table_.layer(seq, layer, "KVCache::predict_next");
+  if (!sealed_pool_.l2_enabled()) return;
+  MemoryAdvisor::remember_ranking(state.ranked, plan);
+  if (!advisor_.predicts()) return;
+  std::vector<const std::vector<PageId>*> sealed;
+  for (const HeadPages& head : state.heads) sealed.push_back(&head.sealed);
+  const std::vector<PageId> predicted = advisor_.predict(state.history, &plan, plan.total_pages, sealed);
+  const auto horizon = static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, config_.memory.prefetch_lookahead));
+  sealed_pool_.advise(predicted, horizon);
+  forward_memory_reports();
+}
+
+void KVCache::end_decode_step() {
+  first_decode_step_ = false;
+  if (phase_ == Phase::Decode) sealed_pool_.set_step_kind(StepKind::Decode);
+}
+
 int KVCache::length(SeqId seq, int layer) const { return table_.layer(seq, layer, "KVCache::length").length; }
 
 void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n_tokens) {
@@ -259,11 +283,12 @@ void KVCache::end_pool_step(LayerPages& state, bool decode, const SelectionPlan*
     }
   }
   std::vector<PageId> predicted;
-  if (decode && advisor_.predicts()) {
-    std::vector<const std::vector<PageId>*> sealed;
-    for (const HeadPages& head : state.heads) sealed.push_back(&head.sealed);
-    predicted = advisor_.predict(state.history, plan, static_cast<int>(views[0].size()), sealed);
+  std::vector<const std::vector<PageId>*> sealed;
+  for (const HeadPages& head : state.heads) sealed.push_back(&head.sealed);
+  if (decode && sealed_pool_.l2_enabled() && plan != nullptr) {
+    sealed_pool_.count_unpredictable(MemoryAdvisor::unpredictable_loads(state.ranked, plan, sealed, sealed_pool_.step_demand_loads()));
   }
+  if (decode && advisor_.predicts()) predicted = advisor_.predict(state.history, plan, static_cast<int>(views[0].size()), sealed);
   // A layer's next step comes after every other layer's: protect predictions that long.
   const int lookahead = config_.memory.prefetch_lookahead;
   const auto horizon = static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, lookahead));
@@ -313,7 +338,7 @@ bool KVCache::requantize_page(PageId id) {
 
 void KVCache::update_memory_pressure() {
   // L1 also holds the full-precision residual and the page-summary index (bounds and means).
-  sealed_pool_.set_external_bytes(residual_pool_.live_pages() * residual_layout_.bytes + table_.summary_bytes());
+  sealed_pool_.set_external_bytes(residual_pool_.live_pages() * residual_layout_.bytes + table_.summary_bytes(), table_.summary_bytes());
   apply_relief(sealed_pool_.relieve_pressure());
   forward_memory_reports();
 }
@@ -338,6 +363,7 @@ void KVCache::truncate(SeqId seq, int new_length) {
     if (layer.length <= new_length) continue;
     sealer_.truncate(seq, static_cast<int>(l), new_length);
     layer.history.clear();
+    layer.ranked.clear();
     for (HeadPages& head : layer.heads) advisor_.update_pins(layer.length, head.sealed, head.pins);
   }
   update_memory_pressure();

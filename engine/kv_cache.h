@@ -83,7 +83,17 @@ class KVCache {
   void truncate(SeqId seq, int new_length);
 
   int length(SeqId seq, int layer) const;
-  void set_phase(Phase phase) { phase_ = phase; }
+  // Prefill, or decode; the first decode step after a prefill is told apart in the memory
+  // figures (it has no selection history), up to end_decode_step().
+  void set_phase(Phase phase);
+  // A decode step (every layer) ended (SparseDecoder::end_step()).
+  void end_decode_step();
+  // The end of a prefill: `plan` is what the prompt's last query selects in (seq, layer), the
+  // best guess at the first decode step's selection. It joins the layer's selection history,
+  // and the pages it and the prediction from it name are prefetched and demoted last.
+  void predict_next(SeqId seq, int layer, const SelectionPlan& plan);
+  // Whether sealed pages can live in L2 (an L1 cap with an L2 tier): what predict_next serves.
+  bool offloads() const { return sealed_pool_.l2_enabled(); }
   Phase phase() const { return phase_; }
 
   // kv head h's pages of (seq, layer) in logical order: sealed pages, then the residual. A
@@ -137,6 +147,7 @@ class KVCache {
   ResidentPages resident_;
   AttendCall call_;
   Phase phase_ = Phase::Prefill;
+  bool first_decode_step_ = false;  // a prefill ran since the last decode step ended
   std::uint64_t nan_inf_replaced_ = 0;
   std::uint64_t budget_requests_ = 0;
   std::vector<std::vector<float>> cache_page_mass_;  // page masses the cache asks for itself (importance)

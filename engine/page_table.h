@@ -47,6 +47,9 @@ struct LayerPages {
   std::vector<HeadPages> heads;
   // The last selections (oldest first) per kv head, for prefetch prediction.
   std::deque<std::vector<SelectionRecord>> history;
+  // Per kv head and logical page: some earlier query kept the page or ranked it within its
+  // step's budget (MemoryAdvisor: a load of such a page was predictable).
+  std::vector<std::vector<std::uint8_t>> ranked;
 };
 
 struct PageOwner {

@@ -170,6 +170,37 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
           : mem.swap_out_bytes > 0 ? "no batch of demoted pages reached the L2 device (they sit in its write buffers)"
                                    : "nothing was written to L2");
   b.maybe("dma_wait_ms", l2(static_cast<double>(mem.dma_wait_ns) * 1e-6 * layers), no_l2, scaled);
+  b.maybe("prefetch_bytes", l2(static_cast<double>(mem.prefetch_bytes) * layers), no_l2, scaled);
+  b.maybe("prefetch_unused_bytes", l2(static_cast<double>(mem.prefetch_unused_bytes) * layers), no_l2, scaled);
+  // By decode phase: the first step after each prefill, and the steps after it.
+  const bool first_ran = mem.first_step_pages > 0;
+  const std::string no_first = mem.l2_enabled ? "no decode step followed a prefill" : no_l2;
+  const auto first = [&](double v) { return mem.l2_enabled && first_ran ? std::optional<double>(v) : std::nullopt; };
+  b.maybe("first_step_pages_read", first(static_cast<double>(mem.first_step_pages) * layers), no_first, scaled);
+  b.maybe("first_step_demand_loads", first(static_cast<double>(mem.first_step_demand_loads) * layers), no_first, scaled);
+  b.maybe("first_step_dma_wait_ms", first(static_cast<double>(mem.first_step_dma_wait_ns) * 1e-6 * layers), no_first, scaled);
+  const bool later_needed = mem.later_prefetch_hits + mem.later_demand_loads > 0;
+  const std::string no_later = !mem.l2_enabled ? no_l2 : "no decode step after the first needed a page from L2";
+  b.maybe("prefetch_hit_rate_after_first", mem.l2_enabled && later_needed ? std::optional<double>(mem.prefetch_hit_rate_after_first()) : std::nullopt,
+          no_later);
+  b.maybe("prefetch_hit_rate_predictable",
+          mem.l2_enabled && mem.later_prefetch_hits + mem.later_demand_loads > mem.later_unpredictable_loads
+              ? std::optional<double>(mem.prefetch_hit_rate_predictable())
+              : std::nullopt,
+          mem.l2_enabled && later_needed ? "every page a later step loaded was unpredictable" : no_later);
+  b.maybe("dma_wait_after_first_ms", l2(static_cast<double>(mem.later_dma_wait_ns) * 1e-6 * layers), no_l2, scaled);
+  // I/O shape (timing-dependent: what is queued together is read together).
+  b.maybe("l2_read_ios", l2(static_cast<double>(mem.l2_read_ios) * layers), no_l2, scaled);
+  b.maybe("l2_bytes_per_read_io",
+          mem.l2_read_ios > 0 ? std::optional<double>(static_cast<double>(mem.l2_device_bytes_read) / static_cast<double>(mem.l2_read_ios))
+                              : std::nullopt,
+          mem.l2_enabled ? "nothing was read from the L2 device" : no_l2);
+  b.maybe("l2_read_ios_per_decode_step",
+          mem.l2_enabled && e.decode_tokens > 0 ? std::optional<double>(static_cast<double>(mem.decode_read_ios) * layers / e.decode_tokens)
+                                                : std::nullopt,
+          mem.l2_enabled ? "no decode step ran" : no_l2, scaled);
+  b.maybe("summary_index_bytes", mem.l1_capacity_bytes > 0 ? std::optional<double>(static_cast<double>(mem.summary_index_bytes) * layers) : std::nullopt,
+          "no L1 cap: the page-summary index is not accounted", scaled);
 
   // Selection (the decoder runs every policy, full included).
   b.value("token_drop_ratio", f.token_drop_ratio);

@@ -91,6 +91,9 @@ void Recorder::on_memory_sample(const kv::MemorySample& sample) {
   append("l0_bytes", static_cast<double>(sample.l0_bytes));
   append("l1_used_bytes", static_cast<double>(sample.l1_used_bytes));
   append("l2_live_bytes", static_cast<double>(sample.l2_live_bytes));
+  append("demand_loads", static_cast<double>(sample.demand_loads));
+  append("prefetch_hits", static_cast<double>(sample.prefetch_hits));
+  append("prefetch_unused", static_cast<double>(sample.prefetch_unused));
   const double seconds = static_cast<double>(sample.step_ns) * 1e-9;
   append("swap_in_gb_per_s", seconds > 0.0 ? static_cast<double>(sample.swap_in_bytes) / seconds * 1e-9 : 0.0);
   append("swap_out_gb_per_s", seconds > 0.0 ? static_cast<double>(sample.swap_out_bytes) / seconds * 1e-9 : 0.0);

@@ -96,7 +96,7 @@ void Executor::new_sequence(const Op& op) {
   offset_ = op.stream_offset;
 }
 
-Executor::LayerTimes Executor::step(int n, int attend) {
+Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   if (options_.stop != nullptr && options_.stop->load(std::memory_order_relaxed)) throw ExecutionStopped();
   const kv::ModelGeometry& g = model_.geometry();
   const auto rows = static_cast<std::size_t>(n);
@@ -114,7 +114,8 @@ Executor::LayerTimes Executor::step(int n, int attend) {
   t.model_ms += ms_since(start);
   add_work_since(work, t.model_work);
   const std::size_t tail = rows - static_cast<std::size_t>(attend);
-  if (!llama_) model_.skip_query_rows(static_cast<int>(tail));
+  // The generator computes only the queries used: the attended ones, and the last for a prediction.
+  if (!llama_) model_.skip_query_rows(static_cast<int>(predict ? std::min(tail, rows - 1) : tail));
   for (int layer = 0; layer < g.layers; ++layer) {
     start = Clock::now();
     work = kv::engine_work();
@@ -126,7 +127,16 @@ Executor::LayerTimes Executor::step(int n, int attend) {
     cache_.append(*seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
     t.append_ms += ms_since(start);
     add_work_since(work, t.append_work);
-    if (attend == 0) continue;
+    // After the layer's prompt attention: its pages are scored for the first decode step.
+    const auto predict_next = [&] {
+      const auto predict_start = Clock::now();
+      decoder_.predict_next(*seq_, layer, buffers_.q.data() + (rows - 1) * q_row);
+      t.predict_ms += ms_since(predict_start);
+    };
+    if (attend == 0) {
+      if (predict) predict_next();
+      continue;
+    }
     start = Clock::now();
     work = kv::engine_work();
     const std::uint64_t serial_start = kv::serial_cpu_ns();
@@ -145,6 +155,7 @@ Executor::LayerTimes Executor::step(int n, int attend) {
     }
     t.attend_ms += ms_since(start);
     add_work_since(work, t.attend_work);
+    if (predict) predict_next();
     if (n == 1 && options_.quality != nullptr) {  // outside the timed region: the check costs far more than the step
       start = Clock::now();
       if (options_.quality->check(cache_, decoder_, buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);
@@ -178,7 +189,7 @@ double Executor::score(int n) {
   return ms_since(start);
 }
 
-void Executor::run_prefill(const Op& op, ExecutionResult& result, double& request_ttft) {
+void Executor::run_prefill(const Op& op, ExecutionResult& result, double& request_ttft, bool before_decode) {
   cache_.set_phase(kv::Phase::Prefill);
   const double dma_before = dma_wait_ms();
   const int chunk = options_.prefill_chunk;
@@ -188,7 +199,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   std::vector<std::pair<double, double>> samples;  // (position, attend ms per query)
   std::vector<std::pair<double, double>> cpu_samples, instruction_samples;  // likewise, per query
   bool partial = false;
-  double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0, quality_ms = 0.0;
+  double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0, quality_ms = 0.0, predict_ms = 0.0;
   SpanWork append_work, attend_work, model_work;
   // Probed chunks: evenly spread from the first to the last that can time the prefill kernel.
   // A last chunk of kMaxVerifyQueries tokens or fewer would time the multi-query decode, several
@@ -207,7 +218,8 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
       attend = probed[static_cast<std::size_t>(c)] ? std::min(n, options_.probe_queries) : 0;
       if (attend < n) partial = true;
     }
-    const LayerTimes t = step(n, attend);
+    const LayerTimes t = step(n, attend, before_decode && c == chunks - 1);
+    predict_ms += t.predict_ms;
     append_ms += t.append_ms;
     model_ms += t.model_ms;
     attend_ms += t.attend_ms;
@@ -228,6 +240,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
     attend_work = {LinearCost::fit(cpu_samples).total(first, pos_), LinearCost::fit(instruction_samples).total(first, pos_)};
     result.prefill_probed = true;
   }
+  attend_ms += predict_ms;  // measured, never fitted: it runs once, at the end
   const double total = (append_ms + attend_ms + model_ms) * scale_;
   request_ttft += total;
   result.prefill.total_ms += total;
@@ -279,10 +292,14 @@ ExecutionResult Executor::run(const Script& script) {
       case OpKind::NewSequence:
         new_sequence(op);
         break;
-      case OpKind::Prefill:
+      case OpKind::Prefill: {
         if (!seq_) throw std::invalid_argument("script: a prefill before any sequence");
-        run_prefill(op, result, ttft[op.request]);
+        const bool before_decode = &op != &script.ops.back() && (&op + 1)->kind == OpKind::Decode;
+        if (ask_needle_ && op.ask_needle >= 0) ask_needle_(op.ask_needle);  // a question's prompt asks it
+        run_prefill(op, result, ttft[op.request], before_decode);
+        if (ask_needle_ && op.ask_needle >= 0) ask_needle_(-1);
         break;
+      }
       case OpKind::Decode: {
         if (!seq_) throw std::invalid_argument("script: a decode before any sequence");
         cache_.set_phase(kv::Phase::Decode);

@@ -133,13 +133,16 @@ class Executor {
   struct LayerTimes {
     double append_ms = 0.0, attend_ms = 0.0, model_ms = 0.0;
     double quality_ms = 0.0;  // untimed work: the decoder's checks
+    double predict_ms = 0.0;  // the end of a prefill: the first decode step's selection, planned for prefetch
     SpanWork append_work, attend_work, model_work;
   };
   void new_sequence(const Op& op);
-  void run_prefill(const Op& op, ExecutionResult& result, double& request_ttft);
+  // before_decode: a decode op follows, whose first step the prompt's last query predicts.
+  void run_prefill(const Op& op, ExecutionResult& result, double& request_ttft, bool before_decode);
   double decode_step(ExecutionResult& result);
-  // Runs n tokens at pos_; attends the last `attend` queries of each layer (n: all, 0: none).
-  LayerTimes step(int n, int attend);
+  // Runs n tokens at pos_; attends the last `attend` queries of each layer (n: all, 0: none);
+  // with `predict`, the last token's query plans the next decode step (SparseDecoder::predict_next).
+  LayerTimes step(int n, int attend, bool predict = false);
   // The llama side's reference model and scoring; returns its (untimed) milliseconds.
   double score(int n);
   double dma_wait_ms() const;

@@ -30,12 +30,13 @@ Op new_sequence(int length, int offset = 0) {
   return op;
 }
 
-Op prefill(int tokens, int request, bool visual = false) {
+Op prefill(int tokens, int request, bool visual = false, int ask_needle = -1) {
   Op op;
   op.kind = OpKind::Prefill;
   op.tokens = tokens;
   op.request = request;
   op.visual = visual;
+  op.ask_needle = ask_needle;
   return op;
 }
 
@@ -49,7 +50,7 @@ Op decode(int tokens, int request, int ask_needle = -1) {
 }
 
 constexpr int kRoleplayPersonaShare = 12;  // the persona prompt is 1/12 of the conversation
-constexpr int kQuestionTokens = 32;        // multimodal: a question's prompt
+constexpr int kQuestionTokens = 32;        // a question's prompt (rag, codebase, multimodal)
 
 }  // namespace
 
@@ -117,25 +118,42 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
 
   int request = 0;
   if (c.kind == "rag") {
+    // The retrieved documents, then the user's question (it asks for the needle), the answer.
+    if (c.context_tokens <= kQuestionTokens) {
+      throw kv::InputError(where, "context_tokens", "must exceed the question's " + std::to_string(kQuestionTokens) + " tokens");
+    }
     const int total = c.context_tokens + c.gen_tokens;
+    const int documents = c.context_tokens - kQuestionTokens;
     s.ops.push_back(new_sequence(total));
-    s.ops.push_back(prefill(c.context_tokens, request));
-    if (target.synthetic) s.needles.push_back(place(target.seed, 1, c.context_tokens / 10, c.context_tokens * 9 / 10));
-    s.ops.push_back(decode(c.gen_tokens, request, target.synthetic ? 0 : -1));
+    s.ops.push_back(prefill(documents, request));
+    if (target.synthetic) s.needles.push_back(place(target.seed, 1, documents / 10, documents * 9 / 10));
+    const int ask = target.synthetic ? 0 : -1;
+    s.ops.push_back(prefill(kQuestionTokens, request, false, ask));
+    s.ops.push_back(decode(c.gen_tokens, request, ask));
     s.requests = 1;
     s.positions = total;
   } else if (c.kind == "codebase") {
+    // The code, then four questions in turn, each about one definition: a user's message
+    // (it asks for the definition) and the answer. context_tokens counts the questions.
+    constexpr int kDefinitions = 4;
+    const int code = c.context_tokens - kDefinitions * kQuestionTokens;
+    if (code < kDefinitions) {
+      throw kv::InputError(where, "context_tokens",
+                           "must exceed the " + std::to_string(kDefinitions) + " questions' " +
+                               std::to_string(kDefinitions * kQuestionTokens) + " tokens");
+    }
     const int total = c.context_tokens + c.gen_tokens;
     s.ops.push_back(new_sequence(total));
-    s.ops.push_back(prefill(c.context_tokens, request));
-    constexpr int kDefinitions = 4;  // the output refers to four definitions, one after another
+    s.ops.push_back(prefill(code, request));
     for (int d = 0; d < kDefinitions; ++d) {
-      const int lo = c.context_tokens * d / kDefinitions, hi = c.context_tokens * (d + 1) / kDefinitions;
+      const int lo = code * d / kDefinitions, hi = code * (d + 1) / kDefinitions;
       if (target.synthetic) s.needles.push_back(place(target.seed, 10 + static_cast<std::uint64_t>(d), lo, hi));
+      const int ask = target.synthetic ? d : -1;
+      s.ops.push_back(prefill(kQuestionTokens, d, false, ask));
       const int steps = c.gen_tokens * (d + 1) / kDefinitions - c.gen_tokens * d / kDefinitions;
-      if (steps > 0) s.ops.push_back(decode(steps, request, target.synthetic ? d : -1));
+      if (steps > 0) s.ops.push_back(decode(steps, d, ask));
     }
-    s.requests = 1;
+    s.requests = kDefinitions;
     s.positions = total;
   } else if (c.kind == "roleplay") {
     const int persona = c.context_tokens / kRoleplayPersonaShare;
@@ -181,7 +199,7 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
                                 image_start[static_cast<std::size_t>(i)] + c.visual_tokens));
     }
     for (int i = 0; i < c.images; ++i) {
-      s.ops.push_back(prefill(kQuestionTokens, i));
+      s.ops.push_back(prefill(kQuestionTokens, i, false, i));
       s.ops.push_back(decode(c.gen_tokens, i, i));
     }
     s.requests = c.images;

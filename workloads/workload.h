@@ -54,7 +54,7 @@ struct Op {
   int tokens = 0;
   int request = 0;         // the request (turn, question) the op belongs to
   bool visual = false;     // Prefill of image tokens
-  int ask_needle = -1;     // Decode: index into Script::needles the queries ask for, -1 none
+  int ask_needle = -1;     // Prefill (a question) and Decode: index into Script::needles the queries ask for, -1 none
   int stream_offset = 0;   // NewSequence: where position 0 sits in the token stream (llama text)
   int length = 0;          // NewSequence: the tokens this sequence will hold
 };

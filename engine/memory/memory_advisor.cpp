@@ -88,4 +88,50 @@ std::vector<PageId> MemoryAdvisor::predict(std::deque<std::vector<SelectionRecor
   return predicted_pages(history, lookahead, sealed);
 }
 
+void MemoryAdvisor::remember_ranking(std::vector<std::vector<std::uint8_t>>& ranked, const SelectionPlan& plan) {
+  ranked.resize(plan.heads.size());
+  const auto total = static_cast<std::size_t>(plan.total_pages);
+  for (std::size_t h = 0; h < plan.heads.size(); ++h) {
+    const HeadSelection& head = plan.heads[h];
+    std::vector<std::uint8_t>& marks = ranked[h];
+    if (marks.size() < total) marks.resize(total, 0);
+    for (int page : head.pages) marks[static_cast<std::size_t>(page)] = 1;
+    // The middle pages in page order (those not forced), their scores beside them.
+    std::vector<int> middle;
+    std::vector<char> forced(total, 0);
+    for (std::size_t i = 0; i < head.pages.size(); ++i) {
+      if (head.reasons[i] != KeepReason::Score) forced[static_cast<std::size_t>(head.pages[i])] = 1;
+    }
+    for (std::size_t p = 0; p < total; ++p) {
+      if (!forced[p]) middle.push_back(static_cast<int>(p));
+    }
+    if (middle.size() != head.middle_scores.size()) continue;  // a selector without scores
+    std::vector<std::size_t> order(middle.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const std::size_t take = std::min<std::size_t>(order.size(), static_cast<std::size_t>(std::max(0, plan.budget_pages)));
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(), [&](std::size_t a, std::size_t b) {
+      return head.middle_scores[a] != head.middle_scores[b] ? head.middle_scores[a] > head.middle_scores[b] : a < b;
+    });
+    for (std::size_t i = 0; i < take; ++i) marks[static_cast<std::size_t>(middle[order[i]])] = 1;
+  }
+}
+
+std::uint64_t MemoryAdvisor::unpredictable_loads(std::vector<std::vector<std::uint8_t>>& ranked, const SelectionPlan* plan,
+                                                 const std::vector<const std::vector<PageId>*>& sealed, std::vector<PageId> loaded) {
+  if (plan == nullptr) return 0;
+  std::sort(loaded.begin(), loaded.end());
+  std::uint64_t unpredictable = 0;
+  for (std::size_t h = 0; h < plan->heads.size() && h < sealed.size(); ++h) {
+    const std::vector<PageId>& pages = *sealed[h];
+    for (int page : plan->heads[h].pages) {
+      const auto p = static_cast<std::size_t>(page);
+      if (p >= pages.size() || !std::binary_search(loaded.begin(), loaded.end(), pages[p])) continue;
+      if (h < ranked.size() && p < ranked[h].size() && ranked[h][p] != 0) continue;
+      ++unpredictable;
+    }
+  }
+  remember_ranking(ranked, *plan);
+  return unpredictable;
+}
+
 }  // namespace kv

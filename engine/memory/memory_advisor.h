@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <vector>
 
@@ -49,6 +50,15 @@ class MemoryAdvisor {
   // steps (predicted_pages); none without an L2 tier or lookahead.
   std::vector<PageId> predict(std::deque<std::vector<SelectionRecord>>& history, const SelectionPlan* plan, int pages,
                               const std::vector<const std::vector<PageId>*>& sealed) const;
+
+  // Of the pages a step loaded on demand (`loaded`), those no earlier query could predict: its
+  // plan kept them and no earlier query of the same kv head kept them or ranked them within
+  // the step's budget in pages (`ranked`, per head and logical page). Then the step's own
+  // ranking joins `ranked`. Without a plan every page was read and none is unpredictable.
+  static std::uint64_t unpredictable_loads(std::vector<std::vector<std::uint8_t>>& ranked, const SelectionPlan* plan,
+                                           const std::vector<const std::vector<PageId>*>& sealed, std::vector<PageId> loaded);
+  // Marks the plan's kept pages and each head's top budget_pages middle pages as ranked.
+  static void remember_ranking(std::vector<std::vector<std::uint8_t>>& ranked, const SelectionPlan& plan);
 
  private:
   TieredPool& pool_;

@@ -55,6 +55,10 @@ struct MemorySample {
   std::uint64_t step_ns = 0;          // wall time since the previous sample: swap bytes / step_ns is the
                                       // step's swap bandwidth (clock host)
   PressureLevel level = PressureLevel::Safe;
+  std::uint64_t demand_loads = 0;     // pages the step loaded itself
+  std::uint64_t prefetch_hits = 0;    // pages the step found prefetched
+  std::uint64_t prefetch_unused = 0;  // prefetched pages dropped unread during the step
+  std::uint64_t read_ios = 0;         // L2 read I/Os completed since the last sample (timing-dependent)
 };
 
 }  // namespace kv

@@ -51,6 +51,14 @@ double MemoryStats::prefetch_hit_rate() const {
   const std::uint64_t needed = prefetch_hits + demand_loads;
   return needed > 0 ? static_cast<double>(prefetch_hits) / static_cast<double>(needed) : 1.0;
 }
+double MemoryStats::prefetch_hit_rate_after_first() const {
+  const std::uint64_t needed = later_prefetch_hits + later_demand_loads;
+  return needed > 0 ? static_cast<double>(later_prefetch_hits) / static_cast<double>(needed) : 1.0;
+}
+double MemoryStats::prefetch_hit_rate_predictable() const {
+  const std::uint64_t needed = later_prefetch_hits + later_demand_loads - later_unpredictable_loads;
+  return needed > 0 ? static_cast<double>(later_prefetch_hits) / static_cast<double>(needed) : 1.0;
+}
 double MemoryStats::l1_cache_hit_rate() const {
   return cold_reads > 0 ? static_cast<double>(cold_hits) / static_cast<double>(cold_reads) : 1.0;
 }
@@ -148,7 +156,7 @@ void TieredPool::release(PageId id) {
   if (--page.refcount > 0) return;
   KV_ASSERT(!held(id), "release of a page the current step holds");
   if (migrator_ != nullptr) migrator_->settle(page.load);
-  if (page.prefetched) ++stats_.prefetch_unused;
+  if (page.prefetched) unused_prefetch(page);
   if (page.frame != nullptr) give_frame(page.frame, page.long_tail);
   if (page.slot != kNoSlot) store_->release(page.slot);
   place(id, nullptr, false);
@@ -161,6 +169,12 @@ void TieredPool::release(PageId id) {
   page.version.fetch_add(2);  // a reused id never matches a reader's old version
   free_ids_.push_back(id);
   --live_;
+}
+
+void TieredPool::unused_prefetch(const Page& page) {
+  ++stats_.prefetch_unused;
+  ++sample_.prefetch_unused;
+  stats_.prefetch_unused_bytes += class_bytes(page.long_tail);
 }
 
 void TieredPool::place(PageId id, std::byte* frame, bool long_tail) {
@@ -227,6 +241,8 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
     use_[id].held_by = hold_;
   }
   stats_.pages_read += ids.size();
+  const bool first = step_kind_ == StepKind::FirstDecode, later = step_kind_ == StepKind::Decode;
+  if (first) stats_.first_step_pages += ids.size();
   std::vector<PageId> waiting;
   for (PageId id : ids) {
     Page& page = at(id);
@@ -234,12 +250,20 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
     if (page.slot != kNoSlot) ++stats_.cold_reads;
     if (page.frame != nullptr) {
       if (page.slot != kNoSlot) ++stats_.cold_hits;
-      if (page.prefetched) ++stats_.prefetch_hits;
+      if (page.prefetched) {
+        ++stats_.prefetch_hits;
+        ++sample_.prefetch_hits;
+        if (later) ++stats_.later_prefetch_hits;
+      }
       page.prefetched = false;
       if (store_ != nullptr) waiting.push_back(id);  // a prefetch may still be writing the frame
       continue;
     }
     ++stats_.demand_loads;
+    ++sample_.demand_loads;
+    if (first) ++stats_.first_step_demand_loads;
+    if (later) ++stats_.later_demand_loads;
+    step_demand_.push_back(id);
     start_load(id, Migrator::LoadKind::Demand);
     waiting.push_back(id);
   }
@@ -250,6 +274,8 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
       ++stats_.pages_waited;
       stats_.dma_wait_ns += *waited;
       sample_.dma_wait_ns += *waited;
+      if (first) stats_.first_step_dma_wait_ns += *waited;
+      if (later) stats_.later_dma_wait_ns += *waited;
     }
     const std::string error = migrator_->consume(page.load);
     if (!error.empty()) {
@@ -324,18 +350,57 @@ void TieredPool::end_step(const std::vector<PageId>& predicted, std::uint64_t ho
   finish_step(predicted);
 }
 
+void TieredPool::prefetch(const std::vector<PageId>& predicted) {
+  if (store_ == nullptr || config_.prefetch_lookahead <= 0 || config_.l1_bytes == 0) return;
+  const auto ceiling = static_cast<std::uint64_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
+  std::size_t missing = 0;
+  for (PageId id : predicted) {
+    const Page& page = at(id);
+    if (page.frame == nullptr && page.slot != kNoSlot) missing += page_bytes_;
+  }
+  if (missing == 0) return;
+  if (l1_used() + missing > ceiling) drop_read_cache(l1_used() + missing - ceiling);
+  for (PageId id : predicted) {
+    Page& page = at(id);
+    if (page.frame != nullptr || page.slot == kNoSlot) continue;
+    if (l1_used() + page_bytes_ > ceiling) break;
+    use_[id].last_used = step_;
+    page.prefetched = true;
+    ++stats_.prefetch_loads;
+    start_load(id, Migrator::LoadKind::Prefetch);
+  }
+}
+
+std::size_t TieredPool::drop_read_cache(std::size_t bytes) {
+  std::vector<DemotionCandidate> candidates;
+  for (PageId id = 0; id < pages_.size(); ++id) {
+    if (residence_[id].frame == nullptr || held(id)) continue;
+    const Page& page = pages_[id];
+    if (page.pins > 0 || page.slot == kNoSlot || page.predicted_at > step_) continue;
+    candidates.push_back({id, importance_[id], use_[id].last_used, true, class_bytes(page.long_tail), false});
+  }
+  const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes, pages_.size());
+  const std::uint64_t before = l1_used();
+  demote(plan);  // clean copies: dropped, nothing written
+  return before - l1_used();
+}
+
+void TieredPool::advise(const std::vector<PageId>& predicted, std::uint64_t horizon) {
+  for (PageId id : predicted) at(id).predicted_at = step_ + horizon;
+  prefetch(predicted);
+}
+
 void TieredPool::finish_step(const std::vector<PageId>& predicted) {
-  if (store_ != nullptr && config_.prefetch_lookahead > 0 && config_.l1_bytes > 0) {
-    const auto ceiling = static_cast<std::uint64_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
-    for (PageId id : predicted) {
-      Page& page = at(id);
-      if (page.frame != nullptr || page.slot == kNoSlot) continue;
-      if (l1_used() + page_bytes_ > ceiling) break;
-      use_[id].last_used = step_;
-      page.prefetched = true;
-      ++stats_.prefetch_loads;
-      start_load(id, Migrator::LoadKind::Prefetch);
-    }
+  prefetch(predicted);
+  step_demand_.clear();
+  if (store_ != nullptr) {
+    const std::uint64_t ios = store_->stats().read_ios;
+    sample_.read_ios = ios - last_read_ios_;
+    last_read_ios_ = ios;
+  }
+  if (step_kind_ != StepKind::Prefill) {
+    ++stats_.decode_steps;
+    stats_.decode_read_ios += sample_.read_ios;
   }
   const std::uint64_t now = monotonic_ns();
   sample_.step = step_;
@@ -395,7 +460,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     } else {
       ++stats_.drops;
     }
-    if (page.prefetched) ++stats_.prefetch_unused;
+    if (page.prefetched) unused_prefetch(page);
     page.prefetched = false;
     migrator_->settle(page.load);
     give_frame(page.frame, page.long_tail);
@@ -536,7 +601,7 @@ void TieredPool::finish_requantize(PageId id) {
     store_->release(page.slot);
     page.slot = kNoSlot;
   }
-  if (page.prefetched) ++stats_.prefetch_unused;
+  if (page.prefetched) unused_prefetch(page);
   page.prefetched = false;
   page.version.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -565,6 +630,8 @@ MemoryStats TieredPool::stats() const {
     s.l2_live_bytes = l2.live_bytes;
     s.peak_l2_bytes = l2.peak_disk_bytes;
     s.l2_read_ns = l2.read_ns;
+    s.l2_read_ios = l2.read_ios;
+    s.l2_device_bytes_read = l2.device_bytes_read;
     s.l2_write_ns = l2.write_ns;
     s.l2_failed = store_->failed();
     s.l2_mode = l2_mode_name(store_->mode());

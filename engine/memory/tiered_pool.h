@@ -15,6 +15,7 @@
 // constructor's thread from one thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -82,7 +83,20 @@ struct MemoryStats {
   std::uint64_t buffered_demand = 0, buffered_prefetch = 0;
   std::uint64_t prefetch_hits = 0;     // steps' pages that a prefetch had brought (or was bringing)
   std::uint64_t prefetch_unused = 0;   // prefetched pages dropped or freed before any use
+  std::uint64_t prefetch_unused_bytes = 0;  // their page bytes
   std::uint64_t pages_waited = 0;      // pages the decode path waited for (timing-dependent)
+  // By decode phase (StepKind): the first decode step after a prefill, which has no selection
+  // history of its own, and the decode steps after it.
+  std::uint64_t first_step_pages = 0;          // sealed pages the first steps read
+  std::uint64_t first_step_demand_loads = 0;
+  std::uint64_t first_step_dma_wait_ns = 0;
+  std::uint64_t later_prefetch_hits = 0, later_demand_loads = 0;
+  std::uint64_t later_unpredictable_loads = 0;  // of the demand loads: no earlier query could predict them
+  std::uint64_t later_dma_wait_ns = 0;
+  std::uint64_t decode_read_ios = 0;   // L2 read I/Os completed during decode steps (timing-dependent)
+  std::uint64_t decode_steps = 0;      // decode attention calls (one per layer and token)
+  std::uint64_t l2_read_ios = 0, l2_device_bytes_read = 0;
+  std::uint64_t summary_index_bytes = 0;  // peak of the page-summary index in L1 (part of the external bytes)
   std::uint64_t demotions = 0;         // pages written to L2
   std::uint64_t drops = 0;             // clean L1 copies dropped
   std::uint64_t requantized_pages = 0;  // long-tail pages requantized to INT2 in danger
@@ -95,6 +109,10 @@ struct MemoryStats {
   bool l2_on_ram = false;
 
   double prefetch_hit_rate() const;   // prefetch_hits / (prefetch_hits + demand_loads)
+  // Over the decode steps after the first: hits / (hits + demand loads), and hits / (hits +
+  // the demand loads an earlier query could have predicted).
+  double prefetch_hit_rate_after_first() const;
+  double prefetch_hit_rate_predictable() const;
   double l1_cache_hit_rate() const;   // cold_hits / cold_reads
   double write_amplification() const; // l2_flushed_device_bytes / l2_flushed_page_bytes (>= 1; 0: none)
   double swap_in_gb_per_s() const;    // swap_in_bytes / L2 read time (decimal GB/s)
@@ -112,6 +130,9 @@ struct TrafficCounters {
   std::uint64_t demotions = 0;
 };
 TrafficCounters operator-(const TrafficCounters& later, const TrafficCounters& earlier);
+
+// What the pool's owner is running, for the figures by phase.
+enum class StepKind : std::uint8_t { Prefill, FirstDecode, Decode };
 
 // MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
 std::uint64_t mem_available_bytes();
@@ -165,8 +186,20 @@ class TieredPool {
     KV_ASSERT(id < importance_.size(), "unknown page id");
     return importance_[id];
   }
-  // Bytes of L1 used outside the pool (the cache's full-precision residual), counted in L1.
-  void set_external_bytes(std::size_t bytes) { external_bytes_ = bytes; }
+  // Bytes of L1 used outside the pool (the cache's full-precision residual and page-summary
+  // index, of which summary_bytes), counted in L1.
+  void set_external_bytes(std::size_t bytes, std::size_t summary_bytes = 0) {
+    external_bytes_ = bytes;
+    stats_.summary_index_bytes = std::max<std::uint64_t>(stats_.summary_index_bytes, summary_bytes);
+  }
+  // The phase of the steps from now on (MemoryStats' figures by phase).
+  void set_step_kind(StepKind kind) { step_kind_ = kind; }
+  // The pages this attention call loaded on demand so far (cleared when the step is released).
+  const std::vector<PageId>& step_demand_loads() const { return step_demand_; }
+  // The owner's verdict on this step's demand loads: how many no earlier query could predict.
+  void count_unpredictable(std::uint64_t loads) {
+    if (step_kind_ == StepKind::Decode) stats_.later_unpredictable_loads += loads;
+  }
 
   // One step: make every page resident, held until end_step(); out[i] is ids[i]'s frame.
   // Throws InputError (naming the segment and page) when an L2 page cannot be read intact.
@@ -195,6 +228,9 @@ class TieredPool {
   // Both, for an owner with nothing to apply: a budget request goes unanswered and a
   // requantization plan is finished with none done.
   void end_step(const std::vector<PageId>& predicted, std::uint64_t horizon = 1);
+  // Between steps (the end of a prefill): the predicted pages are demoted last for the next
+  // `horizon` steps and prefetched like finish_step() does, without ending a step.
+  void advise(const std::vector<PageId>& predicted, std::uint64_t horizon);
   std::uint64_t step() const { return step_; }
 
   // Runs the pressure controller now (the cache calls it after sealing pages) and applies what
@@ -236,6 +272,7 @@ class TieredPool {
   struct Page;
 
   Page& at(PageId id);
+  void unused_prefetch(const Page& page);  // a prefetched page goes unread
   // Sets a page's frame and frame class, in its record and in residence_.
   void place(PageId id, std::byte* frame, bool long_tail);
   const Page& at(PageId id) const;
@@ -245,6 +282,12 @@ class TieredPool {
   std::size_t class_bytes(bool long_tail) const;
   std::vector<PageId> plan_long_tail(std::size_t max_pages);
   std::uint64_t l1_used() const;
+  // Loads the predicted pages that are in L2, most likely first, into the L1 room above the
+  // warning watermark; the read cache (clean copies not predicted) gives up room for them.
+  void prefetch(const std::vector<PageId>& predicted);
+  // Drops clean L1 copies that no step is predicted to read, lowest retention first, until
+  // `bytes` are free or none is left. Returns the bytes freed.
+  std::size_t drop_read_cache(std::size_t bytes);
   void start_load(PageId id, Migrator::LoadKind kind);
   // The migrator's lock over the page records' load states; none without L2 (no migrator).
   std::unique_lock<std::mutex> lock_loads();
@@ -287,6 +330,9 @@ class TieredPool {
   bool overflowing_ = false;  // an Overflow event is reported once per episode
   bool machine_low_ = false;  // MemAvailable below its floor at the last check
   std::uint64_t last_sample_ns_ = 0;  // when the last step's sample was closed
+  std::uint64_t last_read_ios_ = 0;   // the store's read I/Os when the last sample was closed
+  StepKind step_kind_ = StepKind::Prefill;
+  std::vector<PageId> step_demand_;  // this call's demand loads
   MemoryStats stats_;
   MemorySample sample_;
   std::vector<MemoryEvent> events_;

@@ -66,8 +66,7 @@ void SparseDecoder::report_selection(Phase phase, std::uint64_t start_ns, std::s
   telemetry_->on_ops(phase, ops);
 }
 
-void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
-  serve_budget_requests();  // appending may have entered danger
+SelectionPlan SparseDecoder::plan_step(SeqId seq, int layer, const float* q, Phase phase) {
   const ModelGeometry& g = cache_.config().geometry;
   const int page_tokens = cache_.config().page_tokens;
   // Selection reads the key bounds alone; the cache views only the planned pages.
@@ -93,8 +92,26 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
     bounds = quest_bounds(key_bounds_, g.head_dim, q, g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
   }
   const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc};
-  last_plan_ = plan_selection(policy_, input, &cache_.pool());
-  report_selection(Phase::Decode, select_start, pages, !bounds.empty());
+  SelectionPlan plan = plan_selection(policy_, input, &cache_.pool());
+  report_selection(phase, select_start, pages, !bounds.empty());
+  return plan;
+}
+
+void SparseDecoder::predict_next(SeqId seq, int layer, const float* q) {
+  if (!cache_.offloads()) return;  // every page is resident: nothing to predict for
+  serve_budget_requests();
+  const SelectionPlan plan = plan_step(seq, layer, q, Phase::Prefill);
+  cache_.predict_next(seq, layer, plan);
+  serve_budget_requests();
+}
+
+void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
+  serve_budget_requests();  // appending may have entered danger
+  const ModelGeometry& g = cache_.config().geometry;
+  const int page_tokens = cache_.config().page_tokens;
+  last_plan_ = plan_step(seq, layer, q, Phase::Decode);
+  const int context = cache_.length(seq, layer);
+  auto& acc = history_[{seq, layer}].accumulated;
   AttendOptions options;
   options.plan = &last_plan_;
   options.compensate = policy_.compensation == Compensation::MeanV;

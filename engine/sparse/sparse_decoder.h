@@ -32,8 +32,15 @@ class SparseDecoder {
   // window before and across the chunk, and the top pages by the same scores, computed for the
   // chunk's mean query. No accumulation (prefill has no decode history yet).
   void prefill(SeqId seq, int layer, const float* q, int n_queries, float* out);
+  // The end of a prefill: q [q_heads][head_dim] is the prompt's last query in (seq, layer). It
+  // plans the selection a decode step would make for it and hands it to the cache
+  // (KVCache::predict_next), which prefetches for the first decode step. Attends to nothing.
+  void predict_next(SeqId seq, int layer, const float* q);
   // Marks the end of a decode step (steps count selections and decay accumulated attention).
-  void end_step() { ++step_; }
+  void end_step() {
+    ++step_;
+    cache_.end_decode_step();
+  }
 
   // Adaptive tightening: a new budget from now on (fraction in (0, 1] or pages >= 1).
   void set_budget(float fraction, int pages);
@@ -63,6 +70,9 @@ class SparseDecoder {
  private:
   // The select span and the selection's operation counts (a null sink: nothing).
   void report_selection(Phase phase, std::uint64_t start_ns, std::size_t pages, bool bounded);
+  // The decode plan of query q over (seq, layer)'s pages: key bounds, decayed accumulated
+  // attention (once per step), selection. Reports the select span under `phase`.
+  SelectionPlan plan_step(SeqId seq, int layer, const float* q, Phase phase);
   void serve_budget_requests();
 
   KVCache& cache_;

@@ -118,9 +118,11 @@ TEST_CASE("A synthetic prompt that ends by full_prefill_positions attends every 
   struct Case {
     int prompt, full_positions, attended;  // attended: per layer, over the prompt
   };
-  // 1536 tokens in full; the same probed (three chunks of 512, each probed with 64 queries); a
-  // last chunk of 10 tokens is never a probe (it would time the multi-query decode).
-  for (const Case c : {Case{1536, 4096, 1536}, Case{1536, 1024, 3 * 64}, Case{1034, 0, 2 * 64}}) {
+  // A RAG prompt is its documents and a 32-token question (one chunk, probed with its 32
+  // queries). 1536 tokens in full; the same probed (documents in chunks of 512, 512 and 480, each
+  // probed with 64 queries); documents ending in a chunk of 10 tokens, which is never a probe (it
+  // would time the multi-query decode).
+  for (const Case c : {Case{1536, 4096, 1536}, Case{1536, 1024, 3 * 64 + 32}, Case{1066, 0, 2 * 64 + 32}}) {
     CAPTURE(c.prompt, c.full_positions);
     WorkloadConfig w;
     w.name = w.kind = "rag";

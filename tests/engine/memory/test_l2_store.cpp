@@ -88,7 +88,7 @@ TEST_CASE("L2 pages read back equal, from the write buffer and from the device",
   CHECK(stats.pages_read == 301);
 }
 
-TEST_CASE("a joined read returns the bytes of single reads, as one I/O; a moved page is read alone", "[memory][l2]") {
+TEST_CASE("a joined read returns the bytes of single reads with one I/O, and pages apart are read alone", "[memory][l2]") {
   kvtest::TempDir dir("l2-run");
   const bool direct = GENERATE(true, false);
   CAPTURE(direct);
