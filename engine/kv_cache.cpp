@@ -31,7 +31,7 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
       residual_pool_(residual_layout_.bytes, cache_page_alignment(config), kPagesPerSlab),
       table_(config.geometry, sealed_pool_, residual_pool_, residual_layout_.bytes),
       sealer_(config_, {&layout_, &residual_layout_, &long_tail_layout_}, table_, sealed_pool_, residual_pool_, pool_, telemetry),
-      advisor_(sealed_pool_, config_.memory, config.page_tokens),
+      advisor_(sealed_pool_, config_.memory, config.page_tokens, config.geometry.layers),
       resident_({&layout_, &residual_layout_, &long_tail_layout_}, config.page_tokens, config.geometry.head_dim, sealed_pool_,
                 residual_pool_),
       call_(config.memory.l0_bytes) {
@@ -187,7 +187,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     args.page_mass = &cache_page_mass_;
   }
   args.through_l0 = config_.memory.l0_copy && n_queries == 1;  // holds the step's pages while it stages them
-  args.wave_bytes = args.through_l0 ? 0 : stream_batch_bytes();
+  args.wave_bytes = args.through_l0 ? 0 : stream_batch_bytes(n_queries > 1);
   args.residual_layout = &residual_layout_;
   // L2 traffic of this call: demand loads while its pages are acquired, demotions and
   // prefetches after it.
@@ -245,7 +245,7 @@ void KVCache::report_attention(const LayerPages& state, int n_queries, bool plan
   telemetry_->on_ops(phase_, ops);
 }
 
-std::size_t KVCache::stream_batch_bytes() const {
+std::size_t KVCache::stream_batch_bytes(bool prompt) const {
   // Without a cap nothing is ever demoted, so a call may hold every page. With one, a call holds
   // at most half of the room the pinned pages leave (and always at least one page position),
   // so that no phase - a dense prefill chunk over a long context included - holds more than
@@ -253,8 +253,10 @@ std::size_t KVCache::stream_batch_bytes() const {
   const std::size_t cap = config_.memory.l1_bytes;
   if (cap == 0) return 0;
   // When pinned pages fill the cap (danger), waves shrink to one position each, not to "no limit".
-  const std::size_t pinned = sealed_pool_.pinned_bytes();
-  return std::max<std::size_t>(1, cap > pinned ? (cap - pinned) / 2 : 0);
+  // A prompt's chunk also leaves room for the pages predicted for the next decode steps
+  // (predict_next): streaming the whole context must not push them out.
+  const std::size_t kept = sealed_pool_.pinned_bytes() + (prompt ? sealed_pool_.predicted_resident_bytes() : 0);
+  return std::max<std::size_t>(1, cap > kept ? (cap - kept) / 2 : 0);
 }
 
 void KVCache::end_pool_step(LayerPages& state, bool decode, const SelectionPlan* plan,

@@ -126,7 +126,7 @@ class KVCache {
   void apply_relief(const TieredPool::Relief& relief);
   void update_memory_pressure();
   // Bytes of sealed pages one attention call may hold at once under an L1 cap (0: no limit).
-  std::size_t stream_batch_bytes() const;
+  std::size_t stream_batch_bytes(bool prompt) const;
   void end_pool_step(LayerPages& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);
   void report_attention(const LayerPages& state, int n_queries, bool planned, const TrafficCounters& moved);

@@ -127,16 +127,15 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     cache_.append(*seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
     t.append_ms += ms_since(start);
     add_work_since(work, t.append_work);
-    // After the layer's prompt attention: its pages are scored for the first decode step.
-    const auto predict_next = [&] {
-      const auto predict_start = Clock::now();
+    // Before the layer's prompt attention: the prompt's last query scores the pages for the
+    // first decode step from their key bounds alone, so the pages it predicts, which the
+    // attention streams through L1 anyway, stay there.
+    if (predict) {
+      start = Clock::now();
       decoder_.predict_next(*seq_, layer, buffers_.q.data() + (rows - 1) * q_row);
-      t.predict_ms += ms_since(predict_start);
-    };
-    if (attend == 0) {
-      if (predict) predict_next();
-      continue;
+      t.predict_ms += ms_since(start);
     }
+    if (attend == 0) continue;
     start = Clock::now();
     work = kv::engine_work();
     const std::uint64_t serial_start = kv::serial_cpu_ns();
@@ -155,7 +154,6 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     }
     t.attend_ms += ms_since(start);
     add_work_since(work, t.attend_work);
-    if (predict) predict_next();
     if (n == 1 && options_.quality != nullptr) {  // outside the timed region: the check costs far more than the step
       start = Clock::now();
       if (options_.quality->check(cache_, decoder_, buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);

@@ -29,7 +29,7 @@ std::vector<SelectionRecord> selection_records(const SelectionPlan* plan, std::s
 }
 
 std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord>>& history, int lookahead,
-                                    const std::vector<const std::vector<PageId>*>& sealed) {
+                                    const std::vector<const std::vector<PageId>*>& sealed, std::size_t max_per_head) {
   std::vector<PageId> predicted;
   if (history.empty()) return predicted;
   const std::size_t heads = sealed.size();
@@ -39,6 +39,8 @@ std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord
     std::vector<const SelectionRecord*> steps;
     for (const auto& step : history) steps.push_back(&step[h]);
     per_head[h] = plan_prefetch(steps, lookahead);
+    const std::size_t kept = history.back()[h].kept.size();
+    per_head[h].resize(std::min(per_head[h].size(), max_per_head > kept ? max_per_head - kept : 0));
     longest = std::max(longest, per_head[h].size());
   }
   const auto add = [&](std::size_t h, int page) {
@@ -85,7 +87,11 @@ std::vector<PageId> MemoryAdvisor::predict(std::deque<std::vector<SelectionRecor
   // Selection history: what each kv head read this step, and the runners-up of the plan.
   history.push_back(selection_records(plan, sealed.size(), pages));
   while (history.size() > static_cast<std::size_t>(lookahead) + 1) history.pop_front();
-  return predicted_pages(history, lookahead, sealed);
+  // Each (layer, kv head) may hold its share of the L1 room above what stays anyway (pinned
+  // pages, the residual and the summary index): a prediction wider than that would only push
+  // out another layer's pages before they are read.
+  const std::size_t share = static_cast<std::size_t>(std::max(1, layers_)) * std::max<std::size_t>(1, sealed.size());
+  return predicted_pages(history, lookahead, sealed, pool_.room_pages() / share);
 }
 
 void MemoryAdvisor::remember_ranking(std::vector<std::vector<std::uint8_t>>& ranked, const SelectionPlan& plan) {

@@ -25,13 +25,16 @@ std::vector<SelectionRecord> selection_records(const SelectionPlan* plan, std::s
 // step (a selection mostly persists), then each head's prefetch predictions (plan_prefetch over
 // `history`, oldest step first), interleaved by rank so every head gets its best first.
 // sealed[h]: kv head h's sealed pages in logical order (residual pages are not the pool's).
+// At most max_per_head pages per kv head, its pages of this step included.
 std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord>>& history, int lookahead,
-                                    const std::vector<const std::vector<PageId>*>& sealed);
+                                    const std::vector<const std::vector<PageId>*>& sealed,
+                                    std::size_t max_per_head = SIZE_MAX);
 
 class MemoryAdvisor {
  public:
-  MemoryAdvisor(TieredPool& pool, const MemoryConfig& config, int page_tokens)
-      : pool_(pool), config_(config), page_tokens_(page_tokens) {}
+  // layers: the cache's layers, which share the pool's room.
+  MemoryAdvisor(TieredPool& pool, const MemoryConfig& config, int page_tokens, int layers = 1)
+      : pool_(pool), config_(config), page_tokens_(page_tokens), layers_(layers) {}
 
   // One kv head of `length` tokens: its sealed pages holding a sink token (the first
   // pin_sink_tokens) or overlapping the window (the last pin_window_tokens) are pinned, the
@@ -64,6 +67,7 @@ class MemoryAdvisor {
   TieredPool& pool_;
   const MemoryConfig& config_;
   int page_tokens_;
+  int layers_;
 };
 
 }  // namespace kv

@@ -385,6 +385,20 @@ std::size_t TieredPool::drop_read_cache(std::size_t bytes) {
   return before - l1_used();
 }
 
+std::size_t TieredPool::room_pages() const {
+  if (config_.l1_bytes == 0) return SIZE_MAX;
+  const auto ceiling = static_cast<std::size_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
+  return ceiling > pinned_bytes() ? (ceiling - pinned_bytes()) / page_bytes_ : 0;
+}
+
+std::size_t TieredPool::predicted_resident_bytes() const {
+  std::size_t bytes = 0;
+  for (PageId id = 0; id < pages_.size(); ++id) {
+    if (residence_[id].frame != nullptr && pages_[id].predicted_at > step_ && pages_[id].pins == 0) bytes += class_bytes(residence_[id].long_tail);
+  }
+  return bytes;
+}
+
 void TieredPool::advise(const std::vector<PageId>& predicted, std::uint64_t horizon) {
   for (PageId id : predicted) at(id).predicted_at = step_ + horizon;
   prefetch(predicted);
@@ -468,7 +482,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
   }
 }
 
-std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
+std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free, bool spare_predicted) {
   if (store_ == nullptr) return 0;
   if (!l2_stopped_ && store_->failed()) {
     l2_stopped_ = true;
@@ -484,6 +498,7 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free) {
     const Page& page = pages_[id];
     if (page.pins > 0) continue;
     if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
+    if (spare_predicted && page.predicted_at > step_) continue;
     candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.long_tail), page.predicted_at > step_});
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
@@ -546,7 +561,13 @@ TieredPool::Relief TieredPool::relieve_pressure() {
   PressurePlan plan = plan_pressure(pressure_state(), marks, PressureStage::Start);
   apply_level(plan);
   if (plan.done) return relief;
-  if (plan.demote_bytes > 0) demote_bytes(plan.demote_bytes);
+  if (plan.demote_bytes > 0) {
+    // Towards the target with pages no coming step is predicted to read; predicted pages go
+    // only as far as leaving the warning level needs (else relief undoes the prefetch).
+    demote_bytes(plan.demote_bytes, true);
+    const auto ceiling = static_cast<std::uint64_t>(static_cast<double>(config_.l1_bytes) * (1.0 - config_.warning_free));
+    if (l1_used() >= ceiling) demote_bytes(l1_used() - ceiling + page_bytes_);
+  }
   plan = plan_pressure(pressure_state(), marks, PressureStage::AfterDemotion);
   apply_level(plan);
   relief.tighten_budget = plan.tighten_budget;

@@ -173,6 +173,12 @@ class TieredPool {
   std::size_t page_bytes() const { return page_bytes_; }
   // L1 bytes that demotion can never free: pinned pages and the external (residual) bytes.
   std::size_t pinned_bytes() const { return pinned_pages_ * page_bytes_ + external_bytes_; }
+  // Pages that fit in L1 below the warning watermark beside what demotion cannot free (pinned
+  // pages and the external bytes): the room steps and prefetch share. SIZE_MAX without a cap.
+  std::size_t room_pages() const;
+  // L1 bytes of resident pages a coming step is predicted to read (demoted last). A scan of
+  // every page: for calls that stream many pages, not per page.
+  std::size_t predicted_resident_bytes() const;
 
   void pin(PageId id);
   void unpin(PageId id);
@@ -292,7 +298,8 @@ class TieredPool {
   // The migrator's lock over the page records' load states; none without L2 (no migrator).
   std::unique_lock<std::mutex> lock_loads();
   void demote(const std::vector<PageId>& plan);
-  std::size_t demote_bytes(std::size_t bytes_to_free);
+  // spare_predicted: pages a coming step is predicted to read are not candidates.
+  std::size_t demote_bytes(std::size_t bytes_to_free, bool spare_predicted = false);
   void set_level(PressureLevel level, const std::string& reason);
   PressureState pressure_state() const;
   // Sets the plan's level and closes or opens an overflow episode as it says.
