@@ -199,6 +199,44 @@ TEST_CASE("prefetch changes no output and leaves the decode path fewer pages to 
                         run(tiered_config(Format::Q4, dir.path, 2), &policy).outputs));
 }
 
+TEST_CASE("the prompt's last query predicts the first decode step: it loads only what the prediction missed", "[memory][kv_cache]") {
+  kvtest::TempDir dir("cache-first-step");
+  const SparsePolicy policy = hybrid(0.1f);
+  const auto first_step = [&](bool predict) {
+    KVCache cache(tiered_config(Format::Q4, dir.path, 2, 0.3));
+    SparseDecoder decoder(cache, policy);
+    const SeqId seq = cache.create_sequence();
+    const std::size_t row = static_cast<std::size_t>(kKvHeads) * kDim;
+    const auto k = kvtest::random_keys(kPrompt + 1, kKvHeads, kDim, 5);
+    const auto v = kvtest::random_values(static_cast<std::size_t>(kPrompt + 1) * row, 6);
+    const auto q = kvtest::random_values(static_cast<std::size_t>(kQHeads) * kDim, 7);
+    cache.set_phase(Phase::Prefill);
+    for (int l = 0; l < kLayers; ++l) {
+      cache.append(seq, l, k.data(), v.data(), kPrompt);
+      if (predict) decoder.predict_next(seq, l, q.data());  // the prompt's last query is q
+    }
+    // The first decode step asks what the last prompt query asked (a question, then its answer).
+    cache.set_phase(Phase::Decode);
+    std::vector<float> out(static_cast<std::size_t>(kQHeads) * kDim);
+    std::vector<std::vector<int>> planned;
+    for (int l = 0; l < kLayers; ++l) {
+      decoder.attend(seq, l, q.data(), out.data());
+      for (const HeadSelection& head : decoder.last_plan().heads) planned.push_back(head.pages);
+    }
+    decoder.end_step();
+    return std::make_pair(cache.stats().memory, planned);
+  };
+  const auto [cold, cold_plan] = first_step(false);
+  const auto [warm, warm_plan] = first_step(true);
+  CHECK(cold_plan == warm_plan);  // prediction changes where pages are, not what is selected
+  REQUIRE(cold.first_step_pages > 0);
+  CHECK(warm.first_step_pages == cold.first_step_pages);
+  CHECK(cold.first_step_demand_loads > cold.first_step_pages / 4);  // without it most selected pages are in L2
+  CHECK(warm.first_step_demand_loads == 0);                         // the same query: nothing missed
+  CHECK(warm.prefetch_loads > 0);
+  CHECK(warm.decode_steps == kLayers);
+}
+
 TEST_CASE("l0_copy: kernels read real copies in L0-sized batches and agree with the direct path", "[memory][kv_cache]") {
   const Format format = GENERATE(Format::F16, Format::Q4);
   const bool sparse = GENERATE(false, true);

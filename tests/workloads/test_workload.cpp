@@ -46,7 +46,7 @@ TEST_CASE("Workload defaults fill what the kind uses", "[workloads]") {
   CHECK(with_defaults(given, 512).context_tokens == 1000);
 }
 
-TEST_CASE("rag: one request, the needle inside the retrieved chunks and asked by every decode step", "[workloads]") {
+TEST_CASE("rag: one request, the needle inside the retrieved chunks, asked by the question and every decode step", "[workloads]") {
   const ScriptOrSkip built = build_script(workload("rag"), synthetic());
   REQUIRE(built.skipped.empty());
   const Script& s = built.script;
@@ -55,11 +55,19 @@ TEST_CASE("rag: one request, the needle inside the retrieved chunks and asked by
   CHECK(tokens_of(s, OpKind::Prefill) == 16384);
   CHECK(tokens_of(s, OpKind::Decode) == 32);
   REQUIRE(s.needles.size() == 1);
-  CHECK(s.needles[0] >= 16384 / 10);
-  CHECK(s.needles[0] < 16384 * 9 / 10);
-  for (const Op& op : s.ops) {
-    if (op.kind == OpKind::Decode) CHECK(op.ask_needle == 0);
-  }
+  const int documents = 16384 - 32;
+  CHECK(s.needles[0] >= documents / 10);
+  CHECK(s.needles[0] < documents * 9 / 10);
+  // The documents (asking nothing), the question, the answer.
+  REQUIRE(s.ops.size() == 4);
+  CHECK(s.ops[1].kind == OpKind::Prefill);
+  CHECK(s.ops[1].tokens == documents);
+  CHECK(s.ops[1].ask_needle == -1);
+  CHECK(s.ops[2].kind == OpKind::Prefill);
+  CHECK(s.ops[2].tokens == 32);
+  CHECK(s.ops[2].ask_needle == 0);
+  CHECK(s.ops[3].kind == OpKind::Decode);
+  CHECK(s.ops[3].ask_needle == 0);
   // The same seed places the needle at the same position; another seed elsewhere.
   CHECK(build_script(workload("rag"), synthetic()).script.needles == s.needles);
   ScriptTarget other = synthetic();
@@ -67,18 +75,28 @@ TEST_CASE("rag: one request, the needle inside the retrieved chunks and asked by
   CHECK(build_script(workload("rag"), other).script.needles != s.needles);
 }
 
-TEST_CASE("codebase: four definitions, each asked in its quarter of the output", "[workloads]") {
+TEST_CASE("codebase: four questions, each about a definition in its quarter of the code, and their answers", "[workloads]") {
   const Script s = build_script(workload("codebase"), synthetic()).script;
+  const int code = 65536 - 4 * 32;
   REQUIRE(s.needles.size() == 4);
   for (int d = 0; d < 4; ++d) {
-    CHECK(s.needles[static_cast<std::size_t>(d)] >= 65536 * d / 4);
-    CHECK(s.needles[static_cast<std::size_t>(d)] < 65536 * (d + 1) / 4);
+    CHECK(s.needles[static_cast<std::size_t>(d)] >= code * d / 4);
+    CHECK(s.needles[static_cast<std::size_t>(d)] < code * (d + 1) / 4);
   }
-  std::vector<int> asked;
+  // The code, then per question its 32-token prompt and its answer, both asking its definition.
+  std::vector<int> asked_by_prompt, asked_by_answer, requests;
   for (const Op& op : s.ops) {
-    if (op.kind == OpKind::Decode) asked.push_back(op.ask_needle);
+    if (op.kind == OpKind::Prefill && op.tokens == 32) asked_by_prompt.push_back(op.ask_needle);
+    if (op.kind == OpKind::Decode) {
+      asked_by_answer.push_back(op.ask_needle);
+      requests.push_back(op.request);
+    }
   }
-  CHECK(asked == std::vector<int>{0, 1, 2, 3});
+  CHECK(asked_by_prompt == std::vector<int>{0, 1, 2, 3});
+  CHECK(asked_by_answer == std::vector<int>{0, 1, 2, 3});
+  CHECK(requests == std::vector<int>{0, 1, 2, 3});
+  CHECK(s.requests == 4);
+  CHECK(tokens_of(s, OpKind::Prefill) == 65536);
   CHECK(tokens_of(s, OpKind::Decode) == 256);
 }
 

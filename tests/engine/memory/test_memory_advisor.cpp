@@ -54,6 +54,49 @@ TEST_CASE("predicted pages: this step's pages first, then predictions by rank, r
   CHECK(predicted_pages({}, 2, {&head0, &head1}).empty());
 }
 
+TEST_CASE("predicted pages stay within each head's share of the room, this step's pages first", "[memory][advisor]") {
+  const std::vector<PageId> head0{10, 11, 12, 13, 14, 15}, head1{20, 21, 22, 23, 24, 25};
+  std::deque<std::vector<SelectionRecord>> history;
+  history.push_back({{{0, 1}, {1, 2, 3, 4, 5}, {0.9f, 0.8f, 0.7f, 0.6f, 0.5f}}, {{0, 2}, {1, 2, 3, 4, 5}, {0.1f, 0.9f, 0.8f, 0.7f, 0.6f}}});
+  history.push_back({{{0, 3}, {1, 2, 3, 4, 5}, {0.9f, 0.8f, 0.7f, 0.6f, 0.5f}}, {{0, 4}, {1, 2, 3, 4, 5}, {0.1f, 0.9f, 0.8f, 0.7f, 0.6f}}});
+  const auto wide = predicted_pages(history, 2, {&head0, &head1});
+  const auto capped_at_3 = predicted_pages(history, 2, {&head0, &head1}, 3);
+  // Kept pages (two per head) and one prediction each: the head's best.
+  REQUIRE(wide.size() > 6);
+  CHECK(capped_at_3 == std::vector<PageId>(wide.begin(), wide.begin() + 6));
+  // A share below the kept pages still keeps them (they were read this step): no prediction.
+  CHECK(predicted_pages(history, 2, {&head0, &head1}, 1) == std::vector<PageId>{10, 13, 20, 24});
+}
+
+TEST_CASE("a load is unpredictable only when no earlier query kept its page or ranked it within the budget", "[memory][advisor]") {
+  // One head, 8 logical pages with ids 100 + p; budget 2 pages; page 0 is the sink, 7 the window.
+  const std::vector<PageId> head{100, 101, 102, 103, 104, 105, 106, 107};
+  const auto plan = [](std::vector<int> kept, std::vector<float> middle_scores) {
+    SelectionPlan p;
+    p.total_pages = 8;
+    p.budget_pages = 2;
+    HeadSelection h;
+    h.pages = kept;
+    for (int page : kept) h.reasons.push_back(page == 0 ? KeepReason::Sink : page == 7 ? KeepReason::Window : KeepReason::Score);
+    h.middle_scores = std::move(middle_scores);  // pages 1..6
+    p.heads.push_back(h);
+    return p;
+  };
+  std::vector<std::vector<std::uint8_t>> ranked;
+  // Step 1 keeps 1 and 2; page 3 ranks third (outside the budget), 5 fourth.
+  const SelectionPlan first = plan({0, 1, 2, 7}, {0.9f, 0.8f, 0.5f, 0.1f, 0.4f, 0.0f});
+  // Every load of the first plan is unpredictable (nothing came before it) but the kept ones.
+  CHECK(MemoryAdvisor::unpredictable_loads(ranked, &first, {&head}, {101, 102}) == 2);
+  // Step 2 keeps 1 and 3 and loads both: 1 was kept before; 3 never ranked within 2 pages.
+  const SelectionPlan second = plan({0, 1, 3, 7}, {0.9f, 0.1f, 0.8f, 0.0f, 0.0f, 0.0f});
+  CHECK(MemoryAdvisor::unpredictable_loads(ranked, &second, {&head}, {101, 103}) == 1);
+  // Step 3 loads 3 again (ranked at step 2): predictable. Loads of pages it did not keep
+  // (another head's, say) are not its to judge.
+  const SelectionPlan third = plan({0, 3, 4, 7}, {0.0f, 0.1f, 0.9f, 0.8f, 0.0f, 0.0f});
+  CHECK(MemoryAdvisor::unpredictable_loads(ranked, &third, {&head}, {103, 104, 555}) == 1);  // 4 is new
+  CHECK(MemoryAdvisor::unpredictable_loads(ranked, nullptr, {&head}, {105}) == 0);  // no plan: every page read
+}
+
 namespace {
 
 constexpr std::size_t kPage = 4096;

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -169,6 +170,105 @@ TEST_CASE("prefetch loads predicted pages before the step that reads them", "[me
   CHECK(stats.prefetch_hits == 8);
   CHECK(stats.demand_loads == 0);
   CHECK(stats.prefetch_hit_rate() == 1.0);
+}
+
+TEST_CASE("pressure relief spares predicted pages down to the target and takes them only to leave warning", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-spare-predicted");
+  TieredPool pool(kPage, 64, tiered(dir.path, 100));
+  const auto ids = allocate(pool, 85);  // 15% free: warning
+  SECTION("enough other pages: only they go") {
+    const std::vector<PageId> predicted(ids.begin(), ids.begin() + 80);
+    pool.advise(predicted, 10);
+    pool.relieve_pressure();
+    for (PageId id : predicted) CHECK(pool.resident(id));
+    CHECK(pool.stats().l1_used_bytes == 80 * kPage);  // 20% free: out of warning, short of the 25% target
+    CHECK(pool.stats().level == PressureLevel::Safe);
+  }
+  SECTION("every page predicted: one goes, to leave warning") {
+    pool.advise(ids, 10);
+    pool.relieve_pressure();
+    CHECK(pool.stats().l1_used_bytes == 84 * kPage);
+    CHECK(pool.stats().level == PressureLevel::Safe);
+  }
+}
+
+TEST_CASE("prefetch takes room from the read cache, never a page predicted for a coming step", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-read-cache");
+  TieredPool pool(kPage, 64, tiered(dir.path, 100));
+  const auto ids = allocate(pool, 120);
+  pool.relieve_pressure();  // 75 resident, 45 in L2
+  std::vector<PageId> cold;
+  for (PageId id : ids) {
+    if (!pool.resident(id)) cold.push_back(id);
+  }
+  REQUIRE(cold.size() == 45);
+  // Ten of them come back on demand: clean copies (the read cache), and important ones.
+  const std::vector<PageId> cached(cold.begin(), cold.begin() + 10);
+  std::vector<const std::byte*> frames;
+  pool.acquire(cached, frames);
+  for (PageId id : cached) pool.set_importance(id, 1.0f);
+  pool.end_step({});  // relief demotes older pages to the 75% target
+  for (PageId id : cached) REQUIRE(pool.resident(id));
+  REQUIRE(pool.stats().l1_used_bytes == 75 * kPage);
+  // Five clean copies are predicted for the coming steps, five are not.
+  const std::vector<PageId> kept(cached.begin(), cached.begin() + 5), spare(cached.begin() + 5, cached.end());
+  pool.advise(kept, 5);
+  // Twelve pages predicted next: 10 fit below the watermark, two take read-cache room.
+  const std::vector<PageId> wanted(cold.begin() + 10, cold.begin() + 22);
+  const std::uint64_t drops = pool.stats().drops;
+  pool.advise(wanted, 5);
+  for (PageId id : kept) CHECK(pool.resident(id));
+  for (PageId id : wanted) CHECK(pool.resident(id));
+  CHECK(std::count_if(spare.begin(), spare.end(), [&](PageId id) { return pool.resident(id); }) == 3);
+  const MemoryStats stats = pool.stats();
+  CHECK(stats.drops == drops + 2);  // clean copies: dropped, not written
+  CHECK(stats.prefetch_loads == 12);
+  CHECK(stats.l1_used_bytes == 85 * kPage);
+  pool.acquire(wanted, frames);
+  for (std::size_t i = 0; i < wanted.size(); ++i) CHECK(holds(frames[i], wanted[i]));
+  pool.end_step({});
+  CHECK(pool.stats().prefetch_hits == 12);
+}
+
+TEST_CASE("figures by decode phase: the first step after a prefill, and the steps after it", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-phases");
+  TieredPool pool(kPage, 64, tiered(dir.path, 100));
+  const auto ids = allocate(pool, 120);
+  pool.relieve_pressure();
+  std::vector<PageId> cold;
+  for (PageId id : ids) {
+    if (!pool.resident(id)) cold.push_back(id);
+  }
+  std::vector<const std::byte*> frames;
+  pool.set_step_kind(StepKind::Prefill);
+  pool.acquire({cold[0]}, frames);
+  pool.end_step({});
+  pool.set_step_kind(StepKind::FirstDecode);
+  pool.acquire({cold[1], cold[2], ids[0]}, frames);
+  CHECK(pool.step_demand_loads() == std::vector<PageId>{cold[1], cold[2]});
+  pool.end_step({cold[3], cold[4]});  // prefetched for the next step
+  CHECK(pool.step_demand_loads().empty());
+  pool.set_step_kind(StepKind::Decode);
+  pool.acquire({cold[3], cold[5]}, frames);  // one prefetched, one not
+  pool.count_unpredictable(1);
+  pool.end_step({cold[6]});
+  pool.acquire({ids[0]}, frames);  // cold[6] is never read
+  pool.end_step({});
+  pool.release(cold[4]);  // freed unread: unused prefetches
+  pool.release(cold[6]);
+  const MemoryStats stats = pool.stats();
+  CHECK(stats.demand_loads == 4);
+  CHECK(stats.first_step_pages == 3);
+  CHECK(stats.first_step_demand_loads == 2);
+  CHECK(stats.later_demand_loads == 1);
+  CHECK(stats.later_prefetch_hits == 1);
+  CHECK(stats.later_unpredictable_loads == 1);
+  CHECK(stats.prefetch_hit_rate_after_first() == 0.5);
+  CHECK(stats.prefetch_hit_rate_predictable() == 1.0);  // the miss could not be predicted
+  CHECK(stats.decode_steps == 3);
+  CHECK(stats.prefetch_loads == 3);
+  CHECK(stats.prefetch_unused == 2);
+  CHECK(stats.prefetch_unused_bytes == 2 * kPage);
 }
 
 TEST_CASE("danger: pinned pages fill L1, the budget is tightened, L1 overflows but nothing fails", "[memory][tiers]") {
