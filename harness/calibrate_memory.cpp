@@ -168,22 +168,27 @@ void l2_device(Calibration& c, kv::soc::SocProfile& p, const SwapWaits& swap) {
   const double latency_4k = 1e6 / iops;
   const double page_rate = l2_page_rate_gbps(page_us, latency_4k, static_cast<double>(kPage), random);
   // The latency the engine sees: its demand loads in the swapping decode waited for the
-  // migrator's queue (behind its own demotion writes) as well as for the device.
+  // migrator's read queue (its reader threads, l2_queue_depth of them) as well as for the device.
   const double engine_latency = l2_engine_latency_us(swap.waited_s, swap.device_loads, swap.device_bytes, page_rate);
+  const int readers = kv::L2Config{}.queue_depth;
   if (engine_latency > latency_4k) {
+    // Measured per load with the readers' parallelism in it: the model must not divide it again.
+    p.l2.queue_depth = Quantity{1.0, "requests", "",
+                                fmt::format("derived: latency_us is the engine's wait per demand load, measured with its {} reader threads", readers)};
     p.l2.latency_us = measured(engine_latency, "us",
                                fmt::format("the swapping decode's wait per demand load from the device, less its bytes at the page rate ({:.1f} loads "
                                            "a call; a bare 4 KiB read on {} takes {:.0f} us, 1 / IOPS)",
                                            swap.device_loads, where, latency_4k));
   } else {
     p.l2.latency_us = measured(latency_4k, "us", "one random 4 KiB read through FileIo, one in flight, on " + where + " (1 / IOPS)");
+    p.l2.queue_depth = Quantity{static_cast<double>(readers), "requests", "",
+                                fmt::format("derived: kvbench's migrator keeps up to {} reads in flight (l2_queue_depth's default)", readers)};
   }
   p.l2.random_read_page_gb_per_s = measured(page_rate, "GB/s",
                                             fmt::format("L2Store::read of 36 KiB pages in random order from {}: {:.0f} us each, less the 4 KiB latency, "
                                                         "for the bytes beyond 4 KiB ({:.2f} GB/s all in)",
                                                         where, page_us, random));
   p.l2.random_read_4k_iops = measured(iops, "IOPS", "random 4 KiB reads through FileIo, one in flight, on " + where);
-  p.l2.queue_depth = Quantity{1.0, "requests", "", "derived: kvbench's migrator issues one read at a time"};
   c.say(fmt::format("L2 {}: write {:.2f} GB/s, read {:.2f} GB/s, random pages {:.2f} GB/s ({:.0f} us each), 4 KiB {:.0f} IOPS; latency as the engine sees it {:.0f} us",
                     where, write, read, random, page_us, iops, p.l2.latency_us.value));
 }

@@ -164,6 +164,9 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
           mem.l2_enabled ? "no step needed a page from L2" : no_l2);
   b.maybe("l1_cache_hit_rate", mem.l2_enabled && mem.cold_reads > 0 ? std::optional<double>(mem.l1_cache_hit_rate()) : std::nullopt,
           mem.l2_enabled ? "no step read a page with an L2 copy" : no_l2);
+  b.maybe("l1_cache_hit_rate_decode",
+          mem.l2_enabled && mem.decode_cold_reads > 0 ? std::optional<double>(mem.l1_cache_hit_rate_decode()) : std::nullopt,
+          mem.l2_enabled ? "no decode step read a page with an L2 copy" : no_l2);
   b.maybe("write_amplification",
           mem.l2_enabled && mem.l2_flushed_page_bytes > 0 ? std::optional<double>(mem.write_amplification()) : std::nullopt,
           !mem.l2_enabled            ? no_l2

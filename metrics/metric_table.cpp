@@ -72,6 +72,8 @@ std::vector<MetricDef> build_table() {
       {"swap_out_gb_per_s", "GB/s", H, Hi, false, "l2_bytes_written over the time spent writing L2 (decimal GB/s)."},
       {"prefetch_hit_rate", "ratio", E, Hi, false, "Pages a step needed from L2 that a prefetch had brought / all pages it needed from L2."},
       {"l1_cache_hit_rate", "ratio", E, Hi, false, "Reads of pages with an L2 copy served by an L1 copy / all such reads."},
+      {"l1_cache_hit_rate_decode", "ratio", E, Hi, false,
+       "l1_cache_hit_rate over decode steps only (a prompt's attention streams every page, most of them from L2 under a tight cap)."},
       {"write_amplification", "ratio", E, Lo, false,
        "Device bytes written to L2 (padding, compaction) / page bytes those writes carried; >= 1 by construction."},
       {"dma_wait_ms", "ms", H, Lo, true, "Time the decode and prefill paths waited for pages from L2 (sampled layers scaled)."},

@@ -62,6 +62,9 @@ double MemoryStats::prefetch_hit_rate_predictable() const {
 double MemoryStats::l1_cache_hit_rate() const {
   return cold_reads > 0 ? static_cast<double>(cold_hits) / static_cast<double>(cold_reads) : 1.0;
 }
+double MemoryStats::l1_cache_hit_rate_decode() const {
+  return decode_cold_reads > 0 ? static_cast<double>(decode_cold_hits) / static_cast<double>(decode_cold_reads) : 1.0;
+}
 double MemoryStats::write_amplification() const {
   return l2_flushed_page_bytes > 0 ? static_cast<double>(l2_flushed_device_bytes) / static_cast<double>(l2_flushed_page_bytes)
                                    : 0.0;
@@ -247,9 +250,16 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
   for (PageId id : ids) {
     Page& page = at(id);
     use_[id].last_used = step_;
-    if (page.slot != kNoSlot) ++stats_.cold_reads;
+    const bool decoding = first || later;
+    if (page.slot != kNoSlot) {
+      ++stats_.cold_reads;
+      if (decoding) ++stats_.decode_cold_reads;
+    }
     if (page.frame != nullptr) {
-      if (page.slot != kNoSlot) ++stats_.cold_hits;
+      if (page.slot != kNoSlot) {
+        ++stats_.cold_hits;
+        if (decoding) ++stats_.decode_cold_hits;
+      }
       if (page.prefetched) {
         ++stats_.prefetch_hits;
         ++sample_.prefetch_hits;

@@ -87,6 +87,7 @@ struct MemoryStats {
   std::uint64_t pages_waited = 0;      // pages the decode path waited for (timing-dependent)
   // By decode phase (StepKind): the first decode step after a prefill, which has no selection
   // history of its own, and the decode steps after it.
+  std::uint64_t decode_cold_reads = 0, decode_cold_hits = 0;  // cold_reads, cold_hits of decode steps
   std::uint64_t first_step_pages = 0;          // sealed pages the first steps read
   std::uint64_t first_step_demand_loads = 0;
   std::uint64_t first_step_dma_wait_ns = 0;
@@ -114,6 +115,7 @@ struct MemoryStats {
   double prefetch_hit_rate_after_first() const;
   double prefetch_hit_rate_predictable() const;
   double l1_cache_hit_rate() const;   // cold_hits / cold_reads
+  double l1_cache_hit_rate_decode() const;  // the same over decode steps
   double write_amplification() const; // l2_flushed_device_bytes / l2_flushed_page_bytes (>= 1; 0: none)
   double swap_in_gb_per_s() const;    // swap_in_bytes / L2 read time (decimal GB/s)
   double swap_out_gb_per_s() const;   // device bytes written / L2 write time
