@@ -1,6 +1,7 @@
 #include "memory/memory_advisor.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "memory/placement.h"
 
@@ -95,30 +96,46 @@ std::vector<PageId> MemoryAdvisor::predict(std::deque<std::vector<SelectionRecor
 }
 
 void MemoryAdvisor::remember_ranking(std::vector<std::vector<std::uint8_t>>& ranked, const SelectionPlan& plan) {
+  // Every decode step of every layer runs this: linear in the pages, no allocation once warm.
   ranked.resize(plan.heads.size());
   const auto total = static_cast<std::size_t>(plan.total_pages);
+  thread_local std::vector<float> top;
+  thread_local std::vector<int> middle;
   for (std::size_t h = 0; h < plan.heads.size(); ++h) {
     const HeadSelection& head = plan.heads[h];
     std::vector<std::uint8_t>& marks = ranked[h];
     if (marks.size() < total) marks.resize(total, 0);
     for (int page : head.pages) marks[static_cast<std::size_t>(page)] = 1;
-    // The middle pages in page order (those not forced), their scores beside them.
-    std::vector<int> middle;
-    std::vector<char> forced(total, 0);
-    for (std::size_t i = 0; i < head.pages.size(); ++i) {
-      if (head.reasons[i] != KeepReason::Score) forced[static_cast<std::size_t>(head.pages[i])] = 1;
-    }
+    // The middle pages (not forced) in page order: the pages the scores are of.
+    middle.clear();
+    std::size_t next_kept = 0;
     for (std::size_t p = 0; p < total; ++p) {
-      if (!forced[p]) middle.push_back(static_cast<int>(p));
+      while (next_kept < head.pages.size() && static_cast<std::size_t>(head.pages[next_kept]) < p) ++next_kept;
+      const bool forced = next_kept < head.pages.size() && static_cast<std::size_t>(head.pages[next_kept]) == p &&
+                          head.reasons[next_kept] != KeepReason::Score;
+      if (!forced) middle.push_back(static_cast<int>(p));
     }
-    if (middle.size() != head.middle_scores.size()) continue;  // a selector without scores
-    std::vector<std::size_t> order(middle.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    const std::size_t take = std::min<std::size_t>(order.size(), static_cast<std::size_t>(std::max(0, plan.budget_pages)));
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(), [&](std::size_t a, std::size_t b) {
-      return head.middle_scores[a] != head.middle_scores[b] ? head.middle_scores[a] > head.middle_scores[b] : a < b;
-    });
-    for (std::size_t i = 0; i < take; ++i) marks[static_cast<std::size_t>(middle[order[i]])] = 1;
+    const std::vector<float>& score = head.middle_scores;
+    if (middle.size() != score.size()) continue;  // a selector without scores
+    const std::size_t budget = std::min(score.size(), static_cast<std::size_t>(std::max(0, plan.budget_pages)));
+    if (budget == 0) continue;
+    // The budget-th best score; ties at it go to the more recent pages, as selection's do.
+    top.assign(score.begin(), score.end());
+    std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(budget - 1), top.end(), std::greater<float>());
+    const float threshold = top[budget - 1];
+    std::size_t above = 0;
+    for (std::size_t i = 0; i < score.size(); ++i) {
+      if (score[i] > threshold) {
+        marks[static_cast<std::size_t>(middle[i])] = 1;
+        ++above;
+      }
+    }
+    for (std::size_t i = score.size(); i-- > 0 && above < budget;) {
+      if (score[i] == threshold) {
+        marks[static_cast<std::size_t>(middle[i])] = 1;
+        ++above;
+      }
+    }
   }
 }
 
