@@ -360,6 +360,24 @@ void L2Store::read_error(const Slot& slot, L2Slot id, const std::string& reason)
   throw InputError(file, "page " + std::to_string(id) + " at offset " + std::to_string(slot.offset), reason);
 }
 
+L2Store::SpanRead L2Store::pread_span(int fd, std::uint64_t from, std::uint64_t to) const {
+  thread_local AlignedBuffer bounce;
+  std::size_t begin = from, length = to - from;
+  if (mode_ == L2Mode::Direct) {
+    begin = align_down(from);
+    length = align_up(to) - begin;
+  }
+  bounce.reserve(length);
+  std::size_t done = 0;
+  ssize_t n = 0;
+  while (done < length) {
+    n = io_->pread(fd, bounce.data.get() + done, length - done, static_cast<off_t>(begin + done));
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return {begin, done, n, bounce.data.get()};
+}
+
 void L2Store::begin_device_read() {
   if (reads_active_++ == 0) read_busy_since_ = monotonic_ns();
 }
@@ -417,20 +435,9 @@ std::vector<std::string> L2Store::read_run(const std::vector<L2Slot>& ids, const
   const int fd = segment.fd;
   begin_device_read();
   lock.unlock();
-  thread_local AlignedBuffer bounce;
-  std::size_t begin = run.front().offset, length = run.back().offset + run.back().bytes - begin;
-  if (mode_ == L2Mode::Direct) {
-    begin = align_down(begin);
-    length = align_up(run.back().offset + run.back().bytes) - begin;
-  }
-  bounce.reserve(length);
-  std::size_t done = 0;
-  ssize_t n = 0;
-  while (done < length) {
-    n = io_->pread(fd, bounce.data.get() + done, length - done, static_cast<off_t>(begin + done));
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
+  const SpanRead span = pread_span(fd, run.front().offset, run.back().offset + run.back().bytes);
+  const std::size_t begin = span.begin, done = span.done;
+  const ssize_t n = span.last;
   lock.lock();
   end_device_read();
   --segment.reads_in_flight;
@@ -445,7 +452,7 @@ std::vector<std::string> L2Store::read_run(const std::vector<L2Slot>& ids, const
                                                             " bytes before the page does");
       continue;
     }
-    std::memcpy(dsts[i], bounce.data.get() + (slot.offset - begin), slot.bytes);
+    std::memcpy(dsts[i], span.data + (slot.offset - begin), slot.bytes);
     ++stats_.pages_read;
     stats_.page_bytes_read += slot.bytes;
   }
@@ -473,20 +480,9 @@ void L2Store::read(L2Slot id, std::byte* dst) {
     const int fd = segment.fd;
     begin_device_read();
     lock.unlock();
-    thread_local AlignedBuffer bounce;
-    std::size_t begin = slot.offset, length = slot.bytes;
-    if (mode_ == L2Mode::Direct) {
-      begin = align_down(slot.offset);
-      length = align_up(slot.offset + slot.bytes) - begin;
-    }
-    bounce.reserve(length);
-    std::size_t done = 0;
-    ssize_t n = 0;
-    while (done < length) {
-      n = io_->pread(fd, bounce.data.get() + done, length - done, static_cast<off_t>(begin + done));
-      if (n <= 0) break;
-      done += static_cast<std::size_t>(n);
-    }
+    const SpanRead span = pread_span(fd, slot.offset, slot.offset + slot.bytes);
+    const std::size_t begin = span.begin, done = span.done;
+    const ssize_t n = span.last;
     lock.lock();
     end_device_read();
     --segment.reads_in_flight;
@@ -499,7 +495,7 @@ void L2Store::read(L2Slot id, std::byte* dst) {
       retire_segment_if_dead(slot.segment);
       read_error(slot, id, reason);
     }
-    std::memcpy(dst, bounce.data.get() + (slot.offset - begin), slot.bytes);
+    std::memcpy(dst, span.data + (slot.offset - begin), slot.bytes);
     retire_segment_if_dead(slot.segment);
   }
   ++stats_.pages_read;
