@@ -70,12 +70,20 @@ void KVCache::predict_next(SeqId seq, int layer, const SelectionPlan& plan) {
   if (!sealed_pool_.l2_enabled()) return;
   MemoryAdvisor::remember_ranking(state.ranked, plan);
   if (!advisor_.predicts()) return;
+  const std::vector<PageId> predicted = advisor_.predict(state.history, &plan, plan.total_pages, sealed_pages(state));
+  sealed_pool_.advise(predicted, prediction_horizon());
+  forward_memory_reports();
+}
+
+std::vector<const std::vector<PageId>*> KVCache::sealed_pages(const LayerPages& state) {
   std::vector<const std::vector<PageId>*> sealed;
   for (const HeadPages& head : state.heads) sealed.push_back(&head.sealed);
-  const std::vector<PageId> predicted = advisor_.predict(state.history, &plan, plan.total_pages, sealed);
-  const auto horizon = static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, config_.memory.prefetch_lookahead));
-  sealed_pool_.advise(predicted, horizon);
-  forward_memory_reports();
+  return sealed;
+}
+
+std::uint64_t KVCache::prediction_horizon() const {
+  // A layer's next step comes after every other layer's: protect predictions that long.
+  return static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, config_.memory.prefetch_lookahead));
 }
 
 void KVCache::end_decode_step() {
@@ -285,16 +293,12 @@ void KVCache::end_pool_step(LayerPages& state, bool decode, const SelectionPlan*
     }
   }
   std::vector<PageId> predicted;
-  std::vector<const std::vector<PageId>*> sealed;
-  for (const HeadPages& head : state.heads) sealed.push_back(&head.sealed);
+  const std::vector<const std::vector<PageId>*> sealed = sealed_pages(state);
   if (decode && sealed_pool_.l2_enabled() && plan != nullptr) {
     sealed_pool_.count_unpredictable(MemoryAdvisor::unpredictable_loads(state.ranked, plan, sealed, sealed_pool_.step_demand_loads()));
   }
   if (decode && advisor_.predicts()) predicted = advisor_.predict(state.history, plan, static_cast<int>(views[0].size()), sealed);
-  // A layer's next step comes after every other layer's: protect predictions that long.
-  const int lookahead = config_.memory.prefetch_lookahead;
-  const auto horizon = static_cast<std::uint64_t>(config_.geometry.layers) * static_cast<std::uint64_t>(std::max(1, lookahead));
-  apply_relief(sealed_pool_.release_step(predicted, horizon));
+  apply_relief(sealed_pool_.release_step(predicted, prediction_horizon()));
   sealed_pool_.finish_step(predicted);
   forward_memory_reports();
 }

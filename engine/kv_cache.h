@@ -127,6 +127,10 @@ class KVCache {
   void update_memory_pressure();
   // Bytes of sealed pages one attention call may hold at once under an L1 cap (0: no limit).
   std::size_t stream_batch_bytes(bool prompt) const;
+  // Each kv head's sealed pages, as the memory advisor takes them.
+  static std::vector<const std::vector<PageId>*> sealed_pages(const LayerPages& state);
+  // Attention calls for which a prediction protects its pages: lookahead rounds of the layers.
+  std::uint64_t prediction_horizon() const;
   void end_pool_step(LayerPages& state, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);
   void report_attention(const LayerPages& state, int n_queries, bool planned, const TrafficCounters& moved);

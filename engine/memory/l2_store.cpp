@@ -360,7 +360,11 @@ void L2Store::read_error(const Slot& slot, L2Slot id, const std::string& reason)
   throw InputError(file, "page " + std::to_string(id) + " at offset " + std::to_string(slot.offset), reason);
 }
 
-L2Store::SpanRead L2Store::pread_span(int fd, std::uint64_t from, std::uint64_t to) const {
+L2Store::SpanRead L2Store::device_read(Segment& segment, std::unique_lock<std::mutex>& lock, std::uint64_t from, std::uint64_t to) {
+  ++segment.reads_in_flight;
+  const int fd = segment.fd;
+  begin_device_read();
+  lock.unlock();
   thread_local AlignedBuffer bounce;
   std::size_t begin = from, length = to - from;
   if (mode_ == L2Mode::Direct) {
@@ -375,6 +379,11 @@ L2Store::SpanRead L2Store::pread_span(int fd, std::uint64_t from, std::uint64_t 
     if (n <= 0) break;
     done += static_cast<std::size_t>(n);
   }
+  lock.lock();
+  end_device_read();
+  --segment.reads_in_flight;
+  stats_.device_bytes_read += done;
+  ++stats_.read_ios;
   return {begin, done, n, bounce.data.get()};
 }
 
@@ -430,19 +439,9 @@ std::vector<std::string> L2Store::read_run(const std::vector<L2Slot>& ids, const
     }
     run.push_back(slot);
   }
-  Segment& segment = *segments_[run.front().segment];
-  ++segment.reads_in_flight;
-  const int fd = segment.fd;
-  begin_device_read();
-  lock.unlock();
-  const SpanRead span = pread_span(fd, run.front().offset, run.back().offset + run.back().bytes);
+  const SpanRead span = device_read(*segments_[run.front().segment], lock, run.front().offset, run.back().offset + run.back().bytes);
   const std::size_t begin = span.begin, done = span.done;
   const ssize_t n = span.last;
-  lock.lock();
-  end_device_read();
-  --segment.reads_in_flight;
-  stats_.device_bytes_read += done;
-  ++stats_.read_ios;
   for (std::size_t i = 0; i < run.size(); ++i) {
     const Slot& slot = run[i];
     const std::size_t needed = slot.offset - begin + slot.bytes;
@@ -475,19 +474,9 @@ void L2Store::read(L2Slot id, std::byte* dst) {
     std::memcpy(dst, slot.batch->buffer.data.get() + (slot.offset - slot.batch->file_offset), slot.bytes);
     ++stats_.reads_from_buffer;
   } else {
-    Segment& segment = *segments_[slot.segment];
-    ++segment.reads_in_flight;
-    const int fd = segment.fd;
-    begin_device_read();
-    lock.unlock();
-    const SpanRead span = pread_span(fd, slot.offset, slot.offset + slot.bytes);
+    const SpanRead span = device_read(*segments_[slot.segment], lock, slot.offset, slot.offset + slot.bytes);
     const std::size_t begin = span.begin, done = span.done;
     const ssize_t n = span.last;
-    lock.lock();
-    end_device_read();
-    --segment.reads_in_flight;
-    stats_.device_bytes_read += done;
-    ++stats_.read_ios;
     const std::size_t needed = slot.offset - begin + slot.bytes;
     if (done < needed) {
       const std::string reason = n < 0 ? std::string("read failed: ") + std::strerror(static_cast<int>(-n))

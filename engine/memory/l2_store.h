@@ -159,14 +159,15 @@ class L2Store {
   [[noreturn]] void read_error(const Slot& slot, L2Slot id, const std::string& reason) const;
   std::string read_error_text(const Slot& slot, L2Slot id, const std::string& reason) const;
   // Bytes [from, to) of a segment (aligned out to 4 KiB in direct mode) into this thread's
-  // bounce buffer, outside the lock: where the read began, how much it got, the last pread's
-  // return (negative: the error) and the bytes.
+  // bounce buffer: called and returning under the lock, the pread itself outside it (the
+  // segment counts the read in flight meanwhile). Where the read began, how much it got, the
+  // last pread's return (negative: the error) and the bytes; the read counters are updated.
   struct SpanRead {
     std::size_t begin = 0, done = 0;
     ssize_t last = 0;
     const std::byte* data = nullptr;
   };
-  SpanRead pread_span(int fd, std::uint64_t from, std::uint64_t to) const;
+  SpanRead device_read(Segment& segment, std::unique_lock<std::mutex>& lock, std::uint64_t from, std::uint64_t to);
   // Under the lock, around a pread: read_ns counts the time any read is in flight.
   void begin_device_read();
   void end_device_read();
