@@ -648,6 +648,15 @@ bool L2Store::failed() const {
   return failed_;
 }
 
+std::vector<L2Slot> L2Store::unwritten_slots() const {
+  std::lock_guard lock(mutex_);
+  std::vector<L2Slot> out;
+  for (L2Slot id = 0; id < slots_.size(); ++id) {
+    if (slots_[id].live && slots_[id].batch != nullptr) out.push_back(id);
+  }
+  return out;
+}
+
 std::string L2Store::failure() const {
   std::lock_guard lock(mutex_);
   return failure_;

@@ -137,6 +137,9 @@ class L2Store {
 
   bool failed() const;
   std::string failure() const;
+  // The live slots whose page only a batch in memory holds. After a failure the store writes
+  // nothing more: these pages have no copy on the device and never will.
+  std::vector<L2Slot> unwritten_slots() const;
   bool full() const;  // max_bytes reached
   L2Mode mode() const { return mode_; }
   const std::string& fs_type() const { return fs_type_; }

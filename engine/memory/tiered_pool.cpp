@@ -144,6 +144,7 @@ PageId TieredPool::allocate() {
 
 void TieredPool::make_room(std::size_t pages) {
   const std::size_t bytes = pages * page_bytes_;
+  if (recall_pending_) recall_unwritten();
   if (store_ == nullptr || config_.l1_bytes == 0 || l1_used() + bytes <= config_.l1_bytes) return;
   demote_bytes(l1_used() + bytes - config_.l1_bytes);
 }
@@ -469,11 +470,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
       const L2Slot slot = store_->append(page.frame, class_bytes(page.long_tail));
       if (slot == kNoSlot) {
         l2_stopped_ = true;
-        if (store_->failed()) {
-          event(MemoryEvent::Kind::L2Failed, store_->failure());
-        } else {
-          event(MemoryEvent::Kind::L2Full, "the L2 store reached l2_max_bytes");
-        }
+        if (!store_->failed()) event(MemoryEvent::Kind::L2Full, "the L2 store reached l2_max_bytes");
         continue;
       }
       page.slot = slot;
@@ -490,14 +487,63 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     give_frame(page.frame, page.long_tail);
     place(id, nullptr, page.long_tail);
   }
+  if (store_->failed()) l2_failed();
+}
+
+void TieredPool::l2_failed() {
+  l2_stopped_ = true;
+  if (failure_handled_) return;
+  if (holding_) {
+    recall_pending_ = true;  // the step's pages must not move under it
+    return;
+  }
+  recall_unwritten();
+}
+
+void TieredPool::recall_unwritten() {
+  failure_handled_ = true;
+  recall_pending_ = false;
+  // Their batches will never reach the device, and the store's write buffers are not L1's to
+  // borrow: kept there, these pages would be dropped and reloaded as if from L2 without ever
+  // counting in L1, and what pressure the failure leaves would depend on when the writer
+  // thread noticed it. Back in L1, every page without a device copy counts where it lives.
+  const std::vector<L2Slot> unwritten = store_->unwritten_slots();
+  std::vector<bool> is_unwritten;
+  for (L2Slot slot : unwritten) {
+    if (slot >= is_unwritten.size()) is_unwritten.resize(slot + 1, false);
+    is_unwritten[slot] = true;
+  }
+  std::uint64_t recalled = 0;
+  for (PageId id = 0; id < pages_.size(); ++id) {
+    Page& page = pages_[id];
+    if (page.refcount == 0 || page.slot == kNoSlot || page.slot >= is_unwritten.size() || !is_unwritten[page.slot]) continue;
+    Migrator::Load::State before;
+    {
+      const auto lock = lock_loads();
+      before = page.load.state;
+    }
+    migrator_->settle(page.load);  // a queued prefetch is cancelled: its frame holds nothing yet
+    const bool intact = page.frame != nullptr && (before == Migrator::Load::State::None || before == Migrator::Load::State::Done);
+    if (page.frame == nullptr) place(id, take_frame(page.long_tail), page.long_tail);
+    if (!intact) {
+      page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while written
+      store_->read(page.slot, page.frame);  // from the batch in memory
+      page.version.fetch_add(1, std::memory_order_acq_rel);
+    }
+    page.prefetched = false;
+    store_->release(page.slot);
+    page.slot = kNoSlot;
+    ++recalled;
+  }
+  stats_.peak_l1_bytes = std::max(stats_.peak_l1_bytes, l1_used());
+  event(MemoryEvent::Kind::L2Failed,
+        store_->failure() + (recalled > 0 ? "; " + std::to_string(recalled) + " pages its unwritten batches held came back to L1" : ""),
+        recalled);
 }
 
 std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free, bool spare_predicted) {
   if (store_ == nullptr) return 0;
-  if (!l2_stopped_ && store_->failed()) {
-    l2_stopped_ = true;
-    event(MemoryEvent::Kind::L2Failed, store_->failure());
-  }
+  if (store_->failed()) l2_failed();
   // Every resident page that is not pinned or held, found through the dense arrays first (a page's
   // full record is touched only for a resident one). No lock: the migrator writes none of these
   // fields. A prefetch still in flight is a candidate like any other resident page (its state
@@ -567,6 +613,7 @@ TieredPool::Relief TieredPool::relieve_pressure() {
     if (low && !machine_low_) event(MemoryEvent::Kind::Pressure, "MemAvailable below mem_available_floor_bytes");
     machine_low_ = low;
   }
+  if (recall_pending_) recall_unwritten();
   const PressureWatermarks marks{config_.warning_free, config_.target_free, config_.danger_pinned};
   PressurePlan plan = plan_pressure(pressure_state(), marks, PressureStage::Start);
   apply_level(plan);

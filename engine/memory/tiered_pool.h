@@ -300,6 +300,11 @@ class TieredPool {
   // The migrator's lock over the page records' load states; none without L2 (no migrator).
   std::unique_lock<std::mutex> lock_loads();
   void demote(const std::vector<PageId>& plan);
+  // The store failed: demotion of dirty pages stops, and the pages only its unwritten batches
+  // held come back to L1 (recall_unwritten), at once or, while a step holds pages, once the
+  // step lets them go.
+  void l2_failed();
+  void recall_unwritten();
   // spare_predicted: pages a coming step is predicted to read are not candidates.
   std::size_t demote_bytes(std::size_t bytes_to_free, bool spare_predicted = false);
   void set_level(PressureLevel level, const std::string& reason);
@@ -336,6 +341,8 @@ class TieredPool {
   bool holding_ = false;
   PressureLevel level_ = PressureLevel::Safe;
   bool l2_stopped_ = false;   // failed or full: no more demotion of dirty pages
+  bool failure_handled_ = false;  // the store's failure reported and its unwritten pages recalled
+  bool recall_pending_ = false;   // the store failed while a step held pages
   bool overflowing_ = false;  // an Overflow event is reported once per episode
   bool machine_low_ = false;  // MemAvailable below its floor at the last check
   std::uint64_t last_sample_ns_ = 0;  // when the last step's sample was closed

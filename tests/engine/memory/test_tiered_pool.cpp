@@ -316,9 +316,59 @@ TEST_CASE("ENOSPC or EIO on an L2 write: demotion stops, an event says why, page
   CHECK(pool.stats().l2_flushed_page_bytes == 0);  // a failed batch is no write of its pages
   CHECK(pool.stats().level == PressureLevel::Danger);
   CHECK(pool.stats().l2_failed);
+  // The 3 pages demoted into the batch that never reached the device are back in L1.
+  CHECK(failed[0].pages == 3);
+  CHECK_THAT(failed[0].reason, Catch::Contains("3 pages its unwritten batches held came back to L1"));
+  for (PageId id : ids) CHECK(pool.resident(id));
+  CHECK(pool.stats().l1_used_bytes == 28 * kPage);
   std::vector<const std::byte*> frames;
   pool.acquire(ids, frames);
   for (std::size_t i = 0; i < ids.size(); ++i) REQUIRE(holds(frames[i], ids[i]));
+  pool.end_step({});
+}
+
+TEST_CASE("a write failure noticed while a step holds pages: its unwritten pages come back once the step ends",
+          "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-enospc-held");
+  FaultyFileIo io;
+  TieredPool pool(kPage, 64, tiered(dir.path, 20, &io));
+  io.fail_writes_after(1, ENOSPC);
+  auto ids = allocate(pool, 18);
+  pool.relieve_pressure();  // 3 pages into a batch...
+  pool.drain();             // ...that is written
+  std::vector<PageId> on_device;
+  for (PageId id : ids) {
+    if (!pool.resident(id)) on_device.push_back(id);
+  }
+  REQUIRE(on_device.size() == 3);
+  const auto more = allocate(pool, 3);
+  ids.insert(ids.end(), more.begin(), more.end());
+  pool.relieve_pressure();  // 3 more into the next batch...
+  pool.drain();             // ...whose write fails; the pool has not looked yet
+  std::vector<PageId> unwritten;
+  for (PageId id : ids) {
+    if (!pool.resident(id) && std::find(on_device.begin(), on_device.end(), id) == on_device.end()) unwritten.push_back(id);
+  }
+  REQUIRE(unwritten.size() == 3);
+  const auto full = allocate(pool, 5);  // L1 full: the demand load below must make room
+  ids.insert(ids.end(), full.begin(), full.end());
+  pool.take_events();
+  std::vector<const std::byte*> frames;
+  pool.acquire({on_device[0]}, frames);  // notices the failure: nothing moves under the step
+  CHECK(holds(frames[0], on_device[0]));
+  for (PageId id : unwritten) CHECK_FALSE(pool.resident(id));
+  CHECK(of_kind(pool.take_events(), MemoryEvent::Kind::L2Failed).empty());
+  pool.end_step({});
+  const auto failed = of_kind(pool.take_events(), MemoryEvent::Kind::L2Failed);
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].pages == 3);
+  for (PageId id : unwritten) CHECK(pool.resident(id));
+  pool.acquire(unwritten, frames);
+  for (std::size_t i = 0; i < unwritten.size(); ++i) CHECK(holds(frames[i], unwritten[i]));
+  pool.end_step({});
+  // The pages written before the failure are still read from the device.
+  pool.acquire(on_device, frames);
+  for (std::size_t i = 0; i < on_device.size(); ++i) CHECK(holds(frames[i], on_device[i]));
   pool.end_step({});
 }
 
