@@ -203,7 +203,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   resident_.bind(state);
   resident_.reset_read_bytes();
   call_.run(*kernels_, pool_, resident_, args);
-  end_pool_step(state, n_queries == 1, options.plan, n_queries == 1 ? args.page_mass : nullptr, options);
+  end_pool_step(state, layer, n_queries == 1, options.plan, n_queries == 1 ? args.page_mass : nullptr, options);
   if (telemetry_ != nullptr) report_attention(state, n_queries, options.plan != nullptr, sealed_pool_.traffic() - traffic_before);
 }
 
@@ -267,7 +267,7 @@ std::size_t KVCache::stream_batch_bytes(bool prompt) const {
   return std::max<std::size_t>(1, cap > kept ? (cap - kept) / 2 : 0);
 }
 
-void KVCache::end_pool_step(LayerPages& state, bool decode, const SelectionPlan* plan,
+void KVCache::end_pool_step(LayerPages& state, int layer, bool decode, const SelectionPlan* plan,
                                  const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
   const std::vector<std::vector<PageView>>& views = call_.views();
   // The pool's importance only ranks pages for demotion, which needs an L1 cap: without one,
@@ -296,6 +296,8 @@ void KVCache::end_pool_step(LayerPages& state, bool decode, const SelectionPlan*
   const std::vector<const std::vector<PageId>*> sealed = sealed_pages(state);
   if (decode && sealed_pool_.l2_enabled() && plan != nullptr) {
     sealed_pool_.count_unpredictable(MemoryAdvisor::unpredictable_loads(state.ranked, plan, sealed, sealed_pool_.step_demand_loads()));
+    const SelectionChurn churn = selection_churn(state.last_kept, *plan, sealed);
+    if (churn.compared) sealed_pool_.selection_churn(layer, churn.new_pages, churn.kept_pages);
   }
   if (decode && advisor_.predicts()) predicted = advisor_.predict(state.history, plan, static_cast<int>(views[0].size()), sealed);
   apply_relief(sealed_pool_.release_step(predicted, prediction_horizon()));
@@ -370,6 +372,7 @@ void KVCache::truncate(SeqId seq, int new_length) {
     sealer_.truncate(seq, static_cast<int>(l), new_length);
     layer.history.clear();
     layer.ranked.clear();
+    layer.last_kept.clear();
     for (HeadPages& head : layer.heads) advisor_.update_pins(layer.length, head.sealed, head.pins);
   }
   update_memory_pressure();

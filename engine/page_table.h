@@ -50,6 +50,8 @@ struct LayerPages {
   // Per kv head and logical page: some earlier query kept the page or ranked it within its
   // step's budget (MemoryAdvisor: a load of such a page was predictable).
   std::vector<std::vector<std::uint8_t>> ranked;
+  // Per kv head: the sealed pages the last decode step kept (selection churn, MemoryAdvisor).
+  std::vector<std::vector<int>> last_kept;
 };
 
 struct PageOwner {

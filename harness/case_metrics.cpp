@@ -151,6 +151,7 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   b.maybe("swap_in_bytes", l2(static_cast<double>(mem.swap_in_bytes) * layers), no_l2, scaled);
   b.maybe("swap_out_bytes", l2(static_cast<double>(mem.swap_out_bytes) * layers), no_l2, scaled);
   b.maybe("l2_bytes_written", l2(static_cast<double>(mem.l2_bytes_written) * layers), no_l2, scaled);
+  b.maybe("l2_compaction_bytes", l2(static_cast<double>(mem.l2_compaction_bytes) * layers), no_l2, scaled);
   b.maybe("swap_in_gb_per_s", mem.l2_enabled && mem.l2_read_ns > 0 ? std::optional<double>(mem.swap_in_gb_per_s()) : std::nullopt,
           !mem.l2_enabled           ? no_l2
           : mem.swap_in_bytes > 0 ? "no device read was timed: the pages came from L2's write buffers"
@@ -175,6 +176,8 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   b.maybe("dma_wait_ms", l2(static_cast<double>(mem.dma_wait_ns) * 1e-6 * layers), no_l2, scaled);
   b.maybe("prefetch_bytes", l2(static_cast<double>(mem.prefetch_bytes) * layers), no_l2, scaled);
   b.maybe("prefetch_unused_bytes", l2(static_cast<double>(mem.prefetch_unused_bytes) * layers), no_l2, scaled);
+  b.maybe("selection_shifts", l2(f.recorder->counter("selection_shifts") * layers), no_l2, scaled);
+  b.maybe("selection_shift_loads", l2(f.recorder->counter("selection_shift_loads") * layers), no_l2, scaled);
   // By decode phase: the first step after each prefill, and the steps after it.
   const bool first_ran = mem.first_step_pages > 0;
   const std::string no_first = mem.l2_enabled ? "no decode step followed a prefill" : no_l2;

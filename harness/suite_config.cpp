@@ -91,6 +91,7 @@ void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, co
   m.l2.segment_bytes = f.size("l2_segment_bytes", m.l2.segment_bytes);
   m.l2.batch_bytes = f.size("l2_batch_bytes", m.l2.batch_bytes);
   m.l2.max_bytes = f.size("l2_max_bytes", m.l2.max_bytes);
+  m.l2.overprovision = f.number("l2_overprovision", m.l2.overprovision);
   m.l2.direct_io = f.boolean("l2_direct_io", m.l2.direct_io);
   m.l2.queue_depth = static_cast<int>(f.integer("l2_queue_depth", m.l2.queue_depth, 1, 64));
   m.l2.max_read_bytes = f.size("l2_max_read_bytes", m.l2.max_read_bytes);
@@ -101,6 +102,7 @@ void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, co
   m.demote_batch_pages = static_cast<std::size_t>(f.integer("demote_batch_pages", 64, 1, 1 << 20));
   m.mem_available_floor_bytes = f.size("mem_available_floor_bytes", m.mem_available_floor_bytes);
   m.importance_decay = static_cast<float>(f.number("importance_decay", m.importance_decay));
+  m.selection_shift = f.number("selection_shift", m.selection_shift);
   f.done();
   if (m.l1_bytes > 0 && m.l0_bytes > m.l1_bytes) {
     // Blame the field the user wrote: an L1 cap below the default L0 arena is the L1's fault.
@@ -375,6 +377,7 @@ json memory_json(const kv::MemoryConfig& m) {
               {"l2_segment_bytes", m.l2.segment_bytes},
               {"l2_batch_bytes", m.l2.batch_bytes},
               {"l2_max_bytes", m.l2.max_bytes},
+              {"l2_overprovision", m.l2.overprovision},
               {"l2_direct_io", m.l2.direct_io},
               {"l2_queue_depth", m.l2.queue_depth},
               {"l2_max_read_bytes", m.l2.max_read_bytes},
@@ -384,7 +387,8 @@ json memory_json(const kv::MemoryConfig& m) {
               {"danger_pinned", m.danger_pinned},
               {"demote_batch_pages", m.demote_batch_pages},
               {"mem_available_floor_bytes", m.mem_available_floor_bytes},
-              {"importance_decay", shortest(m.importance_decay)}};
+              {"importance_decay", shortest(m.importance_decay)},
+              {"selection_shift", m.selection_shift}};
 }
 
 json sparse_json(const kv::SparsePolicy& s) {

@@ -85,6 +85,10 @@ void Recorder::on_memory_event(const kv::MemoryEvent& e) {
   event(memory_event(e));
   if (e.kind == kv::MemoryEvent::Kind::L2Failed) add("l2_errors");
   if (e.kind == kv::MemoryEvent::Kind::Overflow) add("l1_overflow_events");
+  if (e.kind == kv::MemoryEvent::Kind::SelectionShift) {
+    add("selection_shifts");
+    add("selection_shift_loads", static_cast<double>(e.pages));
+  }
 }
 
 void Recorder::on_memory_sample(const kv::MemorySample& sample) {

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<EventKind, std::string_view>, 13> kNames{{
+constexpr std::array<std::pair<EventKind, std::string_view>, 14> kNames{{
     {EventKind::Kernel, "kernel"},
     {EventKind::BudgetChange, "budget_change"},
     {EventKind::TokenDropped, "token_dropped"},
@@ -25,6 +25,7 @@ constexpr std::array<std::pair<EventKind, std::string_view>, 13> kNames{{
     {EventKind::BudgetTightened, "budget_tightened"},
     {EventKind::Requantized, "requantized"},
     {EventKind::L1Overflow, "l1_overflow"},
+    {EventKind::SelectionShift, "selection_shift"},
     {EventKind::EventsTruncated, "events_truncated"},
     {EventKind::DoesNotFit, "does_not_fit"},
     {EventKind::CapacityRerun, "capacity_rerun"},
@@ -33,7 +34,8 @@ constexpr std::array<std::pair<EventKind, std::string_view>, 13> kNames{{
 
 bool is_memory_kind(EventKind kind) {
   return kind == EventKind::Pressure || kind == EventKind::L2Failed || kind == EventKind::L2Full ||
-         kind == EventKind::BudgetTightened || kind == EventKind::Requantized || kind == EventKind::L1Overflow;
+         kind == EventKind::BudgetTightened || kind == EventKind::Requantized || kind == EventKind::L1Overflow ||
+         kind == EventKind::SelectionShift;
 }
 
 EventKind memory_kind(kv::MemoryEvent::Kind kind) {
@@ -44,6 +46,7 @@ EventKind memory_kind(kv::MemoryEvent::Kind kind) {
     case kv::MemoryEvent::Kind::BudgetTightened: return EventKind::BudgetTightened;
     case kv::MemoryEvent::Kind::Requantized: return EventKind::Requantized;
     case kv::MemoryEvent::Kind::Overflow: return EventKind::L1Overflow;
+    case kv::MemoryEvent::Kind::SelectionShift: return EventKind::SelectionShift;
   }
   return EventKind::Other;
 }

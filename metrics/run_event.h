@@ -26,6 +26,7 @@ enum class EventKind : std::uint8_t {
   BudgetTightened,
   Requantized,
   L1Overflow,
+  SelectionShift,
   // The runner's.
   EventsTruncated,  // events over the per-repetition cap were not stored
   DoesNotFit,       // a SoC's budget cannot hold the case (a pricing note)

@@ -147,6 +147,7 @@ void validate_l2_config(const L2Config& config) {
   }
   if (config.queue_depth < 1 || config.queue_depth > 64) throw InputError(where, "l2_queue_depth", "must be in 1..64");
   if (config.max_read_bytes < kL2Align) throw InputError(where, "l2_max_read_bytes", "must be at least 4 KiB");
+  if (!(config.overprovision >= 0.0 && config.overprovision <= 0.9)) throw InputError(where, "l2_overprovision", "must be in [0, 0.9]");
 }
 
 L2Store::L2Store(const L2Config& config) : config_(config), io_(config.io != nullptr ? config.io : &posix_file_io()) {
@@ -223,7 +224,12 @@ bool L2Store::open_segment(std::unique_lock<std::mutex>& lock) {
   return true;
 }
 
-L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std::mutex>& lock, bool wait) {
+std::uint64_t L2Store::append_limit() const {
+  if (config_.max_bytes == 0) return 0;
+  return static_cast<std::uint64_t>(static_cast<double>(config_.max_bytes) * (1.0 - config_.overprovision));
+}
+
+L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std::mutex>& lock, bool wait, bool relocation) {
   const std::uint64_t start = monotonic_ns();
   bool waited = false;
   for (;;) {  // re-evaluated after every wait: the other thread may have moved things on
@@ -242,7 +248,8 @@ L2Store::Batch* L2Store::writable_batch(std::size_t bytes, std::unique_lock<std:
       segment = segments_[current_segment_].get();
     }
     const std::size_t capacity = std::min(config_.batch_bytes, config_.segment_bytes - segment->used);
-    if (config_.max_bytes > 0 && stats_.disk_bytes + capacity > config_.max_bytes) return nullptr;
+    const std::uint64_t limit = relocation ? config_.max_bytes : append_limit();
+    if (limit > 0 && stats_.disk_bytes + capacity > limit) return nullptr;
     Batch* batch = nullptr;
     for (auto& b : batches_) {
       if (b->state == Batch::State::Free) {
@@ -620,7 +627,7 @@ bool L2Store::compact() {
     Slot& slot = slots_[id];
     if (!slot.live || slot.segment != victim || slot.offset != offset) continue;
     // The writer thread runs compaction and must not wait for itself; without one, write inline.
-    Batch* batch = writable_batch(bytes, lock, !writer_wakeup_);
+    Batch* batch = writable_batch(bytes, lock, !writer_wakeup_, true);
     if (batch == nullptr) return true;  // no buffer free now; resume on a later call
     Segment& old_segment = *segments_[victim];
     old_segment.live_bytes -= bytes;
@@ -664,7 +671,7 @@ std::string L2Store::failure() const {
 
 bool L2Store::full() const {
   std::lock_guard lock(mutex_);
-  return config_.max_bytes > 0 && stats_.disk_bytes + config_.batch_bytes > config_.max_bytes;
+  return append_limit() > 0 && stats_.disk_bytes + config_.batch_bytes > append_limit();
 }
 
 L2Stats L2Store::stats() const {

@@ -44,6 +44,9 @@ struct L2Config {
   std::size_t batch_bytes = 4u << 20;     // one write buffer, a multiple of 4 KiB
   int write_buffers = 3;                  // batches filling or waiting for the device
   std::size_t max_bytes = 0;              // segment bytes the store may hold on disk; 0: no cap
+  // Of max_bytes, the share only compaction may fill: appends stop (full) short of it, so that a
+  // full store can still relocate live pages and free segments instead of failing writes.
+  double overprovision = 0.10;
   double compact_dead_ratio = 0.5;        // a full segment with this share of dead bytes is compacted
   bool direct_io = true;                  // try O_DIRECT; false: always the buffered+sync mode
   int queue_depth = 4;                    // reads in flight at once (the migrator's reader threads)
@@ -140,7 +143,7 @@ class L2Store {
   // The live slots whose page only a batch in memory holds. After a failure the store writes
   // nothing more: these pages have no copy on the device and never will.
   std::vector<L2Slot> unwritten_slots() const;
-  bool full() const;  // max_bytes reached
+  bool full() const;  // appends reached max_bytes less the overprovisioned share
   L2Mode mode() const { return mode_; }
   const std::string& fs_type() const { return fs_type_; }
   bool on_ram() const { return on_ram_; }  // tmpfs/ramfs: "flash" here is RAM
@@ -155,7 +158,9 @@ class L2Store {
   struct Segment;
   struct Batch;
 
-  Batch* writable_batch(std::size_t bytes, std::unique_lock<std::mutex>& lock, bool wait);
+  // relocation: for compaction, which may use the overprovisioned share of max_bytes.
+  Batch* writable_batch(std::size_t bytes, std::unique_lock<std::mutex>& lock, bool wait, bool relocation = false);
+  std::uint64_t append_limit() const;  // segment bytes appends may fill; 0: no cap
   bool open_segment(std::unique_lock<std::mutex>& lock);
   void retire_segment_if_dead(std::uint32_t segment);
   bool write_batch(Batch& batch);

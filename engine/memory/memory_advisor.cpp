@@ -157,4 +157,28 @@ std::uint64_t MemoryAdvisor::unpredictable_loads(std::vector<std::vector<std::ui
   return unpredictable;
 }
 
+SelectionChurn selection_churn(std::vector<std::vector<int>>& last_kept, const SelectionPlan& plan,
+                               const std::vector<const std::vector<PageId>*>& sealed) {
+  SelectionChurn churn;
+  if (last_kept.size() < plan.heads.size()) last_kept.resize(plan.heads.size());
+  for (std::size_t h = 0; h < plan.heads.size() && h < sealed.size(); ++h) {
+    const std::vector<int>& kept = plan.heads[h].pages;  // ascending
+    // Residual pages (past the sealed ones) are the sequence's own and always read.
+    const auto end = std::lower_bound(kept.begin(), kept.end(), static_cast<int>(sealed[h]->size()));
+    std::vector<int>& last = last_kept[h];
+    if (!last.empty()) {
+      churn.compared = true;
+      std::size_t i = 0;
+      for (auto it = kept.begin(); it != end; ++it) {
+        while (i < last.size() && last[i] < *it) ++i;
+        if (i == last.size() || last[i] != *it) ++churn.new_pages;
+      }
+    }
+    churn.kept_pages += static_cast<std::uint64_t>(end - kept.begin());
+    last.assign(kept.begin(), end);
+  }
+  if (!churn.compared) churn.new_pages = 0;
+  return churn;
+}
+
 }  // namespace kv

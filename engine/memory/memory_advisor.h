@@ -30,6 +30,16 @@ std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord
                                     const std::vector<const std::vector<PageId>*>& sealed,
                                     std::size_t max_per_head = SIZE_MAX);
 
+// How much of a decode step's selection is new: per kv head, the kept sealed pages its previous
+// decode step did not keep, summed over heads. `last_kept` (per head, logical pages ascending)
+// becomes this step's; `compared` says whether there was a previous step to compare with.
+struct SelectionChurn {
+  std::uint64_t new_pages = 0, kept_pages = 0;
+  bool compared = false;
+};
+SelectionChurn selection_churn(std::vector<std::vector<int>>& last_kept, const SelectionPlan& plan,
+                               const std::vector<const std::vector<PageId>*>& sealed);
+
 class MemoryAdvisor {
  public:
   // layers: the cache's layers, which share the pool's room.

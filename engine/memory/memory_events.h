@@ -30,6 +30,9 @@ struct MemoryEvent {
     BudgetTightened,  // danger asked the sparse policy for a smaller budget
     Requantized,      // danger requantized long-tail pages to INT2 (pages in `pages`)
     Overflow,         // L1 holds more than its cap: nothing could be demoted
+    // A decode step kept mostly pages its head's previous step did not (a question switch):
+    // `pages` holds the step's demand loads, the reason the layer and the churn.
+    SelectionShift,
   };
   Kind kind = Kind::Pressure;
   std::uint64_t step = 0;

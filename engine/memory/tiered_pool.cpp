@@ -44,6 +44,7 @@ void validate_memory_config(const MemoryConfig& config) {
   if (!(config.importance_decay > 0.0f && config.importance_decay <= 1.0f)) {
     throw InputError(where, "importance_decay", "must be in (0, 1]");
   }
+  if (!(config.selection_shift > 0.0 && config.selection_shift <= 1.0)) throw InputError(where, "selection_shift", "must be in (0, 1]");
   if (!config.l2.dir.empty()) validate_l2_config(config.l2);
 }
 
@@ -645,6 +646,16 @@ void TieredPool::finish_relief(std::size_t requantized) {
   apply_level(plan_pressure(pressure_state(), marks, PressureStage::AfterRequantization));
 }
 
+void TieredPool::selection_churn(int layer, std::uint64_t new_pages, std::uint64_t kept_pages) {
+  if (kept_pages == 0 || static_cast<double>(new_pages) < config_.selection_shift * static_cast<double>(kept_pages)) return;
+  char percent[16];
+  std::snprintf(percent, sizeof percent, "%.0f%%", 100.0 * static_cast<double>(new_pages) / static_cast<double>(kept_pages));
+  event(MemoryEvent::Kind::SelectionShift,
+        "layer " + std::to_string(layer) + ": " + std::to_string(new_pages) + " of " + std::to_string(kept_pages) +
+            " kept pages new since the previous step (" + percent + "); " + std::to_string(step_demand_.size()) + " loaded on demand",
+        step_demand_.size());
+}
+
 void TieredPool::budget_tightened() { event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened"); }
 
 std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
@@ -706,6 +717,7 @@ MemoryStats TieredPool::stats() const {
     s.l2_flushed_device_bytes = l2.flushed_device_bytes;
     s.l2_flushed_page_bytes = l2.flushed_page_bytes;
     s.l2_live_bytes = l2.live_bytes;
+    s.l2_compaction_bytes = l2.page_bytes_relocated;
     s.peak_l2_bytes = l2.peak_disk_bytes;
     s.l2_read_ns = l2.read_ns;
     s.l2_read_ios = l2.read_ios;

@@ -52,6 +52,9 @@ struct MemoryConfig {
   int pin_sink_tokens = 4;          // pages holding the first tokens stay in L1
   int pin_window_tokens = 256;      // pages overlapping the most recent tokens stay in L1
   float importance_decay = 0.9f;    // per step, when the cache accumulates importance itself
+  // A decode step whose kept pages are at least this share new (not kept by its kv head's
+  // previous step) reports a selection_shift event with the loads it caused; with L2 only.
+  double selection_shift = 0.3;
 };
 
 // Throws InputError("memory config", field, reason).
@@ -72,6 +75,7 @@ struct MemoryStats {
   std::uint64_t l2_flushed_device_bytes = 0;  // of intact batches (L2Stats::flushed_device_bytes)
   std::uint64_t l2_flushed_page_bytes = 0;    // the appended page bytes those batches carried
   std::uint64_t l2_live_bytes = 0;
+  std::uint64_t l2_compaction_bytes = 0;  // live page bytes compaction rewrote (timing-dependent)
   std::uint64_t peak_l2_bytes = 0;     // segment bytes on disk
   std::uint64_t pages_read = 0;        // pages acquired by steps
   std::uint64_t cold_reads = 0;        // of them, pages with an L2 copy
@@ -249,6 +253,9 @@ class TieredPool {
   void finish_relief(std::size_t requantized);
   // The owner's sparse policy took a smaller budget on danger's request: reported as an event.
   void budget_tightened();
+  // The cache's report of a decode step's selection churn (MemoryConfig::selection_shift): a
+  // SelectionShift event with this step's demand loads, when new_pages reach the threshold.
+  void selection_churn(int layer, std::uint64_t new_pages, std::uint64_t kept_pages);
   // Waits until the migrator has written every full batch (tests, benchmarks).
   void drain();
 

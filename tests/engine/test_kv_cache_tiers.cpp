@@ -237,6 +237,67 @@ TEST_CASE("the prompt's last query predicts the first decode step: it loads only
   CHECK(warm.decode_steps == kLayers);
 }
 
+TEST_CASE("a question switch is reported once, at the switch, with the loads it caused", "[memory][kv_cache]") {
+  struct Events : Telemetry {
+    void on_page_sealed(const PageSealed&) override {}
+    void on_nan_inf(int, std::uint64_t) override {}
+    void on_kernel(KernelKind, Isa) override {}
+    void on_ops(Phase, const OpCounts&) override {}
+    void on_memory_event(const MemoryEvent& e) override {
+      if (e.kind == MemoryEvent::Kind::SelectionShift) shifts.push_back(e);
+    }
+    std::vector<MemoryEvent> shifts;
+  } events;
+  kvtest::TempDir dir("cache-shift");
+  KVCache cache(tiered_config(Format::Q4, dir.path, 2, 0.2), &events);
+  const SeqId seq = cache.create_sequence();
+  const auto k = kvtest::random_keys(kPrompt, kKvHeads, kDim, 5);
+  const auto v = kvtest::random_values(static_cast<std::size_t>(kPrompt) * kKvHeads * kDim, 6);
+  cache.append(seq, 0, k.data(), v.data(), kPrompt);
+  const int pages = (kPrompt + kPageTokens - 1) / kPageTokens;
+  std::vector<float> out(static_cast<std::size_t>(kQHeads) * kDim);
+  const auto q = kvtest::random_values(out.size(), 8);
+  // Eight pages asked about, then (step 6) eight others, far away: one page in four drifting
+  // (step 3) stays under the 30% threshold.
+  const auto kept_at = [](int step) {
+    const int first = step < 6 ? 10 : 30;
+    std::vector<int> kept;
+    for (int p = first; p < first + 8; ++p) kept.push_back(step >= 3 && step < 6 && p == first ? 50 : p);
+    std::sort(kept.begin(), kept.end());
+    return kept;
+  };
+  std::uint64_t loads_at_switch = 0;
+  for (int step = 0; step < 10; ++step) {
+    cache.set_phase(Phase::Decode);
+    SelectionPlan plan;
+    plan.total_pages = pages;
+    plan.budget_pages = 8;
+    plan.heads.resize(kKvHeads);
+    const std::vector<int> kept = kept_at(step);
+    for (HeadSelection& head : plan.heads) {
+      for (int p = 0; p < pages; ++p) {
+        const bool in = std::binary_search(kept.begin(), kept.end(), p);
+        if (in) {
+          head.pages.push_back(p);
+          head.reasons.push_back(KeepReason::Score);
+        }
+        head.middle_scores.push_back(in ? 10.0f : 0.0f);
+      }
+    }
+    AttendOptions options;
+    options.plan = &plan;
+    const std::uint64_t before = cache.stats().memory.demand_loads;
+    cache.attend(seq, 0, q.data(), 1, out.data(), options);
+    if (step == 6) loads_at_switch = cache.stats().memory.demand_loads - before;
+    cache.end_decode_step();
+  }
+  REQUIRE(events.shifts.size() == 1);
+  CHECK(loads_at_switch > 0);  // the new pages were in L2: nothing predicted them
+  CHECK(events.shifts[0].pages == loads_at_switch);
+  CHECK_THAT(events.shifts[0].reason, Catch::Contains("layer 0: 16 of 16 kept pages new"));
+  CHECK_THAT(events.shifts[0].reason, Catch::Contains(std::to_string(loads_at_switch) + " loaded on demand"));
+}
+
 TEST_CASE("l0_copy: kernels read real copies in L0-sized batches and agree with the direct path", "[memory][kv_cache]") {
   const Format format = GENERATE(Format::F16, Format::Q4);
   const bool sparse = GENERATE(false, true);

@@ -317,6 +317,7 @@ TEST_CASE("an L2 cap makes the store full instead of growing", "[memory][l2]") {
   kvtest::TempDir dir("l2-cap");
   L2Config config = small_config(dir.path);
   config.max_bytes = 1u << 20;
+  config.overprovision = 0.0;
   L2Store store(config);
   const auto page = page_bytes(64u << 10, 3);
   int stored = 0;
@@ -332,4 +333,63 @@ TEST_CASE("an L2 cap makes the store full instead of growing", "[memory][l2]") {
   CHECK(stored == 16);  // 1 MiB of 64 KiB pages
   CHECK(store.full());
   CHECK(store.stats().disk_bytes <= config.max_bytes);
+}
+
+TEST_CASE("the overprovisioned share of the cap is compaction's: a full store still frees a dead segment", "[memory][l2]") {
+  const double overprovision = GENERATE(0.25, 0.0);
+  CAPTURE(overprovision);
+  kvtest::TempDir dir("l2-overprovision");
+  L2Config config = small_config(dir.path);
+  config.max_bytes = 8u << 20;
+  config.overprovision = overprovision;
+  L2Store store(config);
+  const std::size_t bytes = 64u << 10;
+  std::vector<std::vector<std::byte>> pages;
+  std::vector<L2Slot> slots;
+  for (std::uint32_t i = 0;; ++i) {
+    pages.push_back(page_bytes(bytes, i));
+    const L2Slot slot = store.append(pages.back().data(), bytes, false);
+    if (slot == kNoSlot) {
+      pages.pop_back();
+      if (!store.has_pending_writes()) break;
+      REQUIRE(store.write_pending());
+      continue;
+    }
+    slots.push_back(slot);
+  }
+  REQUIRE(store.write_pending(true));
+  // Appends stop at the cap less the reserve: 6 MiB of 8, or all 8 without one.
+  CHECK(store.full());
+  CHECK(store.stats().disk_bytes == (overprovision > 0 ? 6u << 20 : 8u << 20));
+  for (std::size_t i = 0; i < 64; ++i) {
+    if (i % 4 != 0) store.release(slots[i]);  // 75% of the first segment dies
+  }
+  REQUIRE(store.compact());
+  REQUIRE(store.write_pending(true));
+  const L2Stats stats = store.stats();
+  CHECK(stats.peak_disk_bytes <= config.max_bytes);
+  if (overprovision > 0) {
+    // The 16 live pages moved into the reserve, and the dead segment went.
+    CHECK(stats.page_bytes_relocated == 16 * bytes);
+    CHECK(stats.segments_deleted == 1);
+    CHECK_FALSE(store.full());
+  } else {
+    // No room to relocate into: the store stays full of mostly dead segments.
+    CHECK(stats.page_bytes_relocated == 0);
+    CHECK(stats.segments_deleted == 0);
+    CHECK(store.full());
+  }
+  std::vector<std::byte> out(bytes);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (i < 64 && i % 4 != 0) continue;
+    store.read(slots[i], out.data());
+    REQUIRE(out == pages[i]);
+  }
+}
+
+TEST_CASE("an overprovision outside [0, 0.9] is refused naming the field", "[memory][l2]") {
+  kvtest::TempDir dir("l2-overprovision-bad");
+  L2Config bad = small_config(dir.path);
+  bad.overprovision = 0.95;
+  CHECK_THROWS_WITH(L2Store(bad), Catch::Contains("l2_overprovision") && Catch::Contains("[0, 0.9]"));
 }

@@ -97,6 +97,33 @@ TEST_CASE("a load is unpredictable only when no earlier query kept its page or r
   CHECK(MemoryAdvisor::unpredictable_loads(ranked, nullptr, {&head}, {105}) == 0);  // no plan: every page read
 }
 
+TEST_CASE("selection churn counts each head's kept sealed pages its previous step did not keep", "[memory][advisor]") {
+  // Two heads of 6 sealed pages; logical pages 6 and 7 are residual (always read, never counted).
+  const std::vector<PageId> a{10, 11, 12, 13, 14, 15}, b{20, 21, 22, 23, 24, 25};
+  const auto plan = [](std::vector<int> head0, std::vector<int> head1) {
+    SelectionPlan p;
+    p.total_pages = 8;
+    p.budget_pages = 2;
+    p.heads.resize(2);
+    p.heads[0].pages = std::move(head0);
+    p.heads[1].pages = std::move(head1);
+    return p;
+  };
+  std::vector<std::vector<int>> last;
+  SelectionChurn churn = selection_churn(last, plan({0, 1, 2, 7}, {0, 3, 4, 6, 7}), {&a, &b});
+  CHECK_FALSE(churn.compared);  // the first step has nothing to compare with
+  CHECK(churn.new_pages == 0);
+  CHECK(churn.kept_pages == 6);
+  churn = selection_churn(last, plan({0, 1, 3, 7}, {0, 4, 5, 7}), {&a, &b});
+  CHECK(churn.compared);
+  CHECK(churn.new_pages == 2);  // head 0's page 3, head 1's page 5
+  CHECK(churn.kept_pages == 6);
+  churn = selection_churn(last, plan({0, 1, 3, 6, 7}, {0, 4, 5}), {&a, &b});
+  CHECK(churn.new_pages == 0);
+  CHECK(churn.kept_pages == 6);
+  CHECK(last == std::vector<std::vector<int>>{{0, 1, 3}, {0, 4, 5}});
+}
+
 namespace {
 
 constexpr std::size_t kPage = 4096;
