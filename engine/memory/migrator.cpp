@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <utility>
+#include <vector>
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -101,29 +103,64 @@ std::vector<Migrator::Job> Migrator::take_run() {
   std::vector<Job> run{queue.front()};
   queue.pop_front();
   if (io_.read_run && run.front().where.segment != kNoSegment) {
-    // Extend the run with a queued page that starts where it ends, else one that ends where it
-    // starts (within kMaxJoinGap), while the run stays within max_read_bytes.
-    std::size_t bytes = run.front().where.bytes;
-    const auto gap = [](const L2Location& a, const L2Location& b) -> std::uint64_t {  // b right after a, else max
-      const std::uint64_t end = a.offset + a.bytes;
-      return a.segment == b.segment && b.offset >= end && b.offset - end < kMaxJoinGap ? b.offset - end : UINT64_MAX;
+    // One pass over the queue (under the lock: no rescans per joined page) for the jobs near
+    // the first one in its segment; the run then grows through them, sorted by offset, at
+    // either end, each gap under kMaxJoinGap, while it stays within max_read_bytes.
+    const L2Location first = run.front().where;
+    struct Near {
+      std::uint64_t offset, bytes;
+      std::size_t index;
     };
-    for (bool grew = true; grew;) {
-      grew = false;
-      for (std::size_t i = 0; i < queue.size(); ++i) {
-        const Job& next = queue[i];
-        const std::uint64_t after = gap(run.back().where, next.where), before = gap(next.where, run.front().where);
-        const std::uint64_t join = std::min(after, before);
-        if (join == UINT64_MAX || bytes + join + next.where.bytes > max_read_bytes_) continue;
-        bytes += join + next.where.bytes;
-        if (after <= before) {
-          run.push_back(next);
+    std::vector<Near> near;
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      const L2Location& w = queue[i].where;
+      if (w.segment != first.segment || w.offset + max_read_bytes_ < first.offset || w.offset > first.offset + max_read_bytes_) continue;
+      near.push_back({w.offset, w.bytes, i});
+    }
+    if (!near.empty()) {
+      std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) { return a.offset < b.offset; });
+      std::uint64_t begin = first.offset, end = first.offset + first.bytes, bytes = first.bytes;
+      std::vector<std::size_t> after, before;  // queue indices, outwards from the first job
+      const auto split = std::lower_bound(near.begin(), near.end(), end, [](const Near& n, std::uint64_t at) { return n.offset < at; });
+      auto next = split;                               // the next page after the run's end
+      auto previous = std::make_reverse_iterator(split);  // the next page before its start
+      // A page queued twice, or overlapping the first one, is left for a later run.
+      while (previous != near.rend() && previous->offset + previous->bytes > begin) ++previous;
+      for (;;) {
+        // Of the two pages that could extend the run, the one queued first joins (queue order
+        // is the order the pages are wanted in).
+        const auto joins = [&](std::uint64_t gap, std::uint64_t page) { return gap < kMaxJoinGap && bytes + gap + page <= max_read_bytes_; };
+        const bool forward = next != near.end() && next->offset >= end && joins(next->offset - end, next->bytes);
+        const bool backward = previous != near.rend() && joins(begin - (previous->offset + previous->bytes), previous->bytes);
+        if (forward && (!backward || next->index < previous->index)) {
+          bytes += next->offset - end + next->bytes;
+          end = next->offset + next->bytes;
+          after.push_back(next->index);
+          ++next;
+        } else if (backward) {
+          bytes += begin - (previous->offset + previous->bytes) + previous->bytes;
+          begin = previous->offset;
+          before.push_back(previous->index);
+          ++previous;
         } else {
-          run.insert(run.begin(), next);
+          break;
         }
-        queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(i));
-        grew = true;
-        break;
+      }
+      if (!after.empty() || !before.empty()) {
+        std::vector<Job> joined;
+        joined.reserve(before.size() + 1 + after.size());
+        for (auto it = before.rbegin(); it != before.rend(); ++it) joined.push_back(queue[*it]);
+        joined.push_back(run.front());
+        for (std::size_t i : after) joined.push_back(queue[i]);
+        std::vector<bool> taken(queue.size(), false);
+        for (std::size_t i : after) taken[i] = true;
+        for (std::size_t i : before) taken[i] = true;
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < queue.size(); ++i) {
+          if (!taken[i]) queue[kept++] = queue[i];
+        }
+        queue.resize(kept);
+        run = std::move(joined);
       }
     }
   }
