@@ -118,6 +118,23 @@ SparsePolicy hybrid(float budget) {
   return p;
 }
 
+// The memory events a cache reports, nothing else.
+struct MemoryEventLog : Telemetry {
+  void on_page_sealed(const PageSealed&) override {}
+  void on_nan_inf(int, std::uint64_t) override {}
+  void on_kernel(KernelKind, Isa) override {}
+  void on_ops(Phase, const OpCounts&) override {}
+  void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
+  std::vector<MemoryEvent> of(MemoryEvent::Kind kind) const {
+    std::vector<MemoryEvent> out;
+    for (const MemoryEvent& e : events) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
+  }
+  std::vector<MemoryEvent> events;
+};
+
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -238,16 +255,7 @@ TEST_CASE("the prompt's last query predicts the first decode step: it loads only
 }
 
 TEST_CASE("a question switch is reported once, at the switch, with the loads it caused", "[memory][kv_cache]") {
-  struct Events : Telemetry {
-    void on_page_sealed(const PageSealed&) override {}
-    void on_nan_inf(int, std::uint64_t) override {}
-    void on_kernel(KernelKind, Isa) override {}
-    void on_ops(Phase, const OpCounts&) override {}
-    void on_memory_event(const MemoryEvent& e) override {
-      if (e.kind == MemoryEvent::Kind::SelectionShift) shifts.push_back(e);
-    }
-    std::vector<MemoryEvent> shifts;
-  } events;
+  MemoryEventLog events;
   kvtest::TempDir dir("cache-shift");
   KVCache cache(tiered_config(Format::Q4, dir.path, 2, 0.2), &events);
   const SeqId seq = cache.create_sequence();
@@ -291,11 +299,12 @@ TEST_CASE("a question switch is reported once, at the switch, with the loads it 
     if (step == 6) loads_at_switch = cache.stats().memory.demand_loads - before;
     cache.end_decode_step();
   }
-  REQUIRE(events.shifts.size() == 1);
+  const std::vector<MemoryEvent> shifts = events.of(MemoryEvent::Kind::SelectionShift);
+  REQUIRE(shifts.size() == 1);
   CHECK(loads_at_switch > 0);  // the new pages were in L2: nothing predicted them
-  CHECK(events.shifts[0].pages == loads_at_switch);
-  CHECK_THAT(events.shifts[0].reason, Catch::Contains("layer 0: 16 of 16 kept pages new"));
-  CHECK_THAT(events.shifts[0].reason, Catch::Contains(std::to_string(loads_at_switch) + " loaded on demand"));
+  CHECK(shifts[0].pages == loads_at_switch);
+  CHECK_THAT(shifts[0].reason, Catch::Contains("layer 0: 16 of 16 kept pages new"));
+  CHECK_THAT(shifts[0].reason, Catch::Contains(std::to_string(loads_at_switch) + " loaded on demand"));
 }
 
 TEST_CASE("l0_copy: kernels read real copies in L0-sized batches and agree with the direct path", "[memory][kv_cache]") {
@@ -319,14 +328,7 @@ TEST_CASE("l0_copy: kernels read real copies in L0-sized batches and agree with 
 }
 
 TEST_CASE("danger without room to demote: the long tail is requantized to INT2, nothing fails", "[memory][kv_cache]") {
-  struct Events : Telemetry {
-    void on_page_sealed(const PageSealed&) override {}
-    void on_nan_inf(int, std::uint64_t) override {}
-    void on_kernel(KernelKind, Isa) override {}
-    void on_ops(Phase, const OpCounts&) override {}
-    void on_memory_event(const MemoryEvent& e) override { kinds.push_back(e.kind); }
-    std::vector<MemoryEvent::Kind> kinds;
-  } events;
+  MemoryEventLog events;
   // No L2 tier and an L1 cap below the context: only requantization can make room.
   CacheConfig config = base_config(Format::Q8);
   config.memory.l1_bytes = sealed_bytes_of(Format::Q8) * 8 / 10;
@@ -338,7 +340,7 @@ TEST_CASE("danger without room to demote: the long tail is requantized to INT2, 
   for (int l = 0; l < kLayers; ++l) cache.append(seq, l, k.data(), v.data(), kPrompt);
   const MemoryStats m = cache.stats().memory;
   CHECK(m.requantized_pages > 0);
-  CHECK(std::count(events.kinds.begin(), events.kinds.end(), MemoryEvent::Kind::Requantized) > 0);
+  CHECK_FALSE(events.of(MemoryEvent::Kind::Requantized).empty());
   CHECK(m.l1_used_bytes <= config.memory.l1_bytes);
   // The requantized pages are attended as INT2 pages: the kernel agrees with the exact
   // reference over the values the cache now stores, which differ from the q8 ones.
