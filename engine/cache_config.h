@@ -29,6 +29,10 @@ struct CacheConfig {
   // Tiers of the sealed pages: L1 cap, L2 directory, prefetch, watermarks, pins. The default
   // (no cap, no L2) keeps every page in L1.
   MemoryConfig memory;
+  // Whole sealed pages of prompts kept for later requests with the same prefix (prefix_cache.h).
+  bool prefix_cache = false;
+  // Names the model whose K/V the cache holds: pages of different models never share.
+  std::uint64_t model_key = 0;
 };
 
 // Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.

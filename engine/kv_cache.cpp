@@ -39,6 +39,7 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
   if (config_.memory.l1_bytes > 0 && long_tail_layout_.bytes < layout_.bytes) {
     sealed_pool_.set_long_tail(long_tail_layout_.bytes);
   }
+  if (config_.prefix_cache) prefix_ = std::make_unique<PrefixCache>(config_, table_, sealed_pool_, layout_.bytes);
 }
 
 KVCache::~KVCache() = default;
@@ -58,6 +59,34 @@ void KVCache::release(SeqId seq) {
   table_.release(seq, "KVCache::release");
   update_memory_pressure();
 }
+
+PrefixPlan KVCache::lookup_prefix(std::span<const TokenId> tokens) {
+  if (!prefix_) return PrefixPlan{{}, config_.page_tokens};
+  return prefix_->lookup(tokens);
+}
+
+void KVCache::share_prefix(SeqId seq, const PrefixPlan& plan) {
+  if (plan.pages() == 0) return;
+  KV_ASSERT(prefix_ != nullptr, "a prefix plan from a cache without a prefix cache");
+  prefix_->share(seq, plan, "KVCache::share_prefix");
+  for (LayerPages& layer : table_.layers(seq, "KVCache::share_prefix")) {
+    for (HeadPages& head : layer.heads) advisor_.update_pins(layer.length, head.sealed, head.pins);
+  }
+  update_memory_pressure();
+}
+
+std::size_t KVCache::cache_prefix(SeqId seq, std::span<const TokenId> tokens) {
+  return prefix_ ? prefix_->insert(seq, tokens) : 0;
+}
+
+std::size_t KVCache::evict_prefixes(std::size_t positions) {
+  if (!prefix_) return 0;
+  const std::size_t evicted = prefix_->evict(positions);
+  update_memory_pressure();
+  return evicted;
+}
+
+PrefixStats KVCache::prefix_stats() const { return prefix_ ? prefix_->stats() : PrefixStats{}; }
 
 void KVCache::set_phase(Phase phase) {
   phase_ = phase;

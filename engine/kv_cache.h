@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "attention/attend_call.h"
@@ -24,6 +26,7 @@
 #include "memory/page_pool.h"
 #include "memory/tiered_pool.h"
 #include "page_table.h"
+#include "prefix_cache.h"
 #include "resident_pages.h"
 #include "runtime/thread_pool.h"
 #include "sealer.h"
@@ -81,6 +84,20 @@ class KVCache {
   void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options = {});
   // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
   void truncate(SeqId seq, int new_length);
+
+  // The prefix cache (CacheConfig::prefix_cache; prefix_cache.h). The longest whole-page prefix
+  // of `tokens` an earlier prompt left cached: a plan, nothing shared yet (empty when the cache
+  // is off).
+  PrefixPlan lookup_prefix(std::span<const TokenId> tokens);
+  // An empty sequence shares the plan's pages: its length becomes plan.tokens(), and the caller
+  // appends the rest of its prompt.
+  void share_prefix(SeqId seq, const PrefixPlan& plan);
+  // After `tokens` were appended to seq (a prompt): its whole sealed pages join the cache.
+  // Returns the page positions added (0 when the cache is off).
+  std::size_t cache_prefix(SeqId seq, std::span<const TokenId> tokens);
+  // Drops up to `positions` cached page positions, least recently used first.
+  std::size_t evict_prefixes(std::size_t positions);
+  PrefixStats prefix_stats() const;
 
   int length(SeqId seq, int layer) const;
   // Prefill, or decode; the first decode step after a prefill is told apart in the memory
@@ -146,6 +163,7 @@ class KVCache {
   TieredPool sealed_pool_;
   PagePool residual_pool_;
   PageTable table_;  // after the pools: its pins and pages go back to them first
+  std::unique_ptr<PrefixCache> prefix_;  // with prefix_cache; after the table and the pools, so its references go first
   Sealer sealer_;
   MemoryAdvisor advisor_;
   ResidentPages resident_;

@@ -15,6 +15,12 @@ void PageSummaries::append(const PageLayout& layout, const std::byte* page, cons
   means_.insert(means_.end(), means, means + 2 * dim);
 }
 
+void PageSummaries::append_entry(const std::uint16_t* bounds, const std::uint16_t* means, int head_dim) {
+  const auto dim = 2 * static_cast<std::size_t>(head_dim);
+  bounds_.insert(bounds_.end(), bounds, bounds + dim);
+  means_.insert(means_.end(), means, means + dim);
+}
+
 void PageSummaries::rewrite_bounds(std::size_t page, const PageLayout& layout, const std::byte* data, int head_dim) {
   const auto dim = static_cast<std::size_t>(head_dim);
   const auto* lo = layout.at<std::uint16_t>(data, layout.key_min);

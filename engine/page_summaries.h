@@ -17,6 +17,8 @@ class PageSummaries {
  public:
   // A newly sealed page: its bounds from the page, its means as computed by page_means().
   void append(const PageLayout& layout, const std::byte* page, const std::uint16_t* means, int head_dim);
+  // A page another index summarised (a shared prefix page): bounds [2][head_dim], means [2][head_dim].
+  void append_entry(const std::uint16_t* bounds, const std::uint16_t* means, int head_dim);
   // A page rewritten in place (requantized): its bounds again from the new page; the means stay,
   // since they summarise the values the page was sealed from.
   void rewrite_bounds(std::size_t page, const PageLayout& layout, const std::byte* data, int head_dim);

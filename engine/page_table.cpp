@@ -114,6 +114,16 @@ void PageTable::push_sealed(SeqId seq, int layer, int head, PageId id, const Pag
   summary_bytes_ += PageSummaries::entry_bytes(geometry_.head_dim);
 }
 
+void PageTable::share_sealed(SeqId seq, int layer, int head, PageId id, const std::uint16_t* bounds, const std::uint16_t* means) {
+  HeadPages& pages = sequences_.at(seq)[static_cast<std::size_t>(layer)].heads[static_cast<std::size_t>(head)];
+  sealed_.retain(id);
+  add_owner(id, {seq, layer, head, pages.sealed.size()});
+  pages.sealed.push_back(id);
+  pages.pins.emplace_back();
+  pages.summaries.append_entry(bounds, means, geometry_.head_dim);
+  summary_bytes_ += PageSummaries::entry_bytes(geometry_.head_dim);
+}
+
 void PageTable::truncate_sealed(SeqId seq, int layer, int head, std::size_t keep) {
   HeadPages& pages = sequences_.at(seq)[static_cast<std::size_t>(layer)].heads[static_cast<std::size_t>(head)];
   while (pages.sealed.size() > keep) {

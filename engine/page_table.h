@@ -85,6 +85,9 @@ class PageTable {
   // A newly sealed page joins the end of (seq, layer, head)'s sealed pages with its summary
   // (bounds from the page, `means` from page_means()).
   void push_sealed(SeqId seq, int layer, int head, PageId id, const PageLayout& layout, const std::uint16_t* means);
+  // A sealed page another sequence sealed (a cached prefix page) joins the end of (seq, layer,
+  // head)'s sealed pages with a reference of its own and the summary it was sealed with.
+  void share_sealed(SeqId seq, int layer, int head, PageId id, const std::uint16_t* bounds, const std::uint16_t* means);
   // Sealed pages from position `keep` on leave (seq, layer, head): unpinned, released.
   void truncate_sealed(SeqId seq, int layer, int head, std::size_t keep);
   // A page rewritten in place: every owner's summary takes the new page's key bounds.

@@ -62,17 +62,17 @@ void PrefixIndex::touch(const PrefixPlan& plan, std::uint64_t now) {
   }
 }
 
-bool PrefixIndex::insert(std::span<const TokenId> tokens, int index, std::vector<PageId> pages, std::uint64_t now) {
+std::optional<std::uint64_t> PrefixIndex::insert(std::span<const TokenId> tokens, int index, std::vector<PageId> pages, std::uint64_t now) {
   const auto page = static_cast<std::size_t>(page_tokens_);
   KV_ASSERT(index >= 0 && (static_cast<std::size_t>(index) + 1) * page <= tokens.size(), "a prefix insert past the whole pages of its tokens");
   const PrefixPlan prefix = lookup(tokens.first(static_cast<std::size_t>(index) * page));
-  if (prefix.pages() != index) return false;  // its prefix is not (or no longer) cached
+  if (prefix.pages() != index) return std::nullopt;  // its prefix is not (or no longer) cached
   const std::uint64_t parent = index == 0 ? kPrefixRoot : prefix.keys.back();
   const auto slice = tokens.subspan(static_cast<std::size_t>(index) * page, page);
   const std::uint64_t key = hasher_(parent, scope_, slice);
   if (entries_.count(key) > 0) {
     match(key, parent, slice);  // counts a collision when the key holds another page
-    return false;
+    return std::nullopt;
   }
   Entry entry;
   entry.parent = parent;
@@ -81,7 +81,7 @@ bool PrefixIndex::insert(std::span<const TokenId> tokens, int index, std::vector
   entry.last_used = now;
   entries_.emplace(key, std::move(entry));
   if (index > 0) ++entries_.at(parent).children;
-  return true;
+  return key;
 }
 
 std::vector<std::uint64_t> PrefixIndex::eviction_order() const {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -54,10 +55,11 @@ class PrefixIndex {
   // Marks the plan's entries used at `now` (the owner's clock: retention order for eviction).
   void touch(const PrefixPlan& plan, std::uint64_t now);
 
-  // Records `pages` as holding whole page `index` of `tokens`. Its prefix (pages 0..index-1)
-  // must be cached. Returns false, recording nothing, when the position is cached already, its
-  // prefix is not, or its key collides with another page's (the caller keeps its pages private).
-  bool insert(std::span<const TokenId> tokens, int index, std::vector<PageId> pages, std::uint64_t now);
+  // Records `pages` as holding whole page `index` of `tokens` and returns its key. Its prefix
+  // (pages 0..index-1) must be cached. Returns nothing, recording nothing, when the position is
+  // cached already, its prefix is not, or its key collides with another page's (the caller
+  // keeps its pages private).
+  std::optional<std::uint64_t> insert(std::span<const TokenId> tokens, int index, std::vector<PageId> pages, std::uint64_t now);
 
   // Entries no other entry continues (only those can go without orphaning a longer prefix),
   // least recently used first.
