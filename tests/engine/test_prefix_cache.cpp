@@ -135,7 +135,7 @@ TEST_CASE("references return to zero when every sequence ends and the cache lets
   CHECK(cache.prefix_stats().cached_bytes == 0);
 }
 
-TEST_CASE("a sequence that truncates into a shared page keeps its own copy; the other is unchanged", "[prefix][kv_cache]") {
+TEST_CASE("a sequence that truncates into a shared page keeps its own copy and the other stays unchanged", "[prefix][kv_cache]") {
   KVCache cache(prefix_config(Format::Q8, 0));
   const auto tokens = prompt(128, 40);
   const SeqId a = cache.create_sequence();
