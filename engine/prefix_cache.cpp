@@ -89,7 +89,10 @@ std::size_t PrefixCache::insert(SeqId seq, std::span<const TokenId> tokens) {
     for (const HeadPages& head : layer.heads) whole = std::min(whole, head.sealed.size());
   }
   std::size_t added = 0;
-  for (std::size_t page = static_cast<std::size_t>(index_.lookup(tokens).pages()); page < whole; ++page) {
+  const PrefixPlan cached = index_.lookup(tokens);
+  std::uint64_t parent = cached.pages() > 0 ? cached.keys.back() : kPrefixRoot;
+  const auto page_tokens = static_cast<std::size_t>(config_.page_tokens);
+  for (std::size_t page = static_cast<std::size_t>(cached.pages()); page < whole; ++page) {
     std::vector<PageId> pages;
     std::vector<std::uint16_t> summaries;
     pages.reserve(static_cast<std::size_t>(g.layers) * static_cast<std::size_t>(g.kv_heads));
@@ -108,11 +111,12 @@ std::size_t PrefixCache::insert(SeqId seq, std::span<const TokenId> tokens) {
     }
     if (degraded) break;  // no longer the page its tokens seal to; nor can a longer prefix be cached
     const std::size_t collisions = index_.collisions();
-    const std::optional<std::uint64_t> key = index_.insert(tokens, static_cast<int>(page), pages, ++clock_);
+    const std::optional<std::uint64_t> key = index_.insert_after(parent, tokens.subspan(page * page_tokens, page_tokens), pages, ++clock_);
     stats_.collisions += index_.collisions() - collisions;
     if (!key) break;
     for (PageId id : pages) sealed_.retain(id);
     summaries_.emplace(*key, std::move(summaries));
+    parent = *key;
     ++added;
   }
   stats_.inserted_pages += added;

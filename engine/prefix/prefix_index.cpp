@@ -67,20 +67,27 @@ std::optional<std::uint64_t> PrefixIndex::insert(std::span<const TokenId> tokens
   KV_ASSERT(index >= 0 && (static_cast<std::size_t>(index) + 1) * page <= tokens.size(), "a prefix insert past the whole pages of its tokens");
   const PrefixPlan prefix = lookup(tokens.first(static_cast<std::size_t>(index) * page));
   if (prefix.pages() != index) return std::nullopt;  // its prefix is not (or no longer) cached
-  const std::uint64_t parent = index == 0 ? kPrefixRoot : prefix.keys.back();
-  const auto slice = tokens.subspan(static_cast<std::size_t>(index) * page, page);
-  const std::uint64_t key = hasher_(parent, scope_, slice);
+  return insert_after(index == 0 ? kPrefixRoot : prefix.keys.back(), tokens.subspan(static_cast<std::size_t>(index) * page, page),
+                      std::move(pages), now);
+}
+
+std::optional<std::uint64_t> PrefixIndex::insert_after(std::uint64_t parent, std::span<const TokenId> page, std::vector<PageId> pages,
+                                                       std::uint64_t now) {
+  KV_ASSERT(page.size() == static_cast<std::size_t>(page_tokens_), "a prefix page of the wrong size");
+  const auto up = entries_.find(parent);
+  if (parent != kPrefixRoot && up == entries_.end()) return std::nullopt;  // its prefix is not (or no longer) cached
+  const std::uint64_t key = hasher_(parent, scope_, page);
   if (entries_.count(key) > 0) {
-    match(key, parent, slice);  // counts a collision when the key holds another page
+    match(key, parent, page);  // counts a collision when the key holds another page
     return std::nullopt;
   }
   Entry entry;
   entry.parent = parent;
-  entry.tokens.assign(slice.begin(), slice.end());
+  entry.tokens.assign(page.begin(), page.end());
   entry.pages = std::move(pages);
   entry.last_used = now;
   entries_.emplace(key, std::move(entry));
-  if (index > 0) ++entries_.at(parent).children;
+  if (parent != kPrefixRoot) ++entries_.at(parent).children;
   return key;
 }
 

@@ -60,6 +60,11 @@ class PrefixIndex {
   // cached already, its prefix is not, or its key collides with another page's (the caller
   // keeps its pages private).
   std::optional<std::uint64_t> insert(std::span<const TokenId> tokens, int index, std::vector<PageId> pages, std::uint64_t now);
+  // The same for the page that follows the cached entry `parent` (kPrefixRoot: a first page),
+  // `page` its page_tokens ids: a caller caching a prompt page by page chains the keys instead
+  // of hashing its prefix again for every page.
+  std::optional<std::uint64_t> insert_after(std::uint64_t parent, std::span<const TokenId> page, std::vector<PageId> pages,
+                                            std::uint64_t now);
 
   // Entries no other entry continues (only those can go without orphaning a longer prefix),
   // least recently used first.
