@@ -132,6 +132,38 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
     }
     b.value("goodput", static_cast<double>(met) / static_cast<double>(e.ttft_ms.size()));
   }
+  // Requests that start a sequence after the first: what a prefix cache can speed up.
+  const auto repeat_ttft = [&]() -> std::optional<double> {
+    double sum = 0.0;
+    int n = 0;
+    for (std::size_t i = 0; i < e.ttft_ms.size(); ++i) {
+      if (std::find(e.repeat_requests.begin(), e.repeat_requests.end(), e.request_of_ttft[i]) == e.repeat_requests.end()) continue;
+      sum += e.ttft_ms[i];
+      ++n;
+    }
+    if (n == 0) return std::nullopt;
+    return sum / n;
+  };
+  b.maybe("ttft_first_turn_ms", e.sessions ? repeat_ttft() : std::nullopt, "not a roleplay workload with sessions >= 2",
+          prefill_extrapolated);
+  b.maybe("ttft_repeat_request_ms", e.sessions ? std::nullopt : repeat_ttft(), "not a rag workload with requests >= 2",
+          prefill_extrapolated);
+  if (f.prefix_cache) {
+    std::uint64_t prompt = 0, hit = 0;
+    for (std::size_t i = 0; i < e.prompt_tokens.size(); ++i) {
+      prompt += static_cast<std::uint64_t>(e.prompt_tokens[i]);
+      hit += static_cast<std::uint64_t>(e.prefix_hit_tokens[i]);
+    }
+    b.value("prefix_hit_tokens", static_cast<double>(hit));
+    b.maybe("prefix_hit_rate", prompt > 0 ? std::optional<double>(static_cast<double>(hit) / static_cast<double>(prompt)) : std::nullopt,
+            "no request looked a prefix up");
+    b.value("prefix_cached_bytes", static_cast<double>(f.prefix.cached_bytes) * layers, scaled);
+    b.value("prefix_evictions", static_cast<double>(f.prefix.evictions));
+  } else {
+    for (const char* name : {"prefix_hit_tokens", "prefix_hit_rate", "prefix_cached_bytes", "prefix_evictions"}) {
+      b.na(name, "the policy's prefix_cache is off");
+    }
+  }
 
   // Memory: L0 is a per-step staging arena; L1 and L2 hold the executed layers, reported for
   // the whole model; kv bytes per token cover the whole model.

@@ -31,6 +31,8 @@ struct RepetitionFacts {
   Noise noise;
   bool noisy = false;
   double cpu_probe_ms = 0.0;          // the core-speed probe around the script (cpu_probe.h); 0: not run
+  bool prefix_cache = false;          // the policy's prefix_cache
+  kv::PrefixStats prefix;             // its stats at the end of the repetition
 };
 
 // The contract's scalar names, in the order they are recorded (spans included).

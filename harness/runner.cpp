@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -194,8 +195,10 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   ExecutionOptions execution;
   execution.stop = context.stop;
   execution.test_slowdown = policy.test_slowdown;
+  if (c.workload.full_prefill) execution.full_prefill_positions = std::numeric_limits<int>::max();
   StepCollector steps(recorder);
   execution.on_step = [&steps](const StepDone& done) { steps.on_step(done); };
+  execution.on_request = [&recorder](int request) { recorder.set_request(request); };
   kv::ThreadPool pool(cache_config.threads);
   kv::soc::ModelWork model_work_per_token;
   RepetitionFacts facts;
@@ -226,6 +229,8 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
                             cache_config.v_group, cache_config.pad_pages_to_4k};
     f16_layout = kv::PageLayout::make(spec);
     facts.kv_heads = cache_config.geometry.kv_heads;
+    facts.prefix_cache = cache_config.prefix_cache;
+    facts.prefix = cache.prefix_stats();
   };
   if (c.model->preset != nullptr) {
     const kv::SyntheticPreset& preset = *c.model->preset;
@@ -316,6 +321,27 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   series["ttft_ms"] = result.ttft_ms;
   series["tpot_ms"] = result.tpot_ms;
   series["request_tpot_ms"] = result.request_tpot_ms;
+  // x = the request's index, for scripts of several sequences (requests 2..N against request 1,
+  // with and without the prefix cache); only when every request has a prompt.
+  bool every_request = !result.repeat_requests.empty() && static_cast<int>(result.ttft_ms.size()) == c.script.script.requests;
+  for (std::size_t i = 0; every_request && i < result.request_of_ttft.size(); ++i) {
+    every_request = result.request_of_ttft[i] == static_cast<int>(i);
+  }
+  if (every_request) series["ttft_ms_by_request"] = result.ttft_ms;
+  // Quality per request (x = the request's index), when every request of such a script had
+  // checks (and, for needle recall, needles): later requests and turns can degrade.
+  const auto& quality = recorder.quality_by_request();
+  if (!result.repeat_requests.empty() && static_cast<int>(quality.size()) == c.script.script.requests) {
+    std::vector<double> recall, needles;
+    bool every_needle = true;
+    for (const auto& [request, q] : quality) {
+      recall.push_back(q.checks > 0 ? q.recall_sum / static_cast<double>(q.checks) : 0.0);
+      every_needle = every_needle && q.needles > 0;
+      needles.push_back(q.needles > 0 ? static_cast<double>(q.needles_kept) / static_cast<double>(q.needles) : 0.0);
+    }
+    series["attn_mass_recall_by_request"] = std::move(recall);
+    if (every_needle) series["needle_recall_by_request"] = std::move(needles);
+  }
   record.series.assign(series.begin(), series.end());
   const auto histograms = recorder.histograms();
   record.histograms.assign(histograms.begin(), histograms.end());
@@ -333,7 +359,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
 
 // Series timed on this host; a case priced for another SoC leaves them out with the host figures.
 bool host_timed_series(const std::string& name) {
-  return name == "ttft_ms" || name == "tpot_ms" || name == "request_tpot_ms" || name == "swap_in_gb_per_s" ||
+  return name == "ttft_ms" || name == "ttft_ms_by_request" || name == "tpot_ms" || name == "request_tpot_ms" || name == "swap_in_gb_per_s" ||
          name == "swap_out_gb_per_s";
 }
 

@@ -156,6 +156,7 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   const std::string isa = f.string("isa", "auto");
   rethrow_at(file, path, [&] { p.cache.isa = kv::parse_isa(isa, "isa"); });
   p.cache.split_pages = static_cast<int>(f.integer("split_pages", p.cache.split_pages, 1, 1 << 16));
+  p.cache.prefix_cache = f.boolean("prefix_cache", p.cache.prefix_cache);
   p.test_slowdown = f.number("test_slowdown", 0.0);
   if (const json* list = f.child("models"); list != nullptr) p.models = read_model_names(*list, f.at("models"), file);
   if (!(p.test_slowdown >= 0.0 && p.test_slowdown <= 100.0)) fail(file, f.at("test_slowdown"), "must be in [0, 100]");
@@ -263,7 +264,12 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
     workload.images = static_cast<int>(w.integer("images", 0, 0, 1000));
     workload.visual_tokens = static_cast<int>(w.integer("visual_tokens", 0, 0, 1 << 16));
     workload.windows = static_cast<int>(w.integer("windows", 0, 0, 1 << 20));
+    workload.requests = static_cast<int>(w.integer("requests", 0, 0, 10000));
+    workload.sessions = static_cast<int>(w.integer("sessions", 0, 0, 10000));
+    workload.system_prompt_tokens = static_cast<int>(w.integer("system_prompt_tokens", 0, 0, 1 << 24));
+    workload.user_tokens = static_cast<int>(w.integer("user_tokens", 0, 0, 1 << 20));
     workload.text = w.string("text", "");
+    workload.full_prefill = w.boolean("full_prefill", false);
     if (const json* list = w.child("models"); list != nullptr) {
       workload.models = read_model_names(*list, w.at("models"), file);
       check_model_names(workload.models, suite.models, w.at("models"), file);
@@ -274,7 +280,9 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
     if (workload.tpot_target_ms < 0.0) fail(file, w.at("tpot_target_ms"), "must be >= 0");
     // A field the kind does not use would be silently ignored: refused, naming the kind it is for.
     for (const auto& [field, kind] : {std::pair<const char*, const char*>{"turns", "roleplay"}, {"images", "multimodal"},
-                                      {"visual_tokens", "multimodal"}, {"windows", "perplexity"}}) {
+                                      {"visual_tokens", "multimodal"}, {"windows", "perplexity"},
+                                      {"requests", "rag"}, {"sessions", "roleplay"}, {"system_prompt_tokens", "roleplay"},
+                                      {"user_tokens", "roleplay"}}) {
       if (w.has(field) && workload.kind != kind) {
         fail(file, w.at(field), fmt::format("a {} workload does not use it (only {} does)", workload.kind, kind));
       }
@@ -450,6 +458,13 @@ std::string resolved_json(const SuiteConfig& suite) {
                              {"ttft_target_ms", w.ttft_target_ms},
                              {"tpot_target_ms", w.tpot_target_ms}});
     if (!w.models.empty()) workloads.back()["models"] = w.models;  // only when set, as "fetched"
+    if (w.kind == "rag") workloads.back()["requests"] = w.requests;
+    if (w.full_prefill) workloads.back()["full_prefill"] = true;  // only when set: workloads without it keep their hash
+    if (w.kind == "roleplay") {
+      workloads.back()["sessions"] = w.sessions;
+      workloads.back()["system_prompt_tokens"] = w.system_prompt_tokens;
+      workloads.back()["user_tokens"] = w.user_tokens;
+    }
   }
   root["workloads"] = workloads;
   json policies = json::array();
@@ -469,6 +484,7 @@ std::string resolved_json(const SuiteConfig& suite) {
                             {"sparse", sparse_json(p.sparse)},
                             {"memory", memory_json(c.memory)}});
     if (!p.models.empty()) policies.back()["models"] = p.models;  // only when set, as "fetched"
+    if (c.prefix_cache) policies.back()["prefix_cache"] = true;  // only when set: policies without it keep their hash
   }
   root["policies"] = policies;
   return root.dump();

@@ -56,6 +56,22 @@ std::vector<MetricDef> build_table() {
       {"decode_tps", "tokens/s", H, Hi, true, "Decode tokens / decode time (span_decode_total_ms); covers what tpot_ms_p50 covers."},
       {"goodput", "ratio", H, Hi, false,
        "Share of requests that met the workload's ttft and tpot targets (llama backend; the synthetic backend runs no model)."},
+      {"ttft_first_turn_ms", "ms", H, Lo, true,
+       "Roleplay with sessions >= 2: mean TTFT of the first turn of sessions 2..N, whose system prompt an earlier session may "
+       "have left in the prefix cache; covers what ttft_ms covers, plus the prefix cache's lookup, sharing and caching."},
+      {"ttft_repeat_request_ms", "ms", H, Lo, true,
+       "Rag with requests >= 2: mean TTFT of requests 2..N, each a new sequence over the documents request 1 read; covers "
+       "what ttft_first_turn_ms covers. Request 1's own TTFT is the first value of the ttft_ms_by_request series."},
+      {"prefix_hit_tokens", "tokens", E, Hi, false,
+       "Prompt tokens that came from the prefix cache instead of a prefill, over every request (policy prefix_cache; "
+       "whole pages, and never a prompt's last token, which is always computed for its logits)."},
+      {"prefix_hit_rate", "ratio", E, Hi, false,
+       "prefix_hit_tokens / prompt tokens of the requests that looked a prefix up (each sequence's first prompt)."},
+      {"prefix_cached_bytes", "bytes", E, No, true,
+       "Bytes the prefix cache names at the end of the repetition: its pages at their full size and its copies of their "
+       "summaries, whole model (sampled layers scaled). Those pages count in the tiers' figures too."},
+      {"prefix_evictions", "pages", E, Lo, true,
+       "Page positions the prefix cache dropped (each one page per layer and kv head)."},
       {"peak_l0_bytes", "bytes", E, Lo, false, "Most bytes one attention call staged through the L0 arena (a per-step staging arena, not scaled)."},
       {"peak_l1_bytes", "bytes", E, Lo, true,
        "Peak L1 (DRAM) occupancy of the whole model's KV: sealed page frames, residual and page summaries (sampled layers "

@@ -77,6 +77,11 @@ void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
   ++quality_checks_;
   needles_ += static_cast<std::uint64_t>(quality.needles);
   needles_kept_ += static_cast<std::uint64_t>(quality.needles_kept);
+  RequestQuality& request = by_request_[request_];
+  request.recall_sum += quality.attn_mass_recall;
+  ++request.checks;
+  request.needles += static_cast<std::uint64_t>(quality.needles);
+  request.needles_kept += static_cast<std::uint64_t>(quality.needles_kept);
 }
 
 void Recorder::on_token_dropped(const kv::TokenDropped& drop) { event(token_dropped_event(drop)); }

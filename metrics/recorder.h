@@ -98,6 +98,14 @@ class Recorder final : public kv::Telemetry {
     return quality_checks_ > 0 ? oracle_miss_sum_ / static_cast<double>(quality_checks_) : 0.0;
   }
   double needle_recall() const { return needles_ > 0 ? static_cast<double>(needles_kept_) / static_cast<double>(needles_) : 1.0; }
+  // Quality checks are also kept per request (the executor says which request runs): later turns
+  // and requests over a shared context can degrade while the mean hides it.
+  void set_request(int request) { request_ = request; }
+  struct RequestQuality {
+    double recall_sum = 0.0;
+    std::uint64_t checks = 0, needles = 0, needles_kept = 0;
+  };
+  const std::map<int, RequestQuality>& quality_by_request() const { return by_request_; }
 
  private:
   std::map<std::string, double> counters_;
@@ -117,6 +125,8 @@ class Recorder final : public kv::Telemetry {
   std::uint64_t head_selections_ = 0;
   double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0, oracle_miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
   std::uint64_t quality_checks_ = 0, needles_ = 0, needles_kept_ = 0;
+  int request_ = 0;
+  std::map<int, RequestQuality> by_request_;
 };
 
 }  // namespace kvbench

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -173,12 +174,44 @@ void case_section(Page& page, const CaseView& c, const CaseRecordings& recorded)
   page << "</details>\n";
 }
 
+// Scripts of several requests (rag requests, roleplay sessions): per (model, workload), one line
+// per policy over the request index, so that a policy with the prefix cache and one without sit
+// side by side, and the quality of later requests shows next to the first's.
+void requests_plots(Page& page, const ReportModel& m) {
+  std::map<std::string, std::vector<const CaseView*>> groups;  // model/workload -> cases with the series
+  for (const CaseView& c : m.host.cases) {
+    const auto recorded = m.recordings.find(c.name);
+    if (recorded == m.recordings.end() || recorded->second.series.count("ttft_ms_by_request") == 0) continue;
+    groups[c.model + "/" + c.workload].push_back(&c);
+  }
+  for (const auto& [group, cases] : groups) {
+    const auto plot = [&](const char* name, const std::string& title, const Axis& y, const std::string& caption) {
+      std::vector<Series> lines;
+      for (const CaseView* c : cases) {
+        const auto& series = m.recordings.at(c->name).series;
+        const auto it = series.find(name);
+        if (it == series.end()) continue;
+        Series line{c->policy, {}, it->second};
+        for (std::size_t i = 0; i < it->second.size(); ++i) line.x.push_back(static_cast<double>(i + 1));
+        lines.push_back(std::move(line));
+      }
+      if (!lines.empty()) page.plot(line_over_steps(title + ": " + group, Axis{"request", ""}, y, lines), caption);
+    };
+    plot("ttft_ms_by_request", "TTFT by request", Axis{"time to first token", "ms"},
+         "host clock, repetition 1; request 1 starts from an empty prefix cache, later ones may find its prompt cached (prefix_hit_rate)");
+    plot("attn_mass_recall_by_request", "Attention mass recall by request", Axis{"attn_mass_recall", "ratio"},
+         "exact, repetition 1; mean over the request's sampled decode checks");
+    plot("needle_recall_by_request", "Needle recall by request", Axis{"needle_recall", "ratio"}, "exact, repetition 1");
+  }
+}
+
 }  // namespace
 
 void cases_section(Page& page, const ReportModel& m) {
   const RunView& run = m.host;
   page << section_open("cases", "Cases");
   if (run.cases.empty()) page << line("no cases");
+  requests_plots(page, m);
   for (const CaseView& c : run.cases) {
     if (c.status == "skipped") {
       page << "<p id=\"" + case_anchor(c.name) + "\">" + h(c.name + ": skipped: " + c.note) + "</p>\n";

@@ -94,6 +94,37 @@ void Executor::new_sequence(const Op& op) {
   if (lockstep_) lockstep_->begin_sequence(op.length);
   pos_ = 0;
   offset_ = op.stream_offset;
+  tokens_.clear();
+  prompt_end_ = -1;
+}
+
+void Executor::synthetic_tokens(const Op* first, const Op* end, std::vector<int>& out) {
+  for (const Op* op = first; op != end; ++op) {
+    for (int i = 0; i < op->tokens; ++i) out.push_back(synthetic_token(op->content, op->content_offset + i));
+  }
+}
+
+int Executor::share_cached_prefix(const Op* first, const Op* end, double& prefix_ms) {
+  if (!cache_.config().prefix_cache || llama_) return 0;
+  const auto start = Clock::now();
+  std::vector<int> prompt;
+  synthetic_tokens(first, end, prompt);
+  kv::PrefixPlan plan = cache_.lookup_prefix(std::span<const kv::TokenId>(prompt.data(), prompt.size()));
+  // The prompt's last token is always computed: its query gives the first output token.
+  while (!plan.keys.empty() && plan.tokens() >= static_cast<int>(prompt.size())) plan.keys.pop_back();
+  if (plan.pages() > 0) {
+    cache_.share_prefix(*seq_, plan);
+    model_.reuse_prefix(prompt.data(), plan.tokens());
+  }
+  prefix_ms += ms_since(start);
+  return plan.tokens();
+}
+
+void Executor::cache_prompt(double& prefix_ms) {
+  if (!cache_.config().prefix_cache || llama_) return;
+  const auto start = Clock::now();
+  cache_.cache_prefix(*seq_, std::span<const kv::TokenId>(tokens_.data(), static_cast<std::size_t>(pos_)));
+  prefix_ms += ms_since(start);
 }
 
 Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
@@ -106,7 +137,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   buffers_.k.resize(rows * kv_row);
   buffers_.v.resize(rows * kv_row);
   buffers_.attn.assign(rows * q_row, 0.0f);
-  const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : nullptr;
+  const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : tokens_.data() + pos_;
   LayerTimes t;
   auto start = Clock::now();
   kv::WorkStamp work = kv::engine_work();
@@ -282,20 +313,63 @@ double Executor::decode_step(ExecutionResult& result) {
 ExecutionResult Executor::run(const Script& script) {
   ExecutionResult result;
   result.layer_scale = scale_;
+  result.repeat_requests = script.repeat_requests;
+  result.sessions = script.sessions;
   std::map<int, double> ttft;                     // request -> prefill ms
   std::map<int, std::pair<double, int>> decode;   // request -> (ms, steps)
-  for (const Op& op : script.ops) {
+  std::map<int, std::pair<int, int>> prompts;     // request -> (prompt tokens, tokens from the prefix cache)
+  int skip = 0;  // prompt tokens still to skip: they came from the prefix cache
+  const Op* const ops_end = script.ops.data() + script.ops.size();
+  for (const Op* it = script.ops.data(); it != ops_end; ++it) {
+    // Consecutive prefills of one request that ask the same and are all text or all visual run
+    // as one prefill (a session's system prompt and first user message), chunked together.
+    const Op* group_end = it + 1;
+    if (it->kind == OpKind::Prefill) {
+      while (group_end != ops_end && group_end->kind == OpKind::Prefill && group_end->request == it->request &&
+             group_end->visual == it->visual && group_end->ask_needle == it->ask_needle) {
+        ++group_end;
+      }
+    }
+    Op op = *it;
+    for (const Op* g = it + 1; g != group_end; ++g) op.tokens += g->tokens;
+    if (options_.on_request && op.kind != OpKind::NewSequence && op.request != request_) options_.on_request(op.request);
     request_ = op.request;
+    if (!llama_ && op.kind != OpKind::NewSequence) synthetic_tokens(it, group_end, tokens_);
+    const Op* const current = it;
+    it = group_end - 1;  // the loop goes on after the group
     switch (op.kind) {
       case OpKind::NewSequence:
         new_sequence(op);
         break;
       case OpKind::Prefill: {
         if (!seq_) throw std::invalid_argument("script: a prefill before any sequence");
-        const bool before_decode = &op != &script.ops.back() && (&op + 1)->kind == OpKind::Decode;
+        const Op* prompt_end = current;
+        while (prompt_end != ops_end && prompt_end->kind == OpKind::Prefill) ++prompt_end;
+        double prefix_ms = 0.0;
+        if (pos_ == 0 && prompt_end_ < 0) {  // a sequence's first prompt
+          skip = share_cached_prefix(current, prompt_end, prefix_ms);
+          int tokens = 0;
+          for (const Op* p = current; p != prompt_end; ++p) tokens += p->tokens;
+          prompts[op.request] = {tokens, skip};
+          pos_ = skip;
+        }
+        Op rest = op;
+        const int skipped = std::min(skip, op.tokens);
+        rest.tokens -= skipped;
+        skip -= skipped;
+        const bool before_decode = prompt_end == group_end && prompt_end != ops_end && prompt_end->kind == OpKind::Decode;
         if (ask_needle_ && op.ask_needle >= 0) ask_needle_(op.ask_needle);  // a question's prompt asks it
-        run_prefill(op, result, ttft[op.request], before_decode);
+        double& request_ttft = ttft[op.request];  // a request whose prompt all came from the cache still has one
+        if (rest.tokens > 0) run_prefill(rest, result, request_ttft, before_decode);
         if (ask_needle_ && op.ask_needle >= 0) ask_needle_(-1);
+        if (prompt_end == group_end && prompt_end_ < 0) {
+          prompt_end_ = pos_;
+          cache_prompt(prefix_ms);
+        }
+        const double scaled = prefix_ms * scale_;
+        ttft[op.request] += scaled;
+        result.prefill.prefix_ms += scaled;
+        result.prefill.total_ms += scaled;
         break;
       }
       case OpKind::Decode: {
@@ -323,6 +397,9 @@ ExecutionResult Executor::run(const Script& script) {
   for (const auto& [request, ms] : ttft) {
     result.ttft_ms.push_back(ms);
     result.request_of_ttft.push_back(request);
+    const auto prompt = prompts.find(request);
+    result.prompt_tokens.push_back(prompt == prompts.end() ? 0 : prompt->second.first);
+    result.prefix_hit_tokens.push_back(prompt == prompts.end() ? 0 : prompt->second.second);
   }
   for (const auto& [request, entry] : decode) {
     result.request_tpot_ms.push_back(entry.second > 0 ? entry.first / entry.second : 0.0);

@@ -55,6 +55,8 @@ struct ExecutionOptions {
   double test_slowdown = 0.0;
   // Called after every decode step and prefill chunk, outside the timed regions.
   std::function<void(const StepDone&)> on_step;
+  // Called before the operations of each request run (quality figures per request).
+  std::function<void(int)> on_request;
   // Checks sampled decode steps against exact attention, outside the timed regions (span
   // quality); null: no checks.
   kvbench::QualityMonitor* quality = nullptr;
@@ -91,6 +93,7 @@ struct PhaseTimes {
   double append_ms = 0.0;  // KVCache::append: quantization, page allocation, summaries
   double attend_ms = 0.0;  // attention calls: selection, waits for pages, kernels
   double model_ms = 0.0;   // llama: the transformer outside attention (0 on synthetic)
+  double prefix_ms = 0.0;  // prefix cache: looking a prompt up, sharing its pages, caching the prompt's
   double dma_wait_ms = 0.0;
   // Not part of total_ms or of any latency: quality checks against exact attention and the
   // llama side's reference model, measured so their cost is visible (not scaled).
@@ -108,6 +111,12 @@ struct ExecutionResult {
   PhaseTimes prefill, decode;
   int prefill_tokens = 0;
   int decode_tokens = 0;
+  // Prefix cache (CacheConfig::prefix_cache): per request with a prompt, in ttft order, the
+  // prompt's tokens and how many of them came from the cache.
+  std::vector<int> prompt_tokens;
+  std::vector<int> prefix_hit_tokens;
+  std::vector<int> repeat_requests;  // Script::repeat_requests
+  bool sessions = false;             // Script::sessions
   double layer_scale = 1.0;    // model layers / executed layers
   bool extrapolated = false;   // host timings scaled from sampled layers or probed chunks
   bool prefill_probed = false; // some prefill attention was extrapolated from probes
@@ -137,6 +146,13 @@ class Executor {
     SpanWork append_work, attend_work, model_work;
   };
   void new_sequence(const Op& op);
+  // The tokens of ops [first, end) on the synthetic backend (content ids and offsets).
+  static void synthetic_tokens(const Op* first, const Op* end, std::vector<int>& out);
+  // The first prompt of a sequence, ops [first, end): shares its longest cached prefix and
+  // returns the tokens shared (0 without the cache). Its time goes to `prefix_ms`.
+  int share_cached_prefix(const Op* first, const Op* end, double& prefix_ms);
+  // After a sequence's first prompt: its whole pages join the cache.
+  void cache_prompt(double& prefix_ms);
   // before_decode: a decode op follows, whose first step the prompt's last query predicts.
   void run_prefill(const Op& op, ExecutionResult& result, double& request_ttft, bool before_decode);
   double decode_step(ExecutionResult& result);
@@ -157,6 +173,8 @@ class Executor {
   kv::StepBuffers buffers_;
   std::vector<float> probe_q_;
   std::optional<kv::SeqId> seq_;
+  std::vector<int> tokens_;  // synthetic: the sequence's token ids by position
+  int prompt_end_ = -1;      // the first prompt's length, once run; -1 before
   int pos_ = 0;
   int offset_ = 0;  // stream position of pos 0
   int request_ = 0; // the request of the op being run

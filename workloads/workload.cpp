@@ -30,29 +30,55 @@ Op new_sequence(int length, int offset = 0) {
   return op;
 }
 
-Op prefill(int tokens, int request, bool visual = false, int ask_needle = -1) {
+// Where the tokens of an op come from: a content and the offset in it.
+struct Source {
+  int content = 0;
+  int offset = 0;
+};
+
+Op prefill(int tokens, int request, Source from, bool visual = false, int ask_needle = -1) {
   Op op;
   op.kind = OpKind::Prefill;
   op.tokens = tokens;
   op.request = request;
   op.visual = visual;
   op.ask_needle = ask_needle;
+  op.content = from.content;
+  op.content_offset = from.offset;
   return op;
 }
 
-Op decode(int tokens, int request, int ask_needle = -1) {
+Op decode(int tokens, int request, Source from, int ask_needle = -1) {
   Op op;
   op.kind = OpKind::Decode;
   op.tokens = tokens;
   op.request = request;
   op.ask_needle = ask_needle;
+  op.content = from.content;
+  op.content_offset = from.offset;
   return op;
 }
 
-constexpr int kRoleplayPersonaShare = 12;  // the persona prompt is 1/12 of the conversation
+// Contents are numbered in the order a script first reads them.
+class Contents {
+ public:
+  Source fresh() { return {next_++, 0}; }
+
+ private:
+  int next_ = 0;
+};
+
+constexpr int kRoleplayPersonaShare = 12;  // the system prompt is 1/12 of the conversation
+constexpr int kRoleplayUserTokens = 128;
 constexpr int kQuestionTokens = 32;        // a question's prompt (rag, codebase, multimodal)
 
 }  // namespace
+
+int synthetic_token(int content, int offset) {
+  return static_cast<int>(mix((static_cast<std::uint64_t>(static_cast<std::uint32_t>(content)) << 32) ^
+                              static_cast<std::uint32_t>(offset)) >>
+                          33);
+}
 
 WorkloadConfig with_defaults(WorkloadConfig c, int model_context) {
   const auto fill = [](int& field, int value) {
@@ -61,14 +87,18 @@ WorkloadConfig with_defaults(WorkloadConfig c, int model_context) {
   if (c.kind == "rag") {
     fill(c.context_tokens, 16384);
     fill(c.gen_tokens, 32);
+    fill(c.requests, 1);
   } else if (c.kind == "codebase") {
     fill(c.context_tokens, 65536);
     fill(c.gen_tokens, 256);
   } else if (c.kind == "roleplay") {
     fill(c.turns, 20);
+    fill(c.sessions, 1);
     fill(c.context_tokens, 6144);
-    const int persona = c.context_tokens / kRoleplayPersonaShare;
-    fill(c.gen_tokens, std::max(1, (c.context_tokens - persona) / c.turns * 3 / 5));
+    fill(c.system_prompt_tokens, c.context_tokens / kRoleplayPersonaShare);
+    fill(c.user_tokens, kRoleplayUserTokens);
+    // The reply takes the rest of a turn's share of the context.
+    fill(c.gen_tokens, std::max(1, (c.context_tokens - c.system_prompt_tokens) / c.turns - c.user_tokens));
   } else if (c.kind == "multimodal") {
     fill(c.images, 2);
     fill(c.visual_tokens, 576);
@@ -108,7 +138,7 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
       const int start = w * window;
       const int length = std::min(window, target.text_tokens - start);
       s.ops.push_back(new_sequence(length, start));
-      s.ops.push_back(decode(length, w));
+      s.ops.push_back(decode(length, w, {}));
       s.positions = std::max(s.positions, length);
       s.stream_tokens = start + length;
     }
@@ -116,21 +146,31 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     return out;
   }
 
-  int request = 0;
+  Contents contents;
   if (c.kind == "rag") {
     // The retrieved documents, then the user's question (it asks for the needle), the answer.
+    // Every request starts a new sequence from the same documents with its own question.
     if (c.context_tokens <= kQuestionTokens) {
       throw kv::InputError(where, "context_tokens", "must exceed the question's " + std::to_string(kQuestionTokens) + " tokens");
     }
+    if (c.requests > 1 && !target.synthetic) {
+      return skip("rag requests need the synthetic backend: the llama side teacher-forces one text, so its requests would repeat one another");
+    }
     const int total = c.context_tokens + c.gen_tokens;
     const int documents = c.context_tokens - kQuestionTokens;
-    s.ops.push_back(new_sequence(total));
-    s.ops.push_back(prefill(documents, request));
-    if (target.synthetic) s.needles.push_back(place(target.seed, 1, documents / 10, documents * 9 / 10));
-    const int ask = target.synthetic ? 0 : -1;
-    s.ops.push_back(prefill(kQuestionTokens, request, false, ask));
-    s.ops.push_back(decode(c.gen_tokens, request, ask));
-    s.requests = 1;
+    const Source docs = contents.fresh();
+    for (int r = 0; r < c.requests; ++r) {
+      s.ops.push_back(new_sequence(total));
+      if (r > 0) s.repeat_requests.push_back(r);
+      s.ops.push_back(prefill(documents, r, docs));
+      if (target.synthetic) {
+        s.needles.push_back(place(target.seed, r == 0 ? 1 : 40 + static_cast<std::uint64_t>(r), documents / 10, documents * 9 / 10));
+      }
+      const int ask = target.synthetic ? r : -1;
+      s.ops.push_back(prefill(kQuestionTokens, r, contents.fresh(), false, ask));
+      s.ops.push_back(decode(c.gen_tokens, r, contents.fresh(), ask));
+    }
+    s.requests = c.requests;
     s.positions = total;
   } else if (c.kind == "codebase") {
     // The code, then four questions in turn, each about one definition: a user's message
@@ -144,35 +184,60 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     }
     const int total = c.context_tokens + c.gen_tokens;
     s.ops.push_back(new_sequence(total));
-    s.ops.push_back(prefill(code, request));
+    s.ops.push_back(prefill(code, 0, contents.fresh()));
     for (int d = 0; d < kDefinitions; ++d) {
       const int lo = code * d / kDefinitions, hi = code * (d + 1) / kDefinitions;
       if (target.synthetic) s.needles.push_back(place(target.seed, 10 + static_cast<std::uint64_t>(d), lo, hi));
       const int ask = target.synthetic ? d : -1;
-      s.ops.push_back(prefill(kQuestionTokens, d, false, ask));
+      s.ops.push_back(prefill(kQuestionTokens, d, contents.fresh(), false, ask));
       const int steps = c.gen_tokens * (d + 1) / kDefinitions - c.gen_tokens * d / kDefinitions;
-      if (steps > 0) s.ops.push_back(decode(steps, d, ask));
+      if (steps > 0) s.ops.push_back(decode(steps, d, contents.fresh(), ask));
     }
     s.requests = kDefinitions;
     s.positions = total;
   } else if (c.kind == "roleplay") {
-    const int persona = c.context_tokens / kRoleplayPersonaShare;
-    const int turn = (c.context_tokens - persona) / c.turns;
-    const int user = turn - c.gen_tokens;
-    if (user < 1) {
-      throw kv::InputError(where, "gen_tokens",
-                           std::to_string(c.gen_tokens) + " reply tokens leave no room for the user message in a " +
-                               std::to_string(turn) + "-token turn");
+    // Sessions over one system prompt: each its system prompt, then turns of a user message and
+    // a reply, capped at context_tokens (the last turns cut short or dropped).
+    const int system = c.system_prompt_tokens;
+    if (system < 1) throw kv::InputError(where, "system_prompt_tokens", "must be >= 1 (the persona lives there)");
+    if (c.user_tokens < 1) throw kv::InputError(where, "user_tokens", "must be >= 1");
+    if (system + c.user_tokens > c.context_tokens) {
+      throw kv::InputError(where, "context_tokens",
+                           std::to_string(c.context_tokens) + " tokens leave no room for the first turn after a " +
+                               std::to_string(system) + "-token system prompt and a " + std::to_string(c.user_tokens) +
+                               "-token user message");
     }
-    const int total = persona + c.turns * turn;
-    s.ops.push_back(new_sequence(total));
-    if (target.synthetic) s.needles.push_back(place(target.seed, 20, 1, std::max(2, persona)));
-    for (int t = 0; t < c.turns; ++t) {
-      s.ops.push_back(prefill(user + (t == 0 ? persona : 0), t));
-      s.ops.push_back(decode(c.gen_tokens, t, target.synthetic && t == c.turns - 1 ? 0 : -1));
+    if (c.sessions > 1 && !target.synthetic) {
+      return skip("roleplay sessions need the synthetic backend: the llama side teacher-forces one text, so its sessions would repeat one another");
     }
-    s.requests = c.turns;
+    int total = system;
+    int turns = 0;  // turns that fit
+    for (int t = 0; t < c.turns && total + c.user_tokens <= c.context_tokens; ++t) {
+      total += c.user_tokens + std::min(c.gen_tokens, c.context_tokens - total - c.user_tokens);
+      ++turns;
+    }
+    const Source prompt = contents.fresh();
+    if (target.synthetic) s.needles.push_back(place(target.seed, 20, 1, std::max(2, system)));
+    for (int session = 0; session < c.sessions; ++session) {
+      s.ops.push_back(new_sequence(total));
+      const int first = session * turns;
+      if (session > 0) s.repeat_requests.push_back(first);
+      int pos = 0;
+      for (int t = 0; t < turns; ++t) {
+        if (t == 0) {
+          s.ops.push_back(prefill(system, first, prompt));
+          pos += system;
+        }
+        s.ops.push_back(prefill(c.user_tokens, first + t, contents.fresh()));
+        pos += c.user_tokens;
+        const int reply = std::min(c.gen_tokens, total - pos);
+        if (reply > 0) s.ops.push_back(decode(reply, first + t, contents.fresh(), target.synthetic && t == turns - 1 ? 0 : -1));
+        pos += reply;
+      }
+    }
+    s.requests = c.sessions * turns;
     s.positions = total;
+    s.sessions = true;
   } else if (c.kind == "multimodal") {
     if (!target.synthetic) return skip("the llama backend has no vision encoder: visual tokens need the synthetic backend");
     const int segments = c.images + 1;
@@ -184,14 +249,14 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     // Text segments around the images: one before each image and one after the last.
     for (int i = 0; i < c.images; ++i) {
       const int lead = i == 0 ? c.context_tokens - text * c.images : text;
-      s.ops.push_back(prefill(lead, 0));
+      s.ops.push_back(prefill(lead, 0, contents.fresh()));
       pos += lead;
       image_start.push_back(pos);
       s.images.push_back({pos, pos + c.visual_tokens});
-      s.ops.push_back(prefill(c.visual_tokens, 0, true));
+      s.ops.push_back(prefill(c.visual_tokens, 0, contents.fresh(), true));
       pos += c.visual_tokens;
     }
-    s.ops.push_back(prefill(text, 0));
+    s.ops.push_back(prefill(text, 0, contents.fresh()));
     pos += text;
     // A small region of each image: the needle a question asks about.
     for (int i = 0; i < c.images; ++i) {
@@ -199,8 +264,8 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
                                 image_start[static_cast<std::size_t>(i)] + c.visual_tokens));
     }
     for (int i = 0; i < c.images; ++i) {
-      s.ops.push_back(prefill(kQuestionTokens, i, false, i));
-      s.ops.push_back(decode(c.gen_tokens, i, i));
+      s.ops.push_back(prefill(kQuestionTokens, i, contents.fresh(), false, i));
+      s.ops.push_back(decode(c.gen_tokens, i, contents.fresh(), i));
     }
     s.requests = c.images;
     s.positions = total;

@@ -3,11 +3,14 @@
 // and compared without tensors; the executor (executor.h) runs it.
 //
 //   rag         retrieved document chunks, then a question whose answer sits in one chunk
-//               (a planted needle the generated tokens ask for)
+//               (a planted needle the generated tokens ask for); with `requests` > 1, each
+//               request is a new sequence over the same documents with a question (and a needle)
+//               of its own: the multi-request mode of shared-context benchmarks
 //   codebase    a long repository context, then structured output that refers back to a few
 //               definitions (needles) in turn
-//   roleplay    turns of user message + reply on one sequence; a persona fact planted in the
-//               first turn is asked for in the last reply
+//   roleplay    sessions of a system prompt (shared by every session, persona included), then
+//               turns of user message + reply; a persona fact planted in the system prompt is
+//               asked for in each session's last reply
 //   multimodal  text interleaved with images (visual tokens, static after prefill), then one
 //               question per image about a small region of it (a needle inside the image)
 //   perplexity  teacher-forced scoring of a text in consecutive windows, each from an empty
@@ -27,9 +30,14 @@ struct WorkloadConfig {
                               // total, multimodal 1024 text tokens, perplexity the model's context)
   int gen_tokens = 0;         // 0: rag 32, codebase 256, roleplay 60% of a turn, multimodal 32
   int turns = 0;              // roleplay: 0 = 20
+  int requests = 0;           // rag: questions over the same documents, a sequence each; 0 = 1
+  int sessions = 0;           // roleplay: sessions over the same system prompt; 0 = 1
+  int system_prompt_tokens = 0;  // roleplay: 0 = context_tokens / 12
+  int user_tokens = 0;        // roleplay: each turn's user message; 0 = 128
   int images = 0;             // multimodal: 0 = 2
   int visual_tokens = 0;      // multimodal: per image, 0 = 576
   int windows = 0;            // perplexity: 0 = every window of the text
+  bool full_prefill = false;  // synthetic: every prompt attends every query (no probes fitted)
   std::string text;           // llama backend: the text (default tinystories-sample.txt)
   std::vector<std::string> models;  // names of the suite's models it runs on; empty: every model
   double ttft_target_ms = 0.0;  // 0: no target
@@ -57,7 +65,16 @@ struct Op {
   int ask_needle = -1;     // Prefill (a question) and Decode: index into Script::needles the queries ask for, -1 none
   int stream_offset = 0;   // NewSequence: where position 0 sits in the token stream (llama text)
   int length = 0;          // NewSequence: the tokens this sequence will hold
+  // Prefill and Decode: what the tokens are (synthetic backend): a content (a document, a system
+  // prompt, a user message, a reply) and where in it they start. Two sequences whose tokens come
+  // from the same contents at the same offsets hold the same tokens.
+  int content = 0;
+  int content_offset = 0;
 };
+
+// The synthetic backend's token id of offset `offset` in content `content`: a pure function,
+// the same on every machine, in [0, 2^31).
+int synthetic_token(int content, int offset);
 
 struct Script {
   std::vector<Op> ops;
@@ -70,6 +87,10 @@ struct Script {
   };
   std::vector<TokenRange> images;  // visual tokens' positions [begin, end)
   bool teacher_forced = false;  // perplexity: no prompt, no generation; every step is scored
+  // The first request of each sequence after the first (rag requests, roleplay sessions): the
+  // requests whose prompt may find an earlier one's prefix cached.
+  std::vector<int> repeat_requests;
+  bool sessions = false;  // roleplay: a sequence is a session of turns (else one request each)
 };
 
 // What the model can do, for deciding whether a case can run.

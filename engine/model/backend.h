@@ -29,6 +29,9 @@ class ModelBackend {
   // be read (sampled prefill attends only the last queries of a chunk), so a backend may leave
   // them unwritten. 0 (the default) asks for every row.
   virtual void skip_query_rows(int /*rows*/) {}
+  // Positions 0 .. n_tokens - 1 hold `tokens`, and their K/V came from the prefix cache instead
+  // of a step: a backend whose K/V depend on the tokens before them records them.
+  virtual void reuse_prefix(const int* /*tokens*/, int /*n_tokens*/) {}
 };
 
 enum class StepAttention : std::uint8_t {

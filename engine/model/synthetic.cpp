@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/synthetic_published.h"
+#include "model/synthetic_random.h"
 #include "model/synthetic_uniform.h"
 #include "runtime/error.h"
 
@@ -63,7 +64,32 @@ SyntheticModel::SyntheticModel(const SyntheticPreset& preset, const SyntheticCon
   } else {
     generator_ = std::make_unique<PublishedHeads>(preset_, config_, sampled_, max_seq);
   }
+  contexts_.resize(static_cast<std::size_t>(std::max(0, max_seq)));
+  record_tokens(nullptr, max_seq, 0);
 }
+
+namespace {
+constexpr std::uint64_t kContextRoot = 0x746f6b656e637478ull;
+std::uint64_t chain_context(std::uint64_t before, int token, int pos) {
+  return synth::splitmix(before ^ synth::splitmix((static_cast<std::uint64_t>(static_cast<std::uint32_t>(pos)) << 32) |
+                                                  static_cast<std::uint32_t>(token)));
+}
+}  // namespace
+
+void SyntheticModel::record_tokens(const int* tokens, int n, int pos) {
+  const int end = std::min(pos + n, static_cast<int>(contexts_.size()));
+  for (int p = std::max(pos, 0); p < end; ++p) {
+    const std::uint64_t before = p == 0 ? kContextRoot : contexts_[static_cast<std::size_t>(p - 1)];
+    contexts_[static_cast<std::size_t>(p)] = chain_context(before, tokens != nullptr ? tokens[p - pos] : p, p);
+  }
+}
+
+std::uint64_t SyntheticModel::token_context(int pos) const {
+  if (pos >= 0 && pos < static_cast<int>(contexts_.size())) return contexts_[static_cast<std::size_t>(pos)];
+  return chain_context(kContextRoot, pos, pos);  // past the sequences the model was built for
+}
+
+void SyntheticModel::reuse_prefix(const int* tokens, int n_tokens) { record_tokens(tokens, n_tokens, 0); }
 
 SyntheticModel::~SyntheticModel() = default;
 
@@ -77,11 +103,11 @@ void SyntheticModel::key(int model_layer, int kv_head, int pos, float* out) cons
   const float* cos_pos = nullptr;
   const float* sin_pos = nullptr;
   rope_for(pos, cos_pos, sin_pos, c, s);
-  generator_->key(model_layer, kv_head, pos, cos_pos, sin_pos, out);
+  generator_->key(model_layer, kv_head, pos, token_context(pos), cos_pos, sin_pos, out);
 }
 
 void SyntheticModel::value(int model_layer, int kv_head, int pos, float* out) const {
-  generator_->value(model_layer, kv_head, pos, out);
+  generator_->value(model_layer, kv_head, pos, token_context(pos), out);
 }
 
 void SyntheticModel::query_asking(int model_layer, int q_head, int pos, int needle, float* out) const {
@@ -128,8 +154,9 @@ void SyntheticModel::rope_tables(int pos, int n) {
   for (int t = 0; t < n; ++t) rope_row(frequencies, pos + t, cos_.data() + t * pairs, sin_.data() + t * pairs);
 }
 
-void SyntheticModel::begin_step(const int* /*tokens*/, int n_tokens, int pos) {
+void SyntheticModel::begin_step(const int* tokens, int n_tokens, int pos) {
   KV_ASSERT(n_tokens > 0, "a step has at least one token");
+  record_tokens(tokens, n_tokens, pos);
   pos_ = pos;
   n_ = n_tokens;
   rope_tables(pos, n_tokens);

@@ -115,6 +115,13 @@ class SyntheticModel : public ModelBackend, public ExactKV {
   void layer_output(int layer, const float* attn) override;
   bool attention_feeds_next_layer() const override { return false; }
   void skip_query_rows(int rows) override { skip_query_rows_ = rows; }
+  void reuse_prefix(const int* tokens, int n_tokens) override;
+
+  // The token context of a position: a chain hash of the token ids up to and including it (the
+  // ids given to begin_step or reuse_prefix; a position never given one holds token id = its
+  // position). Keys and values of the published statistics draw their noise from it, so two
+  // sequences with the same tokens up to a position hold the same K/V there.
+  std::uint64_t token_context(int pos) const;
 
   // Queries of later steps ask for needle `index` (config.needles order); -1 stops asking.
   void ask_needle(int index) { asked_needle_ = index; }
@@ -153,6 +160,8 @@ class SyntheticModel : public ModelBackend, public ExactKV {
 
  private:
   void rope_tables(int pos, int n);
+  // Records token ids for positions pos .. pos + n - 1 (null: token id = position).
+  void record_tokens(const int* tokens, int n, int pos);
   // cos/sin of position pos: the step's tables, the all-positions table, or computed into the buffers.
   void rope_for(int pos, const float*& cos_pos, const float*& sin_pos, float* cos_buf, float* sin_buf) const;
 
@@ -162,6 +171,7 @@ class SyntheticModel : public ModelBackend, public ExactKV {
   ModelGeometry geometry_;
   ThreadPool& pool_;
   std::unique_ptr<HeadGenerator> generator_;
+  std::vector<std::uint64_t> contexts_;  // [max_seq]: token_context
   int asked_needle_ = -1;
   int skip_query_rows_ = 0;
   int pos_ = 0;

@@ -4,6 +4,7 @@
 // heads of benchmark definitions 1-3 (synthetic_uniform.h), kept so old results reproduce.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -19,9 +20,12 @@ class HeadGenerator {
   // The rotation frequency of each channel pair (head_dim / 2 of them): the model builds its
   // cos/sin tables from these and hands a position's row to key() and query().
   virtual const std::vector<double>& frequencies() const = 0;
-  // layer: the model's layer index.
-  virtual void key(int layer, int kv_head, int pos, const float* cos_pos, const float* sin_pos, float* out) const = 0;
-  virtual void value(int layer, int kv_head, int pos, float* out) const = 0;
+  // layer: the model's layer index. context: the position's token context (a hash of the token
+  // ids up to and including it, SyntheticModel::token_context): as in a real model, a key or
+  // value depends on the tokens before it, not on the position alone.
+  virtual void key(int layer, int kv_head, int pos, std::uint64_t context, const float* cos_pos, const float* sin_pos,
+                   float* out) const = 0;
+  virtual void value(int layer, int kv_head, int pos, std::uint64_t context, float* out) const = 0;
   // needle: the asked needle's index, -1 for none.
   virtual void query(int layer, int q_head, int pos, int needle, const float* cos_pos, const float* sin_pos,
                      float* out) const = 0;

@@ -530,11 +530,14 @@ PublishedHeads::Gains PublishedHeads::gains(int layer, int q_head, int t, int ne
   return g;
 }
 
-void PublishedHeads::key(int layer, int kv_head, int pos, const float* cos_pos, const float* sin_pos, float* out) const {
+void PublishedHeads::key(int layer, int kv_head, int pos, std::uint64_t context, const float* cos_pos, const float* sin_pos,
+                         float* out) const {
   const KvHead& kv = kvhead(layer, kv_head);
   const int dim = preset_.head_dim;
+  // The noise is the tokens' (their context); the features are the position's (sinks, spans,
+  // needles, images: where the statistics put them).
   synth::NormalStream noise(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(kv_head),
-                                           static_cast<std::uint64_t>(pos), kTagKey));
+                                           context, kTagKey));
   for (int i = 0; i < dim; ++i) out[i] = noise.next();
   // The features in their own coordinates, then turned into the channels (see feature_basis_).
   float f[kMaxFeatures] = {};
@@ -572,10 +575,10 @@ void PublishedHeads::key(int layer, int kv_head, int pos, const float* cos_pos, 
   for (std::size_t k = 0; k < kv.outliers.size(); ++k) out[kv.outliers[k]] += kv.offsets[k];
 }
 
-void PublishedHeads::value(int layer, int kv_head, int pos, float* out) const {
+void PublishedHeads::value(int layer, int kv_head, int /*pos*/, std::uint64_t context, float* out) const {
   const KvHead& kv = kvhead(layer, kv_head);
   synth::NormalStream noise(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(kv_head),
-                                           static_cast<std::uint64_t>(pos), kTagValue));
+                                           context, kTagValue));
   for (int i = 0; i < preset_.head_dim; ++i) out[i] = noise.next() * kv.v_scale[static_cast<std::size_t>(i)];
 }
 

@@ -37,8 +37,9 @@ class PublishedHeads : public HeadGenerator {
   ~PublishedHeads() override;
 
   const std::vector<double>& frequencies() const override { return frequencies_; }
-  void key(int layer, int kv_head, int pos, const float* cos_pos, const float* sin_pos, float* out) const override;
-  void value(int layer, int kv_head, int pos, float* out) const override;
+  void key(int layer, int kv_head, int pos, std::uint64_t context, const float* cos_pos, const float* sin_pos,
+           float* out) const override;
+  void value(int layer, int kv_head, int pos, std::uint64_t context, float* out) const override;
   void query(int layer, int q_head, int pos, int needle, const float* cos_pos, const float* sin_pos,
              float* out) const override;
   HeadType head_type(int layer, int q_head) const override;

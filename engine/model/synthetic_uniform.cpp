@@ -237,7 +237,7 @@ bool UniformHeads::is_heavy(int model_layer, int kv_head, int pos) const {
                  static_cast<std::uint64_t>(pos), kTagHeavy) < head(model_layer, kv_head).heavy_threshold;
 }
 
-void UniformHeads::key(int model_layer, int kv_head, int pos, const float* cos_pos, const float* sin_pos, float* out) const {
+void UniformHeads::key(int model_layer, int kv_head, int pos, std::uint64_t /*context*/, const float* cos_pos, const float* sin_pos, float* out) const {
   const HeadParams& p = head(model_layer, kv_head);
   const int dim = preset_.head_dim;
   NormalStream noise(hash_of(config_.seed, static_cast<std::uint64_t>(model_layer), static_cast<std::uint64_t>(kv_head),
@@ -262,7 +262,7 @@ void UniformHeads::key(int model_layer, int kv_head, int pos, const float* cos_p
   for (std::size_t k = 0; k < p.outliers.size(); ++k) out[p.outliers[k]] += p.offsets[k];
 }
 
-void UniformHeads::value(int model_layer, int kv_head, int pos, float* out) const {
+void UniformHeads::value(int model_layer, int kv_head, int pos, std::uint64_t /*context*/, float* out) const {
   const HeadParams& p = head(model_layer, kv_head);
   NormalStream noise(hash_of(config_.seed, static_cast<std::uint64_t>(model_layer), static_cast<std::uint64_t>(kv_head),
                              static_cast<std::uint64_t>(pos), kTagValue));

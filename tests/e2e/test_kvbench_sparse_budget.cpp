@@ -117,11 +117,11 @@ TEST_CASE("allow_pinned_only runs the case and marks it degraded with the pages 
 
 TEST_CASE("every suite kvbench ships passes run --check, which writes nothing", "[e2e]") {
   const kvtest::TempDir dir("kvbench-e2e-check");
-  std::vector<std::string> suites = {"smoke", "nightly", "accuracy", "soc-reference"};
+  std::vector<std::string> suites = {"smoke", "nightly", "accuracy", "soc-reference", "prefix"};
   for (const auto& entry : fs::directory_iterator(std::string(KVBENCH_SOURCE_DIR) + "/bench/suites")) {
     if (entry.path().extension() == ".json") suites.push_back(entry.path().string());
   }
-  REQUIRE(suites.size() >= 7);
+  REQUIRE(suites.size() >= 8);
   const std::string db = dir.path + "/results.sqlite";
   // Without the fetched models (a directory that does not exist), accuracy's stories15M cases
   // (2 workloads x 11 policies) are the only ones skipped, each saying where to get the model.

@@ -172,7 +172,7 @@ TEST_CASE("socs that name no profile are refused", "[config]") {
 TEST_CASE("the built-in suites parse and hold what the README says", "[config]") {
   std::map<std::string, SuiteConfig> suites;
   for (const auto& [name, text] : kvbench::builtin_suites()) suites.emplace(name, parse_suite(text, "builtin:" + name, "."));
-  REQUIRE(suites.size() == 4);
+  REQUIRE(suites.size() == 5);
   const SuiteConfig& nightly = suites.at("nightly");
   CHECK(nightly.repetitions == 5);
   CHECK(nightly.models.size() == 1);
@@ -198,6 +198,38 @@ TEST_CASE("the built-in suites parse and hold what the README says", "[config]")
   std::sort(listed.begin(), listed.end());
   std::sort(shipped.begin(), shipped.end());
   CHECK(listed == shipped);
+  // Shared contexts: roleplay sessions over one system prompt and rag requests over one
+  // document, each with and without the prefix cache.
+  const SuiteConfig& prefix = suites.at("prefix");
+  REQUIRE(prefix.workloads.size() == 2);
+  CHECK(prefix.workloads[0].sessions == 5);
+  CHECK(prefix.workloads[0].system_prompt_tokens == 2048);
+  CHECK(prefix.workloads[1].requests == 8);
+  CHECK(prefix.workloads[1].full_prefill);
+  REQUIRE(prefix.policies.size() == 2);
+  CHECK_FALSE(prefix.policies[0].cache.prefix_cache);
+  CHECK(prefix.policies[1].cache.prefix_cache);
+}
+
+TEST_CASE("shared-context fields belong to their kinds and resolve with their defaults", "[config][prefix]") {
+  const auto with_workload = [](const std::string& workload) {
+    return std::string(R"({"name": "m", "models": [{"name": "s", "backend": "synthetic", "preset": "qwen-0.5b-gqa"}], "workloads": [)") +
+           workload + R"(], "policies": [{"name": "p", "prefix_cache": true}]})";
+  };
+  for (const auto& [field, kind] : {std::pair<std::string, std::string>{"requests", "roleplay"}, {"sessions", "rag"},
+                                    {"system_prompt_tokens", "codebase"}, {"user_tokens", "multimodal"}}) {
+    const std::string text = with_workload(R"({"name": "w", "kind": ")" + kind + R"(", ")" + field + R"(": 2})");
+    CHECK_THROWS_WITH(parse_suite(text, "m.json", "."), Catch::Contains(field) && Catch::Contains("does not use it"));
+  }
+  const SuiteConfig roleplay = parse_suite(with_workload(R"({"name": "w", "kind": "roleplay", "sessions": 3})"), "m.json", ".");
+  CHECK(roleplay.policies[0].cache.prefix_cache);
+  const auto resolved = nlohmann::json::parse(resolved_json(roleplay));
+  CHECK(resolved["workloads"][0]["sessions"] == 3);
+  CHECK(resolved["workloads"][0]["user_tokens"] == 128);
+  CHECK(resolved["workloads"][0]["system_prompt_tokens"] == 512);
+  CHECK(resolved["policies"][0]["prefix_cache"] == true);
+  CHECK_THROWS_WITH(parse_suite(with_workload(R"({"name": "w", "kind": "rag", "requests": -1})"), "m.json", "."),
+                    Catch::Contains("requests"));
 }
 
 TEST_CASE("the resolved configuration prints floats as they were written", "[config]") {

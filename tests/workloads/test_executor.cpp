@@ -223,3 +223,68 @@ TEST_CASE("Quality checks run outside every timed figure: a sleeping checker is 
   CHECK(result.prefill.quality_ms == 0.0);
   CHECK(figures.attn_mass_recall() > 0.99);  // the checks did run, on the full policy
 }
+
+TEST_CASE("Rag requests share the documents' pages through the prefix cache: the same attention, only the suffix prefilled",
+          "[workloads][prefix]") {
+  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
+  WorkloadConfig w;
+  w.name = w.kind = "rag";
+  w.context_tokens = 1024;
+  w.gen_tokens = 4;
+  w.requests = 3;
+  ScriptTarget target;
+  target.max_positions = 4096;
+  const Script script = build_script(with_defaults(w, 4096), target).script;
+  struct Run {
+    ExecutionResult result;
+    std::map<std::string, double> figures;
+    kv::PrefixStats prefix;
+  };
+  const auto run = [&](bool prefix_cache) {
+    kv::SyntheticConfig config;
+    config.calibration_ctx = 1024;
+    config.needles = script.needles;
+    kv::ThreadPool pool(2);
+    kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
+    kv::CacheConfig cache_config;
+    cache_config.geometry = model.geometry();
+    cache_config.k_format = cache_config.v_format = kv::Format::Q4;
+    cache_config.page_tokens = 16;
+    cache_config.residual_tokens = 16;
+    cache_config.prefix_cache = prefix_cache;
+    kv::KVCache cache(cache_config);
+    kv::SparsePolicy policy;
+    policy.sample_every = 1;
+    kvbench::Recorder figures;
+    kv::SparseDecoder decoder(cache, policy, &figures);
+    kvbench::QualityMonitor quality(model, policy, &figures);
+    ExecutionOptions options;
+    options.quality = &quality;
+    Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
+    Run r{executor.run(script), figures.scalars(), cache.prefix_stats()};
+    CHECK(cache.stats().sealed_pages == r.prefix.entries * static_cast<std::size_t>(cache_config.geometry.kv_heads));
+    return r;
+  };
+  const Run cold = run(false), cached = run(true);
+  CHECK(cold.result.prefill_tokens == 3 * 1024);
+  CHECK(cold.result.prefix_hit_tokens == std::vector<int>{0, 0, 0});
+  CHECK(cold.prefix.entries == 0);
+  // The documents are 992 tokens, 62 whole pages of 16: requests 2 and 3 prefill their question.
+  CHECK(cached.result.prefix_hit_tokens == std::vector<int>{0, 992, 992});
+  CHECK(cached.result.prompt_tokens == std::vector<int>{1024, 1024, 1024});
+  CHECK(cached.result.prefill_tokens == 1024 + 2 * 32);
+  CHECK(cached.prefix.lookups == 3);
+  CHECK(cached.result.repeat_requests == std::vector<int>{1, 2});
+  // Every quality figure of the decode steps is the same to the bit: the shared pages are the
+  // pages the documents would have sealed to.
+  for (const auto& [name, value] : cold.figures) {
+    if (name.find("recall") == std::string::npos && name.find("error") == std::string::npos &&
+        name.find("cosine") == std::string::npos) {
+      continue;
+    }
+    CAPTURE(name);
+    REQUIRE(cached.figures.count(name) == 1);
+    CHECK(cached.figures.at(name) == value);
+  }
+  CHECK(cached.figures.at("needle_recall") == 1.0);
+}

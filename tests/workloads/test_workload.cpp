@@ -117,8 +117,108 @@ TEST_CASE("roleplay: turns on one sequence, the persona fact asked in the last r
     }
   }
   CHECK(asking == 1);
+  CHECK(w.system_prompt_tokens == 512);
+  CHECK(w.user_tokens == 128);
+  CHECK(w.gen_tokens == (6144 - 512) / 20 - 128);
+  // A reply longer than the context is cut at context_tokens, and the turns after it dropped.
   w.gen_tokens = 10000;
-  CHECK_THROWS_WITH(build_script(w, synthetic()), Catch::Contains("gen_tokens"));
+  const Script capped = build_script(w, synthetic()).script;
+  CHECK(capped.requests == 1);
+  CHECK(capped.positions == w.context_tokens);
+  CHECK(tokens_of(capped, OpKind::Decode) == 6144 - 512 - 128);
+  w.system_prompt_tokens = 6100;
+  CHECK_THROWS_WITH(build_script(w, synthetic()), Catch::Contains("context_tokens") && Catch::Contains("system prompt"));
+}
+
+TEST_CASE("rag requests: a sequence each over the same documents, each with its own question and needle", "[workloads][prefix]") {
+  WorkloadConfig w = workload("rag");
+  w.context_tokens = 8192;
+  w.requests = 3;
+  const Script s = build_script(w, synthetic()).script;
+  CHECK(s.requests == 3);
+  CHECK(s.repeat_requests == std::vector<int>{1, 2});
+  CHECK(!s.sessions);
+  REQUIRE(s.needles.size() == 3);
+  std::vector<const Op*> documents, questions;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    if (s.ops[i].kind != OpKind::NewSequence) continue;
+    REQUIRE(i + 3 < s.ops.size());
+    documents.push_back(&s.ops[i + 1]);
+    questions.push_back(&s.ops[i + 2]);
+    CHECK(s.ops[i + 3].kind == OpKind::Decode);
+  }
+  REQUIRE(documents.size() == 3);
+  for (int r = 0; r < 3; ++r) {
+    const Op& d = *documents[static_cast<std::size_t>(r)];
+    const Op& q = *questions[static_cast<std::size_t>(r)];
+    CHECK(d.tokens == 8192 - 32);
+    CHECK(d.content == documents[0]->content);  // the same tokens
+    CHECK(d.content_offset == 0);
+    CHECK(q.content != documents[0]->content);
+    CHECK(q.ask_needle == r);
+    CHECK(q.request == r);
+    for (int other = 0; other < r; ++other) CHECK(q.content != questions[static_cast<std::size_t>(other)]->content);
+    CHECK(s.needles[static_cast<std::size_t>(r)] >= d.tokens / 10);
+    CHECK(s.needles[static_cast<std::size_t>(r)] < d.tokens * 9 / 10);
+  }
+  // One request keeps the needle of the single-request script.
+  w.requests = 1;
+  CHECK(build_script(w, synthetic()).script.needles[0] == s.needles[0]);
+  ScriptTarget llama = synthetic();
+  llama.synthetic = false;
+  llama.text_tokens = 1 << 20;
+  w.requests = 2;
+  CHECK_THAT(build_script(w, llama).skipped, Catch::Contains("synthetic backend"));
+}
+
+TEST_CASE("roleplay sessions: one system prompt for every session, then turns of user messages and replies", "[workloads][prefix]") {
+  WorkloadConfig w = workload("roleplay");
+  w.sessions = 5;
+  w.turns = 4;
+  w.system_prompt_tokens = 2048;
+  w.user_tokens = 128;
+  w.gen_tokens = 64;
+  w = with_defaults(w, 512);
+  const Script s = build_script(w, synthetic()).script;
+  CHECK(s.sessions);
+  CHECK(s.requests == 20);
+  CHECK(s.positions == 2048 + 4 * (128 + 64));
+  CHECK(s.repeat_requests == std::vector<int>{4, 8, 12, 16});
+  int sequences = 0, system_content = -1, asked = 0;
+  std::vector<int> user_contents;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    if (op.kind == OpKind::NewSequence) {
+      ++sequences;
+      REQUIRE(i + 1 < s.ops.size());
+      const Op& system = s.ops[i + 1];
+      CHECK(system.tokens == 2048);
+      if (system_content < 0) system_content = system.content;
+      CHECK(system.content == system_content);
+      CHECK(system.request == (sequences - 1) * 4);
+    } else if (op.kind == OpKind::Prefill && op.tokens == 128) {
+      CHECK(std::find(user_contents.begin(), user_contents.end(), op.content) == user_contents.end());
+      user_contents.push_back(op.content);
+    } else if (op.kind == OpKind::Decode) {
+      CHECK(op.tokens == 64);
+      if (op.ask_needle == 0) {
+        ++asked;
+        CHECK(op.request % 4 == 3);  // each session's last reply
+      }
+    }
+  }
+  CHECK(sequences == 5);
+  CHECK(user_contents.size() == 20);
+  CHECK(asked == 5);
+  REQUIRE(s.needles.size() == 1);
+  CHECK(s.needles[0] < 2048);
+}
+
+TEST_CASE("synthetic token ids are a function of the content and the offset", "[workloads][prefix]") {
+  CHECK(synthetic_token(3, 10) == synthetic_token(3, 10));
+  CHECK(synthetic_token(3, 10) != synthetic_token(3, 11));
+  CHECK(synthetic_token(3, 10) != synthetic_token(4, 10));
+  for (int i = 0; i < 1000; ++i) CHECK(synthetic_token(i, i * 7) >= 0);
 }
 
 TEST_CASE("multimodal: needles inside the images, one question each, the llama backend skips it", "[workloads]") {

@@ -70,6 +70,43 @@ TEST_CASE("The generator is deterministic and regenerates any position", "[model
   CHECK(cost.weight_bytes == 2 * cost.macs);
 }
 
+TEST_CASE("Synthetic keys and values are a function of the tokens up to their position", "[model][prefix]") {
+  ThreadPool pool(2);
+  const SyntheticPreset& preset = find_synthetic_preset("qwen-0.5b-gqa", "test");
+  const int n = 64;
+  std::vector<int> first(n), second(n);
+  for (int i = 0; i < n; ++i) first[static_cast<std::size_t>(i)] = second[static_cast<std::size_t>(i)] = 1000 + i;
+  second[40] = 7;  // one token differs
+  for (const SyntheticStatistics statistics : {SyntheticStatistics::Published, SyntheticStatistics::UniformHeads}) {
+    CAPTURE(statistics_name(statistics));
+    SyntheticConfig config = config_at(2048);
+    config.statistics = statistics;
+    SyntheticModel a(preset, config, {0, 12}, 256, pool);
+    SyntheticModel b(preset, config, {0, 12}, 256, pool);
+    a.begin_step(first.data(), n, 0);
+    b.begin_step(second.data(), n, 0);
+    const int dim = preset.head_dim;
+    std::vector<float> ka(dim), kb(dim), va(dim), vb(dim);
+    const auto same_at = [&](int pos) {
+      a.key(12, 1, pos, ka.data());
+      b.key(12, 1, pos, kb.data());
+      a.value(12, 1, pos, va.data());
+      b.value(12, 1, pos, vb.data());
+      return std::memcmp(ka.data(), kb.data(), ka.size() * 4) == 0 && std::memcmp(va.data(), vb.data(), va.size() * 4) == 0;
+    };
+    for (int pos = 0; pos < 40; ++pos) CHECK(same_at(pos));  // the same tokens up to here
+    for (int pos = 40; pos < n; ++pos) {
+      // The published statistics' K/V follow the tokens; the uniform heads keep definitions 1-3's, by position.
+      CHECK(same_at(pos) == (statistics == SyntheticStatistics::UniformHeads));
+    }
+    // A prefix that came from the prefix cache sets the same context as the steps that made it.
+    SyntheticModel c(preset, config, {0, 12}, 256, pool);
+    c.reuse_prefix(second.data(), 48);
+    c.begin_step(second.data() + 48, n - 48, 48);
+    for (int pos = 0; pos < n; ++pos) CHECK(c.token_context(pos) == b.token_context(pos));
+  }
+}
+
 TEST_CASE("The uniform-heads statistics sit in their documented ranges", "[model]") {
   ThreadPool pool(2);
   struct Case { const char* preset; int ctx; };
