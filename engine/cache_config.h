@@ -31,6 +31,9 @@ struct CacheConfig {
   MemoryConfig memory;
   // Whole sealed pages of prompts kept for later requests with the same prefix (prefix_cache.h).
   bool prefix_cache = false;
+  // The most bytes the prefix cache names (its pages at full size and their summaries); past it
+  // an insert drops the least recently used leaves. 0: no cap (the tiers' budgets still apply).
+  std::size_t prefix_cache_bytes = 0;
   // Names the model whose K/V the cache holds: pages of different models never share.
   std::uint64_t model_key = 0;
 };

@@ -51,6 +51,10 @@ PrefixPlan PrefixCache::lookup(std::span<const TokenId> tokens) {
   const std::size_t collisions = index_.collisions();
   PrefixPlan plan = index_.lookup(tokens);
   stats_.collisions += index_.collisions() - collisions;
+  // Only pages the prompt would seal itself: past them its prefill keeps tokens in the residual,
+  // and a shared page there would not be the state the prompt makes on its own.
+  const int sealable = std::max(0, (static_cast<int>(tokens.size()) - config_.residual_tokens) / config_.page_tokens);
+  if (plan.pages() > sealable) plan.keys.resize(static_cast<std::size_t>(sealable));
   ++stats_.lookups;
   stats_.looked_up_tokens += tokens.size();
   stats_.hit_tokens += static_cast<std::uint64_t>(plan.tokens());
@@ -120,18 +124,29 @@ std::size_t PrefixCache::insert(SeqId seq, std::span<const TokenId> tokens) {
     ++added;
   }
   stats_.inserted_pages += added;
+  if (config_.prefix_cache_bytes > 0) {
+    const std::size_t entry = entry_bytes();
+    const std::size_t keep = config_.prefix_cache_bytes / entry;
+    if (index_.size() > keep) evict(index_.size() - keep);
+  }
   return added;
+}
+
+std::size_t PrefixCache::entry_bytes() const {
+  const ModelGeometry& g = config_.geometry;
+  return static_cast<std::size_t>(g.layers) * static_cast<std::size_t>(g.kv_heads) * page_bytes_ +
+         entry_summary_values() * sizeof(std::uint16_t);
 }
 
 std::size_t PrefixCache::evict(std::size_t positions) {
   std::size_t evicted = 0;
+  // One leaf at a time: the parent of an evicted leaf becomes a leaf, and may be older than
+  // every other leaf.
   while (evicted < positions && index_.size() > 0) {
-    const std::vector<std::uint64_t> order = index_.eviction_order();
-    for (std::size_t i = 0; i < order.size() && evicted < positions; ++i) {
-      for (PageId id : index_.erase(order[i])) sealed_.release(id);
-      summaries_.erase(order[i]);
-      ++evicted;
-    }
+    const std::uint64_t key = index_.eviction_order().front();
+    for (PageId id : index_.erase(key)) sealed_.release(id);
+    summaries_.erase(key);
+    ++evicted;
   }
   stats_.evictions += evicted;
   return evicted;
@@ -140,9 +155,7 @@ std::size_t PrefixCache::evict(std::size_t positions) {
 PrefixStats PrefixCache::stats() const {
   PrefixStats s = stats_;
   s.entries = index_.size();
-  const ModelGeometry& g = config_.geometry;
-  s.cached_bytes = index_.size() * (static_cast<std::size_t>(g.layers) * static_cast<std::size_t>(g.kv_heads) * page_bytes_ +
-                                    entry_summary_values() * sizeof(std::uint16_t));
+  s.cached_bytes = index_.size() * entry_bytes();
   return s;
 }
 

@@ -51,13 +51,15 @@ class PrefixCache {
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
-  // The longest cached whole-page prefix of `tokens`; counted in the stats as a lookup.
+  // The longest cached whole-page prefix of `tokens` among the pages `tokens` would seal on its
+  // own (the last residual_tokens stay in the residual); counted in the stats as a lookup.
   PrefixPlan lookup(std::span<const TokenId> tokens);
   // An empty sequence (no layer holds a token) takes the plan's pages and summaries; its length
   // becomes plan.tokens(). Throws InputError(api, "seq", ...) for a sequence that is not empty.
   void share(SeqId seq, const PrefixPlan& plan, const char* api);
   // The sequence's whole sealed pages that hold `tokens` from position 0 and are not cached yet
-  // join the cache (a reference each). Returns the page positions added.
+  // join the cache (a reference each); past CacheConfig::prefix_cache_bytes the least recently
+  // used leaves go. Returns the page positions added.
   std::size_t insert(SeqId seq, std::span<const TokenId> tokens);
   // Drops up to `positions` page positions, least recently used leaves first; returns how many.
   std::size_t evict(std::size_t positions);
@@ -66,6 +68,7 @@ class PrefixCache {
 
  private:
   std::size_t entry_summary_values() const;  // u16 values of one position's summaries
+  std::size_t entry_bytes() const;           // one position's pages (full size) and summaries
 
   const CacheConfig& config_;
   PageTable& table_;

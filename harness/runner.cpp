@@ -242,6 +242,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     };
     cache_config.memory.l1_bytes = share(cache_config.memory.l1_bytes);
     cache_config.memory.l2.max_bytes = share(cache_config.memory.l2.max_bytes);
+    cache_config.prefix_cache_bytes = share(cache_config.prefix_cache_bytes);
     kv::SyntheticModel model(preset, synthetic, sampled_layers(preset.layers, samples), script.positions, pool);
     cache_config.geometry = model.geometry();
     kv::KVCache cache(cache_config, &recorder);

@@ -157,6 +157,8 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   rethrow_at(file, path, [&] { p.cache.isa = kv::parse_isa(isa, "isa"); });
   p.cache.split_pages = static_cast<int>(f.integer("split_pages", p.cache.split_pages, 1, 1 << 16));
   p.cache.prefix_cache = f.boolean("prefix_cache", p.cache.prefix_cache);
+  p.cache.prefix_cache_bytes = f.size("prefix_cache_bytes", 0);
+  if (p.cache.prefix_cache_bytes > 0 && !p.cache.prefix_cache) fail(file, f.at("prefix_cache_bytes"), "needs prefix_cache: true");
   p.test_slowdown = f.number("test_slowdown", 0.0);
   if (const json* list = f.child("models"); list != nullptr) p.models = read_model_names(*list, f.at("models"), file);
   if (!(p.test_slowdown >= 0.0 && p.test_slowdown <= 100.0)) fail(file, f.at("test_slowdown"), "must be in [0, 100]");
@@ -484,7 +486,10 @@ std::string resolved_json(const SuiteConfig& suite) {
                             {"sparse", sparse_json(p.sparse)},
                             {"memory", memory_json(c.memory)}});
     if (!p.models.empty()) policies.back()["models"] = p.models;  // only when set, as "fetched"
-    if (c.prefix_cache) policies.back()["prefix_cache"] = true;  // only when set: policies without it keep their hash
+    if (c.prefix_cache) {  // only when set: policies without it keep their hash
+      policies.back()["prefix_cache"] = true;
+      policies.back()["prefix_cache_bytes"] = c.prefix_cache_bytes;
+    }
   }
   root["policies"] = policies;
   return root.dump();

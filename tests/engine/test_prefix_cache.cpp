@@ -209,3 +209,131 @@ TEST_CASE("cached pages demoted to L2 come back intact for a later prompt", "[pr
   append(alone, c, tokens, 0, 512);
   CHECK(bit_identical(shared, attend_all(alone, c)));
 }
+
+TEST_CASE("random requests, forks, truncates, decodes, ends and evictions keep every reference and byte accounted for",
+          "[prefix][kv_cache]") {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int kOps = 1000;  // the sanitizer build runs the same sequence, shorter
+#else
+  constexpr int kOps = 10000;
+#endif
+  const bool tiers = GENERATE(false, true);
+  CAPTURE(tiers);
+  kvtest::TempDir dir("prefix-property");
+  CacheConfig config = prefix_config(Format::Q4, 16);
+  if (tiers) {  // a tight L1: cached and shared pages move to L2 and back, checksums verified
+    config.memory.l1_bytes = 512u << 10;
+    config.memory.l0_bytes = 32u << 10;
+    config.memory.l2.dir = dir.path;
+    config.memory.l2.segment_bytes = 4u << 20;
+    config.memory.l2.batch_bytes = 32u << 10;
+    config.memory.pin_sink_tokens = 0;
+    config.memory.pin_window_tokens = 16;
+  }
+  KVCache cache(config);
+  std::mt19937 rng(tiers ? 11 : 7);
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint32_t>(n)); };
+  // Three documents many requests start from, then a private tail.
+  const std::vector<std::vector<TokenId>> documents = {prompt(160, 100), prompt(96, 2000), prompt(240, 30000)};
+  struct Live {
+    SeqId seq;
+    std::vector<TokenId> tokens;
+  };
+  std::vector<Live> live;
+  TokenId fresh = 1 << 20;
+  std::size_t shared_tokens = 0;
+  for (int op = 0; op < kOps; ++op) {
+    const int kind = live.empty() ? 0 : pick(10);
+    if (kind <= 2 && live.size() < 12) {  // a request: a document's prefix, then its own tokens
+      const auto& doc = documents[static_cast<std::size_t>(pick(3))];
+      std::vector<TokenId> tokens(doc.begin(), doc.begin() + 1 + pick(static_cast<int>(doc.size())));
+      for (int i = pick(40); i > 0; --i) tokens.push_back(fresh++);
+      const SeqId seq = cache.create_sequence();
+      const PrefixPlan plan = cache.lookup_prefix(tokens);
+      REQUIRE(plan.tokens() <= static_cast<int>(tokens.size()));
+      cache.share_prefix(seq, plan);
+      shared_tokens += static_cast<std::size_t>(plan.tokens());
+      append(cache, seq, tokens, plan.tokens(), static_cast<int>(tokens.size()) - plan.tokens());
+      if (pick(2) == 0) cache.cache_prefix(seq, tokens);
+      live.push_back({seq, std::move(tokens)});
+    } else if (kind == 3 && live.size() < 12) {
+      const Live& parent = live[static_cast<std::size_t>(pick(static_cast<int>(live.size())))];
+      live.push_back({cache.fork(parent.seq), parent.tokens});
+    } else if (kind == 4) {
+      Live& l = live[static_cast<std::size_t>(pick(static_cast<int>(live.size())))];
+      const int length = pick(static_cast<int>(l.tokens.size()) + 1);
+      cache.truncate(l.seq, length);
+      l.tokens.resize(static_cast<std::size_t>(length));
+    } else if (kind <= 6) {  // decode steps
+      Live& l = live[static_cast<std::size_t>(pick(static_cast<int>(live.size())))];
+      const int steps = 1 + pick(20);
+      const int first = static_cast<int>(l.tokens.size());
+      if (first + steps > 1000) continue;
+      for (int i = 0; i < steps; ++i) l.tokens.push_back(fresh++);
+      for (int i = 0; i < steps; ++i) append(cache, l.seq, l.tokens, first + i, 1);
+    } else if (kind <= 8) {
+      const auto at = static_cast<std::size_t>(pick(static_cast<int>(live.size())));
+      cache.release(live[at].seq);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
+    } else {
+      cache.evict_prefixes(static_cast<std::size_t>(pick(4)));
+    }
+    // What every sequence holds, and what the cache names, is in the pool.
+    const CacheStats stats = cache.stats();
+    const PrefixStats prefix = cache.prefix_stats();
+    for (const Live& l : live) {
+      for (int layer = 0; layer < kLayers; ++layer) REQUIRE(cache.length(l.seq, layer) == static_cast<int>(l.tokens.size()));
+    }
+    REQUIRE(stats.sealed_pages >= prefix.entries * kLayers * kKvHeads);
+    if (tiers) REQUIRE(stats.memory.l1_used_bytes <= config.memory.l1_bytes);
+  }
+  CHECK(shared_tokens > 0);
+  if (tiers) CHECK(cache.stats().memory.swap_out_bytes > 0);
+  // A last request over a cached document attends as a fresh prefill of the same tokens.
+  const SeqId check = cache.create_sequence();
+  const PrefixPlan plan = cache.lookup_prefix(documents[2]);
+  cache.share_prefix(check, plan);
+  append(cache, check, documents[2], plan.tokens(), static_cast<int>(documents[2].size()) - plan.tokens());
+  CacheConfig plain = prefix_config(Format::Q4, 16);
+  plain.prefix_cache = false;
+  KVCache alone(plain);
+  const SeqId fresh_seq = alone.create_sequence();
+  append(alone, fresh_seq, documents[2], 0, static_cast<int>(documents[2].size()));
+  CHECK(bit_identical(attend_all(cache, check), attend_all(alone, fresh_seq)));
+  cache.release(check);
+  // Every sequence ends and the cache lets go: nothing is left in any tier.
+  for (const Live& l : live) cache.release(l.seq);
+  cache.evict_prefixes(1u << 30);
+  const CacheStats end = cache.stats();
+  CHECK(end.sealed_pages == 0);
+  CHECK(end.residual_pages == 0);
+  CHECK(end.memory.l1_used_bytes == 0);
+  CHECK(cache.prefix_stats().entries == 0);
+  CHECK(cache.prefix_stats().cached_bytes == 0);
+}
+
+TEST_CASE("a byte cap on the prefix cache drops the least recently used prefixes' last pages", "[prefix][kv_cache]") {
+  CacheConfig config = prefix_config(Format::Q8, 0);
+  KVCache probe(config);
+  const auto first = prompt(128, 1), second = prompt(128, 5000);
+  const SeqId p = probe.create_sequence();
+  append(probe, p, first, 0, 128);
+  probe.cache_prefix(p, first);
+  const std::size_t entry = probe.prefix_stats().cached_bytes / 8;  // 8 whole pages
+  REQUIRE(entry > 0);
+  config.prefix_cache_bytes = 12 * entry;  // room for 12 of the two prompts' 16 positions
+  KVCache cache(config);
+  const SeqId a = cache.create_sequence();
+  append(cache, a, first, 0, 128);
+  CHECK(cache.cache_prefix(a, first) == 8);
+  const SeqId b = cache.create_sequence();
+  append(cache, b, second, 0, 128);
+  CHECK(cache.cache_prefix(b, second) == 8);
+  const PrefixStats stats = cache.prefix_stats();
+  CHECK(stats.entries == 12);
+  CHECK(stats.evictions == 4);
+  CHECK(stats.cached_bytes <= config.prefix_cache_bytes);
+  // The first prompt, least recently used, lost its last four pages; the second is whole.
+  CHECK(cache.lookup_prefix(first).pages() == 4);
+  CHECK(cache.lookup_prefix(second).pages() == 8);
+}
