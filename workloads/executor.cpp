@@ -321,14 +321,10 @@ ExecutionResult Executor::run(const Script& script) {
   int skip = 0;  // prompt tokens still to skip: they came from the prefix cache
   const Op* const ops_end = script.ops.data() + script.ops.size();
   for (const Op* it = script.ops.data(); it != ops_end; ++it) {
-    // Consecutive prefills of one request that ask the same and are all text or all visual run
-    // as one prefill (a session's system prompt and first user message), chunked together.
+    // A prefill and those that join it (Op::joins_previous) run as one chunked prefill.
     const Op* group_end = it + 1;
     if (it->kind == OpKind::Prefill) {
-      while (group_end != ops_end && group_end->kind == OpKind::Prefill && group_end->request == it->request &&
-             group_end->visual == it->visual && group_end->ask_needle == it->ask_needle) {
-        ++group_end;
-      }
+      while (group_end != ops_end && group_end->kind == OpKind::Prefill && group_end->joins_previous) ++group_end;
     }
     Op op = *it;
     for (const Op* g = it + 1; g != group_end; ++g) op.tokens += g->tokens;

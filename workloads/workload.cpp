@@ -229,6 +229,7 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
           pos += system;
         }
         s.ops.push_back(prefill(c.user_tokens, first + t, contents.fresh()));
+        s.ops.back().joins_previous = t == 0;
         pos += c.user_tokens;
         const int reply = std::min(c.gen_tokens, total - pos);
         if (reply > 0) s.ops.push_back(decode(reply, first + t, contents.fresh(), target.synthetic && t == turns - 1 ? 0 : -1));

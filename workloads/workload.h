@@ -70,6 +70,9 @@ struct Op {
   // from the same contents at the same offsets hold the same tokens.
   int content = 0;
   int content_offset = 0;
+  // Prefill: the rest of the previous prefill's prompt (another content: a session's first user
+  // message after its system prompt), prefilled with it as one chunked prefill.
+  bool joins_previous = false;
 };
 
 // The synthetic backend's token id of offset `offset` in content `content`: a pure function,

@@ -197,6 +197,7 @@ TEST_CASE("roleplay sessions: one system prompt for every session, then turns of
       CHECK(system.content == system_content);
       CHECK(system.request == (sequences - 1) * 4);
     } else if (op.kind == OpKind::Prefill && op.tokens == 128) {
+      CHECK(op.joins_previous == (user_contents.size() % 4 == 0));  // a session's first message joins its system prompt
       CHECK(std::find(user_contents.begin(), user_contents.end(), op.content) == user_contents.end());
       user_contents.push_back(op.content);
     } else if (op.kind == OpKind::Decode) {
