@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kv_cache.h"
@@ -27,6 +28,17 @@ CacheConfig prefix_config(Format format, int residual_tokens) {
   c.threads = 2;
   c.prefix_cache = true;
   return c;
+}
+
+// A tight L1 over an L2 in `dir`: cached and shared pages move to L2 and back, checksums verified.
+void with_tiers(CacheConfig& c, const std::string& dir, std::size_t l1_bytes) {
+  c.memory.l1_bytes = l1_bytes;
+  c.memory.l0_bytes = 32u << 10;
+  c.memory.l2.dir = dir;
+  c.memory.l2.segment_bytes = 4u << 20;
+  c.memory.l2.batch_bytes = 64u << 10;
+  c.memory.pin_sink_tokens = 0;
+  c.memory.pin_window_tokens = 16;
 }
 
 // K or V rows [count][kv_heads][head_dim] of tokens[first..first+count): a function of the token
@@ -178,13 +190,7 @@ TEST_CASE("the prefix cache refuses a non-empty sequence and does nothing when o
 TEST_CASE("cached pages demoted to L2 come back intact for a later prompt", "[prefix][kv_cache][memory]") {
   kvtest::TempDir dir("prefix-l2");
   CacheConfig config = prefix_config(Format::Q4, 0);
-  config.memory.l1_bytes = 96u << 10;  // a few dozen q4 pages: the cached prompt goes to L2
-  config.memory.l0_bytes = 32u << 10;
-  config.memory.l2.dir = dir.path;
-  config.memory.l2.segment_bytes = 4u << 20;
-  config.memory.l2.batch_bytes = 64u << 10;
-  config.memory.pin_sink_tokens = 0;
-  config.memory.pin_window_tokens = 16;
+  with_tiers(config, dir.path, 96u << 10);  // a few dozen q4 pages: the cached prompt goes to L2
   KVCache cache(config);
   const auto tokens = prompt(512, 3);
   const SeqId a = cache.create_sequence();
@@ -221,15 +227,7 @@ TEST_CASE("random requests, forks, truncates, decodes, ends and evictions keep e
   CAPTURE(tiers);
   kvtest::TempDir dir("prefix-property");
   CacheConfig config = prefix_config(Format::Q4, 16);
-  if (tiers) {  // a tight L1: cached and shared pages move to L2 and back, checksums verified
-    config.memory.l1_bytes = 512u << 10;
-    config.memory.l0_bytes = 32u << 10;
-    config.memory.l2.dir = dir.path;
-    config.memory.l2.segment_bytes = 4u << 20;
-    config.memory.l2.batch_bytes = 32u << 10;
-    config.memory.pin_sink_tokens = 0;
-    config.memory.pin_window_tokens = 16;
-  }
+  if (tiers) with_tiers(config, dir.path, 512u << 10);
   KVCache cache(config);
   std::mt19937 rng(tiers ? 11 : 7);
   const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint32_t>(n)); };

@@ -10,6 +10,7 @@
 #include "model/synthetic.h"
 #include "soc_profiles.h"
 #include "test_support.h"
+#include "workloads/synthetic_rig.h"
 #include "workload.h"
 
 namespace {
@@ -25,7 +26,6 @@ struct SyntheticRun {
 // A rag script on one layer of a small preset, with page sealing and selection; `l2_dir`
 // non-empty: L1 capped just above its minimum, so pages swap.
 void run(SyntheticRun& r, int probe_queries, const std::string& l2_dir = "") {
-  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
   WorkloadConfig w;
   w.name = w.kind = "rag";
   w.context_tokens = 2048;
@@ -33,31 +33,22 @@ void run(SyntheticRun& r, int probe_queries, const std::string& l2_dir = "") {
   ScriptTarget target;
   target.max_positions = 8192;
   const Script script = build_script(with_defaults(w, 8192), target).script;
-  kv::SyntheticConfig config;
-  config.calibration_ctx = 2048;
-  config.needles = script.needles;
-  kv::ThreadPool pool(2);
-  kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
-  kv::CacheConfig cache_config;
-  cache_config.geometry = model.geometry();
-  cache_config.k_format = cache_config.v_format = kv::Format::Q4;
-  cache_config.residual_tokens = 64;
-  if (!l2_dir.empty()) {
-    cache_config.memory.l1_bytes = kv::minimum_l1_bytes(cache_config, script.positions).bytes + (64u << 10);
-    cache_config.memory.l2.dir = l2_dir;
-  }
-  kv::KVCache cache(cache_config, &r.recorder);
   kv::SparsePolicy policy;
   policy.selector = kv::Selector::Hybrid;
   policy.budget = 0.25f;
-  kv::SparseDecoder decoder(cache, policy, &r.recorder);
-  QualityMonitor quality(model, policy, &r.recorder);
-  ExecutionOptions options;
-  options.quality = &quality;
+  kvtest::SyntheticRig rig(script, 2048, policy, [&](kv::CacheConfig& c) {
+    c.k_format = c.v_format = kv::Format::Q4;
+    c.residual_tokens = 64;
+    if (!l2_dir.empty()) {
+      c.memory.l1_bytes = kv::minimum_l1_bytes(c, script.positions).bytes + (64u << 10);
+      c.memory.l2.dir = l2_dir;
+    }
+  }, &r.recorder);
+  ExecutionOptions options = rig.options();
   options.probe_queries = probe_queries;
   options.full_prefill_positions = 0;  // the probes, whatever the prompt's size
   options.on_step = [&](const StepDone& done) { r.steps.on_step(done); };
-  Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
+  Executor executor(rig.model, rig.cache, rig.decoder, 1.0, rig.ask_needle(), std::nullopt, options);
   r.result = executor.run(script);
 }
 

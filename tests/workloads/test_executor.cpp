@@ -13,6 +13,7 @@
 #include "model/tokenizer.h"
 #include "recorder.h"
 #include "test_support.h"
+#include "workloads/synthetic_rig.h"
 
 using namespace kvbench;
 
@@ -66,7 +67,6 @@ TEST_CASE("The perplexity workload reproduces kvbench score's protocol exactly",
 }
 
 TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed and scaled", "[workloads]") {
-  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
   WorkloadConfig w;
   w.name = w.kind = "rag";
   w.context_tokens = 4096;
@@ -74,27 +74,15 @@ TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed 
   ScriptTarget target;
   target.max_positions = 8192;
   const Script script = build_script(with_defaults(w, 8192), target).script;
-  kv::SyntheticConfig config;
-  config.calibration_ctx = 4096;
-  config.needles = script.needles;
-  kv::ThreadPool pool(2);
-  kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
-  kv::CacheConfig cache_config;
-  cache_config.geometry = model.geometry();
-  cache_config.k_format = cache_config.v_format = kv::Format::Q8;
-  kv::KVCache cache(cache_config);
   kv::SparsePolicy policy;
   policy.sample_every = 4;
-  kvbench::Recorder figures;
-  kv::SparseDecoder decoder(cache, policy, &figures);
-  kvbench::QualityMonitor quality(model, policy, &figures);
-  ExecutionOptions options;
-  options.quality = &quality;
+  kvtest::SyntheticRig rig(script, 4096, policy, [](kv::CacheConfig& c) { c.k_format = c.v_format = kv::Format::Q8; });
+  ExecutionOptions options = rig.options();
   options.full_prefill_positions = 0;  // a 4K prompt would run in full
   options.probe_chunks = 1;  // needs two: the first and the last chunk
-  CHECK_THROWS_AS(Executor(model, cache, decoder, 24.0, {}, std::nullopt, options), std::invalid_argument);
+  CHECK_THROWS_AS(Executor(rig.model, rig.cache, rig.decoder, 24.0, {}, std::nullopt, options), std::invalid_argument);
   options.probe_chunks = 3;
-  Executor executor(model, cache, decoder, 24.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
+  Executor executor(rig.model, rig.cache, rig.decoder, 24.0, rig.ask_needle(), std::nullopt, options);
   const ExecutionResult result = executor.run(script);
   CHECK(result.prefill_probed);
   CHECK(result.extrapolated);
@@ -107,8 +95,8 @@ TEST_CASE("Synthetic prefill is probed and extrapolated, decode steps are timed 
   CHECK(result.prefill.model_ms == 0.0);  // the generator is not timed
   REQUIRE(result.tpot_ms.size() == 8);
   for (double t : result.tpot_ms) CHECK(t > 0.0);
-  CHECK(figures.needle_recall() == 1.0);  // full attention keeps the needle
-  CHECK(cache.stats().sealed_pages == 0);  // the sequence was released at the end
+  CHECK(rig.figures.needle_recall() == 1.0);  // full attention keeps the needle
+  CHECK(rig.cache.stats().sealed_pages == 0);  // the sequence was released at the end
 }
 
 TEST_CASE("A synthetic prompt that ends by full_prefill_positions attends every query, a longer one is probed",
@@ -226,7 +214,6 @@ TEST_CASE("Quality checks run outside every timed figure: a sleeping checker is 
 
 TEST_CASE("Rag requests share the documents' pages through the prefix cache: the same attention, only the suffix prefilled",
           "[workloads][prefix]") {
-  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
   WorkloadConfig w;
   w.name = w.kind = "rag";
   w.context_tokens = 1024;
@@ -241,28 +228,17 @@ TEST_CASE("Rag requests share the documents' pages through the prefix cache: the
     kv::PrefixStats prefix;
   };
   const auto run = [&](bool prefix_cache) {
-    kv::SyntheticConfig config;
-    config.calibration_ctx = 1024;
-    config.needles = script.needles;
-    kv::ThreadPool pool(2);
-    kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
-    kv::CacheConfig cache_config;
-    cache_config.geometry = model.geometry();
-    cache_config.k_format = cache_config.v_format = kv::Format::Q4;
-    cache_config.page_tokens = 16;
-    cache_config.residual_tokens = 16;
-    cache_config.prefix_cache = prefix_cache;
-    kv::KVCache cache(cache_config);
     kv::SparsePolicy policy;
     policy.sample_every = 1;
-    kvbench::Recorder figures;
-    kv::SparseDecoder decoder(cache, policy, &figures);
-    kvbench::QualityMonitor quality(model, policy, &figures);
-    ExecutionOptions options;
-    options.quality = &quality;
-    Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, options);
-    Run r{executor.run(script), figures.scalars(), cache.prefix_stats()};
-    CHECK(cache.stats().sealed_pages == r.prefix.entries * static_cast<std::size_t>(cache_config.geometry.kv_heads));
+    kvtest::SyntheticRig rig(script, 1024, policy, [&](kv::CacheConfig& c) {
+      c.k_format = c.v_format = kv::Format::Q4;
+      c.page_tokens = 16;
+      c.residual_tokens = 16;
+      c.prefix_cache = prefix_cache;
+    });
+    Executor executor(rig.model, rig.cache, rig.decoder, 1.0, rig.ask_needle(), std::nullopt, rig.options());
+    Run r{executor.run(script), rig.figures.scalars(), rig.cache.prefix_stats()};
+    CHECK(rig.cache.stats().sealed_pages == r.prefix.entries * static_cast<std::size_t>(rig.config.geometry.kv_heads));
     return r;
   };
   const Run cold = run(false), cached = run(true);
