@@ -68,7 +68,7 @@ std::string header(const std::string& title, const Axis* x, const Axis* y) {
   std::string s = "set title " + quoted(title) + "\n";
   if (x != nullptr) s += "set xlabel " + quoted(axis_text(*x)) + "\n";
   if (y != nullptr) s += "set ylabel " + quoted(axis_text(*y)) + "\n";
-  s += "set grid lc rgb \"#dddddd\"\nset key below box height 1 lc rgb \"#bbbbbb\"\nset xlabel offset 0, 0.4\nset border lc rgb \"#555555\"\n";
+  s += "set grid lc rgb \"#dddddd\"\nset key below box lc rgb \"#bbbbbb\" height 1\nset xlabel offset 0, 0.4\nset border lc rgb \"#555555\"\n";
   return s;
 }
 
@@ -446,7 +446,10 @@ RenderOutcome render(const std::vector<Plot*>& plots, std::string gnuplot) {
   std::error_code ec;
   fs::remove_all(dir, ec);
   const std::string messages = err_text.str();
-  if (messages.find("rror") != std::string::npos) outcome.note = "gnuplot reported: " + messages.substr(0, 300);
+  // gnuplot echoes a command it refused ("gnuplot> ...") above its message, which need not say "error".
+  if (messages.find("rror") != std::string::npos || messages.find("gnuplot>") != std::string::npos) {
+    outcome.note = "gnuplot reported: " + messages.substr(0, 300);
+  }
   return outcome;
 }
 
