@@ -48,7 +48,9 @@ std::vector<float> rows(const std::vector<TokenId>& tokens, int first, int count
   std::vector<float> out;
   out.reserve(static_cast<std::size_t>(count) * kKvHeads * kDim);
   for (int p = first; p < first + count; ++p) {
-    std::mt19937 rng(static_cast<std::uint32_t>(tokens[static_cast<std::size_t>(p)] * 7919 + p * 31 + layer * 3 + (keys ? 1 : 0)));
+    // Unsigned: token ids reach 2^20 and more, whose product would overflow an int.
+    const auto token = static_cast<std::uint32_t>(tokens[static_cast<std::size_t>(p)]);
+    std::mt19937 rng(token * 7919u + static_cast<std::uint32_t>(p) * 31u + static_cast<std::uint32_t>(layer) * 3u + (keys ? 1u : 0u));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (int i = 0; i < kKvHeads * kDim; ++i) out.push_back(normal(rng) + (keys && i % kDim == 3 ? 4.0f : 0.0f));
   }
