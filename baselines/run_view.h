@@ -38,6 +38,7 @@ struct RunView {
   std::int64_t id = 0;
   std::string status;  // as reported (a running run whose process is gone reads aborted)
   std::string suite, started_at, ended_at, git_sha, config_hash, tags, cpu_model, l2_fs_type;
+  std::string prefix_cache_start;  // "cold" or "warm" (SuiteConfig::prefix_warm); older runs: "cold"
   bool git_dirty = false;
   int cores = 0;
   int planned_repetitions = 0;

@@ -88,6 +88,12 @@ std::size_t KVCache::evict_prefixes(std::size_t positions) {
 
 PrefixStats KVCache::prefix_stats() const { return prefix_ ? prefix_->stats() : PrefixStats{}; }
 
+void KVCache::reset_counters() {
+  sealed_pool_.reset_counters();
+  if (prefix_) prefix_->reset_counters();
+  nan_inf_replaced_ = 0;
+}
+
 void KVCache::set_phase(Phase phase) {
   phase_ = phase;
   if (phase == Phase::Prefill) first_decode_step_ = true;

@@ -98,6 +98,11 @@ class KVCache {
   // Drops up to `positions` cached page positions, least recently used first.
   std::size_t evict_prefixes(std::size_t positions);
   PrefixStats prefix_stats() const;
+  // The cache's and its tiers' counters from zero and their peaks at today's levels, with every
+  // page, cached prefix and tier placement kept: a repetition that starts from a warm prefix
+  // cache (a warm-up pass) counts only what follows. Call between steps, with telemetry to
+  // whoever should not see the warm-up closed until after it (TelemetryGate).
+  void reset_counters();
 
   int length(SeqId seq, int layer) const;
   // Prefill, or decode; the first decode step after a prefill is told apart in the memory

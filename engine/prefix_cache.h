@@ -65,6 +65,8 @@ class PrefixCache {
   std::size_t evict(std::size_t positions);
 
   PrefixStats stats() const;
+  // Lookups, hits, inserts, evictions and collisions from zero; the cached pages stay.
+  void reset_counters() { stats_ = PrefixStats{}; }
 
  private:
   std::size_t entry_summary_values() const;  // u16 values of one position's summaries

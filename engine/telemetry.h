@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -168,6 +169,54 @@ class Telemetry {
   virtual void on_memory_sample(const MemorySample& /*sample*/) {}
   // Wall time of one piece of engine work (reported only when a sink is set).
   virtual void on_span(Phase /*phase*/, Span /*span*/, std::uint64_t /*ns*/) {}
+};
+
+// Forwards to another sink while open. Work whose events belong in no figure (a warm-up pass
+// that fills the prefix cache before a measured repetition) runs with the gate closed.
+class TelemetryGate final : public Telemetry {
+ public:
+  explicit TelemetryGate(Telemetry* target) : target_(target) {}
+  // May be called while engine threads report (the migrator reports memory events).
+  void set_open(bool open) { open_.store(open, std::memory_order_relaxed); }
+
+  void on_page_sealed(const PageSealed& event) override {
+    if (Telemetry* t = live()) t->on_page_sealed(event);
+  }
+  void on_nan_inf(int layer, std::uint64_t count) override {
+    if (Telemetry* t = live()) t->on_nan_inf(layer, count);
+  }
+  void on_kernel(KernelKind kind, Isa isa) override {
+    if (Telemetry* t = live()) t->on_kernel(kind, isa);
+  }
+  void on_ops(Phase phase, const OpCounts& counts) override {
+    if (Telemetry* t = live()) t->on_ops(phase, counts);
+  }
+  void on_selection(const SelectionEvent& event) override {
+    if (Telemetry* t = live()) t->on_selection(event);
+  }
+  void on_budget_change(const BudgetChange& change) override {
+    if (Telemetry* t = live()) t->on_budget_change(change);
+  }
+  void on_selection_quality(const SelectionQuality& quality) override {
+    if (Telemetry* t = live()) t->on_selection_quality(quality);
+  }
+  void on_token_dropped(const TokenDropped& drop) override {
+    if (Telemetry* t = live()) t->on_token_dropped(drop);
+  }
+  void on_memory_event(const MemoryEvent& event) override {
+    if (Telemetry* t = live()) t->on_memory_event(event);
+  }
+  void on_memory_sample(const MemorySample& sample) override {
+    if (Telemetry* t = live()) t->on_memory_sample(sample);
+  }
+  void on_span(Phase phase, Span span, std::uint64_t ns) override {
+    if (Telemetry* t = live()) t->on_span(phase, span, ns);
+  }
+
+ private:
+  Telemetry* live() const { return open_.load(std::memory_order_relaxed) ? target_ : nullptr; }
+  Telemetry* target_;
+  std::atomic<bool> open_{true};
 };
 
 }  // namespace kv

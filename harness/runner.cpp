@@ -173,13 +173,14 @@ struct RepetitionContext {
   kv::FileIo* l2_io = nullptr;
   const std::atomic<bool>* stop = nullptr;
   const Capacities* capacities = nullptr;  // a SoC's rerun; nullptr: the policy's own
+  bool prefix_warm = false;  // SuiteConfig::prefix_warm
 };
 
 EngineRun run_engine(const Case& c, const RepetitionContext& context, int repetition) {
   const std::uint64_t seed = context.seed;
   const double noise_threshold = context.noise_threshold;
   const auto started = std::chrono::steady_clock::now();
-  const bool rss_reset = reset_peak_rss();
+  bool rss_reset = reset_peak_rss();
   CpuSample before;
   RunQueueSample queue_before;
   const Script& script = c.script.script;
@@ -245,13 +246,28 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     cache_config.prefix_cache_bytes = share(cache_config.prefix_cache_bytes);
     kv::SyntheticModel model(preset, synthetic, sampled_layers(preset.layers, samples), script.positions, pool);
     cache_config.geometry = model.geometry();
-    kv::KVCache cache(cache_config, &recorder);
-    kv::SparseDecoder decoder(cache, policy.sparse, &recorder);
+    kv::TelemetryGate telemetry(&recorder);
+    kv::KVCache cache(cache_config, &telemetry);
+    kv::SparseDecoder decoder(cache, policy.sparse, &telemetry);
     QualityMonitor quality(model, policy.sparse, &recorder);  // the generator regenerates exact K/V
     ExecutionOptions checked = execution;
     checked.quality = &quality;
-    Executor executor(model, cache, decoder, static_cast<double>(preset.layers) / samples, [&](int i) { model.ask_needle(i); },
-                      std::nullopt, checked);
+    const double layer_scale = static_cast<double>(preset.layers) / samples;
+    const auto ask_needle = [&](int i) { model.ask_needle(i); };
+    if (context.prefix_warm && cache_config.prefix_cache) {
+      // A warm start: the first prompt of every sequence runs once before the repetition, into
+      // the same prefix cache, with every figure closed to it (no telemetry, no steps, no
+      // timing); then the cache's counters and peaks start again from what it holds.
+      ExecutionOptions unrecorded;
+      unrecorded.stop = execution.stop;
+      unrecorded.full_prefill_positions = execution.full_prefill_positions;
+      telemetry.set_open(false);
+      Executor(model, cache, decoder, layer_scale, ask_needle, std::nullopt, unrecorded).run(warm_script(script));
+      cache.reset_counters();
+      telemetry.set_open(true);
+      rss_reset = reset_peak_rss();
+    }
+    Executor executor(model, cache, decoder, layer_scale, ask_needle, std::nullopt, checked);
     start_noise();
     result = executor.run(script);
     measure_noise();
@@ -342,6 +358,29 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     }
     series["attn_mass_recall_by_request"] = std::move(recall);
     if (every_needle) series["needle_recall_by_request"] = std::move(needles);
+  }
+  // Roleplay: quality by turn index over every session (x = the turn), when every turn had
+  // checks (needles, only when every turn asked for one).
+  const int turns = c.script.script.turns;
+  if (c.script.script.sessions && turns > 0) {
+    std::vector<Recorder::RequestQuality> by_turn(static_cast<std::size_t>(turns));
+    for (const auto& [request, q] : quality) {
+      Recorder::RequestQuality& t = by_turn[static_cast<std::size_t>(request % turns)];
+      t.recall_sum += q.recall_sum;
+      t.checks += q.checks;
+      t.needles += q.needles;
+      t.needles_kept += q.needles_kept;
+    }
+    const auto every = [&](auto has) { return std::all_of(by_turn.begin(), by_turn.end(), has); };
+    if (every([](const Recorder::RequestQuality& t) { return t.checks > 0; })) {
+      std::vector<double> recall, needles;
+      for (const Recorder::RequestQuality& t : by_turn) {
+        recall.push_back(t.recall_sum / static_cast<double>(t.checks));
+        if (t.needles > 0) needles.push_back(static_cast<double>(t.needles_kept) / static_cast<double>(t.needles));
+      }
+      series["attn_mass_recall_by_turn"] = std::move(recall);
+      if (needles.size() == by_turn.size()) series["needle_recall_by_turn"] = std::move(needles);
+    }
   }
   record.series.assign(series.begin(), series.end());
   const auto histograms = recorder.histograms();
@@ -784,6 +823,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   meta["suite_file"] = suite.file;
   meta["filter"] = options.filter;
   meta["repetitions"] = repetitions;
+  meta["prefix_cache_start"] = suite.prefix_warm ? "warm" : "cold";
   meta["models_dir"] = models_dir;
   meta["kernel_path"] = kv::isa_name(kv::best_isa());
   meta["l2_dir"] = l2_base;
@@ -952,7 +992,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         }
       }
       const std::string host_l2 = case_l2_dir(c, c.policy->cache.memory.l1_bytes > 0);
-      const RepetitionContext host_context{suite.seed, suite.noise_threshold, &host_l2, options.l2_io, options.stop, nullptr};
+      const RepetitionContext host_context{suite.seed, suite.noise_threshold, &host_l2, options.l2_io, options.stop, nullptr,
+                                           suite.prefix_warm};
       const L1Floor floor = l1_floor(c);
       // Whether each SoC reruns is decided from the first host run's actual peak L1.
       const kv::MemoryConfig& memory = c.policy->cache.memory;

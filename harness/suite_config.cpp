@@ -222,6 +222,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   suite.warmup = static_cast<int>(f.integer("warmup", suite.warmup, 0, 100));
   suite.noise_threshold = f.number("noise_threshold", suite.noise_threshold);
   if (suite.noise_threshold < 0.0 || suite.noise_threshold > 1.0) fail(file, "/noise_threshold", "must be in [0, 1]");
+  suite.prefix_warm = f.boolean("prefix_warm", false);
 
   f.child("models");
   const json& models = array_field(root, "models", file);
@@ -429,6 +430,7 @@ std::string resolved_json(const SuiteConfig& suite) {
             {"warmup", suite.warmup},
             {"noise_threshold", suite.noise_threshold},
             {"socs", suite.socs}};
+  if (suite.prefix_warm) root["prefix_warm"] = true;  // only when set: suites without it keep their hash
   json models = json::array();
   for (const ModelConfig& m : suite.models) {
     json j{{"name", m.name}, {"backend", m.backend}};

@@ -47,6 +47,9 @@ struct SuiteConfig {
   int repetitions = 5;
   int warmup = 1;
   double noise_threshold = 0.10;
+  // Repetitions start with the prefix cache holding every sequence's first prompt (run once,
+  // unrecorded, before each repetition); false: from an empty cache (cold).
+  bool prefix_warm = false;
   std::vector<ModelConfig> models;
   std::vector<WorkloadConfig> workloads;
   std::vector<PolicyConfig> policies;

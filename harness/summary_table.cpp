@@ -98,6 +98,9 @@ void header(std::ostringstream& out, const RunView& run, const std::vector<bool>
   out << fmt::format("  git {}{}, config {}, tags {}\n", run.git_sha, run.git_dirty ? " (dirty)" : "", run.config_hash,
                      run.tags.empty() ? "(none)" : run.tags);
   out << fmt::format("  {}, {} cores; L2 on {}\n", run.cpu_model, run.cores, run.l2_fs_type);
+  if (run.prefix_cache_start == "warm") {
+    out << "  prefix cache warm: each repetition started with every sequence's first prompt cached (prefix_warm)\n";
+  }
   std::vector<std::string> common;
   if (!run.cases.empty()) {
     const auto p = parts(run.cases.front());

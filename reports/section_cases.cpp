@@ -174,18 +174,23 @@ void case_section(Page& page, const CaseView& c, const CaseRecordings& recorded)
   page << "</details>\n";
 }
 
-// Scripts of several requests (rag requests, roleplay sessions): per (model, workload), one line
-// per policy over the request index, so that a policy with the prefix cache and one without sit
-// side by side, and the quality of later requests shows next to the first's.
+// Scripts of several requests (rag requests, roleplay sessions) and roleplay's turns: per (model,
+// workload), one line per policy over the request (or turn) index, so that a policy with the
+// prefix cache and one without sit side by side, and the quality of later requests and turns
+// shows next to the first's.
 void requests_plots(Page& page, const ReportModel& m) {
   std::map<std::string, std::vector<const CaseView*>> groups;  // model/workload -> cases with the series
   for (const CaseView& c : m.host.cases) {
     const auto recorded = m.recordings.find(c.name);
-    if (recorded == m.recordings.end() || recorded->second.series.count("ttft_ms_by_request") == 0) continue;
+    if (recorded == m.recordings.end()) continue;
+    const auto& series = recorded->second.series;
+    if (series.count("ttft_ms_by_request") == 0 && series.count("attn_mass_recall_by_turn") == 0) continue;
     groups[c.model + "/" + c.workload].push_back(&c);
   }
+  const bool warm = m.host.prefix_cache_start == "warm";
   for (const auto& [group, cases] : groups) {
-    const auto plot = [&](const char* name, const std::string& title, const Axis& y, const std::string& caption) {
+    const auto plot = [&](const char* name, const std::string& title, const Axis& y, const std::string& caption,
+                          const char* x_name = "request") {
       std::vector<Series> lines;
       for (const CaseView* c : cases) {
         const auto& series = m.recordings.at(c->name).series;
@@ -195,13 +200,19 @@ void requests_plots(Page& page, const ReportModel& m) {
         for (std::size_t i = 0; i < it->second.size(); ++i) line.x.push_back(static_cast<double>(i + 1));
         lines.push_back(std::move(line));
       }
-      if (!lines.empty()) page.plot(line_over_steps(title + ": " + group, Axis{"request", ""}, y, lines), caption);
+      if (!lines.empty()) page.plot(line_over_steps(title + ": " + group, Axis{x_name, ""}, y, lines), caption);
     };
     plot("ttft_ms_by_request", "TTFT by request", Axis{"time to first token", "ms"},
-         "host clock, repetition 1; request 1 starts from an empty prefix cache, later ones may find its prompt cached (prefix_hit_rate)");
+         warm ? "host clock, repetition 1; the run started warm (prefix_warm): every request's first prompt was cached by an "
+                "unrecorded pass before the repetition"
+              : "host clock, repetition 1; request 1 starts from an empty prefix cache, later ones may find its prompt cached "
+                "(prefix_hit_rate)");
     plot("attn_mass_recall_by_request", "Attention mass recall by request", Axis{"attn_mass_recall", "ratio"},
          "exact, repetition 1; mean over the request's sampled decode checks");
     plot("needle_recall_by_request", "Needle recall by request", Axis{"needle_recall", "ratio"}, "exact, repetition 1");
+    plot("attn_mass_recall_by_turn", "Attention mass recall by turn", Axis{"attn_mass_recall", "ratio"},
+         "exact, repetition 1; mean over every session's sampled decode checks in that turn", "turn");
+    plot("needle_recall_by_turn", "Needle recall by turn", Axis{"needle_recall", "ratio"}, "exact, repetition 1", "turn");
   }
 }
 

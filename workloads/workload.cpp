@@ -239,6 +239,7 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     s.requests = c.sessions * turns;
     s.positions = total;
     s.sessions = true;
+    s.turns = turns;
   } else if (c.kind == "multimodal") {
     if (!target.synthetic) return skip("the llama backend has no vision encoder: visual tokens need the synthetic backend");
     const int segments = c.images + 1;
@@ -283,6 +284,31 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
                 std::to_string(s.stream_tokens + 1));
   }
   return out;
+}
+
+Script warm_script(const Script& script) {
+  Script warm;
+  warm.requests = script.requests;
+  warm.positions = script.positions;
+  warm.stream_tokens = script.stream_tokens;
+  warm.needles = script.needles;
+  warm.images = script.images;
+  warm.sessions = script.sessions;
+  warm.turns = script.turns;
+  // A sequence's first prompt: the prefills right after it starts (the executor runs them as
+  // one prompt and caches it).
+  bool in_first_prompt = false;
+  for (const Op& op : script.ops) {
+    if (op.kind == OpKind::NewSequence) {
+      warm.ops.push_back(op);
+      in_first_prompt = true;
+    } else if (op.kind == OpKind::Prefill && in_first_prompt) {
+      warm.ops.push_back(op);
+    } else {
+      in_first_prompt = false;
+    }
+  }
+  return warm;
 }
 
 int largest_decode_context(const Script& script) {

@@ -94,6 +94,7 @@ struct Script {
   // requests whose prompt may find an earlier one's prefix cached.
   std::vector<int> repeat_requests;
   bool sessions = false;  // roleplay: a sequence is a session of turns (else one request each)
+  int turns = 0;          // roleplay: turns per session; turn t of session s is request s * turns + t
 };
 
 // What the model can do, for deciding whether a case can run.
@@ -112,6 +113,10 @@ struct ScriptOrSkip {
 // The most tokens any decode step of the script attends over (each step appends its token
 // first); 0 when the script decodes nothing.
 int largest_decode_context(const Script& script);
+
+// A prefix cache's warm-up: every sequence of the script with its first prompt alone (no
+// replies, no later turns), in order.
+Script warm_script(const Script& script);
 
 // Builds the script of a workload (with_defaults applied) for a model. Never shrinks a size to
 // fit: a combination that cannot run comes back skipped with its reason.

@@ -679,4 +679,14 @@ L2Stats L2Store::stats() const {
   return stats_;
 }
 
+void L2Store::reset_counters() {
+  std::lock_guard lock(mutex_);
+  L2Stats kept;
+  kept.live_pages = stats_.live_pages;
+  kept.live_bytes = stats_.live_bytes;
+  kept.disk_bytes = stats_.disk_bytes;
+  kept.peak_disk_bytes = stats_.disk_bytes;
+  stats_ = kept;
+}
+
 }  // namespace kv

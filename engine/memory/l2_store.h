@@ -149,6 +149,9 @@ class L2Store {
   bool on_ram() const { return on_ram_; }  // tmpfs/ramfs: "flash" here is RAM
   const std::string& path() const { return path_; }
   L2Stats stats() const;
+  // Counters from zero and the disk peak at today's size (the live pages and files stay): what
+  // was written before - a warm-up pass - is not counted in what follows.
+  void reset_counters();
   // Called (under no lock of the store) when a batch is ready for the device, so the owner's
   // writer thread can run write_pending().
   void set_writer_wakeup(std::function<void()> wakeup);

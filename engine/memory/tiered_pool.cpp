@@ -701,6 +701,22 @@ void TieredPool::drain() {
   if (store_ != nullptr) store_->write_pending(true);
 }
 
+void TieredPool::reset_counters() {
+  KV_ASSERT(!holding_, "reset_counters() inside a step");
+  drain();
+  const auto lock = lock_loads();
+  MemoryStats kept;
+  kept.l1_capacity_bytes = stats_.l1_capacity_bytes;
+  kept.peak_l1_bytes = l1_used();
+  stats_ = kept;
+  peak_live_ = live_;
+  if (store_ != nullptr) store_->reset_counters();
+  last_read_ios_ = 0;
+  sample_ = MemorySample{};
+  events_.clear();
+  samples_.clear();
+}
+
 std::vector<MemoryEvent> TieredPool::take_events() { return std::exchange(events_, {}); }
 std::vector<MemorySample> TieredPool::take_samples() { return std::exchange(samples_, {}); }
 

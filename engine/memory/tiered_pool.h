@@ -258,6 +258,9 @@ class TieredPool {
   void selection_churn(int layer, std::uint64_t new_pages, std::uint64_t kept_pages);
   // Waits until the migrator has written every full batch (tests, benchmarks).
   void drain();
+  // Counters from zero and peaks at today's levels (the pages, their tiers and the retention
+  // order stay): the figures from here on leave out a warm-up pass. Call between steps.
+  void reset_counters();
 
   MemoryStats stats() const;
   // The L2 traffic so far (cheap: no lock, no copy of the stats' strings).

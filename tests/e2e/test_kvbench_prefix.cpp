@@ -22,9 +22,10 @@ const char* const kSuite = R"({"name": "prefix-e2e", "repetitions": 1,
                {"name": "q4-prefix", "k": "q4", "v": "q4", "page_tokens": 64, "residual_tokens": 64, "prefix_cache": true,
                 "sparse": {"sample_every": 4}}]})";
 
-std::string figure(const std::string& db, const std::string& c, const std::string& name) {
+// One repetition's figure (the only one when the suite runs one).
+std::string figure(const std::string& db, const std::string& c, const std::string& name, int repetition = 1) {
   return scalar(db, "SELECT CASE WHEN value IS NULL THEN 'NULL' ELSE printf('%.17g', value) END FROM metric_values WHERE case_name LIKE '%/" +
-                        c + "/%' AND name = '" + name + "' AND clock != 'model'");
+                        c + "/%' AND name = '" + name + "' AND clock != 'model' AND repetition = " + std::to_string(repetition));
 }
 
 }  // namespace
@@ -61,9 +62,48 @@ TEST_CASE("kvbench run: requests and sessions over a shared prompt, with and wit
   CHECK(scalar(db, series + "rag-3r/q4-prefix/%' AND s.name = 'needle_recall_by_request'") == "3");
   CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'attn_mass_recall_by_request'") == "6");
   CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'needle_recall_by_request'") == "0");
+  // Roleplay's quality by turn index over the sessions: one value per turn; its needle is asked
+  // in the last turn only, so no needle series by turn.
+  CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'attn_mass_recall_by_turn'") == "2");
+  CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'needle_recall_by_turn'") == "0");
+  CHECK(scalar(db, "SELECT json_extract(meta_json, '$.prefix_cache_start') FROM runs") == "cold");
   // The report plots TTFT by request per policy.
   REQUIRE(run_kvbench("report --db " + db + " --out " + dir.path + "/report").status == 0);
   const std::string page = kvtest::file_bytes(dir.path + "/report/index.html");
   CHECK(page.find("TTFT by request: syn/rag-3r") != std::string::npos);
   CHECK(page.find("Needle recall by request: syn/rag-3r") != std::string::npos);
+  CHECK(page.find("Attention mass recall by turn: syn/roleplay-3s") != std::string::npos);
+}
+
+TEST_CASE("kvbench run: prefix_warm starts each repetition with every first prompt cached, and says so", "[e2e][prefix]") {
+  const kvtest::TempDir dir("kvbench-e2e-prefix-warm");
+  std::string text = kSuite;
+  const std::string one = "\"repetitions\": 1,";
+  text.replace(text.find(one), one.size(), "\"repetitions\": 2, \"warmup\": 0, \"prefix_warm\": true,");
+  const std::string suite = dir.path + "/prefix.json", db = dir.path + "/results.sqlite";
+  kvtest::write_file(suite, text);
+  const Output out = run_kvbench("run --suite " + suite + " --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  // Every request now finds its own first prompt cached by the warm-up, request 1 included:
+  // rag 3 x 960 tokens, roleplay 3 x (576 - 64) / 64 = 3 x 8 pages = 3 x 512 tokens; in each
+  // repetition (the counters of the warm-up and of the repetition before are not carried).
+  for (const char* rep : {"1", "2"}) {
+    const auto hits = [&](const std::string& c) {
+      return scalar(db, "SELECT printf('%.17g', value) FROM metric_values WHERE case_name LIKE '%/" + c +
+                            "/%' AND name = 'prefix_hit_tokens' AND repetition = " + rep);
+    };
+    CHECK(hits("rag-3r/q4-prefix") == "2880");
+    CHECK(hits("roleplay-3s/q4-prefix") == "1536");
+  }
+  CHECK(figure(db, "rag-3r/q4", "prefix_hit_tokens") == "NULL");  // warm changes nothing without the cache
+  CHECK(scalar(db, "SELECT json_extract(meta_json, '$.prefix_cache_start') FROM runs") == "warm");
+  CHECK(scalar(db, "SELECT json_extract(config_json, '$.prefix_warm') FROM runs") == "1");
+  const Output shown = run_kvbench("show latest --db " + db);
+  CHECK(shown.text.find("prefix cache warm") != std::string::npos);
+  // The quality figures do not depend on where the pages came from.
+  for (const char* name : {"attn_mass_recall", "needle_recall", "kv_bytes_per_token"}) {
+    INFO(name);
+    CHECK(figure(db, "rag-3r/q4", name, 1) == figure(db, "rag-3r/q4-prefix", name, 1));
+  }
 }

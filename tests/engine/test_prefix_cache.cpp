@@ -218,6 +218,75 @@ TEST_CASE("cached pages demoted to L2 come back intact for a later prompt", "[pr
   CHECK(bit_identical(shared, attend_all(alone, c)));
 }
 
+TEST_CASE("reset_counters: a warm-up's cached pages stay, its counters and peaks do not", "[prefix][kv_cache][memory]") {
+  kvtest::TempDir dir("prefix-warm");
+  CacheConfig config = prefix_config(Format::Q4, 0);
+  with_tiers(config, dir.path, 96u << 10);
+  KVCache cache(config);
+  const auto tokens = prompt(512, 3);
+  {  // the warm-up: a prompt cached, then pushed to L2 by another
+    const SeqId a = cache.create_sequence();
+    append(cache, a, tokens, 0, 512);
+    cache.cache_prefix(a, tokens);
+    cache.release(a);
+    const SeqId filler = cache.create_sequence();
+    append(cache, filler, prompt(512, 70000), 0, 512);
+    cache.release(filler);
+  }
+  const CacheStats warm = cache.stats();
+  REQUIRE(warm.memory.swap_out_bytes > 0);
+  REQUIRE(warm.memory.l2_bytes_written > 0);
+  cache.reset_counters();
+  const CacheStats reset = cache.stats();
+  // The pages and where they live stay; what the warm-up moved and sealed is not counted.
+  CHECK(reset.sealed_pages == warm.sealed_pages);
+  CHECK(reset.memory.l2_live_bytes == warm.memory.l2_live_bytes);
+  CHECK(reset.memory.swap_out_bytes == 0);
+  CHECK(reset.memory.swap_in_bytes == 0);
+  CHECK(reset.memory.demotions == 0);
+  CHECK(reset.memory.l2_bytes_written == 0);
+  CHECK(reset.memory.pages_read == 0);
+  CHECK(reset.peak_sealed_bytes == reset.sealed_bytes);
+  CHECK(reset.peak_sealed_bytes < warm.peak_sealed_bytes);
+  CHECK(reset.memory.peak_l1_bytes == reset.memory.l1_used_bytes);
+  CHECK(reset.memory.peak_l2_bytes <= warm.memory.peak_l2_bytes);
+  const PrefixStats prefix = cache.prefix_stats();
+  CHECK(prefix.lookups == 0);
+  CHECK(prefix.inserted_pages == 0);
+  CHECK(prefix.entries == 32);  // the cached prompt's pages
+  // The measured part finds the warm-up's prompt and counts only its own work.
+  const SeqId b = cache.create_sequence();
+  const PrefixPlan plan = cache.lookup_prefix(tokens);
+  REQUIRE(plan.pages() == 32);
+  cache.share_prefix(b, plan);
+  attend_all(cache, b);
+  CHECK(cache.prefix_stats().lookups == 1);
+  CHECK(cache.prefix_stats().hit_tokens == 512);
+  CHECK(cache.stats().memory.swap_in_bytes > 0);  // the cached pages came back from L2
+}
+
+TEST_CASE("a closed telemetry gate passes nothing on and an open one passes everything", "[kv_cache]") {
+  struct Counting final : Telemetry {
+    int seen = 0;
+    void on_page_sealed(const PageSealed&) override { ++seen; }
+    void on_nan_inf(int, std::uint64_t) override { ++seen; }
+    void on_kernel(KernelKind, Isa) override { ++seen; }
+    void on_ops(Phase, const OpCounts&) override { ++seen; }
+  };
+  Counting counting;
+  TelemetryGate gate(&counting);
+  KVCache cache(prefix_config(Format::Q4, 0), &gate);
+  const auto tokens = prompt(64, 1);
+  gate.set_open(false);
+  const SeqId a = cache.create_sequence();
+  append(cache, a, tokens, 0, 64);
+  attend_all(cache, a);
+  CHECK(counting.seen == 0);
+  gate.set_open(true);
+  attend_all(cache, a);
+  CHECK(counting.seen > 0);
+}
+
 TEST_CASE("random requests, forks, truncates, decodes, ends and evictions keep every reference and byte accounted for",
           "[prefix][kv_cache]") {
 #if defined(__SANITIZE_ADDRESS__)

@@ -61,6 +61,11 @@ TEST_CASE("the example suite parses into typed configs", "[config]") {
   CHECK(s.repetitions == 5);
   CHECK(s.warmup == 1);
   CHECK(s.noise_threshold == Approx(0.10));
+  CHECK_FALSE(s.prefix_warm);
+  CHECK(resolved_json(s).find("prefix_warm") == std::string::npos);  // only when set: older hashes stay
+  const SuiteConfig warm = parse_suite(suite("", R"(, "prefix_warm": true)"), "suite.json", ".");
+  CHECK(warm.prefix_warm);
+  CHECK(resolved_json(warm).find("\"prefix_warm\":true") != std::string::npos);
   REQUIRE(s.models.size() == 2);
   CHECK(s.models[0].preset == "llama-7b-gqa");
   CHECK(s.models[1].tokenizer == "tok512.bin");
@@ -88,6 +93,7 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite(R"(, "sparse_typo": 1)"), "/policies/0/sparse_typo", "unknown field"},
       {suite("", R"(, "repetitions": 3)"), "repetitions", "duplicate key"},
       {suite("", R"(, "noise_threshold": "high")"), "/noise_threshold", "must be a number"},
+      {suite("", R"(, "prefix_warm": "yes")"), "/prefix_warm", "must be true or false"},
       {R"({"name": "x", "models": [], "workloads": [1], "policies": [1]})", "/models", "must be a non-empty array"},
       {suite().replace(suite().find("0.10"), 4, "1.5"), "/policies/0/sparse/budget", "(0, 1]"},
       {suite().replace(suite().find("\"8MiB\""), 6, "\"512MiB\""), "/policies/0/memory/l0_bytes", "L0 is larger than L1"},

@@ -213,6 +213,47 @@ TEST_CASE("roleplay sessions: one system prompt for every session, then turns of
   CHECK(asked == 5);
   REQUIRE(s.needles.size() == 1);
   CHECK(s.needles[0] < 2048);
+  CHECK(s.turns == 4);
+}
+
+TEST_CASE("a prefix cache's warm-up script is each sequence's first prompt, in order", "[workloads][prefix]") {
+  WorkloadConfig rp = workload("roleplay");
+  rp.sessions = 3;
+  rp.turns = 4;
+  rp.system_prompt_tokens = 256;
+  rp = with_defaults(rp, 512);
+  const Script roleplay = build_script(rp, synthetic()).script;
+  const Script warm = warm_script(roleplay);
+  // Per session: a new sequence, its system prompt and the first user message that joins it.
+  REQUIRE(warm.ops.size() == 9);
+  for (int session = 0; session < 3; ++session) {
+    const Op* ops = &warm.ops[static_cast<std::size_t>(session) * 3];
+    CHECK(ops[0].kind == OpKind::NewSequence);
+    CHECK(ops[1].kind == OpKind::Prefill);
+    CHECK(ops[1].tokens == 256);
+    CHECK(ops[2].kind == OpKind::Prefill);
+    CHECK(ops[2].joins_previous);
+    CHECK(ops[2].request == session * 4);
+  }
+  CHECK(tokens_of(warm, OpKind::Decode) == 0);
+  CHECK(warm.turns == roleplay.turns);
+
+  WorkloadConfig rag = workload("rag");
+  rag.requests = 3;
+  rag.context_tokens = 2048;
+  rag = with_defaults(rag, 512);
+  const Script requests = build_script(rag, synthetic()).script;
+  const Script rag_warm = warm_script(requests);
+  // Every request's whole prompt (documents and question), nothing it generates.
+  int prompt_tokens = 0, sequences = 0;
+  for (const Op& op : requests.ops) {
+    if (op.kind == OpKind::NewSequence) ++sequences;
+    if (op.kind == OpKind::Prefill) prompt_tokens += op.tokens;
+  }
+  CHECK(sequences == 3);
+  CHECK(tokens_of(rag_warm, OpKind::Prefill) == prompt_tokens);
+  CHECK(tokens_of(rag_warm, OpKind::Decode) == 0);
+  CHECK(warm_script(rag_warm).ops.size() == rag_warm.ops.size());  // a warm-up of a warm-up is itself
 }
 
 TEST_CASE("synthetic token ids are a function of the content and the offset", "[workloads][prefix]") {
