@@ -57,6 +57,53 @@ SeqId KVCache::fork(SeqId parent) {
 
 void KVCache::release(SeqId seq) {
   table_.release(seq, "KVCache::release");
+  tentative_.erase(seq);
+  update_memory_pressure();
+}
+
+namespace {
+
+std::vector<int> layer_lengths(const std::vector<LayerPages>& layers) {
+  std::vector<int> lengths;
+  lengths.reserve(layers.size());
+  for (const LayerPages& layer : layers) lengths.push_back(layer.length);
+  return lengths;
+}
+
+}  // namespace
+
+void KVCache::begin_tentative(SeqId seq) {
+  const std::vector<LayerPages>& layers = table_.layers(seq, "KVCache::begin_tentative");
+  if (tentative(seq)) throw InputError("KVCache::begin_tentative", "seq", "the sequence's tentative tokens are not committed yet");
+  const std::vector<int> lengths = layer_lengths(layers);
+  // No tentative tokens yet: this checks that every layer holds the same tokens.
+  const CommitPlan none = kv::plan_commit(seq, lengths.front(), lengths, 0, "KVCache::begin_tentative");
+  tentative_.emplace(seq, none.committed);
+}
+
+CommitPlan KVCache::plan_commit(SeqId seq, int keep) const {
+  const std::vector<LayerPages>& layers = table_.layers(seq, "KVCache::plan_commit");
+  const auto it = tentative_.find(seq);
+  if (it == tentative_.end()) throw InputError("KVCache::plan_commit", "seq", "the sequence has no tentative tokens (begin_tentative)");
+  return kv::plan_commit(seq, it->second, layer_lengths(layers), keep, "KVCache::plan_commit");
+}
+
+void KVCache::apply_commit(const CommitPlan& plan) {
+  std::vector<LayerPages>& layers = table_.layers(plan.seq, "KVCache::apply_commit");
+  const auto it = tentative_.find(plan.seq);
+  const std::vector<int> lengths = layer_lengths(layers);
+  const bool current = it != tentative_.end() && it->second == plan.committed &&
+                       std::all_of(lengths.begin(), lengths.end(), [&](int n) { return n == plan.committed + plan.tentative; });
+  if (!current) throw InputError("KVCache::apply_commit", "plan", "the sequence moved on since the plan was made");
+  tentative_.erase(it);
+  // The rejected tokens sit in the residual only (nothing sealed since the tentative tokens
+  // began), so the cut touches no sealed page; then sealing catches up on the kept ones.
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (plan.released() > 0) sealer_.truncate(plan.seq, static_cast<int>(l), plan.new_length());
+    LayerPages& layer = layers[l];
+    for (HeadPages& head : layer.heads) advisor_.update_pins(layer.length, head.sealed, head.pins);
+    seal(plan.seq, static_cast<int>(l));
+  }
   update_memory_pressure();
 }
 
@@ -144,7 +191,7 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   for (int done = 0; done < n_tokens; done += block) {
     const int count = std::min(block, n_tokens - done);
     replaced += sealer_.append(state, k + done * row, v + done * row, count);
-    seal(seq, layer);
+    if (!tentative(seq)) seal(seq, layer);
   }
   nan_inf_replaced_ += replaced;
   if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
@@ -396,6 +443,7 @@ void KVCache::forward_memory_reports() {
 
 void KVCache::truncate(SeqId seq, int new_length) {
   std::vector<LayerPages>& layers = table_.layers(seq, "KVCache::truncate");
+  if (tentative(seq)) throw InputError("KVCache::truncate", "seq", "the sequence has tentative tokens: commit or roll them back first");
   int longest = 0;
   for (const LayerPages& layer : layers) longest = std::max(longest, layer.length);
   if (new_length < 0 || new_length > longest) {

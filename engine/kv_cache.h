@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "attention/attend_call.h"
@@ -26,6 +27,7 @@
 #include "memory/page_pool.h"
 #include "memory/tiered_pool.h"
 #include "page_table.h"
+#include "speculative/commit_plan.h"
 #include "prefix_cache.h"
 #include "resident_pages.h"
 #include "runtime/thread_pool.h"
@@ -104,6 +106,17 @@ class KVCache {
   // whoever should not see the warm-up closed until after it (TelemetryGate).
   void reset_counters();
 
+  // Speculative decoding (speculative/commit_plan.h): from now on the sequence's appends are
+  // tentative - kept in the residual, sealing nothing - until a commit. Throws InputError for a
+  // sequence already tentative or whose layers hold different lengths.
+  void begin_tentative(SeqId seq);
+  bool tentative(SeqId seq) const { return tentative_.count(seq) != 0; }
+  // What committing the first `keep` tentative tokens would do (keep 0: a rollback).
+  CommitPlan plan_commit(SeqId seq, int keep) const;
+  // Keeps the plan's tokens, drops the rest, ends the tentative state and seals what the kept
+  // tokens made ready. Throws InputError for a plan the sequence has moved on from.
+  void apply_commit(const CommitPlan& plan);
+
   int length(SeqId seq, int layer) const;
   // Prefill, or decode; the first decode step after a prefill is told apart in the memory
   // figures (it has no selection history), up to end_decode_step().
@@ -177,6 +190,7 @@ class KVCache {
   bool first_decode_step_ = false;  // a prefill ran since the last decode step ended
   std::uint64_t nan_inf_replaced_ = 0;
   std::uint64_t budget_requests_ = 0;
+  std::unordered_map<SeqId, int> tentative_;  // speculating sequences -> length when it began
   std::vector<std::vector<float>> cache_page_mass_;  // page masses the cache asks for itself (importance)
 };
 

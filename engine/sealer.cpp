@@ -72,16 +72,20 @@ std::uint64_t Sealer::append(LayerPages& state, const float* k, const float* v, 
 }
 
 PageId Sealer::new_residual_page() {
-  const PageLayout& layout = *layouts_.residual;
   const PageId id = residual_.allocate();
   std::byte* page = residual_.data(id);
   std::memset(page, 0, sizeof(PageHeader));
+  clear_key_bounds(page);
+  return id;
+}
+
+void Sealer::clear_key_bounds(std::byte* page) const {
+  const PageLayout& layout = *layouts_.residual;
   // Empty bounds: +inf minima and -inf maxima, widened as tokens arrive.
   auto* lo = layout.at<std::uint16_t>(page, layout.key_min);
   auto* hi = layout.at<std::uint16_t>(page, layout.key_max);
   std::fill(lo, lo + config_.geometry.head_dim, std::uint16_t{0x7C00});
   std::fill(hi, hi + config_.geometry.head_dim, std::uint16_t{0xFC00});
-  return id;
 }
 
 void Sealer::widen_key_bounds(std::byte* page, const float* key) const {
@@ -181,7 +185,12 @@ void Sealer::truncate(SeqId seq, int layer, int new_length) {
       }
       if (pages > 0) {
         const int last = kept - static_cast<int>(pages - 1) * tokens_per_page;
-        PageLayout::header(residual_.data(head.residual.back()))->tokens = static_cast<std::uint16_t>(last);
+        std::byte* page = residual_.data(head.residual.back());
+        PageLayout::header(page)->tokens = static_cast<std::uint16_t>(last);
+        // The bounds cover the kept tokens only, as if the cut ones had never arrived.
+        clear_key_bounds(page);
+        const auto dim = static_cast<std::size_t>(config_.geometry.head_dim);
+        for (int t = 0; t < last; ++t) widen_key_bounds(page, residual.at<float>(page, residual.k_data) + static_cast<std::size_t>(t) * dim);
       }
     }
     state.length = new_length;

@@ -45,6 +45,7 @@ class Sealer {
 
  private:
   PageId new_residual_page();
+  void clear_key_bounds(std::byte* page) const;
   void widen_key_bounds(std::byte* page, const float* key) const;
   void seal_page(int layer, int head, int logical_page, Phase phase, PageId residual, PageId sealed, PageSealed& event,
                  std::uint16_t* means);
