@@ -171,6 +171,21 @@ class Telemetry {
   virtual void on_span(Phase /*phase*/, Span /*span*/, std::uint64_t /*ns*/) {}
 };
 
+// Forwards operation counts and spans only: a second cache whose work belongs in the step
+// pricing but whose pages, selections and memory belong in no figure of the first (speculative
+// decoding's draft copy of the context).
+class OpsOnlyTelemetry final : public Telemetry {
+ public:
+  explicit OpsOnlyTelemetry(Telemetry* target) : target_(target) {}
+  void on_page_sealed(const PageSealed& /*event*/) override {}
+  void on_nan_inf(int /*layer*/, std::uint64_t /*count*/) override {}
+  void on_kernel(KernelKind /*kind*/, Isa /*isa*/) override {}
+  void on_ops(Phase phase, const OpCounts& counts) override { target_->on_ops(phase, counts); }
+
+ private:
+  Telemetry* target_;
+};
+
 // Forwards to another sink while open. Work whose events belong in no figure (a warm-up pass
 // that fills the prefix cache before a measured repetition) runs with the gate closed.
 class TelemetryGate final : public Telemetry {

@@ -164,6 +164,23 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
       b.na(name, "the policy's prefix_cache is off");
     }
   }
+  if (e.speculation) {
+    const SpeculationTotals& spec = *e.speculation;
+    b.maybe("spec_accept_rate",
+            spec.proposed > 0 ? std::optional<double>(static_cast<double>(spec.accepted) / static_cast<double>(spec.proposed)) : std::nullopt,
+            "no verify step: every decode op was a single token");
+    b.maybe("spec_tokens_per_step",
+            spec.verify_steps > 0 ? std::optional<double>(static_cast<double>(spec.committed) / static_cast<double>(spec.verify_steps))
+                                  : std::nullopt,
+            "no verify step: every decode op was a single token");
+    b.value("spec_draft_ms", spec.draft_ms, scaled);
+    b.value("spec_verify_ms", spec.verify_ms, scaled);
+    b.value("spec_draft_kv_bytes", static_cast<double>(spec.draft_peak_bytes) * layers, scaled);
+  } else {
+    for (const char* name : {"spec_accept_rate", "spec_tokens_per_step", "spec_draft_ms", "spec_verify_ms", "spec_draft_kv_bytes"}) {
+      b.na(name, "the policy has no speculative decoding");
+    }
+  }
 
   // Memory: L0 is a per-step staging arena; L1 and L2 hold the executed layers, reported for
   // the whole model; kv bytes per token cover the whole model.

@@ -77,6 +77,7 @@ class Records {
 
 void StepCollector::on_step(const StepDone& done) {
   kv::soc::StepOps step = recorder_.close_step(done.phase, done.request, done.tokens);
+  step.produced = done.produced;
   if (done.phase == kv::Phase::Prefill && done.attended > 0) {
     reference_ = Reference{step.attention, done.context, done.attended};
   }

@@ -173,6 +173,32 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
     Fields m(*memory, f.at("memory"), file);
     read_memory(m, p.cache.memory, base_dir, file);
   }
+  if (const json* speculative = f.child("speculative")) {
+    Fields s(*speculative, f.at("speculative"), file);
+    SpeculativeConfig& spec = p.speculative;
+    spec.enabled = true;
+    spec.draft = s.string("draft", spec.draft);
+    if (spec.draft != "kv") {
+      fail(file, s.at("draft"),
+           "'" + spec.draft + "' is not a draft kvbench runs: only \"kv\" (the same model over its own copy of the context in "
+           "draft_k_format/draft_v_format) is built so far");
+    }
+    spec.k = static_cast<int>(s.integer("k", spec.k, 1, kv::kMaxVerifyQueries - 1));
+    const std::string dk = s.string("draft_k_format", "q2"), dv = s.string("draft_v_format", "q2");
+    rethrow_at(file, s.path(), [&] {
+      spec.draft_k_format = kv::parse_format(dk, "speculative", "draft_k_format");
+      spec.draft_v_format = kv::parse_format(dv, "speculative", "draft_v_format");
+    });
+    spec.accept_rate = s.number("accept_rate", spec.accept_rate);
+    if (!(spec.accept_rate >= 0.0 && spec.accept_rate <= 1.0)) fail(file, s.at("accept_rate"), "must be in [0, 1]");
+    s.done();
+    // The verify step attends every page of its k + 1 queries; the sparse decoder selects for
+    // one query at a time.
+    if (p.sparse.selector != kv::Selector::Full) {
+      fail(file, f.at("speculative"), "needs sparse selector \"full\": a verify step attends every page for its k + 1 queries");
+    }
+    if (p.cache.prefix_cache) fail(file, f.at("speculative"), "cannot be combined with prefix_cache yet (the draft's copy of the context would miss the shared pages)");
+  }
   f.done();
   return p;
 }
@@ -491,6 +517,14 @@ std::string resolved_json(const SuiteConfig& suite) {
     if (c.prefix_cache) {  // only when set: policies without it keep their hash
       policies.back()["prefix_cache"] = true;
       policies.back()["prefix_cache_bytes"] = c.prefix_cache_bytes;
+    }
+    if (p.speculative.enabled) {  // likewise
+      const SpeculativeConfig& s = p.speculative;
+      policies.back()["speculative"] = {{"draft", s.draft},
+                                        {"k", s.k},
+                                        {"draft_k_format", std::string(kv::format_name(s.draft_k_format))},
+                                        {"draft_v_format", std::string(kv::format_name(s.draft_v_format))},
+                                        {"accept_rate", s.accept_rate}};
     }
   }
   root["policies"] = policies;

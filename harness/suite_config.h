@@ -12,6 +12,7 @@
 #include "model/synthetic.h"
 #include "model/synthetic_presets.h"
 #include "sparse/policy.h"
+#include "speculation.h"
 #include "workload.h"
 
 namespace kvbench {
@@ -36,6 +37,7 @@ struct PolicyConfig {
   double test_slowdown = 0.0; // only to test gates: every engine thread redoes this share of its CPU time in attention calls
   kv::CacheConfig cache;      // formats, groups, pages, residual, threads, memory tiers
   kv::SparsePolicy sparse;    // selector {full} when absent
+  SpeculativeConfig speculative;  // `speculative`: decode ops run draft-and-verify rounds
   std::vector<std::string> models;  // names of the suite's models it runs on; empty: every model
 };
 

@@ -72,6 +72,21 @@ std::vector<MetricDef> build_table() {
        "summaries, whole model (sampled layers scaled). Those pages count in the tiers' figures too."},
       {"prefix_evictions", "pages", E, Lo, true,
        "Page positions the prefix cache dropped (each one page per layer and kv head)."},
+      {"spec_accept_rate", "ratio", E, Hi, false,
+       "Speculative decoding (policy speculative): accepted / proposed draft tokens. On the synthetic backend each proposal "
+       "matches with the policy's accept_rate, drawn from the suite's seed: configured, not measured."},
+      {"spec_tokens_per_step", "tokens", E, Hi, false,
+       "Speculative decoding: tokens committed per verify step, the target's own token included (1 .. k + 1); on the "
+       "synthetic backend it follows from the configured accept_rate."},
+      {"spec_draft_ms", "ms", H, Lo, true,
+       "Speculative decoding: the draft's engine work over the decode phase (its appends and attention over its own copy of "
+       "the context, catch-up steps included; sampled layers scaled); part of span_decode_total_ms."},
+      {"spec_verify_ms", "ms", H, Lo, true,
+       "Speculative decoding: the verify steps' engine work (k + 1 tentative tokens appended and attended in one multi-query "
+       "call per layer) and their commits and rollbacks; part of span_decode_total_ms."},
+      {"spec_draft_kv_bytes", "bytes", E, Lo, true,
+       "Speculative decoding: peak sealed bytes of the draft's own copy of the context in its draft formats, whole model "
+       "(sampled layers scaled); not part of peak_l1_bytes."},
       {"peak_l0_bytes", "bytes", E, Lo, false, "Most bytes one attention call staged through the L0 arena (a per-step staging arena, not scaled)."},
       {"peak_l1_bytes", "bytes", E, Lo, true,
        "Peak L1 (DRAM) occupancy of the whole model's KV: sealed page frames, residual and page summaries (sampled layers "

@@ -81,6 +81,14 @@ Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecode
     throw std::invalid_argument("Executor: prefill_chunk and probe_queries must be >= 1, probe_chunks >= 2");
   }
   if (llama_) lockstep_.emplace(*llama_->reference, *llama_->reference_cache);
+  if (options_.speculative != nullptr) {
+    if (llama_) throw std::invalid_argument("Executor: speculative decoding runs on the synthetic backend only");
+    if (options_.draft == nullptr) throw std::invalid_argument("Executor: speculative decoding without a draft cache");
+    if (options_.speculative->k < 1 || options_.speculative->k + 1 > kv::kMaxVerifyQueries) {
+      throw std::invalid_argument("Executor: speculative k must be in [1, kMaxVerifyQueries - 1]");
+    }
+    accept_rng_.seed(options_.seed);
+  }
 }
 
 double Executor::dma_wait_ms() const { return static_cast<double>(cache_.stats().memory.dma_wait_ns) * 1e-6; }
@@ -91,6 +99,11 @@ void Executor::new_sequence(const Op& op) {
     decoder_.forget(*seq_);
   }
   seq_ = cache_.create_sequence();
+  if (options_.draft != nullptr) {
+    if (draft_seq_) options_.draft->release(*draft_seq_);
+    draft_seq_ = options_.draft->create_sequence();
+    draft_len_ = 0;
+  }
   if (lockstep_) lockstep_->begin_sequence(op.length);
   pos_ = 0;
   offset_ = op.stream_offset;
@@ -137,7 +150,9 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   buffers_.k.resize(rows * kv_row);
   buffers_.v.resize(rows * kv_row);
   buffers_.attn.assign(rows * q_row, 0.0f);
-  const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : tokens_.data() + pos_;
+  const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : step_tokens_ != nullptr ? step_tokens_ : tokens_.data() + pos_;
+  const bool mirror = draft_seq_.has_value() && !verifying_;
+  if (mirror && draft_len_ != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
   LayerTimes t;
   auto start = Clock::now();
   kv::WorkStamp work = kv::engine_work();
@@ -156,6 +171,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     start = Clock::now();
     work = kv::engine_work();
     cache_.append(*seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
+    if (mirror) options_.draft->append(*draft_seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
     t.append_ms += ms_since(start);
     add_work_since(work, t.append_work);
     // Before the layer's prompt attention: the prompt's last query scores the pages for the
@@ -196,7 +212,8 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     add_work_since(work, t.model_work);
   }
   if (!llama_) model_.skip_query_rows(0);
-  if (n == 1) decoder_.end_step();
+  if (mirror) draft_len_ += n;
+  if (n == 1 || verifying_) decoder_.end_step();
   if (llama_) {
     start = Clock::now();
     work = kv::engine_work();
@@ -289,9 +306,18 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
 }
 
 double Executor::decode_step(ExecutionResult& result) {
+  const double catch_up_ms = draft_seq_ ? draft_catch_up() : 0.0;
   const LayerTimes t = step(1, 1);
-  const double ms = (t.append_ms + t.attend_ms + t.model_ms) * scale_;
-  result.tpot_ms.push_back(ms);
+  account_decode(result, t, catch_up_ms, 1);
+  result.decode.quality_ms += t.quality_ms + score(1);
+  ++pos_;
+  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_});
+  return (t.append_ms + t.attend_ms + t.model_ms + catch_up_ms) * scale_;
+}
+
+void Executor::account_decode(ExecutionResult& result, const LayerTimes& t, double extra_ms, int tokens) {
+  const double ms = (t.append_ms + t.attend_ms + t.model_ms + extra_ms) * scale_;
+  for (int i = 0; i < tokens; ++i) result.tpot_ms.push_back(ms / tokens);
   result.decode.total_ms += ms;
   result.decode.append_ms += t.append_ms * scale_;
   result.decode.attend_ms += t.attend_ms * scale_;
@@ -303,11 +329,81 @@ double Executor::decode_step(ExecutionResult& result) {
   result.decode.append_work += t.append_work.scaled(scale_);
   result.decode.attend_work += t.attend_work.scaled(scale_);
   result.decode.model_work += t.model_work.scaled(scale_);
-  ++result.decode_tokens;
-  result.decode.quality_ms += t.quality_ms + score(1);
-  ++pos_;
-  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_});
+  result.decode_tokens += tokens;
+}
+
+double Executor::draft_step(int token) {
+  const kv::ModelGeometry& g = model_.geometry();
+  const auto q_row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
+  const auto kv_row = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim);
+  buffers_.q.resize(q_row);
+  buffers_.k.resize(kv_row);
+  buffers_.v.resize(kv_row);
+  buffers_.attn.assign(q_row, 0.0f);
+  model_.begin_step(&token, 1, draft_len_);
+  double ms = 0.0;
+  for (int layer = 0; layer < g.layers; ++layer) {
+    model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
+    const auto start = Clock::now();
+    options_.draft->append(*draft_seq_, layer, buffers_.k.data(), buffers_.v.data(), 1);
+    options_.draft->attend(*draft_seq_, layer, buffers_.q.data(), 1, buffers_.attn.data());
+    ms += ms_since(start);
+    model_.layer_output(layer, buffers_.attn.data());
+  }
+  ++draft_len_;
+  // Priced like any decode step of the model (the draft is the model over its own KV copy),
+  // adding no token: the verify step adds them.
+  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, draft_len_, 0});
   return ms;
+}
+
+double Executor::draft_catch_up() {
+  double ms = 0.0;
+  while (draft_len_ < pos_) ms += draft_step(tokens_[static_cast<std::size_t>(draft_len_)]);
+  return ms;
+}
+
+int Executor::speculative_round(ExecutionResult& result, int remaining, double& round_ms) {
+  const SpeculativeConfig& spec = *options_.speculative;
+  const int k = std::min(spec.k, remaining - 1);
+  const int accepted = accepted_prefix(accept_rng_, k, spec.accept_rate);
+  // The verify step's tokens: the pending token, then the draft's proposals, right up to the
+  // first one the target rejects.
+  std::vector<int> proposal(static_cast<std::size_t>(k) + 1);
+  for (int j = 0; j <= k; ++j) proposal[static_cast<std::size_t>(j)] = j <= accepted ? tokens_[static_cast<std::size_t>(pos_ + j)] : kvbench::rejected_token(pos_ + j);
+  // The draft: the committed tokens it lacks, then k proposals (each step appends one token
+  // and attends to propose the next), tentative from the pending token on.
+  double draft_ms = draft_catch_up();
+  options_.draft->begin_tentative(*draft_seq_);
+  for (int j = 0; j < k; ++j) draft_ms += draft_step(proposal[static_cast<std::size_t>(j)]);
+  // The verify step: k + 1 tentative tokens in one multi-query attention per layer.
+  cache_.begin_tentative(*seq_);
+  step_tokens_ = proposal.data();
+  verifying_ = true;
+  const LayerTimes t = step(k + 1, k + 1);
+  step_tokens_ = nullptr;
+  verifying_ = false;
+  const auto commit_start = Clock::now();
+  cache_.apply_commit(cache_.plan_commit(*seq_, accepted + 1));
+  const double commit_ms = ms_since(commit_start);
+  options_.draft->apply_commit(options_.draft->plan_commit(*draft_seq_, std::min(accepted + 1, k)));
+  draft_len_ = pos_ + std::min(accepted + 1, k);
+  const int committed = accepted + 1;
+  LayerTimes verify = t;
+  verify.append_ms += commit_ms;
+  account_decode(result, verify, draft_ms, committed);
+  result.decode.quality_ms += t.quality_ms;
+  SpeculationTotals& totals = *result.speculation;
+  ++totals.verify_steps;
+  totals.proposed += static_cast<std::uint64_t>(k);
+  totals.accepted += static_cast<std::uint64_t>(accepted);
+  totals.committed += static_cast<std::uint64_t>(committed);
+  totals.draft_ms += draft_ms * scale_;
+  totals.verify_ms += (t.append_ms + t.attend_ms + t.model_ms + commit_ms) * scale_;
+  pos_ += committed;
+  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, k + 1, k + 1, pos_, committed});
+  round_ms = (t.append_ms + t.attend_ms + t.model_ms + commit_ms + draft_ms) * scale_;
+  return committed;
 }
 
 ExecutionResult Executor::run(const Script& script) {
@@ -315,6 +411,7 @@ ExecutionResult Executor::run(const Script& script) {
   result.layer_scale = scale_;
   result.repeat_requests = script.repeat_requests;
   result.sessions = script.sessions;
+  if (options_.speculative != nullptr) result.speculation.emplace();
   std::map<int, double> ttft;                     // request -> prefill ms
   std::map<int, std::pair<double, int>> decode;   // request -> (ms, steps)
   std::map<int, std::pair<int, int>> prompts;     // request -> (prompt tokens, tokens from the prefix cache)
@@ -374,9 +471,18 @@ ExecutionResult Executor::run(const Script& script) {
         if (ask_needle_) ask_needle_(op.ask_needle);
         const double dma_before = dma_wait_ms();
         auto& [ms, steps] = decode[op.request];
-        for (int i = 0; i < op.tokens; ++i) {
-          ms += decode_step(result);
-          ++steps;
+        for (int done = 0; done < op.tokens;) {
+          if (options_.speculative != nullptr && op.tokens - done >= 2) {
+            double round_ms = 0.0;
+            const int committed = speculative_round(result, op.tokens - done, round_ms);
+            ms += round_ms;
+            steps += committed;
+            done += committed;
+          } else {
+            ms += decode_step(result);
+            ++steps;
+            ++done;
+          }
         }
         result.decode.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
         if (ask_needle_) ask_needle_(-1);
@@ -388,6 +494,11 @@ ExecutionResult Executor::run(const Script& script) {
     cache_.release(*seq_);
     decoder_.forget(*seq_);
     seq_.reset();
+  }
+  if (draft_seq_) {
+    result.speculation->draft_peak_bytes = options_.draft->stats().peak_sealed_bytes;
+    options_.draft->release(*draft_seq_);
+    draft_seq_.reset();
   }
   if (lockstep_) lockstep_->end_sequence();
   for (const auto& [request, ms] : ttft) {

@@ -32,6 +32,7 @@
 #include "model/llama_model.h"
 #include "selection_quality.h"
 #include "sparse/sparse_decoder.h"
+#include "speculation.h"
 #include "workload.h"
 
 namespace kvbench {
@@ -43,6 +44,9 @@ struct StepDone {
   int tokens = 1;    // tokens the step appended
   int attended = 1;  // queries it attended per layer (a probed synthetic chunk attends fewer)
   int context = 0;   // tokens in the cache after the step
+  // Tokens the step added to the output: `tokens` (-1) for prompts and plain decode steps; a
+  // speculative draft step adds none, a verify step its committed tokens.
+  int produced = -1;
 };
 
 struct ExecutionOptions {
@@ -69,6 +73,12 @@ struct ExecutionOptions {
   // (attention at most 2048^2 / 2 query-key pairs per layer: the sanitizer builds run the
   // built-in suites in their tests); past it, probe and fit.
   int full_prefill_positions = 2048;
+  // Speculative decoding (synthetic backend, draft "kv"): decode ops run as rounds of draft
+  // proposals and one verify step; `draft` is the draft's own KV cache (the config's draft
+  // formats, the model's geometry), `seed` draws the acceptances. Null: plain decoding.
+  const SpeculativeConfig* speculative = nullptr;
+  kv::KVCache* draft = nullptr;
+  std::uint64_t seed = 1;
 };
 
 struct ExecutionStopped : std::runtime_error {
@@ -102,6 +112,17 @@ struct PhaseTimes {
   SpanWork total_work, append_work, attend_work, model_work;
 };
 
+// Speculative decoding's counts and times (ExecutionOptions::speculative).
+struct SpeculationTotals {
+  std::uint64_t verify_steps = 0;
+  std::uint64_t proposed = 0;   // draft tokens proposed
+  std::uint64_t accepted = 0;   // of them, accepted
+  std::uint64_t committed = 0;  // tokens committed by verify steps (accepted + the target's own)
+  double draft_ms = 0.0;        // the draft's append and attention (scaled like the decode times)
+  double verify_ms = 0.0;       // verify steps and their commits (scaled)
+  std::size_t draft_peak_bytes = 0;  // the draft cache's peak sealed bytes, executed layers
+};
+
 struct ExecutionResult {
   std::vector<double> ttft_ms;          // per request with a prompt
   std::vector<double> request_tpot_ms;  // per request with decode steps: its mean step time
@@ -121,6 +142,7 @@ struct ExecutionResult {
   bool extrapolated = false;   // host timings scaled from sampled layers or probed chunks
   bool prefill_probed = false; // some prefill attention was extrapolated from probes
   std::optional<AccuracyReport> accuracy;  // llama backend
+  std::optional<SpeculationTotals> speculation;
 };
 
 // The llama side: the tested model (for logits), the token stream and the lockstep reference.
@@ -156,8 +178,20 @@ class Executor {
   // before_decode: a decode op follows, whose first step the prompt's last query predicts.
   void run_prefill(const Op& op, ExecutionResult& result, double& request_ttft, bool before_decode);
   double decode_step(ExecutionResult& result);
+  // Speculative decoding: one round of draft proposals and a verify step that commits at most
+  // `remaining` tokens; returns the tokens committed.
+  int speculative_round(ExecutionResult& result, int remaining, double& ms);
+  // The draft's sequence takes the committed tokens it lacks, one draft step each; returns ms.
+  double draft_catch_up();
+  // One draft step: the token at the draft's end, appended and attended in every layer.
+  double draft_step(int token);
+  // Accounts a decode step's (or round's) time for `tokens` tokens.
+  void account_decode(ExecutionResult& result, const LayerTimes& t, double extra_ms, int tokens);
   // Runs n tokens at pos_; attends the last `attend` queries of each layer (n: all, 0: none);
   // with `predict`, the last token's query plans the next decode step (SparseDecoder::predict_next).
+  // With a draft (speculative decoding) the draft's cache takes the same K/V, except in a verify
+  // step (verifying_): prompts and plain decode steps keep its copy of the context; that time is
+  // the append's. A verify step ends a decode step like a single token's does.
   LayerTimes step(int n, int attend, bool predict = false);
   // The llama side's reference model and scoring; returns its (untimed) milliseconds.
   double score(int n);
@@ -174,6 +208,11 @@ class Executor {
   std::vector<float> probe_q_;
   std::optional<kv::SeqId> seq_;
   std::vector<int> tokens_;  // synthetic: the sequence's token ids by position
+  const int* step_tokens_ = nullptr;  // a verify step's tokens (proposals), instead of tokens_
+  bool verifying_ = false;            // step() runs a verify step: tentative tokens, no draft copy
+  std::optional<kv::SeqId> draft_seq_;
+  int draft_len_ = 0;
+  std::mt19937_64 accept_rng_;
   int prompt_end_ = -1;      // the first prompt's length, once run; -1 before
   int pos_ = 0;
   int offset_ = 0;  // stream position of pos 0

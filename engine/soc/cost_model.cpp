@@ -139,6 +139,7 @@ CostFigures price(const CostInput& input, const SocProfile& profile) {
   double carried_prefetch = 0.0;
   std::map<int, double> ttft, prefill_energy;
   std::map<int, std::pair<double, int>> request_decode;
+  double decode_pending_ms = 0.0;
   for (const StepOps& step : input.steps) {
     double prefetch = 0.0;
     const StepCost cost = price_step(step, input.model, profile, carried_prefetch, prefetch);
@@ -152,15 +153,20 @@ CostFigures price(const CostInput& input, const SocProfile& profile) {
     phase.model_compute_ms += cost.model_compute_ms;
     phase.dma_wait_ms += cost.dma_wait_ms;
     phase.energy_mj += cost.energy_mj;
-    phase.tokens += step.tokens;
+    const int produced = step.produced_tokens();
+    phase.tokens += produced;
     if (step.phase == Phase::Prefill) {
       ttft[step.request] += cost.ms;
       prefill_energy[step.request] += cost.energy_mj;
     } else {
-      out.tpot_ms.push_back(cost.ms);
+      // A token's latency is the steps' since the last token, shared by the tokens a step
+      // produced (speculative decoding: draft steps produce none, a verify step several).
+      decode_pending_ms += cost.ms;
       auto& [ms, steps] = request_decode[step.request];
       ms += cost.ms;
-      ++steps;
+      steps += produced;
+      for (int i = 0; i < produced; ++i) out.tpot_ms.push_back(decode_pending_ms / produced);
+      if (produced > 0) decode_pending_ms = 0.0;
     }
   }
   for (const auto& [request, ms] : ttft) out.ttft_ms.push_back(ms);
@@ -185,7 +191,7 @@ CostFigures price(const CostInput& input, const SocProfile& profile) {
   for (const auto& [request, ms] : ttft) met[request] = input.ttft_target_ms <= 0.0 || ms <= input.ttft_target_ms;
   for (const auto& [request, entry] : request_decode) {
     const auto it = met.find(request);
-    if (it == met.end()) continue;
+    if (it == met.end() || entry.second == 0) continue;
     it->second = it->second && (input.tpot_target_ms <= 0.0 || entry.first / entry.second <= input.tpot_target_ms);
   }
   int good = 0;

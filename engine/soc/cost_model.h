@@ -24,9 +24,13 @@ namespace kv::soc {
 struct StepOps {
   Phase phase = Phase::Decode;
   int request = 0;
-  int tokens = 1;       // tokens the step processed (1 for decode)
+  int tokens = 1;       // tokens the step processed (1 for decode, k + 1 for a speculative verify step)
+  // Tokens it added to the output: -1 means `tokens`; speculative decoding's draft steps add 0,
+  // its verify steps the committed tokens.
+  int produced = -1;
   OpCounts append;      // sealing pages (quantization, summaries)
   OpCounts attention;   // selection and attention calls, with their L2 traffic
+  int produced_tokens() const { return produced < 0 ? tokens : produced; }
 };
 
 // The model outside attention, per token: every weight is read once per decode step (and

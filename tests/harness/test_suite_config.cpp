@@ -94,6 +94,12 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite("", R"(, "repetitions": 3)"), "repetitions", "duplicate key"},
       {suite("", R"(, "noise_threshold": "high")"), "/noise_threshold", "must be a number"},
       {suite("", R"(, "prefix_warm": "yes")"), "/prefix_warm", "must be true or false"},
+      {suite(R"(, "speculative": {"draft": "layers:2"})"), "/policies/0/speculative/draft", "only \"kv\""},
+      {suite(R"(, "speculative": {"k": 16})"), "/policies/0/speculative/k", ""},
+      {suite(R"(, "speculative": {"accept_rate": 1.5})"), "/policies/0/speculative/accept_rate", "must be in [0, 1]"},
+      {suite(R"(, "speculative": {"draft_k_format": "q3"})"), "/policies/0/speculative", "q3"},
+      {suite(R"(, "speculative": {"kk": 2})"), "/policies/0/speculative/kk", "unknown field"},
+      {suite(R"(, "speculative": {})"), "/policies/0/speculative", "selector \"full\""},
       {R"({"name": "x", "models": [], "workloads": [1], "policies": [1]})", "/models", "must be a non-empty array"},
       {suite().replace(suite().find("0.10"), 4, "1.5"), "/policies/0/sparse/budget", "(0, 1]"},
       {suite().replace(suite().find("\"8MiB\""), 6, "\"512MiB\""), "/policies/0/memory/l0_bytes", "L0 is larger than L1"},
@@ -387,4 +393,24 @@ TEST_CASE("a synthetic model's weight precision: the preset's unless the suite c
   CHECK(with_weights(int4w, "f16").weight_bits == 16);
   CHECK(with_weights(int4w, "f16").weight_group == 0);
   CHECK(with_weights(f16, "q8").weight_bits == 8);
+}
+
+TEST_CASE("a policy's speculative block: its defaults, and the resolved configuration names it only when set", "[config]") {
+  std::string text = suite(R"(, "speculative": {"k": 6, "draft_v_format": "q4"})");
+  const std::string sparse = R"("selector": "hybrid", "sinks": 4, "window": 256, "budget": 0.10)";
+  text.replace(text.find(sparse), sparse.size(), R"("selector": "full")");
+  const SuiteConfig s = parse_suite(text, "suite.json", ".");
+  const SpeculativeConfig& spec = s.policies[0].speculative;
+  CHECK(spec.enabled);
+  CHECK(spec.draft == "kv");
+  CHECK(spec.k == 6);
+  CHECK(spec.draft_k_format == kv::Format::Q2);
+  CHECK(spec.draft_v_format == kv::Format::Q4);
+  CHECK(spec.accept_rate == Approx(0.7));
+  CHECK(resolved_json(s).find("\"speculative\":{\"accept_rate\":0.7,\"draft\":\"kv\"") != std::string::npos);
+  CHECK(resolved_json(parse_suite(suite(), "suite.json", ".")).find("speculative") == std::string::npos);
+  // Not with the prefix cache: the draft's copy would miss the shared pages.
+  std::string both = text;
+  both.replace(both.find("\"page_tokens\": 64"), 17, "\"page_tokens\": 64, \"prefix_cache\": true");
+  CHECK_THROWS_WITH(parse_suite(both, "suite.json", "."), Catch::Contains("prefix_cache"));
 }

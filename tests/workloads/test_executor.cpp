@@ -264,3 +264,64 @@ TEST_CASE("Rag requests share the documents' pages through the prefix cache: the
   }
   CHECK(cached.figures.at("needle_recall") == 1.0);
 }
+
+TEST_CASE("Speculative decoding: rounds of draft steps and one verify step commit every decode token once", "[workloads][speculative]") {
+  WorkloadConfig w;
+  w.name = w.kind = "rag";
+  w.context_tokens = 512;
+  w.gen_tokens = 40;
+  ScriptTarget target;
+  target.max_positions = 4096;
+  const Script script = build_script(with_defaults(w, 4096), target).script;
+  const double rate = GENERATE(0.0, 0.6, 1.0);
+  CAPTURE(rate);
+  SpeculativeConfig spec;
+  spec.enabled = true;
+  spec.k = 4;
+  spec.accept_rate = rate;
+  kvtest::SyntheticRig rig(script, 1024, kv::SparsePolicy{}, [](kv::CacheConfig& c) { c.k_format = c.v_format = kv::Format::Q4; });
+  kv::CacheConfig draft_config = rig.config;
+  draft_config.k_format = draft_config.v_format = kv::Format::Q2;
+  kv::KVCache draft(draft_config);
+  ExecutionOptions options = rig.options();
+  options.speculative = &spec;
+  options.draft = &draft;
+  int produced = 0, draft_steps = 0, verify_steps = 0;
+  options.on_step = [&](const StepDone& done) {
+    if (done.phase != kv::Phase::Decode) return;
+    const int added = done.produced < 0 ? done.tokens : done.produced;
+    produced += added;
+    draft_steps += added == 0 ? 1 : 0;
+    verify_steps += done.tokens > 1 ? 1 : 0;
+    CHECK(added <= done.tokens);
+  };
+  Executor executor(rig.model, rig.cache, rig.decoder, 1.0, rig.ask_needle(), std::nullopt, options);
+  const ExecutionResult result = executor.run(script);
+  REQUIRE(result.speculation);
+  const SpeculationTotals& s = *result.speculation;
+  CHECK(result.decode_tokens == 40);
+  CHECK(produced == 40);
+  CHECK(result.tpot_ms.size() == 40);
+  CHECK(static_cast<int>(s.verify_steps) == verify_steps);
+  CHECK(s.accepted <= s.proposed);
+  // Every verify step commits its accepted proposals and the target's own token; a last
+  // single token runs as a plain step.
+  CHECK(s.committed == s.accepted + s.verify_steps);
+  CHECK(s.committed <= 40);
+  if (rate == 1.0) {
+    CHECK(s.accepted == s.proposed);
+    CHECK(s.verify_steps == 8);  // 40 tokens in rounds of k + 1 = 5
+  }
+  if (rate == 0.0) {
+    CHECK(s.accepted == 0);
+    CHECK(s.committed == s.verify_steps);
+  }
+  // The draft proposes k per round (fewer near the end) and catches up after full acceptance.
+  CHECK(draft_steps >= static_cast<int>(s.proposed));
+  CHECK(s.draft_ms > 0.0);
+  CHECK(s.verify_ms > 0.0);
+  CHECK(s.draft_peak_bytes > 0);
+  CHECK(rig.cache.stats().sealed_pages == 0);  // both sequences were released
+  CHECK(draft.stats().sealed_pages == 0);
+  CHECK(draft.stats().residual_pages == 0);
+}

@@ -144,6 +144,27 @@ TEST_CASE("cost model: energy of a known byte count", "[cost_model]") {
   CHECK(c.energy_mj == Approx((1e7 + 1e5 + 2e3) * 1e-9));
 }
 
+TEST_CASE("cost model: speculative draft steps add no token, a verify step's tokens share the round's time", "[cost_model]") {
+  CostInput input;
+  for (int i = 0; i < 3; ++i) {  // three draft steps of 1 ms, no token
+    StepOps draft;
+    draft.produced = 0;
+    draft.attention.mac(F16, 100'000'000);
+    input.steps.push_back(draft);
+  }
+  StepOps verify;  // four queries, two tokens committed: 2 ms
+  verify.tokens = 4;
+  verify.produced = 2;
+  verify.attention.mac(F16, 200'000'000);
+  input.steps.push_back(verify);
+  const CostFigures f = price(input, profile());
+  CHECK(f.decode.tokens == 2);
+  REQUIRE(f.tpot_ms.size() == 2);
+  CHECK(f.tpot_ms[0] == Approx(f.decode.total_ms / 2));
+  CHECK(f.tpot_ms[1] == Approx(f.tpot_ms[0]));
+  CHECK(f.decode_tps == Approx(2 / (f.decode.total_ms * 1e-3)));
+}
+
 TEST_CASE("cost model: per-case figures, goodput and the memory view", "[cost_model]") {
   CostInput input;
   for (int request = 0; request < 2; ++request) {

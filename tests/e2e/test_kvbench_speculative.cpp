@@ -1,0 +1,64 @@
+// End to end through the real binary: a policy with speculative decoding beside the same policy
+// without, their figures in the database and their refusals.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+
+#include "e2e/e2e_support.h"
+#include "test_support.h"
+
+namespace {
+
+using kvtest::Output;
+using kvtest::run_kvbench;
+using kvtest::scalar;
+
+const char* const kSuite = R"({"name": "spec-e2e", "repetitions": 1, "warmup": 0,
+  "models": [{"name": "syn", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
+  "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 33}],
+  "policies": [{"name": "q4", "k": "q4", "v": "q4", "page_tokens": 64, "residual_tokens": 64},
+               {"name": "q4-spec", "k": "q4", "v": "q4", "page_tokens": 64, "residual_tokens": 64,
+                "speculative": {"k": 4, "accept_rate": 1.0}}]})";
+
+std::string figure(const std::string& db, const std::string& c, const std::string& name, const std::string& clock = "exact") {
+  return scalar(db, "SELECT CASE WHEN value IS NULL THEN 'NULL: ' || na_reason ELSE printf('%.17g', value) END FROM metric_values "
+                    "WHERE case_name LIKE '%/" + c + "/%' AND name = '" + name + "' AND clock = '" + clock + "'");
+}
+
+}  // namespace
+
+TEST_CASE("kvbench run: a speculative policy records its rounds, the same KV as plain decoding, and its model price", "[e2e][speculative]") {
+  const kvtest::TempDir dir("kvbench-e2e-spec");
+  const std::string suite = dir.path + "/spec.json", db = dir.path + "/results.sqlite";
+  kvtest::write_file(suite, kSuite);
+  const Output out = run_kvbench("run --suite " + suite + " --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  // accept_rate 1: 33 tokens are 6 rounds of k + 1 = 5 and a last round of k = 2 (a round never
+  // commits past the decode op): 7 verify steps, every proposal accepted.
+  CHECK(figure(db, "rag-1k/q4-spec", "spec_accept_rate") == "1");
+  CHECK(std::stod(figure(db, "rag-1k/q4-spec", "spec_tokens_per_step")) == Approx(33.0 / 7.0));
+  CHECK(std::stod(figure(db, "rag-1k/q4-spec", "spec_draft_kv_bytes")) > 0.0);
+  CHECK(std::stod(figure(db, "rag-1k/q4-spec", "spec_verify_ms", "host")) > 0.0);
+  CHECK(figure(db, "rag-1k/q4", "spec_accept_rate") == "NULL: the policy has no speculative decoding");
+  // The target's cache holds what plain decoding leaves: the same KV bytes per token and peak.
+  for (const char* name : {"kv_bytes_per_token", "peak_l1_bytes"}) {
+    INFO(name);
+    CHECK(figure(db, "rag-1k/q4", name) == figure(db, "rag-1k/q4-spec", name));
+  }
+  // The model clock prices the draft's steps: decode costs more per token than without them
+  // here (a draft the size of its target), and the host clock times them.
+  CHECK(std::stod(figure(db, "rag-1k/q4-spec", "decode_tps", "model")) < std::stod(figure(db, "rag-1k/q4", "decode_tps", "model")));
+}
+
+TEST_CASE("kvbench run refuses a speculative policy it cannot run, naming the field", "[e2e][speculative]") {
+  const kvtest::TempDir dir("kvbench-e2e-spec-bad");
+  const std::string suite = dir.path + "/spec.json", db = dir.path + "/results.sqlite";
+  std::string text = kSuite;
+  text.replace(text.find("\"accept_rate\": 1.0"), 18, "\"accept_rate\": 1.0, \"draft\": \"layers:2\"");
+  kvtest::write_file(suite, text);
+  const Output out = run_kvbench("run --suite " + suite + " --db " + db);
+  CHECK(out.status == 2);
+  CHECK(out.text.find("/policies/1/speculative/draft") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(db));
+}

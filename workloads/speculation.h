@@ -1,0 +1,41 @@
+// Speculative decoding in the workloads: a draft proposes k tokens, the target verifies them in
+// one multi-query step over tentative tokens (kv::KVCache::begin_tentative), the accepted prefix
+// and the target's own next token are committed, the rest rolled back.
+//
+// Draft "kv" (the only one so far): the same model reading its own copy of the context in a more
+// aggressive KV format (draft_k_format, draft_v_format), a second KV cache. On the synthetic
+// backend there is no model to disagree with: whether each proposal matches the target is drawn
+// from `accept_rate` (configured, not measured - the figures say so), and a rejected proposal is
+// a token the script does not hold, whose K/V the verify step computes and the commit drops.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "quant/format.h"
+
+namespace kvbench {
+
+struct SpeculativeConfig {
+  bool enabled = false;
+  std::string draft = "kv";
+  int k = 4;  // proposals per verify step; the verify attends k + 1 queries (kv::kMaxVerifyQueries at most)
+  kv::Format draft_k_format = kv::Format::Q2;
+  kv::Format draft_v_format = kv::Format::Q2;
+  double accept_rate = 0.7;  // synthetic: each proposal's chance to match, independently
+};
+
+// How many of k proposals the target accepts: the leading ones that match, each with
+// probability accept_rate.
+inline int accepted_prefix(std::mt19937_64& rng, int k, double accept_rate) {
+  std::bernoulli_distribution match(accept_rate);
+  int accepted = 0;
+  while (accepted < k && match(rng)) ++accepted;
+  return accepted;
+}
+
+// A token id no script holds at `position` (a rejected proposal's): synthetic ids are below 2^31.
+inline int rejected_token(int position) { return -1 - position; }
+
+}  // namespace kvbench
