@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
@@ -280,7 +281,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
 
   f.child("workloads");
   const json& workloads = array_field(root, "workloads", file);
-  static const std::set<std::string> kinds = {"rag", "codebase", "roleplay", "multimodal", "perplexity"};
+  const std::set<std::string> kinds(std::begin(kWorkloadKinds), std::end(kWorkloadKinds));
   for (std::size_t i = 0; i < workloads.size(); ++i) {
     Fields w(workloads[i], "/workloads/" + std::to_string(i), file);
     WorkloadConfig workload;

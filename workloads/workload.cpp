@@ -106,6 +106,9 @@ WorkloadConfig with_defaults(WorkloadConfig c, int model_context) {
     fill(c.gen_tokens, 32);
   } else if (c.kind == "perplexity") {
     fill(c.context_tokens, model_context);
+  } else if (c.kind == "speculative") {
+    fill(c.context_tokens, 4096);
+    fill(c.gen_tokens, 256);
   }
   if (c.text.empty()) c.text = kDefaultText;
   return c;
@@ -171,6 +174,16 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
       s.ops.push_back(decode(c.gen_tokens, r, contents.fresh(), ask));
     }
     s.requests = c.requests;
+    s.positions = total;
+  } else if (c.kind == "speculative") {
+    // A context, then one long generation: what a policy's speculative loop runs through, set
+    // against the same case without it.
+    if (c.gen_tokens < 2) throw kv::InputError(where, "gen_tokens", "must be >= 2: a verify step commits at least one token after the first");
+    const int total = c.context_tokens + c.gen_tokens;
+    s.ops.push_back(new_sequence(total));
+    s.ops.push_back(prefill(c.context_tokens, 0, contents.fresh()));
+    s.ops.push_back(decode(c.gen_tokens, 0, contents.fresh()));
+    s.requests = 1;
     s.positions = total;
   } else if (c.kind == "codebase") {
     // The code, then four questions in turn, each about one definition: a user's message

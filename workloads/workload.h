@@ -15,6 +15,8 @@
 //               question per image about a small region of it (a needle inside the image)
 //   perplexity  teacher-forced scoring of a text in consecutive windows, each from an empty
 //               cache, one token per step (test vector 4 of models/README.md)
+//   speculative a context, then one long generation: what a policy's speculative decoding
+//               (speculation.h) runs through, beside the same case decoding plainly
 #pragma once
 
 #include <cstdint>
@@ -25,10 +27,12 @@ namespace kvbench {
 
 struct WorkloadConfig {
   std::string name;
-  std::string kind;           // rag | codebase | roleplay | multimodal | perplexity
+  std::string kind;           // rag | codebase | roleplay | multimodal | perplexity | speculative
   int context_tokens = 0;     // 0: the kind's default (rag 16384, codebase 65536, roleplay 6144 in
-                              // total, multimodal 1024 text tokens, perplexity the model's context)
-  int gen_tokens = 0;         // 0: rag 32, codebase 256, roleplay 60% of a turn, multimodal 32
+                              // total, multimodal 1024 text tokens, perplexity the model's context,
+                              // speculative 4096)
+  int gen_tokens = 0;         // 0: rag 32, codebase 256, roleplay 60% of a turn, multimodal 32,
+                              // speculative 256
   int turns = 0;              // roleplay: 0 = 20
   int requests = 0;           // rag: questions over the same documents, a sequence each; 0 = 1
   int sessions = 0;           // roleplay: sessions over the same system prompt; 0 = 1
@@ -44,7 +48,7 @@ struct WorkloadConfig {
   double tpot_target_ms = 0.0;
 };
 
-inline const char* const kWorkloadKinds[] = {"rag", "codebase", "roleplay", "multimodal", "perplexity"};
+inline const char* const kWorkloadKinds[] = {"rag", "codebase", "roleplay", "multimodal", "perplexity", "speculative"};
 inline constexpr const char* kDefaultText = "tinystories-sample.txt";
 
 // The config with every size the kind uses filled in (model_context: the model's positions,

@@ -245,3 +245,47 @@ TEST_CASE("random verify steps, commits, forks and ends keep every page accounte
   CHECK(cache.stats().sealed_pages == 0);
   CHECK(cache.stats().residual_pages == 0);
 }
+
+TEST_CASE("verify steps under a tight L1 with an L2 tier: pages move, nothing fails, the target attends as plain decoding does",
+          "[speculative][kv_cache][memory]") {
+  kvtest::TempDir dir_a("spec-tiers-a"), dir_b("spec-tiers-b");
+  const auto tiered = [](const std::string& dir) {
+    CacheConfig c = spec_config(Format::Q4, 16);
+    c.memory.l1_bytes = 64u << 10;  // a few dozen q4 pages: most of the context lives in L2
+    c.memory.l0_bytes = 16u << 10;
+    c.memory.l2.dir = dir;
+    c.memory.l2.segment_bytes = 4u << 20;
+    c.memory.l2.batch_bytes = 32u << 10;
+    c.memory.pin_sink_tokens = 0;
+    c.memory.pin_window_tokens = 16;
+    return c;
+  };
+  KVCache speculative(tiered(dir_a.path)), plain(tiered(dir_b.path));
+  std::mt19937 rng(11);
+  std::vector<std::uint32_t> committed;
+  for (int i = 0; i < 600; ++i) committed.push_back(rng() % 32000);
+  const SeqId s = speculative.create_sequence(), p = plain.create_sequence();
+  append(speculative, s, committed, 0, 600);
+  append(plain, p, committed, 0, 600);
+  for (int round = 0; round < 30; ++round) {
+    const int k = 1 + static_cast<int>(rng() % 6);
+    auto proposal = committed;
+    for (int i = 0; i <= k; ++i) proposal.push_back(rng() % 32000);
+    const int base = static_cast<int>(committed.size());
+    speculative.begin_tentative(s);
+    append(speculative, s, proposal, base, k + 1);
+    attend(speculative, s, k + 1, static_cast<unsigned>(round));
+    const int keep = static_cast<int>(rng() % static_cast<unsigned>(k + 2));
+    speculative.apply_commit(speculative.plan_commit(s, keep));
+    for (int i = 0; i < keep; ++i) {
+      committed.push_back(proposal[static_cast<std::size_t>(base + i)]);
+      append(plain, p, committed, base + i, 1);
+      attend(plain, p, 1, 1000u + static_cast<unsigned>(i));
+    }
+  }
+  CHECK(speculative.stats().memory.swap_out_bytes > 0);
+  CHECK(speculative.stats().memory.swap_in_bytes > 0);
+  CHECK_FALSE(speculative.stats().memory.l2_failed);
+  REQUIRE(speculative.length(s, 0) == plain.length(p, 0));
+  CHECK(bit_identical(attend(speculative, s, 1, 7), attend(plain, p, 1, 7)));
+}

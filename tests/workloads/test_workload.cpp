@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/error.h"
 #include "workload.h"
 
 using namespace kvbench;
@@ -333,4 +334,20 @@ TEST_CASE("The largest decode context is the longest a decode step attends over"
   const ScriptOrSkip built = build_script(with_defaults(mm, 4096), synthetic());
   REQUIRE(built.skipped.empty());
   CHECK(largest_decode_context(built.script) == built.script.positions);  // it ends with the last answer
+}
+
+TEST_CASE("speculative: a context, then one long generation, on either backend", "[workloads][speculative]") {
+  const WorkloadConfig w = workload("speculative");
+  CHECK(w.context_tokens == 4096);
+  CHECK(w.gen_tokens == 256);
+  const Script s = build_script(w, synthetic()).script;
+  REQUIRE(s.ops.size() == 3);
+  CHECK(s.ops[0].kind == OpKind::NewSequence);
+  CHECK(tokens_of(s, OpKind::Prefill) == 4096);
+  CHECK(tokens_of(s, OpKind::Decode) == 256);
+  CHECK(s.positions == 4096 + 256);
+  CHECK(s.requests == 1);
+  WorkloadConfig one = w;
+  one.gen_tokens = 1;
+  CHECK_THROWS_AS(build_script(one, synthetic()), kv::InputError);
 }
