@@ -82,6 +82,19 @@ std::vector<TokenId> prompt(int count, TokenId first) {
   return t;
 }
 
+// A prompt of `tokens` prefilled, cached and ended; then another prompt of the same length that
+// pushes the cached pages out of a tight L1. Returns that other sequence.
+SeqId cache_then_push_out(KVCache& cache, const std::vector<TokenId>& tokens) {
+  const int n = static_cast<int>(tokens.size());
+  const SeqId a = cache.create_sequence();
+  append(cache, a, tokens, 0, n);
+  cache.cache_prefix(a, tokens);
+  cache.release(a);
+  const SeqId filler = cache.create_sequence();
+  append(cache, filler, prompt(n, 70000), 0, n);
+  return filler;
+}
+
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -195,13 +208,7 @@ TEST_CASE("cached pages demoted to L2 come back intact for a later prompt", "[pr
   with_tiers(config, dir.path, 96u << 10);  // a few dozen q4 pages: the cached prompt goes to L2
   KVCache cache(config);
   const auto tokens = prompt(512, 3);
-  const SeqId a = cache.create_sequence();
-  append(cache, a, tokens, 0, 512);
-  cache.cache_prefix(a, tokens);
-  cache.release(a);
-  // Another prompt pushes the cached pages out of L1.
-  const SeqId filler = cache.create_sequence();
-  append(cache, filler, prompt(512, 70000), 0, 512);
+  cache_then_push_out(cache, tokens);
   CHECK(cache.stats().memory.swap_out_bytes > 0);
   const SeqId b = cache.create_sequence();
   const PrefixPlan plan = cache.lookup_prefix(tokens);
@@ -224,15 +231,7 @@ TEST_CASE("reset_counters: a warm-up's cached pages stay, its counters and peaks
   with_tiers(config, dir.path, 96u << 10);
   KVCache cache(config);
   const auto tokens = prompt(512, 3);
-  {  // the warm-up: a prompt cached, then pushed to L2 by another
-    const SeqId a = cache.create_sequence();
-    append(cache, a, tokens, 0, 512);
-    cache.cache_prefix(a, tokens);
-    cache.release(a);
-    const SeqId filler = cache.create_sequence();
-    append(cache, filler, prompt(512, 70000), 0, 512);
-    cache.release(filler);
-  }
+  cache.release(cache_then_push_out(cache, tokens));  // the warm-up
   const CacheStats warm = cache.stats();
   REQUIRE(warm.memory.swap_out_bytes > 0);
   REQUIRE(warm.memory.l2_bytes_written > 0);
