@@ -307,6 +307,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
 
 double Executor::decode_step(ExecutionResult& result) {
   const double catch_up_ms = draft_seq_ ? draft_catch_up() : 0.0;
+  if (result.speculation) result.speculation->draft_ms += catch_up_ms * scale_;
   const LayerTimes t = step(1, 1);
   account_decode(result, t, catch_up_ms, 1);
   result.decode.quality_ms += t.quality_ms + score(1);
