@@ -41,11 +41,10 @@ TEST_CASE("kvbench run: a speculative policy records its rounds, the same KV as 
   CHECK(std::stod(figure(db, "rag-1k/q4-spec", "spec_draft_kv_bytes")) > 0.0);
   CHECK(std::stod(figure(db, "rag-1k/q4-spec", "spec_verify_ms", "host")) > 0.0);
   CHECK(figure(db, "rag-1k/q4", "spec_accept_rate") == "NULL: the policy has no speculative decoding");
-  // The target's cache holds what plain decoding leaves: the same KV bytes per token and peak.
-  for (const char* name : {"kv_bytes_per_token", "peak_l1_bytes"}) {
-    INFO(name);
-    CHECK(figure(db, "rag-1k/q4", name) == figure(db, "rag-1k/q4-spec", name));
-  }
+  // The target's cache holds what plain decoding leaves; its peak may hold k + 1 tentative
+  // tokens more in the residual, never less.
+  CHECK(figure(db, "rag-1k/q4", "kv_bytes_per_token") == figure(db, "rag-1k/q4-spec", "kv_bytes_per_token"));
+  CHECK(std::stod(figure(db, "rag-1k/q4-spec", "peak_l1_bytes")) >= std::stod(figure(db, "rag-1k/q4", "peak_l1_bytes")));
   // The model clock prices the draft's steps: decode costs more per token than without them
   // here (a draft the size of its target), and the host clock times them.
   CHECK(std::stod(figure(db, "rag-1k/q4-spec", "decode_tps", "model")) < std::stod(figure(db, "rag-1k/q4", "decode_tps", "model")));
