@@ -255,8 +255,8 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     // Speculative decoding: the draft's own copy of the context, in its formats, without tiers
     // or a prefix cache; only its operation counts reach the recorder (the draft steps are
     // priced), its time and bytes are figures of their own.
+    kv::OpsOnlyTelemetry draft_ops(&telemetry);  // before the draft: it outlives the draft's reports
     std::optional<kv::KVCache> draft;
-    kv::OpsOnlyTelemetry draft_ops(&telemetry);
     if (policy.speculative.enabled) {
       kv::CacheConfig draft_config = cache_config;
       draft_config.k_format = policy.speculative.draft_k_format;
