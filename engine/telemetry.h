@@ -171,7 +171,7 @@ class Telemetry {
   virtual void on_span(Phase /*phase*/, Span /*span*/, std::uint64_t /*ns*/) {}
 };
 
-// Forwards operation counts and spans only: a second cache whose work belongs in the step
+// Forwards operation counts only: a second cache whose work belongs in the step
 // pricing but whose pages, selections and memory belong in no figure of the first (speculative
 // decoding's draft copy of the context).
 class OpsOnlyTelemetry final : public Telemetry {

@@ -102,7 +102,6 @@ void Executor::new_sequence(const Op& op) {
   if (options_.draft != nullptr) {
     if (draft_seq_) options_.draft->release(*draft_seq_);
     draft_seq_ = options_.draft->create_sequence();
-    draft_len_ = 0;
   }
   if (lockstep_) lockstep_->begin_sequence(op.length);
   pos_ = 0;
@@ -152,7 +151,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   buffers_.attn.assign(rows * q_row, 0.0f);
   const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : step_tokens_ != nullptr ? step_tokens_ : tokens_.data() + pos_;
   const bool mirror = draft_seq_.has_value() && !verifying_;
-  if (mirror && draft_len_ != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
+  if (mirror && draft_length() != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
   LayerTimes t;
   auto start = Clock::now();
   kv::WorkStamp work = kv::engine_work();
@@ -212,7 +211,6 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     add_work_since(work, t.model_work);
   }
   if (!llama_) model_.skip_query_rows(0);
-  if (mirror) draft_len_ += n;
   if (n == 1 || verifying_) decoder_.end_step();
   if (llama_) {
     start = Clock::now();
@@ -341,7 +339,8 @@ double Executor::draft_step(int token) {
   buffers_.k.resize(kv_row);
   buffers_.v.resize(kv_row);
   buffers_.attn.assign(q_row, 0.0f);
-  model_.begin_step(&token, 1, draft_len_);
+  const int position = draft_length();
+  model_.begin_step(&token, 1, position);
   double ms = 0.0;
   for (int layer = 0; layer < g.layers; ++layer) {
     model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
@@ -351,16 +350,17 @@ double Executor::draft_step(int token) {
     ms += ms_since(start);
     model_.layer_output(layer, buffers_.attn.data());
   }
-  ++draft_len_;
   // Priced like any decode step of the model (the draft is the model over its own KV copy),
   // adding no token: the verify step adds them.
-  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, draft_len_, 0});
+  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, position + 1, 0});
   return ms;
 }
 
+int Executor::draft_length() const { return options_.draft->length(*draft_seq_, 0); }
+
 double Executor::draft_catch_up() {
   double ms = 0.0;
-  while (draft_len_ < pos_) ms += draft_step(tokens_[static_cast<std::size_t>(draft_len_)]);
+  for (int at = draft_length(); at < pos_; ++at) ms += draft_step(tokens_[static_cast<std::size_t>(at)]);
   return ms;
 }
 
@@ -388,7 +388,6 @@ int Executor::speculative_round(ExecutionResult& result, int remaining, double& 
   cache_.apply_commit(cache_.plan_commit(*seq_, accepted + 1));
   const double commit_ms = ms_since(commit_start);
   options_.draft->apply_commit(options_.draft->plan_commit(*draft_seq_, std::min(accepted + 1, k)));
-  draft_len_ = pos_ + std::min(accepted + 1, k);
   const int committed = accepted + 1;
   LayerTimes verify = t;
   verify.append_ms += commit_ms;

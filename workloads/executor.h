@@ -183,6 +183,8 @@ class Executor {
   int speculative_round(ExecutionResult& result, int remaining, double& ms);
   // The draft's sequence takes the committed tokens it lacks, one draft step each; returns ms.
   double draft_catch_up();
+  // Tokens in the draft's copy of the context (every layer holds as many between steps).
+  int draft_length() const;
   // One draft step: the token at the draft's end, appended and attended in every layer.
   double draft_step(int token);
   // Accounts a decode step's (or round's) time for `tokens` tokens.
@@ -211,7 +213,6 @@ class Executor {
   const int* step_tokens_ = nullptr;  // a verify step's tokens (proposals), instead of tokens_
   bool verifying_ = false;            // step() runs a verify step: tentative tokens, no draft copy
   std::optional<kv::SeqId> draft_seq_;
-  int draft_len_ = 0;
   std::mt19937_64 accept_rng_;
   int prompt_end_ = -1;      // the first prompt's length, once run; -1 before
   int pos_ = 0;

@@ -300,14 +300,8 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
 }
 
 Script warm_script(const Script& script) {
-  Script warm;
-  warm.requests = script.requests;
-  warm.positions = script.positions;
-  warm.stream_tokens = script.stream_tokens;
-  warm.needles = script.needles;
-  warm.images = script.images;
-  warm.sessions = script.sessions;
-  warm.turns = script.turns;
+  Script warm = script;  // its sizes, needles and images; its ops rebuilt
+  warm.ops.clear();
   // A sequence's first prompt: the prefills right after it starts (the executor runs them as
   // one prompt and caches it).
   bool in_first_prompt = false;
