@@ -78,6 +78,7 @@ class Records {
 void StepCollector::on_step(const StepDone& done) {
   kv::soc::StepOps step = recorder_.close_step(done.phase, done.request, done.tokens);
   step.produced = done.produced;
+  step.model_share = done.model_share;
   if (done.phase == kv::Phase::Prefill && done.attended > 0) {
     reference_ = Reference{step.attention, done.context, done.attended};
   }

@@ -140,6 +140,18 @@ void check_synthetic(const SuiteConfig& suite, const Case& c) {
   }
 }
 
+// The draft's own copy of the context (draft "kv"): the target's geometry and pages in the
+// draft's formats, without tiers or a prefix cache.
+kv::CacheConfig draft_cache_config(const kv::CacheConfig& target, const SpeculativeConfig& speculative) {
+  kv::CacheConfig draft = target;
+  draft.k_format = speculative.draft_k_format;
+  draft.v_format = speculative.draft_v_format;
+  draft.memory = kv::MemoryConfig{};
+  draft.prefix_cache = false;
+  draft.prefix_cache_bytes = 0;
+  return draft;
+}
+
 std::vector<int> sampled_layers(int layers, int samples) {
   std::vector<int> out;
   for (int i = 0; i < samples; ++i) out.push_back((2 * i + 1) * layers / (2 * samples));
@@ -258,13 +270,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     kv::OpsOnlyTelemetry draft_ops(&telemetry);  // before the draft: it outlives the draft's reports
     std::optional<kv::KVCache> draft;
     if (policy.speculative.enabled) {
-      kv::CacheConfig draft_config = cache_config;
-      draft_config.k_format = policy.speculative.draft_k_format;
-      draft_config.v_format = policy.speculative.draft_v_format;
-      draft_config.memory = kv::MemoryConfig{};
-      draft_config.prefix_cache = false;
-      draft_config.prefix_cache_bytes = 0;
-      draft.emplace(draft_config, &draft_ops);
+      draft.emplace(draft_cache_config(cache_config, policy.speculative), &draft_ops);
       checked.speculative = &policy.speculative;
       checked.draft = &*draft;
       checked.seed = seed;
@@ -307,7 +313,18 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     kv::KVCache reference_cache(reference_config);
     kv::SparseDecoder decoder(cache, policy.sparse, &recorder);
     const std::vector<int>& tokens = c.model->texts.at(c.text);
-    Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens}, execution);
+    ExecutionOptions checked = execution;
+    kv::OpsOnlyTelemetry draft_ops(&recorder);  // before the draft: it outlives the draft's reports
+    std::optional<kv::KVCache> draft;
+    if (policy.speculative.enabled) {
+      checked.speculative = &policy.speculative;
+      checked.seed = seed;
+      if (policy.speculative.draft_layers == 0) {
+        draft.emplace(draft_cache_config(cache_config, policy.speculative), &draft_ops);
+        checked.draft = &*draft;
+      }
+    }
+    Executor executor(tested, cache, decoder, 1.0, {}, LlamaRun{&tested, &reference, &reference_cache, &tokens}, checked);
     start_noise();
     result = executor.run(script);
     measure_noise();
@@ -700,6 +717,12 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
         model->max_positions = model->llama.weights->config.seq_len;
       }
       for (std::size_t p = 0; p < suite.policies.size() && model->missing.empty(); ++p) {
+        const int draft_layers = suite.policies[p].speculative.enabled ? suite.policies[p].speculative.draft_layers : 0;
+        if (model->preset == nullptr && draft_layers >= model->llama.weights->config.layers) {
+          throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/speculative/draft",
+                               fmt::format("layers:{} needs a model of more layers: '{}' has {}", draft_layers, config.name,
+                                           model->llama.weights->config.layers));
+        }
         if (suite.policies[p].sparse.window > model->max_positions) {
           throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/sparse/window",
                                fmt::format("window {} is larger than model '{}' context ({} tokens)", suite.policies[p].sparse.window,
@@ -733,8 +756,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     } catch (const kv::InputError& e) {
       throw kv::InputError(suite.file, "/workloads/" + std::to_string(c.workload_index) + "/" + e.field(), e.reason());
     }
-    if (c.script.skipped.empty() && !target.synthetic && c.policy->speculative.enabled) {
-      c.script.skipped = "speculative decoding runs on the synthetic backend only so far (draft \"kv\")";
+    if (c.script.skipped.empty() && target.synthetic && c.policy->speculative.enabled && c.policy->speculative.draft_layers > 0) {
+      c.script.skipped = "a layers:N draft runs on the llama backend (the synthetic generator has no output head to propose with)";
     }
     c.info.skipped_reason = c.script.skipped;
     check_v_group(suite, c);

@@ -179,10 +179,12 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
     SpeculativeConfig& spec = p.speculative;
     spec.enabled = true;
     spec.draft = s.string("draft", spec.draft);
-    if (spec.draft != "kv") {
+    spec.draft_layers = parse_draft_layers(spec.draft);
+    if (spec.draft_layers < 0) {
       fail(file, s.at("draft"),
-           "'" + spec.draft + "' is not a draft kvbench runs: only \"kv\" (the same model over its own copy of the context in "
-           "draft_k_format/draft_v_format) is built so far");
+           "'" + spec.draft + "' is not a draft kvbench runs: \"kv\" (the same model over its own copy of the context in "
+           "draft_k_format/draft_v_format) or \"layers:N\" (the model's first N layers and its output head, N >= 1; llama "
+           "backend)");
     }
     spec.k = static_cast<int>(s.integer("k", spec.k, 1, kv::kMaxVerifyQueries - 1));
     const std::string dk = s.string("draft_k_format", "q2"), dv = s.string("draft_v_format", "q2");

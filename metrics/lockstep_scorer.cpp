@@ -32,4 +32,9 @@ void LockstepScorer::score(const int* tokens, int n, int pos, const std::vector<
   }
 }
 
+void LockstepScorer::follow(const int* tokens, int n, int pos) {
+  if (!seq_) throw std::logic_error("LockstepScorer::follow before begin_sequence");
+  kv::run_step(reference_, cache_, *seq_, tokens, n, pos, buffers_);
+}
+
 }  // namespace kvbench

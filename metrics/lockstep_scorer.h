@@ -30,6 +30,9 @@ class LockstepScorer {
   // reference runs on the same tokens, and positions pos..pos+n-1 are scored where the next
   // token lies in the sequence.
   void score(const int* tokens, int n, int pos, const std::vector<float>& tested_logits);
+  // The reference runs on tokens[0..n) at pos and nothing is scored: tokens the tested model
+  // chose itself (free-running decode), which the reference must hold for what follows.
+  void follow(const int* tokens, int n, int pos);
   void end_sequence();
   AccuracyReport report() const { return accumulator_.report(); }
 

@@ -73,20 +73,24 @@ std::vector<MetricDef> build_table() {
       {"prefix_evictions", "pages", E, Lo, true,
        "Page positions the prefix cache dropped (each one page per layer and kv head)."},
       {"spec_accept_rate", "ratio", E, Hi, false,
-       "Speculative decoding (policy speculative): accepted / proposed draft tokens. On the synthetic backend each proposal "
-       "matches with the policy's accept_rate, drawn from the suite's seed: configured, not measured."},
+       "Speculative decoding (policy speculative): accepted / proposed draft tokens. On the llama backend the draft's greedy "
+       "proposals against the target's greedy choices (measured); on the synthetic backend each proposal matches with the "
+       "policy's accept_rate, drawn from the suite's seed: configured, not measured."},
       {"spec_tokens_per_step", "tokens", E, Hi, false,
-       "Speculative decoding: tokens committed per verify step, the target's own token included (1 .. k + 1); on the "
-       "synthetic backend it follows from the configured accept_rate."},
+       "Speculative decoding: tokens committed per verify step, the target's own token included (1 .. k + 1); measured on "
+       "the llama backend, on the synthetic backend it follows from the configured accept_rate."},
       {"spec_draft_ms", "ms", H, Lo, true,
-       "Speculative decoding: the draft's engine work over the decode phase (its appends and attention over its own copy of "
-       "the context, catch-up steps included; sampled layers scaled); part of span_decode_total_ms."},
+       "Speculative decoding: the draft's work over the decode phase, catch-up steps included: on the synthetic backend its "
+       "appends and attention (sampled layers scaled), on the llama backend its whole forward passes; part of "
+       "span_decode_total_ms."},
       {"spec_verify_ms", "ms", H, Lo, true,
-       "Speculative decoding: the verify steps' engine work (k + 1 tentative tokens appended and attended in one multi-query "
-       "call per layer) and their commits and rollbacks; part of span_decode_total_ms."},
+       "Speculative decoding: the verify steps' work (k + 1 tentative tokens appended and attended in one multi-query call "
+       "per layer; on the llama backend the model's forward pass too) and their commits and rollbacks; part of "
+       "span_decode_total_ms."},
       {"spec_draft_kv_bytes", "bytes", E, Lo, true,
        "Speculative decoding: peak sealed bytes of the draft's own copy of the context in its draft formats, whole model "
-       "(sampled layers scaled); not part of peak_l1_bytes."},
+       "(sampled layers scaled); not part of peak_l1_bytes. 0 for a layers:N draft, which reads and writes the target's "
+       "own pages."},
       {"peak_l0_bytes", "bytes", E, Lo, false, "Most bytes one attention call staged through the L0 arena (a per-step staging arena, not scaled)."},
       {"peak_l1_bytes", "bytes", E, Lo, true,
        "Peak L1 (DRAM) occupancy of the whole model's KV: sealed page frames, residual and page summaries (sampled layers "

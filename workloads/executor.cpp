@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "model/llama_speculative.h"
 #include "runtime/error.h"
 #include "runtime/work_clock.h"
 
@@ -82,12 +83,17 @@ Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecode
   }
   if (llama_) lockstep_.emplace(*llama_->reference, *llama_->reference_cache);
   if (options_.speculative != nullptr) {
-    if (llama_) throw std::invalid_argument("Executor: speculative decoding runs on the synthetic backend only");
-    if (options_.draft == nullptr) throw std::invalid_argument("Executor: speculative decoding without a draft cache");
+    const int draft_layers = options_.speculative->draft_layers;
+    if (draft_layers == 0 && options_.draft == nullptr) throw std::invalid_argument("Executor: a kv draft without its cache");
+    if (draft_layers > 0 && (!llama_ || options_.draft != nullptr || draft_layers >= model_.geometry().layers)) {
+      throw std::invalid_argument("Executor: a layers:N draft runs on the llama backend, over the target's cache, with N below its layers");
+    }
     if (options_.speculative->k < 1 || options_.speculative->k + 1 > kv::kMaxVerifyQueries) {
       throw std::invalid_argument("Executor: speculative k must be in [1, kMaxVerifyQueries - 1]");
     }
     accept_rng_.seed(options_.seed);
+    free_running_ = llama_.has_value();
+    if (draft_layers > 0) draft_share_ = kv::layers_draft_dense_share(llama_->tested->weights().config, draft_layers);
   }
 }
 
@@ -107,6 +113,7 @@ void Executor::new_sequence(const Op& op) {
   pos_ = 0;
   offset_ = op.stream_offset;
   tokens_.clear();
+  pending_.reset();
   prompt_end_ = -1;
 }
 
@@ -149,7 +156,9 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   buffers_.k.resize(rows * kv_row);
   buffers_.v.resize(rows * kv_row);
   buffers_.attn.assign(rows * q_row, 0.0f);
-  const int* tokens = llama_ ? llama_->tokens->data() + offset_ + pos_ : step_tokens_ != nullptr ? step_tokens_ : tokens_.data() + pos_;
+  const int* tokens = step_tokens_ != nullptr                ? step_tokens_
+                      : llama_ && !free_running_ ? llama_->tokens->data() + offset_ + pos_
+                                                 : tokens_.data() + pos_;
   const bool mirror = draft_seq_.has_value() && !verifying_;
   if (mirror && draft_length() != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
   LayerTimes t;
@@ -169,7 +178,9 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     add_work_since(work, t.model_work);
     start = Clock::now();
     work = kv::engine_work();
-    cache_.append(*seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
+    // After a layers:N draft its layers hold the proposals' K/V already: the last token's only.
+    const std::size_t shared = layer < shared_layers_ ? rows - 1 : 0;
+    cache_.append(*seq_, layer, buffers_.k.data() + shared * kv_row, buffers_.v.data() + shared * kv_row, n - static_cast<int>(shared));
     if (mirror) options_.draft->append(*draft_seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
     t.append_ms += ms_since(start);
     add_work_since(work, t.append_work);
@@ -226,11 +237,33 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
 }
 
 // The lockstep reference on the same tokens, and its scoring. Not timed.
-double Executor::score(int n) {
+double Executor::score(int n, bool follow) {
   if (!lockstep_) return 0.0;
   const auto start = Clock::now();
-  lockstep_->score(llama_->tokens->data() + offset_ + pos_, n, pos_, llama_->tested->last_logits());
+  if (follow) {
+    lockstep_->follow(tokens_.data() + pos_, n, pos_);
+  } else {
+    lockstep_->score(llama_->tokens->data() + offset_ + pos_, n, pos_, llama_->tested->last_logits());
+  }
   return ms_since(start);
+}
+
+int Executor::greedy_token(int row) const {
+  const std::vector<float>& logits = llama_->tested->last_logits();
+  const auto vocab = static_cast<std::size_t>(llama_->tested->vocab_size());
+  const auto first = logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(row) * vocab);
+  return static_cast<int>(std::max_element(first, first + static_cast<std::ptrdiff_t>(vocab)) - first);
+}
+
+int Executor::take_pending() {
+  if (!pending_) {
+    // The prompt's last step chose it: the last row of its logits.
+    const auto rows = llama_->tested->last_logits().size() / static_cast<std::size_t>(llama_->tested->vocab_size());
+    pending_ = greedy_token(static_cast<int>(rows) - 1);
+  }
+  const int token = *pending_;
+  pending_.reset();
+  return token;
 }
 
 void Executor::run_prefill(const Op& op, ExecutionResult& result, double& request_ttft, bool before_decode) {
@@ -306,9 +339,11 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
 double Executor::decode_step(ExecutionResult& result) {
   const double catch_up_ms = draft_seq_ ? draft_catch_up() : 0.0;
   if (result.speculation) result.speculation->draft_ms += catch_up_ms * scale_;
+  if (free_running_) tokens_.push_back(take_pending());
   const LayerTimes t = step(1, 1);
+  if (free_running_) pending_ = greedy_token(0);
   account_decode(result, t, catch_up_ms, 1);
-  result.decode.quality_ms += t.quality_ms + score(1);
+  result.decode.quality_ms += t.quality_ms + score(1, free_running_);
   ++pos_;
   if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_});
   return (t.append_ms + t.attend_ms + t.model_ms + catch_up_ms) * scale_;
@@ -331,7 +366,7 @@ void Executor::account_decode(ExecutionResult& result, const LayerTimes& t, doub
   result.decode_tokens += tokens;
 }
 
-double Executor::draft_step(int token) {
+double Executor::draft_step(int token, int* proposal) {
   const kv::ModelGeometry& g = model_.geometry();
   const auto q_row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
   const auto kv_row = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim);
@@ -339,20 +374,33 @@ double Executor::draft_step(int token) {
   buffers_.k.resize(kv_row);
   buffers_.v.resize(kv_row);
   buffers_.attn.assign(q_row, 0.0f);
-  const int position = draft_length();
+  // A layers:N draft writes the target's own sequence, in its first N layers.
+  const bool own_copy = options_.speculative->draft_layers == 0;
+  kv::KVCache& cache = own_copy ? *options_.draft : cache_;
+  const kv::SeqId seq = own_copy ? *draft_seq_ : *seq_;
+  const int layers = own_copy ? g.layers : options_.speculative->draft_layers;
+  const int position = cache.length(seq, 0);
+  // Synthetic: the generator stands in for the model, so only the engine's work is timed; llama:
+  // the whole forward pass.
+  const auto pass_start = Clock::now();
   model_.begin_step(&token, 1, position);
   double ms = 0.0;
-  for (int layer = 0; layer < g.layers; ++layer) {
+  for (int layer = 0; layer < layers; ++layer) {
     model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
     const auto start = Clock::now();
-    options_.draft->append(*draft_seq_, layer, buffers_.k.data(), buffers_.v.data(), 1);
-    options_.draft->attend(*draft_seq_, layer, buffers_.q.data(), 1, buffers_.attn.data());
+    cache.append(seq, layer, buffers_.k.data(), buffers_.v.data(), 1);
+    cache.attend(seq, layer, buffers_.q.data(), 1, buffers_.attn.data());
     ms += ms_since(start);
     model_.layer_output(layer, buffers_.attn.data());
   }
-  // Priced like any decode step of the model (the draft is the model over its own KV copy),
-  // adding no token: the verify step adds them.
-  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, position + 1, 0});
+  if (llama_) {
+    llama_->tested->logits();
+    if (proposal != nullptr) *proposal = greedy_token(0);
+    ms = ms_since(pass_start);
+  }
+  // Priced like a decode step of the model (kv: the model over its own KV copy; layers:N: its
+  // share of the dense work), adding no token: the verify step adds them.
+  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, position + 1, 0, draft_share_});
   return ms;
 }
 
@@ -360,6 +408,7 @@ int Executor::draft_length() const { return options_.draft->length(*draft_seq_, 
 
 double Executor::draft_catch_up() {
   double ms = 0.0;
+  if (options_.speculative->draft_layers > 0) return ms;  // it reads the target's own pages
   for (int at = draft_length(); at < pos_; ++at) ms += draft_step(tokens_[static_cast<std::size_t>(at)]);
   return ms;
 }
@@ -367,32 +416,58 @@ double Executor::draft_catch_up() {
 int Executor::speculative_round(ExecutionResult& result, int remaining, double& round_ms) {
   const SpeculativeConfig& spec = *options_.speculative;
   const int k = std::min(spec.k, remaining - 1);
-  const int accepted = accepted_prefix(accept_rng_, k, spec.accept_rate);
-  // The verify step's tokens: the pending token, then the draft's proposals, right up to the
-  // first one the target rejects.
+  const bool own_copy = spec.draft_layers == 0;
+  // The verify step's tokens: the pending token, then the draft's proposals. Synthetic: the
+  // script's tokens right up to the first one the target rejects (drawn); llama: the draft's
+  // greedy choices.
   std::vector<int> proposal(static_cast<std::size_t>(k) + 1);
-  for (int j = 0; j <= k; ++j) proposal[static_cast<std::size_t>(j)] = j <= accepted ? tokens_[static_cast<std::size_t>(pos_ + j)] : kvbench::rejected_token(pos_ + j);
+  int accepted = 0;
+  if (!llama_) {
+    accepted = accepted_prefix(accept_rng_, k, spec.accept_rate);
+    for (int j = 0; j <= k; ++j) proposal[static_cast<std::size_t>(j)] = j <= accepted ? tokens_[static_cast<std::size_t>(pos_ + j)] : kvbench::rejected_token(pos_ + j);
+  } else {
+    proposal[0] = take_pending();
+  }
   // The draft: the committed tokens it lacks, then k proposals (each step appends one token
-  // and attends to propose the next), tentative from the pending token on.
+  // and attends to propose the next), tentative from the pending token on - in its own copy,
+  // or in the target's sequence for a layers:N draft.
   double draft_ms = draft_catch_up();
-  options_.draft->begin_tentative(*draft_seq_);
-  for (int j = 0; j < k; ++j) draft_ms += draft_step(proposal[static_cast<std::size_t>(j)]);
+  if (own_copy) {
+    options_.draft->begin_tentative(*draft_seq_);
+  } else {
+    cache_.begin_tentative(*seq_);
+  }
+  for (int j = 0; j < k; ++j) {
+    draft_ms += draft_step(proposal[static_cast<std::size_t>(j)], llama_ ? &proposal[static_cast<std::size_t>(j) + 1] : nullptr);
+  }
   // The verify step: k + 1 tentative tokens in one multi-query attention per layer.
-  cache_.begin_tentative(*seq_);
+  if (own_copy) cache_.begin_tentative(*seq_);
   step_tokens_ = proposal.data();
   verifying_ = true;
+  shared_layers_ = spec.draft_layers;
   const LayerTimes t = step(k + 1, k + 1);
   step_tokens_ = nullptr;
   verifying_ = false;
+  shared_layers_ = 0;
+  if (llama_) {
+    // Greedy acceptance: the proposals up to the first the target's choice differs from.
+    while (accepted < k && greedy_token(accepted) == proposal[static_cast<std::size_t>(accepted) + 1]) ++accepted;
+    pending_ = greedy_token(accepted);
+  }
   const auto commit_start = Clock::now();
   cache_.apply_commit(cache_.plan_commit(*seq_, accepted + 1));
   const double commit_ms = ms_since(commit_start);
-  options_.draft->apply_commit(options_.draft->plan_commit(*draft_seq_, std::min(accepted + 1, k)));
+  if (own_copy) options_.draft->apply_commit(options_.draft->plan_commit(*draft_seq_, std::min(accepted + 1, k)));
   const int committed = accepted + 1;
+  double follow_ms = 0.0;
+  if (free_running_) {
+    tokens_.insert(tokens_.end(), proposal.begin(), proposal.begin() + committed);
+    follow_ms = score(committed, true);
+  }
   LayerTimes verify = t;
   verify.append_ms += commit_ms;
   account_decode(result, verify, draft_ms, committed);
-  result.decode.quality_ms += t.quality_ms;
+  result.decode.quality_ms += t.quality_ms + follow_ms;
   SpeculationTotals& totals = *result.speculation;
   ++totals.verify_steps;
   totals.proposed += static_cast<std::uint64_t>(k);
@@ -428,6 +503,12 @@ ExecutionResult Executor::run(const Script& script) {
     if (options_.on_request && op.kind != OpKind::NewSequence && op.request != request_) options_.on_request(op.request);
     request_ = op.request;
     if (!llama_ && op.kind != OpKind::NewSequence) synthetic_tokens(it, group_end, tokens_);
+    if (free_running_ && op.kind == OpKind::Prefill) {
+      // Prompts come from the text, at the positions they take in the sequence.
+      pending_.reset();
+      const int* text = llama_->tokens->data() + offset_ + static_cast<std::ptrdiff_t>(tokens_.size());
+      tokens_.insert(tokens_.end(), text, text + op.tokens);
+    }
     const Op* const current = it;
     it = group_end - 1;  // the loop goes on after the group
     switch (op.kind) {
@@ -470,6 +551,7 @@ ExecutionResult Executor::run(const Script& script) {
         cache_.set_phase(kv::Phase::Decode);
         if (ask_needle_) ask_needle_(op.ask_needle);
         const double dma_before = dma_wait_ms();
+        const int decode_start = pos_;
         auto& [ms, steps] = decode[op.request];
         for (int done = 0; done < op.tokens;) {
           if (options_.speculative != nullptr && op.tokens - done >= 2) {
@@ -485,6 +567,7 @@ ExecutionResult Executor::run(const Script& script) {
           }
         }
         result.decode.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
+        if (free_running_) result.generated.insert(result.generated.end(), tokens_.begin() + decode_start, tokens_.begin() + pos_);
         if (ask_needle_) ask_needle_(-1);
         break;
       }

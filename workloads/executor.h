@@ -47,6 +47,9 @@ struct StepDone {
   // Tokens the step added to the output: `tokens` (-1) for prompts and plain decode steps; a
   // speculative draft step adds none, a verify step its committed tokens.
   int produced = -1;
+  // Share of a decode step's dense model work the step ran: a layers:N draft step runs N layers
+  // and the output head (kv::layers_draft_dense_share); 1 otherwise.
+  double model_share = 1.0;
 };
 
 struct ExecutionOptions {
@@ -73,9 +76,13 @@ struct ExecutionOptions {
   // (attention at most 2048^2 / 2 query-key pairs per layer: the sanitizer builds run the
   // built-in suites in their tests); past it, probe and fit.
   int full_prefill_positions = 2048;
-  // Speculative decoding (synthetic backend, draft "kv"): decode ops run as rounds of draft
-  // proposals and one verify step; `draft` is the draft's own KV cache (the config's draft
-  // formats, the model's geometry), `seed` draws the acceptances. Null: plain decoding.
+  // Speculative decoding: decode ops run as rounds of draft proposals and one verify step;
+  // `draft` is the draft's own KV cache for draft "kv" (the config's draft formats, the model's
+  // geometry; null for "layers:N", whose draft writes the target's pages), `seed` draws the
+  // synthetic backend's acceptances. On the llama backend decode runs free: each decode op
+  // generates its tokens greedily (speculation's and plain decoding's agree but at near-ties),
+  // and the lockstep reference follows those tokens without scoring them (the accuracy figures
+  // cover the prompts' positions). Null: plain decoding.
   const SpeculativeConfig* speculative = nullptr;
   kv::KVCache* draft = nullptr;
   std::uint64_t seed = 1;
@@ -118,7 +125,9 @@ struct SpeculationTotals {
   std::uint64_t proposed = 0;   // draft tokens proposed
   std::uint64_t accepted = 0;   // of them, accepted
   std::uint64_t committed = 0;  // tokens committed by verify steps (accepted + the target's own)
-  double draft_ms = 0.0;        // the draft's append and attention (scaled like the decode times)
+  // The draft's work (scaled like the decode times): synthetic, its appends and attention;
+  // llama, its whole forward passes.
+  double draft_ms = 0.0;
   double verify_ms = 0.0;       // verify steps and their commits (scaled)
   std::size_t draft_peak_bytes = 0;  // the draft cache's peak sealed bytes, executed layers
 };
@@ -143,6 +152,8 @@ struct ExecutionResult {
   bool prefill_probed = false; // some prefill attention was extrapolated from probes
   std::optional<AccuracyReport> accuracy;  // llama backend
   std::optional<SpeculationTotals> speculation;
+  // Llama with speculative decoding (free-running decode): the tokens the decode ops fed, in order.
+  std::vector<int> generated;
 };
 
 // The llama side: the tested model (for logits), the token stream and the lockstep reference.
@@ -185,8 +196,15 @@ class Executor {
   double draft_catch_up();
   // Tokens in the draft's copy of the context (every layer holds as many between steps).
   int draft_length() const;
-  // One draft step: the token at the draft's end, appended and attended in every layer.
-  double draft_step(int token);
+  // One draft step: the token at the draft's end (kv: its own copy; layers:N: the target's
+  // sequence, tentative), appended and attended in the draft's layers. Returns its ms; on the
+  // llama backend `proposal` receives the draft's greedy next token.
+  double draft_step(int token, int* proposal = nullptr);
+  // Llama, free-running decode: the token the last step's logits choose (row `row`).
+  int greedy_token(int row) const;
+  // Llama, free-running decode: the token to feed next, chosen by the last prompt step when no
+  // decode step has chosen one yet.
+  int take_pending();
   // Accounts a decode step's (or round's) time for `tokens` tokens.
   void account_decode(ExecutionResult& result, const LayerTimes& t, double extra_ms, int tokens);
   // Runs n tokens at pos_; attends the last `attend` queries of each layer (n: all, 0: none);
@@ -195,8 +213,9 @@ class Executor {
   // step (verifying_): prompts and plain decode steps keep its copy of the context; that time is
   // the append's. A verify step ends a decode step like a single token's does.
   LayerTimes step(int n, int attend, bool predict = false);
-  // The llama side's reference model and scoring; returns its (untimed) milliseconds.
-  double score(int n);
+  // The llama side's reference model and scoring; returns its (untimed) milliseconds. With
+  // `follow`, the reference runs on tokens_ at pos_ and nothing is scored (free-running decode).
+  double score(int n, bool follow = false);
   double dma_wait_ms() const;
 
   kv::ModelBackend& model_;
@@ -212,6 +231,13 @@ class Executor {
   std::vector<int> tokens_;  // synthetic: the sequence's token ids by position
   const int* step_tokens_ = nullptr;  // a verify step's tokens (proposals), instead of tokens_
   bool verifying_ = false;            // step() runs a verify step: tentative tokens, no draft copy
+  // A verify step after a layers:N draft: its layers below this already hold the proposals' K/V.
+  int shared_layers_ = 0;
+  // Llama with speculative decoding: decode ops generate their tokens (tokens_ holds the
+  // sequence, prompts from the text); pending_ is the next token chosen and not yet fed.
+  bool free_running_ = false;
+  std::optional<int> pending_;
+  double draft_share_ = 1.0;  // StepDone::model_share of a draft step
   std::optional<kv::SeqId> draft_seq_;
   std::mt19937_64 accept_rng_;
   int prompt_end_ = -1;      // the first prompt's length, once run; -1 before

@@ -94,12 +94,15 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
                                ms_at(bytes_on(a, Tier::L0, false), profile.l0.write_gb_per_s, "L0 write bandwidth");
   cost.attn_compute_ms = combine(attn_compute, attn_transfer, overlap);
 
-  // Dense layers: every weight streamed once per step, multiply-adds for each token.
+  // Dense layers: every weight streamed once per step, multiply-adds for each token (a step that
+  // runs part of the model, a layers:N draft's, its share of both).
   const auto wf = static_cast<int>(model.format);
-  const double dense_compute = ms_at(static_cast<double>(model.macs_per_token) * step.tokens,
+  const double dense_macs = static_cast<double>(model.macs_per_token) * step.model_share;
+  const double dense_bytes = static_cast<double>(model.weight_bytes) * step.model_share;
+  const double dense_compute = ms_at(dense_macs * step.tokens,
                                      step.tokens == 1 ? engine.dense_decode_gmac_per_s[wf] : engine.dense_gmac_per_s[wf],
                                      "dense rate");
-  const double dense_transfer = ms_at(static_cast<double>(model.weight_bytes), profile.l1.read_gb_per_s, "L1 read bandwidth");
+  const double dense_transfer = ms_at(dense_bytes, profile.l1.read_gb_per_s, "L1 read bandwidth");
   cost.model_compute_ms = combine(dense_compute, dense_transfer, overlap);
 
   // L2: demand loads stall; prefetches and demotions run in the background. Reads the store
@@ -127,8 +130,8 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
   OpCounts all = step.append;
   all += step.attention;
   double pj = energy_pj(all, profile.energy);
-  pj += static_cast<double>(model.weight_bytes) * profile.energy.pj_per_byte[static_cast<int>(Tier::L1)].value;
-  pj += static_cast<double>(model.macs_per_token) * step.tokens * profile.energy.pj_per_mac[wf].value;
+  pj += dense_bytes * profile.energy.pj_per_byte[static_cast<int>(Tier::L1)].value;
+  pj += dense_macs * step.tokens * profile.energy.pj_per_mac[wf].value;
   cost.energy_mj = pj * 1e-9;
   return cost;
 }

@@ -28,6 +28,9 @@ struct StepOps {
   // Tokens it added to the output: -1 means `tokens`; speculative decoding's draft steps add 0,
   // its verify steps the committed tokens.
   int produced = -1;
+  // Share of the model's dense work the step ran (a layers:N draft step: its layers and the
+  // output head); 1 for every other step.
+  double model_share = 1.0;
   OpCounts append;      // sealing pages (quantization, summaries)
   OpCounts attention;   // selection and attention calls, with their L2 traffic
   int produced_tokens() const { return produced < 0 ? tokens : produced; }

@@ -22,7 +22,7 @@ const char* const kSuite = R"({"name": "spec-e2e", "repetitions": 1, "warmup": 0
 
 std::string figure(const std::string& db, const std::string& c, const std::string& name, const std::string& clock = "exact") {
   return scalar(db, "SELECT CASE WHEN value IS NULL THEN 'NULL: ' || na_reason ELSE printf('%.17g', value) END FROM metric_values "
-                    "WHERE case_name LIKE '%/" + c + "/%' AND name = '" + name + "' AND clock = '" + clock + "'");
+                    "WHERE (case_name LIKE '%/" + c + "/%' OR case_name LIKE '" + c + "/%') AND name = '" + name + "' AND clock = '" + clock + "'");
 }
 
 }  // namespace
@@ -54,10 +54,56 @@ TEST_CASE("kvbench run refuses a speculative policy it cannot run, naming the fi
   const kvtest::TempDir dir("kvbench-e2e-spec-bad");
   const std::string suite = dir.path + "/spec.json", db = dir.path + "/results.sqlite";
   std::string text = kSuite;
-  text.replace(text.find("\"accept_rate\": 1.0"), 18, "\"accept_rate\": 1.0, \"draft\": \"layers:2\"");
+  text.replace(text.find("\"accept_rate\": 1.0"), 18, "\"accept_rate\": 1.0, \"draft\": \"layers:0\"");
   kvtest::write_file(suite, text);
   const Output out = run_kvbench("run --suite " + suite + " --db " + db);
   CHECK(out.status == 2);
   CHECK(out.text.find("/policies/1/speculative/draft") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(db));
+}
+
+TEST_CASE("kvbench run: speculative decoding on a llama model measures its drafts' acceptance; a synthetic case skips layers:N",
+          "[e2e][speculative][model]") {
+  const kvtest::TempDir dir("kvbench-e2e-spec-llama");
+  const std::string suite = dir.path + "/spec.json", db = dir.path + "/results.sqlite";
+  kvtest::write_file(suite, R"({"name": "spec-llama", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "small", "backend": "llama", "path": "stories260K.bin", "tokenizer": "tok512.bin"},
+               {"name": "syn", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "gen", "kind": "speculative", "context_tokens": 128, "gen_tokens": 96}],
+    "policies": [{"name": "plain", "k": "q8", "v": "q8", "page_tokens": 16, "v_group": 8},
+                 {"name": "self", "k": "q8", "v": "q8", "page_tokens": 16, "v_group": 8,
+                  "speculative": {"draft": "layers:4", "k": 4}},
+                 {"name": "kvdraft", "k": "q8", "v": "q8", "page_tokens": 16, "v_group": 8,
+                  "speculative": {"draft": "kv", "k": 4, "draft_k_format": "q2", "draft_v_format": "q2"}}]})");
+  const Output out = run_kvbench("run --suite " + suite + " --models-dir " + std::string(KVBENCH_MODELS_DIR) + " --db " + db +
+                                 " --heartbeat 0");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  for (const char* policy : {"self", "kvdraft"}) {
+    INFO(policy);
+    const std::string c = std::string("small/gen/") + policy;
+    const double accept = std::stod(figure(db, c, "spec_accept_rate"));
+    CHECK(accept > 0.0);
+    CHECK(accept <= 1.0);
+    CHECK(std::stod(figure(db, c, "spec_tokens_per_step")) > 1.0);
+    CHECK(std::stod(figure(db, c, "spec_draft_ms", "host")) > 0.0);
+    CHECK(std::stod(figure(db, c, "decode_tps", "model")) > 0.0);
+  }
+  CHECK(std::stod(figure(db, "small/gen/self", "spec_draft_kv_bytes")) == 0.0);
+  CHECK(std::stod(figure(db, "small/gen/kvdraft", "spec_draft_kv_bytes")) > 0.0);
+  // The synthetic model has no output head to draft with: its layers:4 case is skipped, named.
+  CHECK(kvtest::scalar(db, "SELECT skipped_reason FROM cases WHERE model = 'syn' AND policy = 'self'").find("llama backend") !=
+        std::string::npos);
+  CHECK(kvtest::scalar(db, "SELECT status FROM cases WHERE model = 'syn' AND policy = 'kvdraft'") != "skipped");
+
+  // A draft as deep as the model is refused before anything runs.
+  const std::string deep = dir.path + "/deep.json";
+  std::string text = kvtest::read_file(suite);
+  text.replace(text.find("layers:4"), 8, "layers:5");
+  kvtest::write_file(deep, text);
+  const Output refused = run_kvbench("run --suite " + deep + " --models-dir " + std::string(KVBENCH_MODELS_DIR) + " --db " +
+                                     dir.path + "/deep.sqlite");
+  CHECK(refused.status == 2);
+  CHECK(refused.text.find("/policies/1/speculative/draft: layers:5 needs a model of more layers: 'small' has 5") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/deep.sqlite"));
 }

@@ -7,8 +7,10 @@
 #include <thread>
 
 #include "accuracy.h"
+#include "engine/model/speculative_check.h"
 #include "executor.h"
 #include "model/llama_model.h"
+#include "model/llama_speculative.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "recorder.h"
@@ -324,4 +326,80 @@ TEST_CASE("Speculative decoding: rounds of draft steps and one verify step commi
   CHECK(rig.cache.stats().sealed_pages == 0);  // both sequences were released
   CHECK(draft.stats().sealed_pages == 0);
   CHECK(draft.stats().residual_pages == 0);
+}
+
+TEST_CASE("Speculative decoding on the llama backend: decode runs free and generates plain greedy decoding's tokens, both drafts",
+          "[workloads][speculative][model]") {
+  auto weights = std::make_shared<const kv::LlamaWeights>(kv::load_llama2c(kvtest::model_file("stories260K.bin")));
+  const kv::Tokenizer tokenizer = kv::load_llama2c_tokenizer(kvtest::model_file("tok512.bin"), 512);
+  std::ifstream in(kvtest::model_file("tinystories-sample.txt"), std::ios::binary);
+  std::stringstream sample;
+  sample << in.rdbuf();
+  const std::vector<int> text = tokenizer.encode(sample.str(), true, false);
+  WorkloadConfig w;
+  w.name = w.kind = "speculative";
+  w.context_tokens = 96;
+  w.gen_tokens = 120;
+  ScriptTarget target;
+  target.synthetic = false;
+  target.max_positions = 512;
+  target.text_tokens = static_cast<int>(text.size());
+  const Script script = build_script(with_defaults(w, 512), target).script;
+
+  kv::ThreadPool pool(2);
+  kv::CacheConfig config;
+  config.geometry = {weights->config.layers, weights->config.heads, weights->config.kv_heads, weights->config.head_dim(), 512};
+  config.k_format = config.v_format = kv::Format::F32;
+  config.v_group = 8;
+  config.page_tokens = 16;
+  config.threads = 2;
+  kv::LlamaModel model(weights, 512, pool), ref_model(weights, 512, pool);
+  // Plain greedy decoding after the same prompt, one token a step.
+  kv::KVCache plain_cache(config);
+  const std::vector<int> prompt(text.begin(), text.begin() + 96);
+  const kvtest::Greedy all = kvtest::plain_greedy(model, plain_cache, prompt, 96 + 120);
+  kvtest::Greedy plain;  // the tokens after the prompt
+  plain.tokens.assign(all.tokens.begin() + 95, all.tokens.end());
+  plain.gap.assign(all.gap.begin() + 95, all.gap.end());
+
+  const int draft_layers = GENERATE(2, 0);
+  CAPTURE(draft_layers);
+  SpeculativeConfig spec;
+  spec.enabled = true;
+  spec.k = 4;
+  spec.draft_layers = draft_layers;
+  kv::CacheConfig draft_config = config;
+  draft_config.k_format = draft_config.v_format = kv::Format::Q2;
+  kv::KVCache cache(config), ref_cache(config), draft(draft_config);
+  kv::SparseDecoder decoder(cache, kv::SparsePolicy{});
+  ExecutionOptions options;
+  options.speculative = &spec;
+  options.draft = draft_layers == 0 ? &draft : nullptr;
+  std::vector<double> shares;
+  options.on_step = [&](const StepDone& done) {
+    if (done.produced == 0) shares.push_back(done.model_share);
+  };
+  Executor executor(model, cache, decoder, 1.0, {}, LlamaRun{&model, &ref_model, &ref_cache, &text}, options);
+  const ExecutionResult result = executor.run(script);
+  REQUIRE(result.speculation);
+  const SpeculationTotals& s = *result.speculation;
+  CHECK(result.decode_tokens == 120);
+  REQUIRE(result.generated.size() == 120);
+  std::vector<int> generated = result.generated;
+  generated.resize(std::min(generated.size(), plain.tokens.size()));
+  kvtest::first_divergence(plain, generated);
+  // Real acceptance: some proposals agree with the target, not all.
+  CHECK(s.accepted > 0);
+  CHECK(s.accepted <= s.proposed);
+  CHECK(s.committed == s.accepted + s.verify_steps);
+  CHECK(s.draft_ms > 0.0);
+  // The prompt's positions are scored; the generated ones are followed, not scored.
+  REQUIRE(result.accuracy);
+  CHECK(result.accuracy->predictions == 96);
+  // A layers:2 draft step runs 2 of 5 layers and the output head; a kv draft step the whole model.
+  REQUIRE_FALSE(shares.empty());
+  CHECK(shares.front() == Approx(draft_layers == 0 ? 1.0 : kv::layers_draft_dense_share(weights->config, 2)));
+  CHECK((draft_layers == 0 ? s.draft_peak_bytes > 0 : s.draft_peak_bytes == 0));
+  CHECK(cache.stats().sealed_pages == 0);
+  CHECK(draft.stats().sealed_pages == 0);
 }
