@@ -58,6 +58,9 @@ struct OpCounts {
   OpCounts& operator+=(const OpCounts& other);
 };
 
+// Counts times a factor, each rounded: the executed layers' counts stated for the whole model.
+OpCounts scaled(const OpCounts& counts, double factor);
+
 struct PageSealed {
   int layer = 0;
   int kv_head = 0;
@@ -176,14 +179,17 @@ class Telemetry {
 // decoding's draft copy of the context).
 class OpsOnlyTelemetry final : public Telemetry {
  public:
-  explicit OpsOnlyTelemetry(Telemetry* target) : target_(target) {}
+  // factor: the counts are forwarded times it (a draft sampled at another share of its layers
+  // than its target states its counts in the target's share).
+  explicit OpsOnlyTelemetry(Telemetry* target, double factor = 1.0) : target_(target), factor_(factor) {}
   void on_page_sealed(const PageSealed& /*event*/) override {}
   void on_nan_inf(int /*layer*/, std::uint64_t /*count*/) override {}
   void on_kernel(KernelKind /*kind*/, Isa /*isa*/) override {}
-  void on_ops(Phase phase, const OpCounts& counts) override { target_->on_ops(phase, counts); }
+  void on_ops(Phase phase, const OpCounts& counts) override { target_->on_ops(phase, scaled(counts, factor_)); }
 
  private:
   Telemetry* target_;
+  double factor_;
 };
 
 // Forwards to another sink while open. Work whose events belong in no figure (a warm-up pass

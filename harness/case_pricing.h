@@ -41,9 +41,6 @@ class StepCollector {
   bool prefill_extrapolated_ = false;
 };
 
-// Counts times a factor (rounded): the executed layers' counts stated for the whole model.
-kv::OpCounts scaled(const kv::OpCounts& counts, double factor);
-
 // Bytes per weight of a dense format, scales included (group 32, one f16 scale per group).
 double bytes_per_weight(kv::soc::WeightFormat format);
 // Synthetic presets describe their dense layers and how their weights are stored.

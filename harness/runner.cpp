@@ -138,6 +138,21 @@ void check_synthetic(const SuiteConfig& suite, const Case& c) {
     throw kv::InputError(suite.file, synthetic_error_path("/models/" + std::to_string(c.model_index) + "/synthetic", e),
                          fmt::format("case {}: {}", c.info.name(), e.reason()));
   }
+  // A preset draft generates the same script with its own geometry.
+  const std::string& draft = c.policy->speculative.enabled ? c.policy->speculative.draft_preset : std::string();
+  if (draft.empty()) return;
+  const kv::SyntheticPreset& dp = kv::find_synthetic_preset(draft, "speculative draft");
+  const std::string where = policy_path(suite, c) + "/speculative/draft";
+  if (dp.head_dim % std::min(c.policy->cache.v_group, dp.head_dim) != 0) {
+    throw kv::InputError(suite.file, where,
+                         fmt::format("case {}: the policy's v_group {} does not divide head_dim {} of draft '{}' (V groups that do: {})",
+                                     c.info.name(), c.policy->cache.v_group, dp.head_dim, draft, kv::v_group_choices(dp.head_dim)));
+  }
+  try {
+    kv::validate_synthetic_config(synthetic_config(c, suite.seed), dp);
+  } catch (const kv::InputError& e) {
+    throw kv::InputError(suite.file, where, fmt::format("case {}: draft '{}': {}", c.info.name(), draft, e.reason()));
+  }
 }
 
 // The draft's own copy of the context (draft "kv"): the target's geometry and pages in the
@@ -267,10 +282,26 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     // Speculative decoding: the draft's own copy of the context, in its formats, without tiers
     // or a prefix cache; only its operation counts reach the recorder (the draft steps are
     // priced), its time and bytes are figures of their own.
-    kv::OpsOnlyTelemetry draft_ops(&telemetry);  // before the draft: it outlives the draft's reports
+    // A preset draft has its own generator and geometry, sampled at as many layers as the
+    // target (or all of its own): its counts, times and bytes are stated in the target's share.
+    std::optional<kv::SyntheticModel> draft_model;
+    double draft_ratio = 1.0;
+    kv::CacheConfig draft_config = draft_cache_config(cache_config, policy.speculative);
+    if (policy.speculative.enabled && !policy.speculative.draft_preset.empty()) {
+      const kv::SyntheticPreset& dp = kv::find_synthetic_preset(policy.speculative.draft_preset, "speculative draft");
+      const int draft_samples = std::min(samples, dp.layers);
+      draft_model.emplace(dp, synthetic, sampled_layers(dp.layers, draft_samples), script.positions, pool);
+      draft_config.geometry = draft_model->geometry();
+      draft_ratio = (static_cast<double>(dp.layers) / draft_samples) / (static_cast<double>(preset.layers) / samples);
+      checked.draft_model = &*draft_model;
+      checked.draft_layer_ratio = draft_ratio;
+      checked.draft_model_share = static_cast<double>(dp.non_attention_macs_per_token()) /
+                                  static_cast<double>(preset.non_attention_macs_per_token());
+    }
+    kv::OpsOnlyTelemetry draft_ops(&telemetry, draft_ratio);  // before the draft: it outlives the draft's reports
     std::optional<kv::KVCache> draft;
     if (policy.speculative.enabled) {
-      draft.emplace(draft_cache_config(cache_config, policy.speculative), &draft_ops);
+      draft.emplace(draft_config, &draft_ops);
       checked.speculative = &policy.speculative;
       checked.draft = &*draft;
       checked.seed = seed;
@@ -758,6 +789,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     }
     if (c.script.skipped.empty() && target.synthetic && c.policy->speculative.enabled && c.policy->speculative.draft_layers > 0) {
       c.script.skipped = "a layers:N draft runs on the llama backend (the synthetic generator has no output head to propose with)";
+    }
+    if (c.script.skipped.empty() && !target.synthetic && c.policy->speculative.enabled && !c.policy->speculative.draft_preset.empty()) {
+      c.script.skipped = "a synthetic preset drafts on the synthetic backend only (draft '" + c.policy->speculative.draft_preset + "')";
     }
     c.info.skipped_reason = c.script.skipped;
     check_v_group(suite, c);

@@ -181,10 +181,16 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
     spec.draft = s.string("draft", spec.draft);
     spec.draft_layers = parse_draft_layers(spec.draft);
     if (spec.draft_layers < 0) {
-      fail(file, s.at("draft"),
-           "'" + spec.draft + "' is not a draft kvbench runs: \"kv\" (the same model over its own copy of the context in "
-           "draft_k_format/draft_v_format) or \"layers:N\" (the model's first N layers and its output head, N >= 1; llama "
-           "backend)");
+      bool preset = false;
+      for (const kv::SyntheticPreset& known : kv::synthetic_presets()) preset = preset || known.name == spec.draft;
+      if (!preset) {
+        fail(file, s.at("draft"),
+             "'" + spec.draft + "' is not a draft kvbench runs: \"kv\" (the same model over its own copy of the context in "
+             "draft_k_format/draft_v_format), \"layers:N\" (the model's first N layers and its output head, N >= 1; llama "
+             "backend) or a synthetic preset's name (synthetic backend)");
+      }
+      spec.draft_layers = 0;
+      spec.draft_preset = spec.draft;
     }
     spec.k = static_cast<int>(s.integer("k", spec.k, 1, kv::kMaxVerifyQueries - 1));
     const std::string dk = s.string("draft_k_format", "q2"), dv = s.string("draft_v_format", "q2");

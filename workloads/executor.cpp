@@ -85,6 +85,10 @@ Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecode
   if (options_.speculative != nullptr) {
     const int draft_layers = options_.speculative->draft_layers;
     if (draft_layers == 0 && options_.draft == nullptr) throw std::invalid_argument("Executor: a kv draft without its cache");
+    if (options_.draft_model != nullptr && (llama_ || options_.draft_model->attention_feeds_next_layer() ||
+                                            !(options_.draft_layer_ratio > 0.0))) {
+      throw std::invalid_argument("Executor: a draft model of its own runs on the synthetic backend, with a positive layer ratio");
+    }
     if (draft_layers > 0 && (!llama_ || options_.draft != nullptr || draft_layers >= model_.geometry().layers)) {
       throw std::invalid_argument("Executor: a layers:N draft runs on the llama backend, over the target's cache, with N below its layers");
     }
@@ -94,6 +98,10 @@ Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecode
     accept_rng_.seed(options_.seed);
     free_running_ = llama_.has_value();
     if (draft_layers > 0) draft_share_ = kv::layers_draft_dense_share(llama_->tested->weights().config, draft_layers);
+    if (options_.draft_model != nullptr) {
+      draft_share_ = options_.draft_model_share;
+      copy_share_ = 1.0 + options_.draft_model_share;
+    }
   }
 }
 
@@ -159,8 +167,9 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   const int* tokens = step_tokens_ != nullptr                ? step_tokens_
                       : llama_ && !free_running_ ? llama_->tokens->data() + offset_ + pos_
                                                  : tokens_.data() + pos_;
-  const bool mirror = draft_seq_.has_value() && !verifying_;
-  if (mirror && draft_length() != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
+  const bool copy = draft_seq_.has_value() && !verifying_;  // the draft's copy takes the step's tokens
+  const bool mirror = copy && options_.draft_model == nullptr;  // ... as the target's K/V
+  if (copy && draft_length() != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
   LayerTimes t;
   auto start = Clock::now();
   kv::WorkStamp work = kv::engine_work();
@@ -222,6 +231,29 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     add_work_since(work, t.model_work);
   }
   if (!llama_) model_.skip_query_rows(0);
+  if (copy && !mirror) {
+    // A preset draft's own K/V for the step's tokens: its generator, no attention.
+    start = Clock::now();
+    work = kv::engine_work();
+    kv::ModelBackend& draft = *options_.draft_model;
+    const kv::ModelGeometry& dg = draft.geometry();
+    const auto dq_row = static_cast<std::size_t>(dg.q_heads) * static_cast<std::size_t>(dg.head_dim);
+    const auto dkv_row = static_cast<std::size_t>(dg.kv_heads) * static_cast<std::size_t>(dg.head_dim);
+    draft_q_.resize(rows * dq_row);
+    draft_k_.resize(rows * dkv_row);
+    draft_v_.resize(rows * dkv_row);
+    draft.begin_step(tokens, n, pos_);
+    draft.skip_query_rows(n);
+    for (int layer = 0; layer < dg.layers; ++layer) {
+      draft.layer_qkv(layer, draft_q_.data(), draft_k_.data(), draft_v_.data());
+      options_.draft->append(*draft_seq_, layer, draft_k_.data(), draft_v_.data(), n);
+    }
+    draft.skip_query_rows(0);
+    t.append_ms += ms_since(start) * options_.draft_layer_ratio;
+    SpanWork draft_work;
+    add_work_since(work, draft_work);
+    t.append_work += draft_work.scaled(options_.draft_layer_ratio);
+  }
   if (n == 1 || verifying_) decoder_.end_step();
   if (llama_) {
     start = Clock::now();
@@ -310,7 +342,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
     }
     quality_ms += t.quality_ms + score(n);
     pos_ += n;
-    if (options_.on_step) options_.on_step({kv::Phase::Prefill, request_, n, attend, pos_});
+    if (options_.on_step) options_.on_step({kv::Phase::Prefill, request_, n, attend, pos_, -1, copy_share_});
   }
   if (partial) {
     attend_ms = LinearCost::fit(samples).total(first, pos_);
@@ -345,7 +377,7 @@ double Executor::decode_step(ExecutionResult& result) {
   account_decode(result, t, catch_up_ms, 1);
   result.decode.quality_ms += t.quality_ms + score(1, free_running_);
   ++pos_;
-  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_});
+  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_, -1, copy_share_});
   return (t.append_ms + t.attend_ms + t.model_ms + catch_up_ms) * scale_;
 }
 
@@ -367,7 +399,8 @@ void Executor::account_decode(ExecutionResult& result, const LayerTimes& t, doub
 }
 
 double Executor::draft_step(int token, int* proposal) {
-  const kv::ModelGeometry& g = model_.geometry();
+  kv::ModelBackend& model = options_.draft_model != nullptr ? *options_.draft_model : model_;
+  const kv::ModelGeometry& g = model.geometry();
   const auto q_row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
   const auto kv_row = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim);
   buffers_.q.resize(q_row);
@@ -383,16 +416,17 @@ double Executor::draft_step(int token, int* proposal) {
   // Synthetic: the generator stands in for the model, so only the engine's work is timed; llama:
   // the whole forward pass.
   const auto pass_start = Clock::now();
-  model_.begin_step(&token, 1, position);
+  model.begin_step(&token, 1, position);
   double ms = 0.0;
   for (int layer = 0; layer < layers; ++layer) {
-    model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
+    model.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
     const auto start = Clock::now();
     cache.append(seq, layer, buffers_.k.data(), buffers_.v.data(), 1);
     cache.attend(seq, layer, buffers_.q.data(), 1, buffers_.attn.data());
     ms += ms_since(start);
-    model_.layer_output(layer, buffers_.attn.data());
+    model.layer_output(layer, buffers_.attn.data());
   }
+  ms *= options_.draft_layer_ratio;
   if (llama_) {
     llama_->tested->logits();
     if (proposal != nullptr) *proposal = greedy_token(0);
@@ -579,7 +613,8 @@ ExecutionResult Executor::run(const Script& script) {
     seq_.reset();
   }
   if (draft_seq_) {
-    result.speculation->draft_peak_bytes = options_.draft->stats().peak_sealed_bytes;
+    result.speculation->draft_peak_bytes =
+        static_cast<std::size_t>(static_cast<double>(options_.draft->stats().peak_sealed_bytes) * options_.draft_layer_ratio);
     options_.draft->release(*draft_seq_);
     draft_seq_.reset();
   }

@@ -85,6 +85,16 @@ struct ExecutionOptions {
   // cover the prompts' positions). Null: plain decoding.
   const SpeculativeConfig* speculative = nullptr;
   kv::KVCache* draft = nullptr;
+  // A preset draft (synthetic): its own generator, whose geometry `draft` has. Prompts are
+  // prefilled into its copy by it (append only, no attention: the generator's K/V need none),
+  // in the same steps as the target's and timed with their appends. Null: the target's model.
+  kv::ModelBackend* draft_model = nullptr;
+  // The draft's times, counts and bytes times this ratio state them in the target's share of
+  // executed layers (its own layers / executed layers over the target's); 1 when they match.
+  double draft_layer_ratio = 1.0;
+  // A preset draft's dense work per token over the target's (StepDone::model_share of its
+  // steps; a prompt step runs both models).
+  double draft_model_share = 1.0;
   std::uint64_t seed = 1;
 };
 
@@ -227,6 +237,7 @@ class Executor {
   ExecutionOptions options_;
   kv::StepBuffers buffers_;
   std::vector<float> probe_q_;
+  std::vector<float> draft_q_, draft_k_, draft_v_;  // a preset draft's prompt K/V
   std::optional<kv::SeqId> seq_;
   std::vector<int> tokens_;  // synthetic: the sequence's token ids by position
   const int* step_tokens_ = nullptr;  // a verify step's tokens (proposals), instead of tokens_
@@ -238,6 +249,7 @@ class Executor {
   bool free_running_ = false;
   std::optional<int> pending_;
   double draft_share_ = 1.0;  // StepDone::model_share of a draft step
+  double copy_share_ = 1.0;   // ... of a prompt or plain decode step (a preset draft runs in it too)
   std::optional<kv::SeqId> draft_seq_;
   std::mt19937_64 accept_rng_;
   int prompt_end_ = -1;      // the first prompt's length, once run; -1 before

@@ -62,7 +62,7 @@ TEST_CASE("kvbench run refuses a speculative policy it cannot run, naming the fi
   CHECK_FALSE(std::filesystem::exists(db));
 }
 
-TEST_CASE("kvbench run: speculative decoding on a llama model measures its drafts' acceptance; a synthetic case skips layers:N",
+TEST_CASE("kvbench run: speculative decoding on a llama model measures its drafts' acceptance, a synthetic case skips layers:N",
           "[e2e][speculative][model]") {
   const kvtest::TempDir dir("kvbench-e2e-spec-llama");
   const std::string suite = dir.path + "/spec.json", db = dir.path + "/results.sqlite";
@@ -106,4 +106,32 @@ TEST_CASE("kvbench run: speculative decoding on a llama model measures its draft
   CHECK(refused.status == 2);
   CHECK(refused.text.find("/policies/1/speculative/draft: layers:5 needs a model of more layers: 'small' has 5") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.path + "/deep.sqlite"));
+}
+
+TEST_CASE("kvbench run: a smaller synthetic preset drafts with its own geometry, copy and price", "[e2e][speculative]") {
+  const kvtest::TempDir dir("kvbench-e2e-spec-preset");
+  const std::string suite = dir.path + "/spec.json", db = dir.path + "/results.sqlite";
+  kvtest::write_file(suite, R"({"name": "spec-preset", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "big", "backend": "synthetic", "preset": "qwen-1.5b-gqa", "sample_layers": 2}],
+    "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 33}],
+    "policies": [{"name": "q4", "k": "q4", "v": "q4", "page_tokens": 64, "residual_tokens": 64},
+                 {"name": "self", "k": "q4", "v": "q4", "page_tokens": 64, "residual_tokens": 64,
+                  "speculative": {"k": 4, "accept_rate": 1.0}},
+                 {"name": "small", "k": "q4", "v": "q4", "page_tokens": 64, "residual_tokens": 64,
+                  "speculative": {"draft": "qwen-0.5b-gqa", "k": 4, "accept_rate": 1.0}}]})");
+  const Output out = run_kvbench("run --suite " + suite + " --db " + db + " --heartbeat 0");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  // The same configured acceptance, so the same rounds.
+  CHECK(figure(db, "rag-1k/small", "spec_accept_rate") == "1");
+  CHECK(figure(db, "rag-1k/small", "spec_tokens_per_step") == figure(db, "rag-1k/self", "spec_tokens_per_step"));
+  // qwen-0.5b's copy (24 layers, 2 kv heads of 64) is smaller than qwen-1.5b's (28 of 128).
+  const double small_copy = std::stod(figure(db, "rag-1k/small", "spec_draft_kv_bytes"));
+  const double self_copy = std::stod(figure(db, "rag-1k/self", "spec_draft_kv_bytes"));
+  CHECK(small_copy > 0.0);
+  CHECK(small_copy == Approx(self_copy * (24.0 * 64.0) / (28.0 * 128.0)).epsilon(0.1));
+  // On the model clock the small draft's steps cost less than the target's own, and its
+  // prefill of every prompt costs time to first token.
+  CHECK(std::stod(figure(db, "rag-1k/small", "decode_tps", "model")) > std::stod(figure(db, "rag-1k/self", "decode_tps", "model")));
+  CHECK(std::stod(figure(db, "rag-1k/small", "ttft_ms", "model")) > std::stod(figure(db, "rag-1k/q4", "ttft_ms", "model")));
 }

@@ -94,7 +94,9 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite("", R"(, "repetitions": 3)"), "repetitions", "duplicate key"},
       {suite("", R"(, "noise_threshold": "high")"), "/noise_threshold", "must be a number"},
       {suite("", R"(, "prefix_warm": "yes")"), "/prefix_warm", "must be true or false"},
-      {suite(R"(, "speculative": {"draft": "layers:2"})"), "/policies/0/speculative/draft", "only \"kv\""},
+      {suite(R"(, "speculative": {"draft": "tiny"})"), "/policies/0/speculative/draft", "is not a draft kvbench runs"},
+      {suite(R"(, "speculative": {"draft": "layers:0"})"), "/policies/0/speculative/draft", "is not a draft kvbench runs"},
+      {suite(R"(, "speculative": {"draft": "layers:x"})"), "/policies/0/speculative/draft", "is not a draft kvbench runs"},
       {suite(R"(, "speculative": {"k": 16})"), "/policies/0/speculative/k", ""},
       {suite(R"(, "speculative": {"accept_rate": 1.5})"), "/policies/0/speculative/accept_rate", "must be in [0, 1]"},
       {suite(R"(, "speculative": {"draft_k_format": "q3"})"), "/policies/0/speculative", "q3"},
@@ -409,6 +411,17 @@ TEST_CASE("a policy's speculative block: its defaults, and the resolved configur
   CHECK(spec.accept_rate == Approx(0.7));
   CHECK(resolved_json(s).find("\"speculative\":{\"accept_rate\":0.7,\"draft\":\"kv\"") != std::string::npos);
   CHECK(resolved_json(parse_suite(suite(), "suite.json", ".")).find("speculative") == std::string::npos);
+  CHECK(spec.draft_layers == 0);
+  CHECK(spec.draft_preset.empty());
+  // The other drafts: the model's first layers, and a synthetic preset.
+  std::string layers = text;
+  layers.replace(layers.find("\"k\": 6"), 6, "\"k\": 6, \"draft\": \"layers:12\"");
+  CHECK(parse_suite(layers, "suite.json", ".").policies[0].speculative.draft_layers == 12);
+  std::string preset = text;
+  preset.replace(preset.find("\"k\": 6"), 6, "\"k\": 6, \"draft\": \"qwen-0.5b-gqa\"");
+  const SpeculativeConfig small = parse_suite(preset, "suite.json", ".").policies[0].speculative;
+  CHECK(small.draft_preset == "qwen-0.5b-gqa");
+  CHECK(small.draft_layers == 0);
   // Not with the prefix cache: the draft's copy would miss the shared pages.
   std::string both = text;
   both.replace(both.find("\"page_tokens\": 64"), 17, "\"page_tokens\": 64, \"prefix_cache\": true");

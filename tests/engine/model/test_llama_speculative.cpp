@@ -87,7 +87,7 @@ TEST_CASE("greedy speculation on stories260K produces plain greedy decoding's to
   std::printf("stories260K greedy speculation: %d near-tie divergences over 24 runs\n", near_ties);
 }
 
-TEST_CASE("a kv draft in the target's own format agrees with it; a shallow draft agrees less", "[model][speculative]") {
+TEST_CASE("a kv draft in the target's own format agrees with it, a shallow draft agrees less", "[model][speculative]") {
   Stories& s = stories();
   LlamaModel model(s.weights, 512, s.pool);
   const std::vector<int> prompt{1};
