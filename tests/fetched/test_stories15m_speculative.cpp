@@ -14,16 +14,7 @@ using namespace kv;
 
 namespace {
 
-CacheConfig cache_config(Format format) {
-  CacheConfig c;
-  c.geometry = {6, 6, 6, 48, 256};
-  c.k_format = format;
-  c.v_format = format;
-  c.v_group = 16;
-  c.page_tokens = 16;
-  c.threads = 2;
-  return c;
-}
+CacheConfig cache_config(Format format) { return kvtest::speculative_cache_config({6, 6, 6, 48, 256}, format, format, 16, 2); }
 
 }  // namespace
 
@@ -42,15 +33,8 @@ TEST_CASE("stories15M: greedy speculation produces plain greedy decoding's token
       INFO("draft " << draft_name << ", k = " << k);
       KVCache cache(cache_config(Format::F16));
       KVCache draft_cache(cache_config(Format::Q2));
-      LlamaDraft draft;
-      if (draft_name == "kv") {
-        draft.kind = LlamaDraft::Kind::Kv;
-        draft.cache = &draft_cache;
-      } else {
-        draft.layers = draft_name.back() - '0';
-      }
       SpeculativeDecodeStats stats;
-      const std::vector<int> out = generate_speculative(model, cache, draft, prompt, 256, k, &stats);
+      const std::vector<int> out = generate_speculative(model, cache, kvtest::named_draft(draft_name, draft_cache), prompt, 256, k, &stats);
       if (kvtest::first_divergence(plain, out) >= 0) ++near_ties;
       CHECK(stats.committed == stats.accepted + stats.verify_steps);
       CHECK(stats.accepted <= stats.proposed);

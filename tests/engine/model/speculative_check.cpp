@@ -30,6 +30,28 @@ Greedy plain_greedy(kv::LlamaModel& model, kv::KVCache& cache, const std::vector
   return g;
 }
 
+kv::CacheConfig speculative_cache_config(const kv::ModelGeometry& geometry, kv::Format k, kv::Format v, int v_group, int threads) {
+  kv::CacheConfig c;
+  c.geometry = geometry;
+  c.k_format = k;
+  c.v_format = v;
+  c.v_group = v_group;
+  c.page_tokens = 16;
+  c.threads = threads;
+  return c;
+}
+
+kv::LlamaDraft named_draft(const std::string& name, kv::KVCache& draft_cache) {
+  kv::LlamaDraft draft;
+  if (name == "kv") {
+    draft.kind = kv::LlamaDraft::Kind::Kv;
+    draft.cache = &draft_cache;
+  } else {
+    draft.layers = std::stoi(name.substr(name.find(':') + 1));
+  }
+  return draft;
+}
+
 int first_divergence(const Greedy& plain, const std::vector<int>& speculative) {
   const std::size_t n = std::min(plain.tokens.size(), speculative.size());
   for (std::size_t i = 0; i < n; ++i) {

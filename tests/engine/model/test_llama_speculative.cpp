@@ -30,16 +30,7 @@ Stories& stories() {
   return s;
 }
 
-CacheConfig cache_config(Format k, Format v) {
-  CacheConfig c;
-  c.geometry = {5, 8, 4, 8, 512};
-  c.k_format = k;
-  c.v_format = v;
-  c.v_group = 8;
-  c.page_tokens = 16;
-  c.threads = 1;
-  return c;
-}
+CacheConfig cache_config(Format k, Format v) { return kvtest::speculative_cache_config({5, 8, 4, 8, 512}, k, v, 8, 1); }
 
 }  // namespace
 
@@ -58,15 +49,8 @@ TEST_CASE("greedy speculation on stories260K produces plain greedy decoding's to
       INFO("k = " << k << ", draft " << draft_name);
       KVCache cache(target_config);
       KVCache draft_cache(cache_config(Format::Q2, Format::Q2));
-      LlamaDraft draft;
-      if (draft_name == "kv") {
-        draft.kind = LlamaDraft::Kind::Kv;
-        draft.cache = &draft_cache;
-      } else {
-        draft.layers = draft_name.back() - '0';
-      }
       SpeculativeDecodeStats stats;
-      const std::vector<int> out = generate_speculative(model, cache, draft, prompt, 200, k, &stats);
+      const std::vector<int> out = generate_speculative(model, cache, kvtest::named_draft(draft_name, draft_cache), prompt, 200, k, &stats);
       if (first_divergence(plain, out) >= 0) ++near_ties;
       if (k == 2 || k == 4 || k == 8) {
         std::printf("stories260K %-8s k=%d: accept_rate %.3f, tokens per verify step %.2f\n", draft_name.c_str(), k,
