@@ -193,6 +193,13 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
       spec.draft_preset = spec.draft;
     }
     spec.k = static_cast<int>(s.integer("k", spec.k, 1, kv::kMaxVerifyQueries - 1));
+    if (spec.draft_layers > 0) {
+      for (const char* field : {"draft_k_format", "draft_v_format"}) {
+        if (s.has(field)) {
+          fail(file, s.at(field), "a layers:N draft has no KV copy of its own (it writes the target's pages): the field would do nothing");
+        }
+      }
+    }
     const std::string dk = s.string("draft_k_format", "q2"), dv = s.string("draft_v_format", "q2");
     rethrow_at(file, s.path(), [&] {
       spec.draft_k_format = kv::parse_format(dk, "speculative", "draft_k_format");

@@ -89,8 +89,8 @@ std::vector<MetricDef> build_table() {
        "span_decode_total_ms."},
       {"spec_draft_kv_bytes", "bytes", E, Lo, true,
        "Speculative decoding: peak sealed bytes of the draft's own copy of the context in its draft formats, whole model "
-       "(sampled layers scaled); not part of peak_l1_bytes. 0 for a layers:N draft, which reads and writes the target's "
-       "own pages."},
+       "(sampled layers scaled); not part of peak_l1_bytes and under no tier cap. 0 for a layers:N draft, which reads and "
+       "writes the target's own pages (its tentative tokens count in peak_l1_bytes)."},
       {"peak_l0_bytes", "bytes", E, Lo, false, "Most bytes one attention call staged through the L0 arena (a per-step staging arena, not scaled)."},
       {"peak_l1_bytes", "bytes", E, Lo, true,
        "Peak L1 (DRAM) occupancy of the whole model's KV: sealed page frames, residual and page summaries (sampled layers "

@@ -369,9 +369,11 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
 }
 
 double Executor::decode_step(ExecutionResult& result) {
+  // The pending token first: it may be read from the last step's logits, which a draft
+  // catch-up step would overwrite.
+  if (free_running_) tokens_.push_back(take_pending());
   const double catch_up_ms = draft_seq_ ? draft_catch_up() : 0.0;
   if (result.speculation) result.speculation->draft_ms += catch_up_ms * scale_;
-  if (free_running_) tokens_.push_back(take_pending());
   const LayerTimes t = step(1, 1);
   if (free_running_) pending_ = greedy_token(0);
   account_decode(result, t, catch_up_ms, 1);
@@ -488,10 +490,11 @@ int Executor::speculative_round(ExecutionResult& result, int remaining, double& 
     while (accepted < k && greedy_token(accepted) == proposal[static_cast<std::size_t>(accepted) + 1]) ++accepted;
     pending_ = greedy_token(accepted);
   }
+  // Both commits (the draft copy's too) are the round's commit and rollback work.
   const auto commit_start = Clock::now();
   cache_.apply_commit(cache_.plan_commit(*seq_, accepted + 1));
-  const double commit_ms = ms_since(commit_start);
   if (own_copy) options_.draft->apply_commit(options_.draft->plan_commit(*draft_seq_, std::min(accepted + 1, k)));
+  const double commit_ms = ms_since(commit_start);
   const int committed = accepted + 1;
   double follow_ms = 0.0;
   if (free_running_) {

@@ -5,12 +5,14 @@
 //
 // Two drafts, both the target's own weights:
 // - layers:N (self-speculative): the target's first N layers and its output head. Its K/V are
-//   the target's own - written into the target's sequence as tentative tokens - so the verify
-//   step appends only its last token in those layers and recomputes nothing it shares; a draft
-//   step costs N / layers of a decode step.
+//   the target's own - written into the target's sequence as tentative tokens - so in those
+//   layers the verify step appends only its last token (it still computes every row's
+//   hidden state for its queries); a draft step costs N layers and the head
+//   (layers_draft_dense_share).
 // - kv: the whole model reading its own copy of the context in a more aggressive KV format
-//   (its own KVCache). Committed tokens reach that copy as the target computed them (the same
-//   K/V, stored in the draft's format); its proposals write their own, kept where accepted.
+//   (its own KVCache). The prompt and plain steps write the target's K/V into that copy (stored
+//   in the draft's format); the draft's proposals, and a last accepted proposal it catches up
+//   on, write its own K/V, kept where the commit keeps their tokens.
 //
 // Greedy acceptance keeps the longest prefix on which the draft's argmax equals the target's;
 // sampling uses the standard rejection rule (accept a draft token x with probability

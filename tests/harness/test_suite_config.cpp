@@ -97,6 +97,8 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite(R"(, "speculative": {"draft": "tiny"})"), "/policies/0/speculative/draft", "is not a draft kvbench runs"},
       {suite(R"(, "speculative": {"draft": "layers:0"})"), "/policies/0/speculative/draft", "is not a draft kvbench runs"},
       {suite(R"(, "speculative": {"draft": "layers:x"})"), "/policies/0/speculative/draft", "is not a draft kvbench runs"},
+      {suite(R"(, "speculative": {"draft": "layers:2", "draft_v_format": "q4"})"), "/policies/0/speculative/draft_v_format",
+       "no KV copy of its own"},
       {suite(R"(, "speculative": {"k": 16})"), "/policies/0/speculative/k", ""},
       {suite(R"(, "speculative": {"accept_rate": 1.5})"), "/policies/0/speculative/accept_rate", "must be in [0, 1]"},
       {suite(R"(, "speculative": {"draft_k_format": "q3"})"), "/policies/0/speculative", "q3"},
@@ -415,7 +417,8 @@ TEST_CASE("a policy's speculative block: its defaults, and the resolved configur
   CHECK(spec.draft_preset.empty());
   // The other drafts: the model's first layers, and a synthetic preset.
   std::string layers = text;
-  layers.replace(layers.find("\"k\": 6"), 6, "\"k\": 6, \"draft\": \"layers:12\"");
+  const std::string formats = "\"k\": 6, \"draft_v_format\": \"q4\"";  // a layers:N draft has no copy to format
+  layers.replace(layers.find(formats), formats.size(), "\"k\": 6, \"draft\": \"layers:12\"");
   CHECK(parse_suite(layers, "suite.json", ".").policies[0].speculative.draft_layers == 12);
   std::string preset = text;
   preset.replace(preset.find("\"k\": 6"), 6, "\"k\": 6, \"draft\": \"qwen-0.5b-gqa\"");
