@@ -98,11 +98,14 @@ std::string policy_path(const SuiteConfig& suite, const Case& c) {
   return "/policies/" + std::to_string(static_cast<std::size_t>(c.policy - suite.policies.data()));
 }
 
+// A V group at least the head's width is the whole head; a narrower one must divide it.
+bool v_group_fits(int head_dim, int v_group) { return head_dim % std::min(v_group, head_dim) == 0; }
+
 // A policy's V group must divide the head of every model it runs on.
 void check_v_group(const SuiteConfig& suite, const Case& c) {
   const int head_dim = c.model->preset != nullptr ? c.model->preset->head_dim : c.model->llama.weights->config.head_dim();
   const int v_group = c.policy->cache.v_group;
-  if (head_dim % std::min(v_group, head_dim) == 0) return;
+  if (v_group_fits(head_dim, v_group)) return;
   throw kv::InputError(suite.file, policy_path(suite, c) + "/v_group",
                        fmt::format("case {}: {} does not divide head_dim {} of model '{}' (V groups that do: {})", c.info.name(),
                                    v_group, head_dim, c.model->config->name, kv::v_group_choices(head_dim)));
@@ -143,7 +146,7 @@ void check_synthetic(const SuiteConfig& suite, const Case& c) {
   if (draft.empty()) return;
   const kv::SyntheticPreset& dp = kv::find_synthetic_preset(draft, "speculative draft");
   const std::string where = policy_path(suite, c) + "/speculative/draft";
-  if (dp.head_dim % std::min(c.policy->cache.v_group, dp.head_dim) != 0) {
+  if (!v_group_fits(dp.head_dim, c.policy->cache.v_group)) {
     throw kv::InputError(suite.file, where,
                          fmt::format("case {}: the policy's v_group {} does not divide head_dim {} of draft '{}' (V groups that do: {})",
                                      c.info.name(), c.policy->cache.v_group, dp.head_dim, draft, kv::v_group_choices(dp.head_dim)));
