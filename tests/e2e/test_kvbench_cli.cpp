@@ -264,7 +264,7 @@ TEST_CASE("list runs filters by status, suite and tag, keeps the newest N, and p
   CHECK(table.text.find("a,b") != std::string::npos);
 }
 
-TEST_CASE("a piped run logs its plan and a line per finished repetition and case on stderr, stdout is the JSON object alone", "[e2e][cli]") {
+TEST_CASE("a piped run logs its plan and a line per finished repetition and case on stderr, stdout is the JSON object alone", "[e2e][whole-runs][cli]") {
   const kvtest::TempDir temp("kvbench-cli-logs");
   const std::string db = temp.path + "/results.sqlite";
   const Split s = run_split("run --suite smoke --filter multimodal-1i --repetitions 1 --json --db " + db, temp.path);

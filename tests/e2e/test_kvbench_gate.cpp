@@ -99,7 +99,7 @@ TEST_CASE("the gate fails a slowed-down candidate on its timings, with JUnit and
   CHECK(scalar(f.db, "SELECT count(*) FROM verdicts") == "1");
 }
 
-TEST_CASE("a tighter sparse budget fails on the exact rows it changes, marked config changed", "[e2e][gate]") {
+TEST_CASE("a tighter sparse budget fails on the exact rows it changes, marked config changed", "[e2e][whole-runs][gate]") {
   Fixture f;
   f.run(f.file("base.json", suite("gate", "0.25", "")), "base");
   f.run(f.file("tight.json", suite("gate", "0.10", "")), "tight");
@@ -120,7 +120,7 @@ TEST_CASE("a tighter sparse budget fails on the exact rows it changes, marked co
         std::string::npos);
 }
 
-TEST_CASE("baselines and run selectors, and bad input is exit 2 and stores no verdict", "[e2e][gate]") {
+TEST_CASE("baselines and run selectors, and bad input is exit 2 and stores no verdict", "[e2e][whole-runs][gate]") {
   Fixture f;
   const std::string base = f.file("base.json", suite("gate", "0.25", ""));
   f.run(base, "a");
@@ -166,7 +166,7 @@ TEST_CASE("baselines and run selectors, and bad input is exit 2 and stores no ve
   CHECK(run_kvbench("baseline rm ref --db " + f.db).status == 2);
 }
 
-TEST_CASE("every exact figure is bit-identical across two runs of smoke", "[e2e][gate]") {
+TEST_CASE("every exact figure is bit-identical across two runs of smoke", "[e2e][whole-runs][gate]") {
   Fixture f;
   for (int i = 0; i < 2; ++i) REQUIRE(run_kvbench("run --suite smoke --repetitions 1 --json --db " + f.db).status == 0);
   // Pairs of (case, metric) with a value in both runs whose exact or model figure differs; the
@@ -184,7 +184,7 @@ TEST_CASE("every exact figure is bit-identical across two runs of smoke", "[e2e]
   CHECK(gate.text.find("regressed") == gate.text.find("regressed, "));  // only the summary's count
 }
 
-TEST_CASE("an acknowledged regression stops failing the gate and stays listed, a new one still fails", "[e2e][gate]") {
+TEST_CASE("an acknowledged regression stops failing the gate and stays listed, a new one still fails", "[e2e][whole-runs][gate]") {
   Fixture f;
   const std::string rules = f.base_and_tight();
   const std::string gate = "gate --baseline 1 --candidate 2 --rules " + rules + " --db " + f.db;
@@ -232,7 +232,7 @@ TEST_CASE("an acknowledged regression stops failing the gate and stays listed, a
   CHECK(run_kvbench(gate).status == 1);  // token_drop_ratio fails again
 }
 
-TEST_CASE("an ack takes a metric glob, runs are named by selectors everywhere, list shows baselines and acks", "[e2e][gate]") {
+TEST_CASE("an ack takes a metric glob, runs are named by selectors everywhere, list shows baselines and acks", "[e2e][whole-runs][gate]") {
   Fixture f;
   const std::string rules = f.base_and_tight();
   REQUIRE(run_kvbench("baseline set nightly-ref latest:base --db " + f.db).status == 0);

@@ -14,7 +14,7 @@
 using kvtest::Output;
 using kvtest::run_kvbench;
 
-TEST_CASE("kvbench report writes one self-contained, well-formed page of the gated run", "[e2e][report]") {
+TEST_CASE("kvbench report writes one self-contained, well-formed page of the gated run", "[e2e][whole-runs][report]") {
   const kvtest::TempDir dir("kvbench-e2e-report");
   const std::string db = dir.path + "/results.sqlite", out_dir = dir.path + "/report";
   for (int run = 1; run <= 2; ++run) REQUIRE(run_kvbench("run --suite smoke --db " + db + " --json").status == 0);

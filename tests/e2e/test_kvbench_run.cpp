@@ -48,7 +48,7 @@ const std::string& smoke_db() {
 
 }  // namespace
 
-TEST_CASE("kvbench run --suite smoke records every contract metric for every case", "[e2e]") {
+TEST_CASE("kvbench run --suite smoke records every contract metric for every case", "[e2e][whole-runs]") {
   const std::string& db = smoke_db();
   REQUIRE(scalar(db, "SELECT count(*) FROM runs WHERE status = 'complete' AND tags = 'e2e'") == "1");
   const auto cases = sql(db, "SELECT name, status FROM cases");
@@ -178,7 +178,7 @@ TEST_CASE("a run killed with SIGKILL is aborted and earlier runs stay intact", "
   CHECK(scalar(db, "PRAGMA integrity_check") == "ok");
 }
 
-TEST_CASE("two concurrent runs into one database both complete", "[e2e]") {
+TEST_CASE("two concurrent runs into one database both complete", "[e2e][whole-runs]") {
   const kvtest::TempDir temp("kvbench-e2e-concurrent");
   const std::string dir = temp.path;
   const std::string db = dir + "/results.sqlite";

@@ -32,7 +32,7 @@ bool one_block(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("the summary fits the terminal: 80 and 200 columns on a pseudo-terminal, 120 in a pipe, --wide one table", "[e2e][cli]") {
+TEST_CASE("the summary fits the terminal: 80 and 200 columns on a pseudo-terminal, 120 in a pipe, --wide one table", "[e2e][whole-runs][cli]") {
   const kvtest::TempDir temp("kvbench-e2e-terminal");
   const std::string db = temp.path + "/results.sqlite";
   const Output made = kvtest::run_kvbench("run --suite smoke --filter 'rag-2k|multimodal' --repetitions 1 --db " + db);

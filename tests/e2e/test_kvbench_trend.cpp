@@ -23,7 +23,7 @@ std::string suite(const std::string& budget) {
 
 }  // namespace
 
-TEST_CASE("kvbench trend finds the night a figure stepped and stores it", "[e2e][trend]") {
+TEST_CASE("kvbench trend finds the night a figure stepped and stores it", "[e2e][whole-runs][trend]") {
   const kvtest::TempDir dir("kvbench-e2e-trend");
   const std::string db = dir.path + "/results.sqlite";
   const std::string wide = dir.path + "/wide.json", narrow = dir.path + "/narrow.json";

@@ -76,7 +76,7 @@ void two_nights(const std::string& worse_budget, const std::string& worse_extra,
 
 }  // namespace
 
-TEST_CASE("ci/nightly.sh: a first night becomes the baseline, a tighter budget the next night fails", "[e2e][nightly]") {
+TEST_CASE("ci/nightly.sh: a first night becomes the baseline, a tighter budget the next night fails", "[e2e][whole-runs][nightly]") {
   two_nights("0.10", "", 3);
 }
 
@@ -91,7 +91,7 @@ TEST_CASE("the example nightly workflow is valid YAML", "[e2e][nightly]") {
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("ci/nightly.sh: a passing night with unreliable rows is not promoted and says why", "[e2e][nightly]") {
+TEST_CASE("ci/nightly.sh: a passing night with unreliable rows is not promoted and says why", "[e2e][whole-runs][nightly]") {
   const kvtest::TempDir dir("kvbench-e2e-nightly-plain");
   const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports", file = dir.path + "/suite.json";
   // 2 repetitions: too few for a host row to be judged, so those rows are unreliable.
@@ -115,7 +115,7 @@ TEST_CASE("ci/nightly.sh: a passing night with unreliable rows is not promoted a
   CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
 }
 
-TEST_CASE("ci/nightly.sh: a changed benchmark definition exits 6 and is not promoted", "[e2e][nightly][definition]") {
+TEST_CASE("ci/nightly.sh: a changed benchmark definition exits 6 and is not promoted", "[e2e][whole-runs][nightly][definition]") {
   const kvtest::TempDir dir("kvbench-e2e-nightly-definition");
   const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports", file = dir.path + "/suite.json";
   kvtest::write_file(file, suite("0.25", "", 2));

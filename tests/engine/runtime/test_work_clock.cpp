@@ -56,7 +56,9 @@ TEST_CASE("waiting for a slow item is not engine work", "[runtime]") {
   CAPTURE(got, wall);
   CHECK(wall >= 40.0);
   CHECK(got >= 1.0);
-  CHECK(got <= 5.0);
+  // The 1 ms burnt, plus the waiter's polling before it sleeps, which an instrumented build on a
+  // busy machine stretches: far below the 40 ms a spinning wait would count.
+  CHECK(got <= 12.0);
 }
 
 TEST_CASE("work inflation makes every thread do its items' CPU time again", "[runtime]") {
