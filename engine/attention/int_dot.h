@@ -15,7 +15,8 @@
 // in int16 (at most 8 products of 2 * 15 * 127 = 30480 for head_dim 256; the Arm instructions
 // sum in int32).
 //
-// V (q4 codes, head_dim a multiple of 64, V groups of 32 or 64 channels, at most 8 groups): per page, q head and
+// V (q4 codes, head_dim a multiple of 64, V groups a multiple of 32 channels - 32, 64, 128, a
+// whole head - at most 8 groups): per page, q head and
 // V group the weights w[t] = p[t] * v_scale[t][g] (p: the softmax numerators relative to the
 // page's own maximum, exp(score - page max), so they and their integers do not depend on the
 // running maximum; exp(page max - running max) goes into the page's scale) are quantized to
@@ -45,9 +46,10 @@ inline constexpr int kMaxIntVGroups = 8;
 // The integer paths the kernels of `isa` take for a page layout.
 inline IntDotPaths int_dot_paths(const PageLayout& layout, Isa isa) {
   const bool blocks = layout.head_dim % 64 == 0;
-  // V groups of 32 or 64 channels: the kernels' blocks hold whole groups (other groups, any
-  // multiple of 8 that divides the head, take the float value pass).
-  const bool int_v = layout.v_format == Format::Q4 && blocks && (layout.v_group == 32 || layout.v_group == 64) &&
+  // V groups of a multiple of 32 channels: the kernels' 32-channel blocks (16 on Arm) each lie
+  // in one group (other groups, any multiple of 8 that divides the head, take the float value
+  // pass).
+  const bool int_v = layout.v_format == Format::Q4 && blocks && layout.v_group % 32 == 0 &&
                      layout.v_groups() <= kMaxIntVGroups;
   switch (isa) {
     case Isa::Avx2:

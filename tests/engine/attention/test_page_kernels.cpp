@@ -194,7 +194,9 @@ TEST_CASE("Decode with many rows, as verification calls it, matches the referenc
   for (Isa isa : supported_isas()) {
     const PageKernels& kernels = page_kernels(isa);
     for (int dim : {128, 256}) {
-      for (int v_group : {32, 64}) {
+      // Every V group the integer value pass takes: 32, 64, 128 and the whole head.
+      for (int v_group : {32, 64, 128, 256}) {
+        if (v_group > dim) continue;
         for (int page_tokens : {16, 33, 64, 100, 256}) {
           for (int rows : {5, 13, 16, 32, 40}) {
             const int tokens = (seed % 3 == 0) ? page_tokens : 1 + static_cast<int>(seed % static_cast<std::uint32_t>(page_tokens));

@@ -469,7 +469,7 @@ void accumulate_values_int(const PageView& page, const float* p, const float* p_
     quantize_weights<NG>(page, p, p_sum, page_scale, s);
   }
   const int dim = page.layout->head_dim;
-  const int v_group = page.layout->v_group;  // 32 or 64 (int_dot.h)
+  const int v_group = page.layout->v_group;  // a multiple of 32 (int_dot.h)
   const std::size_t row_bytes = page.layout->v_row_bytes();
   const std::size_t stride = static_cast<std::size_t>(dim) + 2;
   int grp = 0, group_end = v_group;  // the V group of channel c0, without a division per block

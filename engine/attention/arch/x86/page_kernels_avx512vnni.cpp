@@ -500,7 +500,8 @@ void value_rows(Scratch& s, int quads, std::size_t padded, int row0, int v_group
 
 bool decode_rows_applies(const PageLayout& layout) {
   const IntDotPaths paths = int_dot_paths(layout, Isa::Avx512);
-  // head_dim 128 or 256: whole 64-byte loads of codes (V groups are 32 or 64 channels).
+  // head_dim 128 or 256: whole 64-byte loads of codes (V groups of 32 channels, or of 64 or
+  // more, which a tile's four 16-channel blocks share).
   return paths.k && paths.v && (layout.head_dim == 128 || layout.head_dim == 256);
 }
 
@@ -570,10 +571,13 @@ void decode_rows_fixed(const PageView& page, const float* q, int rows, float* st
 
 void decode_rows(const PageView& page, const float* q, int rows, float* states, float* page_lse) {
   const int chunks = page.layout->head_dim / 128;
-  // V groups of 32 or 64 channels (page_layout.h).
+  // V groups of 32, 64 or 128 channels or the whole head (int_dot.h; decode_rows_applies).
   switch (chunks * 16 + page.layout->v_groups()) {
+    case 16 + 1: decode_rows_fixed<1, 1>(page, q, rows, states, page_lse); break;
     case 16 + 2: decode_rows_fixed<1, 2>(page, q, rows, states, page_lse); break;
     case 16 + 4: decode_rows_fixed<1, 4>(page, q, rows, states, page_lse); break;
+    case 32 + 1: decode_rows_fixed<2, 1>(page, q, rows, states, page_lse); break;
+    case 32 + 2: decode_rows_fixed<2, 2>(page, q, rows, states, page_lse); break;
     case 32 + 4: decode_rows_fixed<2, 4>(page, q, rows, states, page_lse); break;
     default: decode_rows_fixed<2, 8>(page, q, rows, states, page_lse); break;
   }
