@@ -16,9 +16,9 @@
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "build_info.h"
+#include "case_plan.h"
 #include "case_pricing.h"
 #include "case_metrics.h"
 #include "degradation.h"
@@ -686,39 +686,18 @@ std::string resolve_models_dir(const std::string& flag) {
 
 RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   const std::string models_dir = resolve_models_dir(options.models_dir);
-  std::optional<std::regex> filter;
-  if (!options.filter.empty()) {
-    try {
-      filter.emplace(options.filter, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw kv::InputError("--filter", options.filter, std::string("not a regular expression: ") + e.what());
-    }
-  }
   const int repetitions = options.repetitions > 0 ? options.repetitions : suite.repetitions;
 
-  // The cases to run, after the filter; models load only when a kept case needs them.
+  // The cases to run (case_plan.h); models load only when a kept case needs them.
   std::vector<Case> cases;
-  for (std::size_t m = 0; m < suite.models.size(); ++m) {
-    for (std::size_t w = 0; w < suite.workloads.size(); ++w) {
-      for (std::size_t p = 0; p < suite.policies.size(); ++p) {
-        const auto runs_on = [&](const std::vector<std::string>& only) {
-          return only.empty() || std::find(only.begin(), only.end(), suite.models[m].name) != only.end();
-        };
-        if (!runs_on(suite.workloads[w].models) || !runs_on(suite.policies[p].models)) continue;
-        for (const std::string& soc : suite.socs) {
-          CaseInfo info{suite.models[m].name, suite.workloads[w].name, suite.policies[p].name, soc, ""};
-          if (filter && !std::regex_search(info.name(), *filter)) continue;
-          Case c;
-          c.info = info;
-          c.policy = &suite.policies[p];
-          c.model_index = m;
-          c.workload_index = w;
-          cases.push_back(std::move(c));
-        }
-      }
-    }
+  for (const PlannedCase& planned : plan_cases(suite, options.filter)) {
+    Case c;
+    c.info = planned.info;
+    c.policy = &suite.policies[planned.policy_index];
+    c.model_index = planned.model_index;
+    c.workload_index = planned.workload_index;
+    cases.push_back(std::move(c));
   }
-  if (cases.empty()) throw kv::InputError("--filter", options.filter, "matches no case of suite '" + suite.name + "'");
 
   // Preflight: every problem that can be found before running is an error now.
   std::vector<std::unique_ptr<Model>> models(suite.models.size());

@@ -1,0 +1,28 @@
+// The cases a run of a suite takes, in the order it takes them: models x workloads x policies x
+// SoCs, less the pairs a workload's or a policy's `models` list leaves out, less the names the
+// filter does not match. A plan only: nothing is loaded, checked against a model or run, so the
+// runner, and whatever splits a suite into parts, start from the same list.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "results_store.h"
+#include "suite_config.h"
+
+namespace kvbench {
+
+struct PlannedCase {
+  CaseInfo info;  // its name's parts (skipped_reason empty: preflight decides that)
+  std::size_t model_index = 0;
+  std::size_t workload_index = 0;
+  std::size_t policy_index = 0;
+};
+
+// filter: an ECMAScript regular expression searched in each case's name (model/workload/policy/
+// soc); empty keeps every case. Throws InputError naming --filter for a filter that is not a
+// regular expression or that keeps no case.
+std::vector<PlannedCase> plan_cases(const SuiteConfig& suite, const std::string& filter);
+
+}  // namespace kvbench
