@@ -41,4 +41,18 @@ std::vector<PlannedCase> plan_cases(const SuiteConfig& suite, const std::string&
   return cases;
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> engine_run_groups(const std::vector<PlannedCase>& cases) {
+  std::vector<std::pair<std::size_t, std::size_t>> groups;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const bool same = i > 0 && cases[i].model_index == cases[i - 1].model_index &&
+                      cases[i].workload_index == cases[i - 1].workload_index && cases[i].policy_index == cases[i - 1].policy_index;
+    if (same) {
+      groups.back().second = i + 1;
+    } else {
+      groups.emplace_back(i, i + 1);
+    }
+  }
+  return groups;
+}
+
 }  // namespace kvbench

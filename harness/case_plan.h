@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "results_store.h"
@@ -24,5 +25,9 @@ struct PlannedCase {
 // soc); empty keeps every case. Throws InputError naming --filter for a filter that is not a
 // regular expression or that keeps no case.
 std::vector<PlannedCase> plan_cases(const SuiteConfig& suite, const std::string& filter);
+
+// Runs of consecutive planned cases that differ only in their SoC, as [begin, end) indices: each
+// shares one engine run per repetition (the SoCs price it; a SoC may add runs of its own).
+std::vector<std::pair<std::size_t, std::size_t>> engine_run_groups(const std::vector<PlannedCase>& cases);
 
 }  // namespace kvbench

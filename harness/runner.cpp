@@ -689,8 +689,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   const int repetitions = options.repetitions > 0 ? options.repetitions : suite.repetitions;
 
   // The cases to run (case_plan.h); models load only when a kept case needs them.
-  std::vector<Case> cases;
-  for (const PlannedCase& planned : plan_cases(suite, options.filter)) {
+  const std::vector<PlannedCase> plan = plan_cases(suite, options.filter);
+  std::vector<Case> cases;  // one per planned case, in its order
+  for (const PlannedCase& planned : plan) {
     Case c;
     c.info = planned.info;
     c.policy = &suite.policies[planned.policy_index];
@@ -923,16 +924,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   };
 
   // Consecutive cases differing only in their SoC share one engine run per repetition.
-  std::vector<std::pair<std::size_t, std::size_t>> groups;  // [begin, end) into cases
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const bool same = !groups.empty() && cases[i].model_index == cases[i - 1].model_index &&
-                      cases[i].workload_index == cases[i - 1].workload_index && cases[i].policy == cases[i - 1].policy;
-    if (same) {
-      groups.back().second = i + 1;
-    } else {
-      groups.emplace_back(i, i + 1);
-    }
-  }
+  const std::vector<std::pair<std::size_t, std::size_t>> groups = engine_run_groups(plan);  // [begin, end) into cases
 
   // The ETA weighs each repetition by the positions it processes.
   const int units_per_case = repetitions + suite.warmup;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "case_plan.h"
@@ -74,4 +75,13 @@ TEST_CASE("a filter that is no regular expression, or keeps no case, is refused 
   refused("(", "not a regular expression");
   refused("c/code/", "matches no case of suite 'plan'");
   refused("a/code", "matches no case of suite 'plan'");  // code runs on b only
+}
+
+TEST_CASE("cases that differ only in their SoC form one engine-run group", "[config]") {
+  const SuiteConfig suite = two_by_two();
+  using Groups = std::vector<std::pair<std::size_t, std::size_t>>;
+  CHECK(engine_run_groups(plan_cases(suite, "")) == Groups{{0, 2}, {2, 4}, {4, 6}, {6, 8}});
+  // The filter leaves one SoC of a pair: a group of one.
+  CHECK(engine_run_groups(plan_cases(suite, "a/rag/f16|raspberry-pi-5$")) == Groups{{0, 2}, {2, 3}, {3, 4}, {4, 5}});
+  CHECK(engine_run_groups({}).empty());
 }
