@@ -19,6 +19,7 @@
 
 #include "build_info.h"
 #include "case_plan.h"
+#include "run_workspace.h"
 #include "case_pricing.h"
 #include "case_metrics.h"
 #include "degradation.h"
@@ -643,35 +644,6 @@ kv::soc::ModelWork model_work_of(const Model& model) {
   return model.preset != nullptr ? model_work(*model.preset) : model_work(*model.llama.weights);
 }
 
-// The run's own L2 subdirectories, removed with everything in them when the run ends.
-class RunL2Dirs {
- public:
-  RunL2Dirs() = default;
-  RunL2Dirs(const RunL2Dirs&) = delete;
-  RunL2Dirs& operator=(const RunL2Dirs&) = delete;
-  ~RunL2Dirs() { remove_all(); }
-  void remove_all() {
-    for (const fs::path& dir : dirs_) {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-    dirs_.clear();
-  }
-  std::string create(const std::string& base, std::int64_t run_id) {
-    const fs::path dir = fs::path(base) / fmt::format("kvbench-run-{}-{}", ::getpid(), run_id);
-    std::error_code ec;
-    if (!fs::create_directory(dir, ec)) {
-      throw kv::InputError(base, "l2_dir", fmt::format("cannot create the run's L2 directory {}: {}", dir.string(),
-                                                       ec ? ec.message() : "it already exists"));
-    }
-    dirs_.push_back(dir);
-    return dir.string();
-  }
-
- private:
-  std::vector<fs::path> dirs_;
-};
-
 std::string config_hash(const std::string& json) {
   return fmt::format("{:016x}", XXH3_64bits(json.data(), json.size()));
 }
@@ -785,18 +757,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     }
   }
 
-  // The L2 directories: an explicit one must exist; the default one beside the database is
-  // created, and only when some policy offloads.
+  // The L2 directories (run_workspace.h): an explicit one must exist; the default one beside the
+  // database is created, and only when some policy offloads.
   const fs::path db_path(options.db_path);
-  const std::string l2_base = options.l2_dir.empty()
-                                  ? (db_path.has_parent_path() ? db_path.parent_path() / "l2" : fs::path("l2")).string()
-                                  : options.l2_dir;
-  if (!options.l2_dir.empty()) {
-    std::error_code ec;
-    const fs::file_status status = fs::status(options.l2_dir, ec);
-    if (!fs::exists(status)) throw kv::InputError(options.l2_dir, "--l2-dir", "does not exist");
-    if (!fs::is_directory(status)) throw kv::InputError(options.l2_dir, "--l2-dir", "is not a directory");
-  }
+  RunWorkspace workspace(options.l2_dir, options.db_path);
   // A kernel path this CPU cannot run is refused before anything is stored.
   for (const Case& c : cases) {
     const kv::Isa isa = c.policy->cache.isa;
@@ -806,21 +770,9 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     throw kv::InputError(suite.file, policy_path(suite, c) + "/isa",
                          "this CPU or build cannot run the " + std::string(kv::isa_name(isa)) + " kernels (it runs: auto, " + supported + ")");
   }
-  std::vector<std::string> l2_bases;  // distinct, in first-use order
   for (const Case& c : cases) {
     if (!c.script.skipped.empty() || c.policy->cache.memory.l1_bytes == 0) continue;
-    const std::string& own = c.policy->cache.memory.l2.dir;
-    const std::string base = own.empty() ? l2_base : own;
-    if (std::find(l2_bases.begin(), l2_bases.end(), base) == l2_bases.end()) l2_bases.push_back(base);
-    // A policy's own L2 directory must exist before the run is stored: never a failed run row
-    // for a path a user can fix.
-    if (!own.empty()) {
-      std::error_code ec;
-      if (!fs::is_directory(own, ec)) {
-        throw kv::InputError(suite.file, policy_path(suite, c) + "/memory/l2_dir",
-                             std::string(fs::exists(own, ec) ? "is not a directory" : "does not exist") + " (" + own + ")");
-      }
-    }
+    workspace.plan(c.policy->cache.memory.l2.dir, suite.file, policy_path(suite, c) + "/memory/l2_dir");
   }
   if (options.stop != nullptr && options.stop->load()) throw RunInterrupted();
 
@@ -835,12 +787,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
       throw kv::InputError(options.db_path, "--db", "its directory does not exist (" + db_path.parent_path().string() + ")");
     }
   }
-  if (options.l2_dir.empty() && !options.check_only && std::find(l2_bases.begin(), l2_bases.end(), l2_base) != l2_bases.end()) {
-    std::error_code ec;
-    fs::create_directories(l2_base, ec);
-    if (ec) throw kv::InputError(l2_base, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
-    if (!fs::is_directory(l2_base)) throw kv::InputError(l2_base, "l2_dir", "is not a directory (the L2 directory beside the database)");
-  }
+  if (!options.check_only) workspace.make_default_base();
   // The SoC profiles that price the cases: a malformed one stops the run before it starts.
   std::map<std::string, kv::soc::SocProfile> profiles;
   for (const std::string& soc : suite.socs) {
@@ -886,8 +833,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   meta["prefix_cache_start"] = suite.prefix_warm ? "warm" : "cold";
   meta["models_dir"] = models_dir;
   meta["kernel_path"] = kv::isa_name(kv::best_isa());
-  meta["l2_dir"] = l2_base;
-  meta["l2_fs_type"] = l2_bases.empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(l2_bases.front());
+  meta["l2_dir"] = workspace.default_base();
+  meta["l2_fs_type"] = workspace.bases().empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(workspace.bases().front());
   nlohmann::json used = nlohmann::json::object();
   for (const auto& [soc, profile] : profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
   meta["soc_profiles"] = used;
@@ -896,31 +843,15 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   RunSummary summary;
   summary.db = options.db_path;
   summary.run_id = store.begin_run(info);
-  // Each run writes L2 files only inside its own subdirectories, removed whatever the outcome:
-  // a concurrent run's files and the directories the user gave are never touched.
-  RunL2Dirs l2_dirs;
-  std::map<std::string, std::string> l2_run_dir;  // base -> the run's subdirectory
+  // Each run writes L2 files only inside its own subdirectories (run_workspace.h).
   try {
-    for (const std::string& base : l2_bases) l2_run_dir[base] = l2_dirs.create(base, summary.run_id);
+    workspace.open(summary.run_id);
   } catch (...) {
     store.finish_run(summary.run_id, RunStatus::Failed);
     throw;
   }
-  // The run's L2 subdirectory under `base`, created on first use (a SoC's rerun may cap L1 where
-  // the policy does not, so it needs one the preflight did not plan).
-  const auto l2_dir_in = [&](const std::string& base) -> std::string {
-    if (auto it = l2_run_dir.find(base); it != l2_run_dir.end()) return it->second;
-    if (base == l2_base && options.l2_dir.empty()) {
-      std::error_code ec;
-      fs::create_directories(l2_base, ec);
-      if (ec) throw kv::InputError(l2_base, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
-    }
-    return l2_run_dir[base] = l2_dirs.create(base, summary.run_id);
-  };
   const auto case_l2_dir = [&](const Case& c, bool capped) -> std::string {
-    if (!capped) return "";
-    const std::string& own = c.policy->cache.memory.l2.dir;
-    return l2_dir_in(own.empty() ? l2_base : own);
+    return capped ? workspace.run_dir(c.policy->cache.memory.l2.dir) : "";
   };
 
   // Consecutive cases differing only in their SoC share one engine run per repetition.
@@ -1154,7 +1085,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     progress.clear();
     // The run's L2 files go first: on a full filesystem shared with the database, their space
     // lets the store take the run's end. A store that still cannot is not the error to report.
-    l2_dirs.remove_all();
+    workspace.remove_all();
     try {
       store.finish_run(summary.run_id, RunStatus::Failed);
     } catch (const std::exception& e) {
