@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,10 +12,10 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <nlohmann/json.hpp>
 
 #include "build_info.h"
 #include "case_plan.h"
+#include "run_metadata.h"
 #include "run_workspace.h"
 #include "case_pricing.h"
 #include "case_metrics.h"
@@ -644,10 +641,6 @@ kv::soc::ModelWork model_work_of(const Model& model) {
   return model.preset != nullptr ? model_work(*model.preset) : model_work(*model.llama.weights);
 }
 
-std::string config_hash(const std::string& json) {
-  return fmt::format("{:016x}", XXH3_64bits(json.data(), json.size()));
-}
-
 }  // namespace
 
 std::string resolve_models_dir(const std::string& flag) {
@@ -817,28 +810,13 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   }
   ResultsStore store(options.db_path);
 
-  RunInfo info;
-  info.git_sha = KVBENCH_GIT_SHA;
-  info.git_dirty = KVBENCH_GIT_DIRTY != 0;
-  info.config_json = resolved_json(suite);
-  info.config_hash = config_hash(info.config_json);
-  info.tags = options.tags;
-  nlohmann::json meta = nlohmann::json::parse(machine_info().to_json());
-  meta["kvbench_version"] = KVBENCH_VERSION;
-  meta["build_type"] = KVBENCH_BUILD_TYPE;
-  meta["suite"] = suite.name;
-  meta["suite_file"] = suite.file;
-  meta["filter"] = options.filter;
-  meta["repetitions"] = repetitions;
-  meta["prefix_cache_start"] = suite.prefix_warm ? "warm" : "cold";
-  meta["models_dir"] = models_dir;
-  meta["kernel_path"] = kv::isa_name(kv::best_isa());
-  meta["l2_dir"] = workspace.default_base();
-  meta["l2_fs_type"] = workspace.bases().empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(workspace.bases().front());
-  nlohmann::json used = nlohmann::json::object();
-  for (const auto& [soc, profile] : profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
-  meta["soc_profiles"] = used;
-  info.meta_json = meta.dump();
+  RunSettings settings;
+  settings.repetitions = repetitions;
+  settings.models_dir = models_dir;
+  settings.l2_dir = workspace.default_base();
+  settings.l2_fs_type = workspace.bases().empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(workspace.bases().front());
+  settings.profiles = &profiles;
+  const RunInfo info = describe_run(suite, options, settings);
 
   RunSummary summary;
   summary.db = options.db_path;

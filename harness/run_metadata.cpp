@@ -1,0 +1,47 @@
+#include "run_metadata.h"
+
+#include <fmt/format.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <nlohmann/json.hpp>
+
+#include "build_info.h"
+#include "machine.h"
+#include "runtime/isa.h"
+
+namespace kvbench {
+
+std::string config_hash(const std::string& resolved_suite_json) {
+  return fmt::format("{:016x}", XXH3_64bits(resolved_suite_json.data(), resolved_suite_json.size()));
+}
+
+RunInfo describe_run(const SuiteConfig& suite, const RunOptions& options, const RunSettings& settings) {
+  RunInfo info;
+  info.git_sha = KVBENCH_GIT_SHA;
+  info.git_dirty = KVBENCH_GIT_DIRTY != 0;
+  info.config_json = resolved_json(suite);
+  info.config_hash = config_hash(info.config_json);
+  info.tags = options.tags;
+  nlohmann::json meta = nlohmann::json::parse(machine_info().to_json());
+  meta["kvbench_version"] = KVBENCH_VERSION;
+  meta["build_type"] = KVBENCH_BUILD_TYPE;
+  meta["suite"] = suite.name;
+  meta["suite_file"] = suite.file;
+  meta["filter"] = options.filter;
+  meta["repetitions"] = settings.repetitions;
+  meta["prefix_cache_start"] = suite.prefix_warm ? "warm" : "cold";
+  meta["models_dir"] = settings.models_dir;
+  meta["kernel_path"] = kv::isa_name(kv::best_isa());
+  meta["l2_dir"] = settings.l2_dir;
+  meta["l2_fs_type"] = settings.l2_fs_type;
+  nlohmann::json used = nlohmann::json::object();
+  if (settings.profiles != nullptr) {
+    for (const auto& [soc, profile] : *settings.profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
+  }
+  meta["soc_profiles"] = used;
+  info.meta_json = meta.dump();
+  return info;
+}
+
+}  // namespace kvbench
