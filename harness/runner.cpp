@@ -18,6 +18,7 @@
 #include "run_metadata.h"
 #include "run_workspace.h"
 #include "case_pricing.h"
+#include "layer_sampling.h"
 #include "case_metrics.h"
 #include "degradation.h"
 #include "executor.h"
@@ -168,12 +169,6 @@ kv::CacheConfig draft_cache_config(const kv::CacheConfig& target, const Speculat
   return draft;
 }
 
-std::vector<int> sampled_layers(int layers, int samples) {
-  std::vector<int> out;
-  for (int i = 0; i < samples; ++i) out.push_back((2 * i + 1) * layers / (2 * samples));
-  return out;
-}
-
 struct Repetition {
   RepetitionRecord record;
   bool degraded = false;
@@ -264,15 +259,12 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
   if (c.model->preset != nullptr) {
     const kv::SyntheticPreset& preset = *c.model->preset;
     const kv::SyntheticConfig synthetic = synthetic_config(c, seed);
-    const int samples = std::min(c.model->config->sample_layers, preset.layers);
+    const LayerSampling sampling = LayerSampling::of(preset.layers, c.model->config->sample_layers);
     // Budgets are the whole model's; the executed layers get their share.
-    const auto share = [&](std::size_t bytes) {
-      return static_cast<std::size_t>(static_cast<double>(bytes) * samples / preset.layers);
-    };
-    cache_config.memory.l1_bytes = share(cache_config.memory.l1_bytes);
-    cache_config.memory.l2.max_bytes = share(cache_config.memory.l2.max_bytes);
-    cache_config.prefix_cache_bytes = share(cache_config.prefix_cache_bytes);
-    kv::SyntheticModel model(preset, synthetic, sampled_layers(preset.layers, samples), script.positions, pool);
+    cache_config.memory.l1_bytes = sampling.executed_share(cache_config.memory.l1_bytes);
+    cache_config.memory.l2.max_bytes = sampling.executed_share(cache_config.memory.l2.max_bytes);
+    cache_config.prefix_cache_bytes = sampling.executed_share(cache_config.prefix_cache_bytes);
+    kv::SyntheticModel model(preset, synthetic, sampling.executed_layers(), script.positions, pool);
     cache_config.geometry = model.geometry();
     kv::TelemetryGate telemetry(&recorder);
     kv::KVCache cache(cache_config, &telemetry);
@@ -290,10 +282,10 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
     kv::CacheConfig draft_config = draft_cache_config(cache_config, policy.speculative);
     if (policy.speculative.enabled && !policy.speculative.draft_preset.empty()) {
       const kv::SyntheticPreset& dp = kv::find_synthetic_preset(policy.speculative.draft_preset, "speculative draft");
-      const int draft_samples = std::min(samples, dp.layers);
-      draft_model.emplace(dp, synthetic, sampled_layers(dp.layers, draft_samples), script.positions, pool);
+      const LayerSampling draft_sampling = LayerSampling::of(dp.layers, sampling.samples);
+      draft_model.emplace(dp, synthetic, draft_sampling.executed_layers(), script.positions, pool);
       draft_config.geometry = draft_model->geometry();
-      draft_ratio = (static_cast<double>(dp.layers) / draft_samples) / (static_cast<double>(preset.layers) / samples);
+      draft_ratio = draft_sampling.scale() / sampling.scale();
       checked.draft_model = &*draft_model;
       checked.draft_layer_ratio = draft_ratio;
       checked.draft_model_share = static_cast<double>(dp.non_attention_macs_per_token()) /
@@ -307,7 +299,7 @@ EngineRun run_engine(const Case& c, const RepetitionContext& context, int repeti
       checked.draft = &*draft;
       checked.seed = seed;
     }
-    const double layer_scale = static_cast<double>(preset.layers) / samples;
+    const double layer_scale = sampling.scale();
     const auto ask_needle = [&](int i) { model.ask_needle(i); };
     if (context.prefix_warm && cache_config.prefix_cache) {
       // A warm start: the first prompt of every sequence runs once before the repetition, into
@@ -586,22 +578,21 @@ struct L1Floor {
 
 L1Floor l1_floor(const Case& c, const kv::CacheConfig& cache) {
   kv::CacheConfig executed = cache;
-  int layers = 0, samples = 0;
+  LayerSampling sampling;
   const int positions = c.script.script.positions;
   if (c.model->preset != nullptr) {
     const kv::SyntheticPreset& p = *c.model->preset;
-    layers = p.layers;
-    samples = std::min(c.model->config->sample_layers, p.layers);
-    executed.geometry = {samples, p.q_heads, p.kv_heads, p.head_dim, positions};
+    sampling = LayerSampling::of(p.layers, c.model->config->sample_layers);
+    executed.geometry = {sampling.samples, p.q_heads, p.kv_heads, p.head_dim, positions};
   } else {
     const kv::LlamaConfig& l = c.model->llama.weights->config;
-    layers = samples = l.layers;
+    sampling = LayerSampling::all(l.layers);
     executed.geometry = {l.layers, l.heads, l.kv_heads, l.head_dim(), positions};
   }
   L1Floor floor;
   floor.executed = kv::minimum_l1_bytes(executed, positions);
-  floor.whole_bytes = static_cast<std::uint64_t>(std::ceil(static_cast<double>(floor.executed.bytes) * layers / samples));
-  floor.layers = layers;
+  floor.whole_bytes = sampling.whole_bytes(floor.executed.bytes);
+  floor.layers = sampling.layers;
   floor.kv_heads = executed.geometry.kv_heads;
   return floor;
 }
