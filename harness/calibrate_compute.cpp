@@ -53,25 +53,31 @@ void attention_rates(Calibration& c, kv::soc::EngineProfile& cpu) {
     }
     const auto r = c.session.run();
     const auto fit = [&](const std::vector<cases::AttentionCase>& calls) {
-      std::vector<double> macs, seconds;
+      std::vector<double> macs, seconds, exps;
       for (const cases::AttentionCase& a : calls) {
         macs.push_back(attention_macs(a.queries, a.ctx, s.q_heads, s.head_dim));
-        seconds.push_back(r.at(a.name()).seconds_per_iteration - attention_exps(a.queries, a.ctx, s.q_heads) * exp_seconds);
+        seconds.push_back(r.at(a.name()).seconds_per_iteration);
+        exps.push_back(attention_exps(a.queries, a.ctx, s.q_heads) * exp_seconds);
       }
-      const LineFit line = least_squares(macs, seconds);
-      return std::pair{line, line.rate(macs.back(), seconds.back())};
+      return fit_attention(macs, seconds, exps);
+    };
+    const auto less = [](const AttentionFit& fit) {
+      return fit.exps_taken_out ? std::string("less exponentials")
+                                : std::string("with the exponentials left in (their measured rate left the calls no time)");
     };
     const std::string name(kv::format_name(f));
-    const auto [decode_line, decode_rate] = fit(decode);
-    const auto [prefill_line, prefill_rate] = fit(prefill);
+    const AttentionFit decode_fit = fit(decode), prefill_fit = fit(prefill);
+    const double decode_rate = decode_fit.rate, prefill_rate = prefill_fit.rate;
+    const LineFit& decode_line = decode_fit.line;
     call_us.push_back(decode_line.intercept * 1e6);
     cpu.decode_gmac_per_s[static_cast<int>(f)] = measured(
         decode_rate, "GMAC/s",
-        fmt::format("KVCache::attend, one query, {} K/V, {} q / {} kv heads x {}, {}, least-squares slope of time per multiply-add less exponentials",
-                    name, s.q_heads, s.kv_heads, s.head_dim, contexts));
+        fmt::format("KVCache::attend, one query, {} K/V, {} q / {} kv heads x {}, {}, least-squares slope of time per multiply-add {}",
+                    name, s.q_heads, s.kv_heads, s.head_dim, contexts, less(decode_fit)));
     cpu.prefill_gmac_per_s[static_cast<int>(f)] = measured(
         prefill_rate, "GMAC/s",
-        fmt::format("KVCache::attend, {} queries, {} K/V, {}, least-squares slope less exponentials", prefill.front().queries, name, contexts));
+        fmt::format("KVCache::attend, {} queries, {} K/V, {}, least-squares slope {}", prefill.front().queries, name, contexts,
+                    less(prefill_fit)));
     c.say(fmt::format("attention {}: decode {:.2f} GMAC/s, {:.1f} us per call; prefill {:.2f} GMAC/s", name, decode_rate, decode_line.intercept * 1e6,
                       prefill_rate));
   }

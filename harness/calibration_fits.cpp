@@ -9,6 +9,28 @@ double LineFit::rate(double last_work, double last_seconds) const {
   return last_seconds > 0.0 ? 1e-9 * last_work / last_seconds : 0.0;
 }
 
+AttentionFit fit_attention(const std::vector<double>& macs, const std::vector<double>& call_seconds,
+                           const std::vector<double>& exp_seconds) {
+  AttentionFit out;
+  if (macs.empty() || macs.size() != call_seconds.size() || macs.size() != exp_seconds.size()) return out;
+  std::vector<double> less(call_seconds.size());
+  bool time_left = true;
+  for (std::size_t i = 0; i < less.size(); ++i) {
+    less[i] = call_seconds[i] - exp_seconds[i];
+    time_left = time_left && less[i] > 0.0;
+  }
+  if (time_left) {
+    out.line = least_squares(macs, less);
+    out.rate = out.line.rate(macs.back(), less.back());
+  }
+  if (!(out.rate > 0.0)) {
+    out.exps_taken_out = false;
+    out.line = least_squares(macs, call_seconds);
+    out.rate = out.line.rate(macs.back(), call_seconds.back());
+  }
+  return out;
+}
+
 LineFit least_squares(const std::vector<double>& work, const std::vector<double>& seconds) {
   const double n = static_cast<double>(work.size());
   if (work.empty() || work.size() != seconds.size()) return {};

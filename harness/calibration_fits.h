@@ -19,6 +19,18 @@ struct LineFit {
 // Least squares through the points (the intercept clamped at zero).
 LineFit least_squares(const std::vector<double>& work, const std::vector<double>& seconds);
 
+// An attention rate: calls' seconds against their multiply-adds, less each call's exponentials at
+// the measured exponential rate. Where that leaves a call no time (a busy machine measured the
+// exponentials slowly and the calls fast), the fit takes the calls' whole time instead, so the
+// rate stays positive and errs slow; exps_taken_out says which.
+struct AttentionFit {
+  LineFit line;
+  double rate = 0.0;  // giga multiply-adds per second, > 0 for positive call times
+  bool exps_taken_out = true;
+};
+AttentionFit fit_attention(const std::vector<double>& macs, const std::vector<double>& call_seconds,
+                           const std::vector<double>& exp_seconds);
+
 // Multiply-adds of one attention call of `queries` causal queries at the end of ctx tokens, for
 // q_heads heads of head_dim (q.k and p.v), and the exponentials of its softmax, as the engine
 // counts them (n (2 ctx - n + 1) / 2 visible pairs).

@@ -632,6 +632,91 @@ kv::soc::ModelWork model_work_of(const Model& model) {
   return model.preset != nullptr ? model_work(*model.preset) : model_work(*model.llama.weights);
 }
 
+// Suite model m, loaded (a fetched model not on this machine: its reason, its cases skipped),
+// and checked against every policy that could run on it.
+std::unique_ptr<Model> load_model(const SuiteConfig& suite, std::size_t m, const std::string& models_dir) {
+  const ModelConfig& config = suite.models[m];
+  auto model = std::make_unique<Model>();
+  model->config = &config;
+  if (config.backend == "synthetic") {
+    model->chosen = with_weights(kv::find_synthetic_preset(config.preset, "preset"), config.weights);
+    model->preset = &model->chosen;
+    model->max_positions = model->preset->max_seq_long;
+    if (config.sample_layers > model->preset->layers) {
+      throw kv::InputError(suite.file, "/models/" + std::to_string(m) + "/sample_layers",
+                           fmt::format("{} exceeds the {} layers of preset {}", config.sample_layers, model->preset->layers,
+                                       config.preset));
+    }
+  } else if (config.fetched) {
+    const std::string path = resolve_fetched(config.path, models_dir, suite.base_dir, model->missing);
+    const std::string tokenizer =
+        config.tokenizer.empty() || !model->missing.empty() ? "" : resolve_fetched(config.tokenizer, models_dir, suite.base_dir, model->missing);
+    if (model->missing.empty()) {
+      model->llama = load_llama(path, tokenizer);
+      model->max_positions = model->llama.weights->config.seq_len;
+    }
+  } else {
+    model->llama = load_llama(resolve_path(config.path, models_dir, suite.base_dir),
+                              config.tokenizer.empty() ? "" : resolve_path(config.tokenizer, models_dir, suite.base_dir));
+    model->max_positions = model->llama.weights->config.seq_len;
+  }
+  for (std::size_t p = 0; p < suite.policies.size() && model->missing.empty(); ++p) {
+    const int draft_layers = suite.policies[p].speculative.enabled ? suite.policies[p].speculative.draft_layers : 0;
+    if (model->preset == nullptr && draft_layers >= model->llama.weights->config.layers) {
+      throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/speculative/draft",
+                           fmt::format("layers:{} needs a model of more layers: '{}' has {}", draft_layers, config.name,
+                                       model->llama.weights->config.layers));
+    }
+    if (suite.policies[p].sparse.window > model->max_positions) {
+      throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/sparse/window",
+                           fmt::format("window {} is larger than model '{}' context ({} tokens)", suite.policies[p].sparse.window,
+                                       config.name, model->max_positions));
+    }
+  }
+  return model;
+}
+
+// A case's script for its model, or why it is skipped, and every check that needs them.
+void prepare_case(const SuiteConfig& suite, Case& c, Model& model, const std::string& models_dir) {
+  c.model = &model;
+  c.workload = with_defaults(suite.workloads[c.workload_index], model.max_positions);
+  if (!model.missing.empty()) {
+    c.script.skipped = c.info.skipped_reason = model.missing;
+    return;
+  }
+  ScriptTarget target;
+  target.synthetic = model.preset != nullptr;
+  target.max_positions = model.max_positions;
+  target.seed = suite.seed;
+  if (!target.synthetic) {
+    c.text = resolve_path(c.workload.text, models_dir, suite.base_dir);
+    auto it = model.texts.find(c.text);
+    if (it == model.texts.end()) {
+      const std::string field = "/workloads/" + std::to_string(c.workload_index) + "/text";
+      it = model.texts.emplace(c.text, model.llama.tokenizer.encode(read_text_file(c.text, field), true, false)).first;
+    }
+    target.text_tokens = static_cast<int>(it->second.size());
+  }
+  try {
+    c.script = build_script(c.workload, target);
+  } catch (const kv::InputError& e) {
+    throw kv::InputError(suite.file, "/workloads/" + std::to_string(c.workload_index) + "/" + e.field(), e.reason());
+  }
+  if (c.script.skipped.empty() && target.synthetic && c.policy->speculative.enabled && c.policy->speculative.draft_layers > 0) {
+    c.script.skipped = "a layers:N draft runs on the llama backend (the synthetic generator has no output head to propose with)";
+  }
+  if (c.script.skipped.empty() && !target.synthetic && c.policy->speculative.enabled && !c.policy->speculative.draft_preset.empty()) {
+    c.script.skipped = "a synthetic preset drafts on the synthetic backend only (draft '" + c.policy->speculative.draft_preset + "')";
+  }
+  c.info.skipped_reason = c.script.skipped;
+  check_v_group(suite, c);
+  if (c.script.skipped.empty()) {
+    check_l1_budget(suite, c);
+    check_sparse_budget(suite, c);
+    check_synthetic(suite, c);
+  }
+}
+
 }  // namespace
 
 std::string resolve_models_dir(const std::string& flag) {
@@ -660,85 +745,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   std::vector<std::unique_ptr<Model>> models(suite.models.size());
   for (Case& c : cases) {
     const std::size_t m = c.model_index;
-    const ModelConfig& config = suite.models[m];
-    if (!models[m]) {
-      auto model = std::make_unique<Model>();
-      model->config = &config;
-      if (config.backend == "synthetic") {
-        model->chosen = with_weights(kv::find_synthetic_preset(config.preset, "preset"), config.weights);
-        model->preset = &model->chosen;
-        model->max_positions = model->preset->max_seq_long;
-        if (config.sample_layers > model->preset->layers) {
-          throw kv::InputError(suite.file, "/models/" + std::to_string(m) + "/sample_layers",
-                               fmt::format("{} exceeds the {} layers of preset {}", config.sample_layers, model->preset->layers,
-                                           config.preset));
-        }
-      } else if (config.fetched) {
-        const std::string path = resolve_fetched(config.path, models_dir, suite.base_dir, model->missing);
-        const std::string tokenizer =
-            config.tokenizer.empty() || !model->missing.empty() ? "" : resolve_fetched(config.tokenizer, models_dir, suite.base_dir, model->missing);
-        if (model->missing.empty()) {
-          model->llama = load_llama(path, tokenizer);
-          model->max_positions = model->llama.weights->config.seq_len;
-        }
-      } else {
-        model->llama = load_llama(resolve_path(config.path, models_dir, suite.base_dir),
-                                  config.tokenizer.empty() ? "" : resolve_path(config.tokenizer, models_dir, suite.base_dir));
-        model->max_positions = model->llama.weights->config.seq_len;
-      }
-      for (std::size_t p = 0; p < suite.policies.size() && model->missing.empty(); ++p) {
-        const int draft_layers = suite.policies[p].speculative.enabled ? suite.policies[p].speculative.draft_layers : 0;
-        if (model->preset == nullptr && draft_layers >= model->llama.weights->config.layers) {
-          throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/speculative/draft",
-                               fmt::format("layers:{} needs a model of more layers: '{}' has {}", draft_layers, config.name,
-                                           model->llama.weights->config.layers));
-        }
-        if (suite.policies[p].sparse.window > model->max_positions) {
-          throw kv::InputError(suite.file, "/policies/" + std::to_string(p) + "/sparse/window",
-                               fmt::format("window {} is larger than model '{}' context ({} tokens)", suite.policies[p].sparse.window,
-                                           config.name, model->max_positions));
-        }
-      }
-      models[m] = std::move(model);
-    }
-    Model& model = *models[m];
-    c.model = &model;
-    c.workload = with_defaults(suite.workloads[c.workload_index], model.max_positions);
-    if (!model.missing.empty()) {
-      c.script.skipped = c.info.skipped_reason = model.missing;
-      continue;
-    }
-    ScriptTarget target;
-    target.synthetic = model.preset != nullptr;
-    target.max_positions = model.max_positions;
-    target.seed = suite.seed;
-    if (!target.synthetic) {
-      c.text = resolve_path(c.workload.text, models_dir, suite.base_dir);
-      auto it = model.texts.find(c.text);
-      if (it == model.texts.end()) {
-        const std::string field = "/workloads/" + std::to_string(c.workload_index) + "/text";
-        it = model.texts.emplace(c.text, model.llama.tokenizer.encode(read_text_file(c.text, field), true, false)).first;
-      }
-      target.text_tokens = static_cast<int>(it->second.size());
-    }
-    try {
-      c.script = build_script(c.workload, target);
-    } catch (const kv::InputError& e) {
-      throw kv::InputError(suite.file, "/workloads/" + std::to_string(c.workload_index) + "/" + e.field(), e.reason());
-    }
-    if (c.script.skipped.empty() && target.synthetic && c.policy->speculative.enabled && c.policy->speculative.draft_layers > 0) {
-      c.script.skipped = "a layers:N draft runs on the llama backend (the synthetic generator has no output head to propose with)";
-    }
-    if (c.script.skipped.empty() && !target.synthetic && c.policy->speculative.enabled && !c.policy->speculative.draft_preset.empty()) {
-      c.script.skipped = "a synthetic preset drafts on the synthetic backend only (draft '" + c.policy->speculative.draft_preset + "')";
-    }
-    c.info.skipped_reason = c.script.skipped;
-    check_v_group(suite, c);
-    if (c.script.skipped.empty()) {
-      check_l1_budget(suite, c);
-      check_sparse_budget(suite, c);
-      check_synthetic(suite, c);
-    }
+    if (!models[m]) models[m] = load_model(suite, m, models_dir);
+    prepare_case(suite, c, *models[m], models_dir);
   }
 
   // The L2 directories (run_workspace.h): an explicit one must exist; the default one beside the

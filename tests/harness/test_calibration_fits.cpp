@@ -37,3 +37,20 @@ TEST_CASE("Residual and L2 fits", "[calibration]") {
   CHECK(l2_engine_latency_us(2e-3, 10.0, 400e3, 1.0) == Approx(160.0));
   CHECK(l2_engine_latency_us(2e-3, 0.0, 0.0, 1.0) == 0.0);
 }
+
+TEST_CASE("an attention fit takes the exponentials out where they leave the calls time, else keeps them", "[calibration]") {
+  const std::vector<double> macs = {1e6, 4e6, 16e6};
+  const std::vector<double> calls = {10e-6 + 1e6 * 2e-12, 10e-6 + 4e6 * 2e-12, 10e-6 + 16e6 * 2e-12};
+  // Exponentials a tenth of each call: taken out, the slope is steeper than the calls' own.
+  std::vector<double> exps;
+  for (double t : calls) exps.push_back(0.1 * t);
+  const AttentionFit out = fit_attention(macs, calls, exps);
+  CHECK(out.exps_taken_out);
+  CHECK(out.rate == Approx(1e-9 / (0.9 * 2e-12)));
+  // Exponentials measured so slowly that they exceed the calls (a starved measurement): the
+  // whole calls' time, a positive rate that errs slow, never zero.
+  const AttentionFit whole = fit_attention(macs, calls, {1.0, 1.0, 1.0});
+  CHECK_FALSE(whole.exps_taken_out);
+  CHECK(whole.rate == Approx(500.0));
+  CHECK(whole.rate > 0.0);
+}
