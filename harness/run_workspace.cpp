@@ -36,11 +36,15 @@ void RunWorkspace::plan(const std::string& policy_dir, const std::string& suite_
   }
 }
 
-void RunWorkspace::make_default_base() const {
-  if (default_is_flag_ || std::find(bases_.begin(), bases_.end(), default_base_) == bases_.end()) return;
+void RunWorkspace::create_default_base() const {
   std::error_code ec;
   fs::create_directories(default_base_, ec);
   if (ec) throw kv::InputError(default_base_, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
+}
+
+void RunWorkspace::make_default_base() const {
+  if (default_is_flag_ || std::find(bases_.begin(), bases_.end(), default_base_) == bases_.end()) return;
+  create_default_base();
   if (!fs::is_directory(default_base_)) {
     throw kv::InputError(default_base_, "l2_dir", "is not a directory (the L2 directory beside the database)");
   }
@@ -54,11 +58,7 @@ void RunWorkspace::open(std::int64_t run_id) {
 std::string RunWorkspace::run_dir(const std::string& policy_dir) {
   const std::string& base = policy_dir.empty() ? default_base_ : policy_dir;
   if (auto it = run_dirs_.find(base); it != run_dirs_.end()) return it->second;
-  if (base == default_base_ && !default_is_flag_) {
-    std::error_code ec;
-    fs::create_directories(default_base_, ec);
-    if (ec) throw kv::InputError(default_base_, "l2_dir", "cannot create the L2 directory beside the database: " + ec.message());
-  }
+  if (base == default_base_ && !default_is_flag_) create_default_base();
   return run_dirs_[base] = create(base);
 }
 

@@ -43,6 +43,7 @@ class RunWorkspace {
 
  private:
   std::string create(const std::string& base);
+  void create_default_base() const;  // the default base and its parents (not --l2-dir)
 
   std::string default_base_;
   bool default_is_flag_ = false;
