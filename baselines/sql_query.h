@@ -12,7 +12,8 @@
 
 namespace kvbench {
 
-// A prepared read with bound parameters.
+// A prepared statement with bound parameters; every binding and step is checked (a failure
+// throws like any other of the store's: throw_sqlite_failure).
 class Query {
  public:
   Query(ResultsStore& store, const std::string& sql) : Query(store, sql.c_str()) {}
@@ -22,13 +23,19 @@ class Query {
   ~Query() { sqlite3_finalize(stmt_); }
   Query(const Query&) = delete;
   Query& operator=(const Query&) = delete;
-  Query& bind(int i, std::int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
+  Query& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
+  Query& bind(int i, int v) { return check(sqlite3_bind_int(stmt_, i, v)); }
+  Query& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
   Query& bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
+    return check(sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  // Column c of `row`'s current row, bound as it is stored (its type and value, NULL included).
+  Query& bind_column(int i, const Query& row, int c) { return check(sqlite3_bind_value(stmt_, i, sqlite3_column_value(row.stmt_, c))); }
+  // Steps a write to its end and makes the statement ready for new bindings.
+  void run() {
+    while (step()) {
+    }
+    check(sqlite3_reset(stmt_));
   }
   bool step() {
     const int rc = sqlite3_step(stmt_);
@@ -38,6 +45,7 @@ class Query {
   }
   bool null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
   std::int64_t int64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  int columns() const { return sqlite3_column_count(stmt_); }
   double real(int c) const { return sqlite3_column_double(stmt_, c); }
   std::string text(int c) const {
     const auto* s = sqlite3_column_text(stmt_, c);
@@ -45,6 +53,10 @@ class Query {
   }
 
  private:
+  Query& check(int rc) {
+    if (rc != SQLITE_OK) throw_sqlite_failure(db_, "bind");
+    return *this;
+  }
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };

@@ -1,6 +1,12 @@
 #include "case_plan.h"
 
+#include <fmt/format.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <algorithm>
+#include <charconv>
+#include <numeric>
 #include <optional>
 #include <regex>
 
@@ -53,6 +59,47 @@ std::vector<std::pair<std::size_t, std::size_t>> engine_run_groups(const std::ve
     }
   }
   return groups;
+}
+
+Shard parse_shard(const std::string& text) {
+  Shard shard;
+  const auto slash = text.find('/');
+  const auto number = [&](std::string_view part, int& out) {
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return !part.empty() && error == std::errc() && end == part.data() + part.size();
+  };
+  const std::string_view whole(text);
+  if (slash == std::string::npos || !number(whole.substr(0, slash), shard.index) || !number(whole.substr(slash + 1), shard.count)) {
+    throw kv::InputError("--shard", text, "not INDEX/COUNT (1/4 is the first of four shards)");
+  }
+  if (shard.count < 1 || shard.count > 1000) throw kv::InputError("--shard", text, "COUNT must be 1 to 1000");
+  if (shard.index < 1 || shard.index > shard.count) {
+    throw kv::InputError("--shard", text, fmt::format("INDEX must be 1 to {} (shards count from 1)", shard.count));
+  }
+  return shard;
+}
+
+std::vector<int> assign_shards(const std::vector<double>& group_weights, int count) {
+  std::vector<std::size_t> order(group_weights.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return group_weights[a] > group_weights[b]; });
+  std::vector<double> load(static_cast<std::size_t>(std::max(count, 1)), 0.0);
+  std::vector<int> shard_of(group_weights.size(), 0);
+  for (std::size_t g : order) {
+    const auto lightest = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    shard_of[g] = static_cast<int>(lightest);
+    load[lightest] += group_weights[g];
+  }
+  return shard_of;
+}
+
+std::string shard_plan_hash(const std::vector<PlannedCase>& cases, const std::vector<std::pair<std::size_t, std::size_t>>& groups,
+                            const std::vector<int>& shard_of_group, int count) {
+  std::string text = fmt::format("shards {}\n", count);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) text += fmt::format("{} {}\n", shard_of_group[g], cases[i].info.name());
+  }
+  return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
 }
 
 }  // namespace kvbench

@@ -30,4 +30,23 @@ std::vector<PlannedCase> plan_cases(const SuiteConfig& suite, const std::string&
 // shares one engine run per repetition (the SoCs price it; a SoC may add runs of its own).
 std::vector<std::pair<std::size_t, std::size_t>> engine_run_groups(const std::vector<PlannedCase>& cases);
 
+// One part of a suite run as several (`kvbench run --shard INDEX/COUNT`): whole engine-run
+// groups, so a group's SoCs still share its engine runs.
+struct Shard {
+  int index = 1;  // from 1
+  int count = 1;
+};
+// "I/N" with 1 <= I <= N <= 1000; throws InputError naming --shard otherwise.
+Shard parse_shard(const std::string& text);
+
+// The shard (from 0) of each group, given each group's expected time: the heaviest group first
+// (ties: the earlier), each to the shard with the least time so far (ties: the lower index), so
+// no shard exceeds another by more than its heaviest group. The same weights give the same
+// assignment on every machine.
+std::vector<int> assign_shards(const std::vector<double>& group_weights, int count);
+
+// The 16-hex-digit identity of an assignment: shards of one run share it, and merging checks it.
+std::string shard_plan_hash(const std::vector<PlannedCase>& cases, const std::vector<std::pair<std::size_t, std::size_t>>& groups,
+                            const std::vector<int>& shard_of_group, int count);
+
 }  // namespace kvbench

@@ -13,6 +13,7 @@
 #include "ab_command.h"
 #include "calibrate_command.h"
 #include "pareto_command.h"
+#include "merge_command.h"
 #include "prune_command.h"
 #include "report_command.h"
 #include "validate_command.h"
@@ -111,6 +112,8 @@ int run_cli(int argc, char** argv) {
   add_report_command(app, report);
   PruneCommandOptions prune;
   add_prune_command(app, prune);
+  MergeOptions merge;
+  add_merge_command(app, merge);
 
   // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
   if (argc > 1 && argv[1][0] != '-') {
@@ -162,6 +165,7 @@ int run_cli(int argc, char** argv) {
     if (pareto.command->parsed()) return run_pareto(pareto);
     if (report.command->parsed()) return run_report(report);
     if (prune.command->parsed()) return run_prune(prune);
+    if (merge.command->parsed()) return run_merge(merge);
     fmt::print("{}", app.help());
     return kExitOk;
   } catch (const kv::InputError& error) {

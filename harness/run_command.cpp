@@ -87,6 +87,13 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                 "make every check a run makes before it starts (suite, models, scripts, sparse budgets, kernel paths, "
                 "directories, the database read-only), say which cases would be skipped or degraded, and stop: nothing "
                 "is run or written");
+  cmd->add_option("--shard", o.shard,
+                  "I/N: run only the I-th of N parts of the suite, whole engine-run groups balanced by the case times of the "
+                  "suite's previous run (else by each case's size); `kvbench merge` joins the parts into one run");
+  cmd->add_option("--run-group", o.run.run_group, "with --shard: the name the shards of one run share (tagged run-group=ID)");
+  cmd->add_option("--balance-from", o.run.balance_from,
+                  "with --shard: the database whose previous run of the suite balances the shards (default: --db); every "
+                  "shard of a group must balance from the same history");
 }
 
 }  // namespace
@@ -195,6 +202,7 @@ int run_run(const RunCommandOptions& o) {
   InterruptScope interrupts;
   RunOptions options = o.run;
   options.stop = &InterruptScope::flag();
+  if (!o.shard.empty()) options.shard = parse_shard(o.shard);
   RunSummary s;
   try {
     s = run_suite(suite, options);

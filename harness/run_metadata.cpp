@@ -16,6 +16,8 @@ std::string config_hash(const std::string& resolved_suite_json) {
   return fmt::format("{:016x}", XXH3_64bits(resolved_suite_json.data(), resolved_suite_json.size()));
 }
 
+std::string run_group_tag(const std::string& run_group) { return "run-group=" + run_group; }
+
 RunInfo describe_run(const SuiteConfig& suite, const RunOptions& options, const RunSettings& settings) {
   RunInfo info;
   info.git_sha = KVBENCH_GIT_SHA;
@@ -40,6 +42,14 @@ RunInfo describe_run(const SuiteConfig& suite, const RunOptions& options, const 
     for (const auto& [soc, profile] : *settings.profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
   }
   meta["soc_profiles"] = used;
+  if (options.shard && settings.shard != nullptr) {
+    meta["shard"] = {{"index", options.shard->index},
+                     {"count", options.shard->count},
+                     {"run_group", options.run_group},
+                     {"plan", settings.shard->plan_hash},
+                     {"balanced_by", settings.shard->balanced_by}};
+    info.tags.push_back(run_group_tag(options.run_group));
+  }
   info.meta_json = meta.dump();
   return info;
 }

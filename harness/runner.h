@@ -9,10 +9,12 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "case_plan.h"
 #include "memory/file_io.h"
 #include "results_store.h"
 #include "soc/soc_profile.h"
@@ -42,6 +44,12 @@ struct RunOptions {
   const std::atomic<bool>* stop = nullptr;
   // SoC profiles by name that take the place of the built-in ones (tests price with made-up SoCs).
   std::map<std::string, kv::soc::SocProfile> profiles;
+  // --shard I/N: run only the I-th of N balanced parts of the suite (shard_selection.h), tagged
+  // run-group=<run_group> so `kvbench merge` can join the parts; balanced by the case times of
+  // the suite's previous run in balance_from ("": db_path).
+  std::optional<Shard> shard;
+  std::string run_group;
+  std::string balance_from;
 };
 
 struct RunSummary {

@@ -1,0 +1,96 @@
+#include "run_import.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "sql_query.h"
+
+namespace kvbench {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& tags) {
+  std::string out;
+  for (const std::string& tag : tags) out += (out.empty() ? "" : ",") + tag;
+  return out;
+}
+
+// Every row `select` (one ? for the source case id) returns, inserted by `insert` after the new
+// case id (its first parameter), column for column.
+void copy_rows(ResultsStore& source, const char* select, std::int64_t source_case, ResultsStore& target, const char* insert,
+               std::int64_t target_case) {
+  Query rows(source, select);
+  rows.bind(1, source_case);
+  Query write(target, insert);
+  while (rows.step()) {
+    write.bind(1, target_case);
+    for (int c = 0; c < rows.columns(); ++c) write.bind_column(c + 2, rows, c);
+    write.run();
+  }
+}
+
+std::int64_t copy_case(const ImportedCase& from, ResultsStore& target, std::int64_t run_id) {
+  ResultsStore& source = *from.source;
+  Query row(source, "SELECT name, model, workload, policy, soc, skipped_reason, status, error FROM cases WHERE id = ?");
+  row.bind(1, from.case_id);
+  if (!row.step()) throw kv::InputError(source.path(), "case", fmt::format("no case {} in this database", from.case_id));
+  Query insert(target,
+               "INSERT INTO cases (run_id, name, model, workload, policy, soc, skipped_reason, status, error)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, run_id);
+  for (int c = 0; c < 8; ++c) insert.bind_column(c + 2, row, c);
+  insert.run();
+  const std::int64_t id = sqlite3_last_insert_rowid(target.db());
+  copy_rows(source, "SELECT repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics WHERE case_id = ?", from.case_id,
+            target,
+            "INSERT INTO metrics (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            id);
+  copy_rows(source, "SELECT repetition, name, step, value FROM series WHERE case_id = ?", from.case_id, target,
+            "INSERT INTO series (case_id, repetition, name, step, value) VALUES (?, ?, ?, ?, ?)", id);
+  copy_rows(source, "SELECT repetition, name, bin, count FROM histograms WHERE case_id = ?", from.case_id, target,
+            "INSERT INTO histograms (case_id, repetition, name, bin, count) VALUES (?, ?, ?, ?, ?)", id);
+  copy_rows(source, "SELECT repetition, step, kind, detail, data FROM events WHERE case_id = ? ORDER BY rowid", from.case_id, target,
+            "INSERT INTO events (case_id, repetition, step, kind, detail, data) VALUES (?, ?, ?, ?, ?, ?)", id);
+  return id;
+}
+
+}  // namespace
+
+std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std::vector<ImportedCase>& cases) {
+  for (const ImportedCase& c : cases) {
+    if (c.source->schema_version() != kSchemaVersion) {
+      throw kv::InputError(c.source->path(), "schema",
+                           fmt::format("version {}, not this kvbench's {}: its runs are imported by the kvbench that wrote it",
+                                       c.source->schema_version(), kSchemaVersion));
+    }
+  }
+  WriteTransaction tx(target);
+  Query insert(target,
+               "INSERT INTO runs (started_at, ended_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
+               " config_hash, tags, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, run.started_at).bind(2, run.ended_at).bind(3, std::string(run_status_name(run.status)));
+  insert.bind(4, static_cast<std::int64_t>(::getpid())).bind(5, boot_id()).bind(6, run.ended_at);
+  insert.bind(7, run.info.git_sha).bind(8, run.info.git_dirty ? 1 : 0).bind(9, run.info.config_json).bind(10, run.info.config_hash);
+  insert.bind(11, joined(run.info.tags)).bind(12, run.info.meta_json);
+  insert.run();
+  const std::int64_t run_id = sqlite3_last_insert_rowid(target.db());
+  for (const ImportedCase& c : cases) copy_case(c, target, run_id);
+  tx.commit();
+  return run_id;
+}
+
+}  // namespace kvbench
+
+namespace kvbench {
+
+std::vector<std::pair<std::int64_t, std::string>> stored_cases(ResultsStore& store, std::int64_t run_id) {
+  std::vector<std::pair<std::int64_t, std::string>> cases;
+  Query q(store, "SELECT id, name FROM cases WHERE run_id = ? ORDER BY id");
+  q.bind(1, run_id);
+  while (q.step()) cases.emplace_back(q.int64(0), q.text(1));
+  return cases;
+}
+
+}  // namespace kvbench

@@ -1,0 +1,38 @@
+// Copying stored cases between databases: the cases of runs in other kvbench databases (shards of
+// one suite run, a device's run) become one new run here, row for row - metrics, series,
+// histograms and events as their sources stored them - in one transaction, so the new run is
+// either whole in the database or absent.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "results_store.h"
+
+namespace kvbench {
+
+struct ImportedCase {
+  ResultsStore* source = nullptr;  // opened read-only, at this binary's schema
+  std::int64_t case_id = 0;        // in source
+};
+
+struct ImportedRun {
+  RunInfo info;
+  RunStatus status = RunStatus::Complete;
+  std::string started_at, ended_at;  // as the sources say (the earliest start, the latest end)
+};
+
+// Returns the new run's id. Throws InputError naming a source whose schema is not this binary's
+// (its columns could differ) before writing anything.
+std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std::vector<ImportedCase>& cases);
+
+}  // namespace kvbench
+
+namespace kvbench {
+
+// The ids and names of a run's cases, in the order they were stored.
+std::vector<std::pair<std::int64_t, std::string>> stored_cases(ResultsStore& store, std::int64_t run_id);
+
+}  // namespace kvbench
