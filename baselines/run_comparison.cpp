@@ -182,69 +182,73 @@ std::string run_kernel_path(const RunRecord& run) {
   return "scalar";
 }
 
-RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int64_t candidate, const GateRules& rules,
-                           const CompareOptions& options) {
-  RunComparison out;
-  out.fdr = rules.fdr;
-  out.baseline = get_run(store, baseline, "--baseline");
-  out.candidate = get_run(store, candidate, "--candidate");
-  require_complete(out.baseline, "--baseline");
-  require_complete(out.candidate, "--candidate");
-  if (out.baseline.suite != out.candidate.suite) {
-    throw kv::InputError("--candidate", std::to_string(candidate),
-                         fmt::format("run {} is of suite '{}', the baseline run {} of suite '{}': only runs of one suite compare",
-                                     candidate, out.candidate.suite, baseline, out.baseline.suite));
-  }
-  // Another benchmark definition moves exact and modelled figures by design: those rows wait
-  // for a new baseline; host timings are still compared.
-  const int definition_a = run_benchmark_definition(out.baseline), definition_b = run_benchmark_definition(out.candidate);
-  std::string definition_why;
-  if (definition_a != definition_b) {
-    out.definition_change = std::pair{definition_a, definition_b};
-    definition_why = fmt::format("benchmark definition changed v{} -> v{}", definition_a, definition_b);
-    out.caveats.push_back(definition_why + ": set a new baseline");
-  }
-  // The machines: host timings need one CPU, every figure one kernel path.
-  const std::string path_a = run_kernel_path(out.baseline), path_b = run_kernel_path(out.candidate);
-  const std::string cpu_a = meta_field(out.baseline, "cpu_model"), cpu_b = meta_field(out.candidate, "cpu_model");
-  std::string host_why, exact_why;
-  if (path_a != path_b) exact_why = host_why = fmt::format("kernel path {} vs {}", path_a, path_b);
-  if (cpu_a != cpu_b) host_why = fmt::format("CPU '{}' vs '{}'", cpu_a, cpu_b) + (host_why.empty() ? "" : ", " + host_why);
-  if (!host_why.empty() && options.allow_machine_change) {
-    out.caveats.push_back("host timings are gated across a machine change (" + host_why +
-                          "): a difference may be the machine's, not the change's");
-    host_why.clear();
-  }
+namespace {
+
+// Why rows of a clock cannot be compared between the two runs ("" where they can).
+struct Comparability {
+  int definition_a = 0, definition_b = 0;
+  std::string definition_why;  // exact and modelled rows wait for a new baseline
+  std::string host_why;        // measured here: another CPU or kernel path
+  std::string exact_why;       // another kernel path
+  std::string path_a, cpu_a;   // the baseline's machine, for its history
+  std::map<std::string, std::string> hashes_a, hashes_b;  // SoC profile hashes by SoC
 
   // Modelled figures need the same SoC profile: a recalibrated host prices everything anew.
-  const auto profile_hashes = [](const RunRecord& run) {
-    std::map<std::string, std::string> hashes;
-    const json meta = json::parse(run.meta_json, nullptr, false);
-    if (meta.is_object() && meta.contains("soc_profiles") && meta["soc_profiles"].is_object()) {
-      for (const auto& [soc, used] : meta["soc_profiles"].items()) {
-        if (used.is_object()) hashes[soc] = used.value("hash", "");
-      }
-    }
-    return hashes;
-  };
-  const std::map<std::string, std::string> hashes_a = profile_hashes(out.baseline), hashes_b = profile_hashes(out.candidate);
-  const auto model_why = [&](const std::string& soc) -> std::string {
+  std::string model_why(const std::string& soc) const {
     if (!exact_why.empty()) return exact_why;
     const auto ia = hashes_a.find(soc), ib = hashes_b.find(soc);
     const std::string ha = ia == hashes_a.end() ? "" : ia->second, hb = ib == hashes_b.end() ? "" : ib->second;
     if (ha == hb) return "";
     return fmt::format("SoC profile '{}' {} vs {}", soc, ha.empty() ? "unrecorded" : ha, hb.empty() ? "unrecorded" : hb);
-  };
+  }
+};
 
-  const json base_config = json::parse(out.baseline.config_json, nullptr, false);
-  const json cand_config = json::parse(out.candidate.config_json, nullptr, false);
-  const std::vector<CaseSamples> a = load_samples(store, baseline), b = load_samples(store, candidate);
-  // Earlier runs of the suite on the baseline's machine (the baseline among them, never the
-  // candidate): how much runs scatter between themselves, beyond their repetitions.
-  struct Earlier {
-    json config;
-    std::vector<CaseSamples> cases;
-  };
+std::map<std::string, std::string> profile_hashes(const RunRecord& run) {
+  std::map<std::string, std::string> hashes;
+  const json meta = json::parse(run.meta_json, nullptr, false);
+  if (meta.is_object() && meta.contains("soc_profiles") && meta["soc_profiles"].is_object()) {
+    for (const auto& [soc, used] : meta["soc_profiles"].items()) {
+      if (used.is_object()) hashes[soc] = used.value("hash", "");
+    }
+  }
+  return hashes;
+}
+
+Comparability comparability(RunComparison& out, const CompareOptions& options) {
+  Comparability c;
+  // Another benchmark definition moves exact and modelled figures by design: those rows wait
+  // for a new baseline; host timings are still compared.
+  c.definition_a = run_benchmark_definition(out.baseline);
+  c.definition_b = run_benchmark_definition(out.candidate);
+  if (c.definition_a != c.definition_b) {
+    out.definition_change = std::pair{c.definition_a, c.definition_b};
+    c.definition_why = fmt::format("benchmark definition changed v{} -> v{}", c.definition_a, c.definition_b);
+    out.caveats.push_back(c.definition_why + ": set a new baseline");
+  }
+  // The machines: host timings need one CPU, every figure one kernel path.
+  c.path_a = run_kernel_path(out.baseline);
+  c.cpu_a = meta_field(out.baseline, "cpu_model");
+  const std::string path_b = run_kernel_path(out.candidate), cpu_b = meta_field(out.candidate, "cpu_model");
+  if (c.path_a != path_b) c.exact_why = c.host_why = fmt::format("kernel path {} vs {}", c.path_a, path_b);
+  if (c.cpu_a != cpu_b) c.host_why = fmt::format("CPU '{}' vs '{}'", c.cpu_a, cpu_b) + (c.host_why.empty() ? "" : ", " + c.host_why);
+  if (!c.host_why.empty() && options.allow_machine_change) {
+    out.caveats.push_back("host timings are gated across a machine change (" + c.host_why +
+                          "): a difference may be the machine's, not the change's");
+    c.host_why.clear();
+  }
+  c.hashes_a = profile_hashes(out.baseline);
+  c.hashes_b = profile_hashes(out.candidate);
+  return c;
+}
+
+// Earlier runs of the suite on the baseline's machine (the baseline among them, never the
+// candidate): how much runs scatter between themselves, beyond their repetitions.
+struct Earlier {
+  json config;
+  std::vector<CaseSamples> cases;
+};
+
+std::vector<Earlier> earlier_runs(ResultsStore& store, const RunComparison& out, const Comparability& how, const CompareOptions& options) {
   std::vector<Earlier> earlier;
   // Runs of `kvbench ab` took their repetitions in turn, one process each: drift is already in
   // their spread.
@@ -252,107 +256,82 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
     const json meta = json::parse(r.meta_json, nullptr, false);
     return meta.is_object() && meta.contains("ab");
   };
-  if (options.between_runs && !(interleaved(out.baseline) && interleaved(out.candidate))) {
-    RunFilter filter;
-    filter.status = "complete";
-    filter.suite = out.baseline.suite;
-    std::vector<RunRecord> runs;
-    for (RunRecord& r : list_runs(store, filter)) {
-      if (r.id == candidate || (r.id > candidate && r.id != baseline)) continue;
-      if (run_kernel_path(r) != path_a || meta_field(r, "cpu_model") != cpu_a) continue;
-      try {
-        if (run_benchmark_definition(r) != definition_a) continue;
-      } catch (const kv::InputError&) {
-        continue;  // history only: an unreadable version is no run of the baseline's definition
-      }
-      runs.push_back(std::move(r));
+  if (!options.between_runs || (interleaved(out.baseline) && interleaved(out.candidate))) return earlier;
+  const std::int64_t baseline = out.baseline.id, candidate = out.candidate.id;
+  RunFilter filter;
+  filter.status = "complete";
+  filter.suite = out.baseline.suite;
+  std::vector<RunRecord> runs;
+  for (RunRecord& r : list_runs(store, filter)) {
+    if (r.id == candidate || (r.id > candidate && r.id != baseline)) continue;
+    if (run_kernel_path(r) != how.path_a || meta_field(r, "cpu_model") != how.cpu_a) continue;
+    try {
+      if (run_benchmark_definition(r) != how.definition_a) continue;
+    } catch (const kv::InputError&) {
+      continue;  // history only: an unreadable version is no run of the baseline's definition
     }
-    if (runs.size() > kEarlierRuns) runs.erase(runs.begin(), runs.end() - static_cast<std::ptrdiff_t>(kEarlierRuns));
-    for (const RunRecord& r : runs) earlier.push_back({json::parse(r.config_json, nullptr, false), load_samples(store, r.id)});
+    runs.push_back(std::move(r));
   }
-  std::map<std::string, const CaseSamples*> by_name;
-  for (const CaseSamples& c : b) by_name[c.name] = &c;
-  std::vector<MetricRule> row_rules;
-  std::vector<std::pair<std::size_t, std::size_t>> where;  // (case, row) of every row, for decide()
-  std::vector<MetricComparison> all;
-  for (const CaseSamples& base : a) {
-    const auto it = by_name.find(base.name);
-    if (it == by_name.end()) {
-      out.only_in_baseline.push_back(base.name);
-      continue;
-    }
-    const CaseSamples& cand = *it->second;
-    by_name.erase(it);
-    CaseComparison c;
-    c.name = base.name;
-    c.config_changes = config_changes(base_config, cand_config, base);
-    if (options.require_same_config && !c.config_changes.empty()) {
-      throw kv::InputError("--require-same-config", c.name, "the configuration differs: " + c.config_changes.front() +
-                                                                (c.config_changes.size() > 1 ? fmt::format(" (and {} more)", c.config_changes.size() - 1) : ""));
-    }
-    // The same case in earlier runs with the baseline's configuration of it.
-    std::vector<const CaseSamples*> history;
-    for (const Earlier& e : earlier) {
-      if (!config_changes(base_config, e.config, base).empty()) continue;
-      for (const CaseSamples& s : e.cases) {
-        if (s.name == base.name) history.push_back(&s);
+  if (runs.size() > kEarlierRuns) runs.erase(runs.begin(), runs.end() - static_cast<std::ptrdiff_t>(kEarlierRuns));
+  for (const RunRecord& r : runs) earlier.push_back({json::parse(r.config_json, nullptr, false), load_samples(store, r.id)});
+  return earlier;
+}
+
+// What one case's rows are compared with.
+struct CaseInputs {
+  const CaseSamples& base;
+  const CaseSamples& cand;
+  std::vector<const CaseSamples*> history;  // the same case in earlier runs with the baseline's configuration of it
+  CoreSpeed speed;
+};
+
+// One metric of a case: its samples (CPU times at one core speed where the probe says the cores
+// differed), compared by its rule, and not gated where its clock is not comparable.
+MetricComparison compare_metric(const std::string& name, const CaseInputs& in, const MetricRule& rule, const CompareOptions& options,
+                                const Comparability& how, CaseComparison& c) {
+  const auto pick = [&](const CaseSamples& s) {
+    const auto found = s.samples.find(name);
+    return found == s.samples.end() ? std::vector<Sample>{} : found->second;
+  };
+  const std::optional<MetricKey> key = parse_metric_key(name);
+  // Measured here, wall or CPU time: comparable only on the same CPU and kernel path.
+  const bool host = key && measured_here(key->clock);
+  const bool modelled = key && key->clock == Clock::Model;
+  std::vector<std::vector<Sample>> runs;
+  for (const CaseSamples* h : in.history) runs.push_back(pick(*h));
+  const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;
+  std::vector<Sample> base_samples = pick(in.base), cand_samples = pick(in.cand);
+  bool rescaled = false;
+  if (in.speed.rescale && key && key->clock == Clock::Cpu && name != kCoreProbe) {
+    const MetricDef* def = find_metric(key->name);
+    if (def != nullptr && def->unit == "ms") {
+      auto b = at_core_speed(base_samples, in.speed.base, in.speed.reference), r = at_core_speed(cand_samples, in.speed.cand, in.speed.reference);
+      if (b && r) {
+        base_samples = std::move(*b);
+        cand_samples = std::move(*r);
+        rescaled = true;
       }
     }
-    const CoreSpeed speed = core_speed(base, cand, options.paired);
-    std::map<std::string, bool> metrics;
-    for (const auto& [name, samples] : base.samples) metrics[name] = true;
-    for (const auto& [name, samples] : cand.samples) metrics[name] = true;
-    for (const auto& [name, unused] : metrics) {
-      const auto pick = [&](const CaseSamples& s) {
-        const auto found = s.samples.find(name);
-        return found == s.samples.end() ? std::vector<Sample>{} : found->second;
-      };
-      MetricRule rule = rules.rule_for(name);
-      const std::optional<MetricKey> key = parse_metric_key(name);
-      // Measured here, wall or CPU time: comparable only on the same CPU and kernel path.
-      const bool host = key && measured_here(key->clock);
-      const bool modelled = key && key->clock == Clock::Model;
-      std::vector<std::vector<Sample>> runs;
-      for (const CaseSamples* h : history) runs.push_back(pick(*h));
-      const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;
-      std::vector<Sample> base_samples = pick(base), cand_samples = pick(cand);
-      bool rescaled = false;
-      if (speed.rescale && key && key->clock == Clock::Cpu && name != kCoreProbe) {
-        const MetricDef* def = find_metric(key->name);
-        if (def != nullptr && def->unit == "ms") {
-          auto b = at_core_speed(base_samples, speed.base, speed.reference), c = at_core_speed(cand_samples, speed.cand, speed.reference);
-          if (b && c) {
-            base_samples = std::move(*b);
-            cand_samples = std::move(*c);
-            rescaled = true;
-          }
-        }
-      }
-      MetricComparison row = options.paired ? compare_paired_samples(name, base_samples, cand_samples, rule)
-                                            : compare_samples(name, base_samples, cand_samples, rule, between.value_or(0.0),
-                                                              static_cast<int>(runs.size()));
-      if (rescaled) row.core_slowdown = speed.slowdown;
-      const std::string why = host ? host_why : modelled ? model_why(base.soc) : exact_why;
-      if (!host && !definition_why.empty() && row.verdict != Verdict::NotGated) {
-        row.verdict = Verdict::NotGated;
-        row.note = definition_why;
-      } else if (!why.empty() && row.verdict != Verdict::NotGated) {
-        row.verdict = Verdict::NotGated;
-        row.note = "not comparable: " + why;
-        c.not_comparable = why;
-      }
-      where.emplace_back(out.cases.size(), c.rows.size());
-      c.rows.push_back(row);
-      row_rules.push_back(rule);
-    }
-    out.cases.push_back(std::move(c));
   }
-  for (const auto& [name, unused] : by_name) out.only_in_candidate.push_back(name);
-  // One Benjamini-Hochberg adjustment over the whole comparison's statistical rows.
-  for (const auto& [ci, ri] : where) all.push_back(out.cases[ci].rows[ri]);
-  decide(all, row_rules, rules.fdr);
-  for (std::size_t i = 0; i < where.size(); ++i) out.cases[where[i].first].rows[where[i].second] = all[i];
-  for (CaseComparison& c : out.cases) judge_by_cpu_rows(c.rows);
+  MetricComparison row = options.paired ? compare_paired_samples(name, base_samples, cand_samples, rule)
+                                        : compare_samples(name, base_samples, cand_samples, rule, between.value_or(0.0),
+                                                          static_cast<int>(runs.size()));
+  if (rescaled) row.core_slowdown = in.speed.slowdown;
+  const std::string why = host ? how.host_why : modelled ? how.model_why(in.base.soc) : how.exact_why;
+  if (!host && !how.definition_why.empty() && row.verdict != Verdict::NotGated) {
+    row.verdict = Verdict::NotGated;
+    row.note = how.definition_why;
+  } else if (!why.empty() && row.verdict != Verdict::NotGated) {
+    row.verdict = Verdict::NotGated;
+    row.note = "not comparable: " + why;
+    c.not_comparable = why;
+  }
+  return row;
+}
+
+// A regression an acknowledgement covers stays listed, marked, and stops failing the gate.
+void apply_acks(ResultsStore& store, RunComparison& out) {
+  const std::int64_t baseline = out.baseline.id, candidate = out.candidate.id;
   const std::vector<AckRow> acks = list_acks(store);
   for (CaseComparison& c : out.cases) {
     for (MetricComparison& row : c.rows) {
@@ -367,6 +346,72 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
       }
     }
   }
+}
+
+}  // namespace
+
+RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int64_t candidate, const GateRules& rules,
+                           const CompareOptions& options) {
+  RunComparison out;
+  out.fdr = rules.fdr;
+  out.baseline = get_run(store, baseline, "--baseline");
+  out.candidate = get_run(store, candidate, "--candidate");
+  require_complete(out.baseline, "--baseline");
+  require_complete(out.candidate, "--candidate");
+  if (out.baseline.suite != out.candidate.suite) {
+    throw kv::InputError("--candidate", std::to_string(candidate),
+                         fmt::format("run {} is of suite '{}', the baseline run {} of suite '{}': only runs of one suite compare",
+                                     candidate, out.candidate.suite, baseline, out.baseline.suite));
+  }
+  const Comparability how = comparability(out, options);
+  const json base_config = json::parse(out.baseline.config_json, nullptr, false);
+  const json cand_config = json::parse(out.candidate.config_json, nullptr, false);
+  const std::vector<CaseSamples> a = load_samples(store, baseline), b = load_samples(store, candidate);
+  const std::vector<Earlier> earlier = earlier_runs(store, out, how, options);
+  std::map<std::string, const CaseSamples*> by_name;
+  for (const CaseSamples& c : b) by_name[c.name] = &c;
+  std::vector<MetricRule> row_rules;
+  std::vector<std::pair<std::size_t, std::size_t>> where;  // (case, row) of every row, for decide()
+  for (const CaseSamples& base : a) {
+    const auto it = by_name.find(base.name);
+    if (it == by_name.end()) {
+      out.only_in_baseline.push_back(base.name);
+      continue;
+    }
+    CaseInputs in{base, *it->second, {}, core_speed(base, *it->second, options.paired)};
+    by_name.erase(it);
+    CaseComparison c;
+    c.name = base.name;
+    c.config_changes = config_changes(base_config, cand_config, base);
+    if (options.require_same_config && !c.config_changes.empty()) {
+      throw kv::InputError("--require-same-config", c.name, "the configuration differs: " + c.config_changes.front() +
+                                                                (c.config_changes.size() > 1 ? fmt::format(" (and {} more)", c.config_changes.size() - 1) : ""));
+    }
+    for (const Earlier& e : earlier) {
+      if (!config_changes(base_config, e.config, base).empty()) continue;
+      for (const CaseSamples& s : e.cases) {
+        if (s.name == base.name) in.history.push_back(&s);
+      }
+    }
+    std::map<std::string, bool> metrics;
+    for (const auto& [name, samples] : in.base.samples) metrics[name] = true;
+    for (const auto& [name, samples] : in.cand.samples) metrics[name] = true;
+    for (const auto& [name, unused] : metrics) {
+      const MetricRule rule = rules.rule_for(name);
+      where.emplace_back(out.cases.size(), c.rows.size());
+      c.rows.push_back(compare_metric(name, in, rule, options, how, c));
+      row_rules.push_back(rule);
+    }
+    out.cases.push_back(std::move(c));
+  }
+  for (const auto& [name, unused] : by_name) out.only_in_candidate.push_back(name);
+  // One Benjamini-Hochberg adjustment over the whole comparison's statistical rows.
+  std::vector<MetricComparison> all;
+  for (const auto& [ci, ri] : where) all.push_back(out.cases[ci].rows[ri]);
+  decide(all, row_rules, rules.fdr);
+  for (std::size_t i = 0; i < where.size(); ++i) out.cases[where[i].first].rows[where[i].second] = all[i];
+  for (CaseComparison& c : out.cases) judge_by_cpu_rows(c.rows);
+  apply_acks(store, out);
   return out;
 }
 

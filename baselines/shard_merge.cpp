@@ -23,9 +23,14 @@ void check_same(const ShardRunInfo& first, const ShardRunInfo& s) {
   differs("benchmark_definition", std::to_string(first.definition), std::to_string(s.definition),
           "the suite's figures were defined differently");
   differs("config_hash", first.config_hash, s.config_hash, "the shards ran different configurations of the suite");
+  differs("repetitions", std::to_string(first.repetitions), std::to_string(s.repetitions), "one run has one repetition count");
+  differs("build", first.build, s.build, "one run is one build of kvbench");
+  differs("kernel_path", first.kernel_path, s.kernel_path, "exact figures compare only on one kernel path");
+  differs("soc_profiles", first.profiles, s.profiles, "the modelled figures were priced with different SoC profiles");
   differs("shard count", std::to_string(first.count), std::to_string(s.count), "the shards split the suite differently");
   differs("shard plan", first.plan, s.plan,
-          "the shards assigned the cases differently (give every shard the same --balance-from history)");
+          "the shards assigned the cases differently: they balanced from different histories (give every shard the "
+          "same --balance-from), or found different models (a fetched model missing on one runner)");
 }
 
 // The merged run's status is the worst of its shards': failed, aborted, interrupted, complete.

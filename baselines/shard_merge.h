@@ -19,6 +19,10 @@ struct ShardRunInfo {
   RunStatus status = RunStatus::Complete;  // as reported (a running run whose process is gone: aborted)
   std::string suite, config_hash, plan, run_group;
   int definition = 0;  // the suite's benchmark definition version
+  int repetitions = 0;  // after --repetitions
+  std::string build;        // git sha, "+dirty" when the tree was
+  std::string kernel_path;  // the engine's kernels
+  std::string profiles;     // the SoC profiles that priced it (names and hashes)
   int index = 0, count = 0;
   std::vector<std::string> cases;  // its case names
   std::string where() const;       // "run N of FILE (shard I/N)"

@@ -29,6 +29,7 @@ class Query {
   Query& bind(int i, const std::string& v) {
     return check(sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
   }
+  Query& bind_null(int i) { return check(sqlite3_bind_null(stmt_, i)); }
   // Column c of `row`'s current row, bound as it is stored (its type and value, NULL included).
   Query& bind_column(int i, const Query& row, int c) { return check(sqlite3_bind_value(stmt_, i, sqlite3_column_value(row.stmt_, c))); }
   // Steps a write to its end and makes the statement ready for new bindings.

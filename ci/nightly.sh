@@ -3,7 +3,13 @@
 # --promote move the baseline to the new run when the night is a plain pass.
 #
 #   ci/nightly.sh [--db PATH] [--baseline NAME] [--suite NAME|PATH] [--out DIR] [--promote] [--tag T]
-#                 [--inconclusive pass|fail] [--unreliable pass|fail] [--noise-threshold X]
+#                 [--inconclusive pass|fail] [--unreliable pass|fail] [--noise-threshold X] [--shards DIR]
+#
+# With --shards DIR the suite is not run here: the shard databases in DIR (*.sqlite, written by
+# `kvbench run --shard I/N --run-group ID` on other machines) are merged into the database
+# (`kvbench merge`), and the merged run is gated, reported and promoted like a run of its own.
+# Its suite, tags and noise threshold are the shards' own: --suite, --tag and --noise-threshold
+# are refused with it.
 #
 # The first night (no baseline yet) passes and, with --promote, becomes the baseline. The gate's
 # JUnit, Markdown and JSON land in DIR (default the repository's kvbench-results/) as gate.xml, gate.md and
@@ -28,6 +34,8 @@ promote=0
 tags=(nightly)
 gate_args=()
 run_args=()
+shards=""
+run_flags=""  # --suite, --tag or --noise-threshold as given (they do not go with --shards)
 # A flag's value, or exit 2 when it is missing.
 require_value() {
   if [ $# -lt 2 ]; then
@@ -43,20 +51,25 @@ pass_or_fail() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --db|--baseline|--suite|--out|--tag|--inconclusive|--unreliable|--noise-threshold) require_value "$@" ;;
+    --db|--baseline|--suite|--out|--tag|--inconclusive|--unreliable|--noise-threshold|--shards) require_value "$@" ;;
   esac
   case "$1" in
     --db) db=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
-    --suite) suite=$2; shift 2 ;;
+    --suite) suite=$2; run_flags+=" --suite"; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    --tag) tags+=("$2"); shift 2 ;;
+    --tag) tags+=("$2"); run_flags+=" --tag"; shift 2 ;;
     --promote) promote=1; shift ;;
     --inconclusive|--unreliable) pass_or_fail "$1" "$2"; gate_args+=("$1" "$2"); shift 2 ;;
-    --noise-threshold) run_args+=("$1" "$2"); shift 2 ;;
-    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote, --inconclusive, --unreliable, --noise-threshold)" >&2; exit 2 ;;
+    --noise-threshold) run_args+=("$1" "$2"); run_flags+=" --noise-threshold"; shift 2 ;;
+    --shards) shards=$2; shift 2 ;;
+    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote, --inconclusive, --unreliable, --noise-threshold, --shards)" >&2; exit 2 ;;
   esac
 done
+if [ -n "$shards" ] && [ -n "$run_flags" ]; then
+  echo "ci/nightly.sh: --shards:$run_flags belong to the shards' own runs (kvbench run --shard)" >&2
+  exit 2
+fi
 kvbench=${KVBENCH:-$root/build/bin/kvbench}
 if [ ! -x "$kvbench" ]; then
   echo "ci/nightly.sh: $kvbench: not built (run ci/quickstart.sh or cmake --build build --target kvbench)" >&2
@@ -67,8 +80,18 @@ say() { printf 'nightly: %s\n' "$*" >&2; }
 
 tag_args=()
 for t in "${tags[@]}"; do tag_args+=(--tag "$t"); done
-say "running suite $suite into $db"
-run_json=$("$kvbench" run --suite "$suite" --db "$db" "${tag_args[@]}" "${run_args[@]}" --json)
+if [ -n "$shards" ]; then
+  shard_files=("$shards"/*.sqlite)
+  if [ ! -e "${shard_files[0]}" ]; then
+    echo "ci/nightly.sh: --shards: $shards holds no shard database (*.sqlite)" >&2
+    exit 2
+  fi
+  say "merging ${#shard_files[@]} shard databases from $shards into $db"
+  run_json=$("$kvbench" merge --into "$db" "${shard_files[@]}" --json)
+else
+  say "running suite $suite into $db"
+  run_json=$("$kvbench" run --suite "$suite" --db "$db" "${tag_args[@]}" "${run_args[@]}" --json)
+fi
 status=$?
 echo "$run_json"
 if [ $status -ne 0 ]; then

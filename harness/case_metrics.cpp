@@ -66,39 +66,24 @@ std::optional<double> scalar(const std::map<std::string, double>& scalars, const
   return it->second;
 }
 
-}  // namespace
+// Why the synthetic backend's exact-attention figures are missing.
+const std::string no_exact = "the llama backend keeps no exact K/V (its accuracy is ppl, kl_*, top1_agree)";
+const std::string no_check = "no sampled decode step (sample_every exceeds the decode steps)";
 
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
-  return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
-}
+// What every section of the contract reads.
+struct Inputs {
+  const RepetitionFacts& f;
+  std::map<std::string, double> scalars;  // the recorder's
+  bool scaled = false;                    // sampled layers: whole-model figures are the executed layers', scaled
+  double layers = 1.0;                    // the scale
+  bool prefill_extrapolated = false;      // scaled, or the prefill was probed
+};
 
-const std::vector<std::string>& contract_metric_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const MetricDef& d : metric_table()) {
-      if (d.name != "case_wall_ms") n.push_back(d.name);  // the runner's, not the contract's
-    }
-    return n;
-  }();
-  return names;
-}
-
-const std::vector<std::string>& llama_metric_names() {
-  static const std::vector<std::string> names = {"ppl", "ppl_delta_pct", "kl_mean", "kl_p99", "kl_max", "top1_agree", "dp_rms"};
-  return names;
-}
-
-std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetition) {
-  const ExecutionResult& e = *f.execution;
-  const std::map<std::string, double> s = f.recorder->scalars();
-  const kv::MemoryStats& mem = f.cache.memory;
-  Builder b(repetition, f.noisy);
-  const bool scaled = e.layer_scale != 1.0;
-  const double layers = e.layer_scale;  // whole-model figures: the executed layers' share, scaled
-
-  // Latency and throughput (host; synthetic: engine work of the sampled layers, scaled).
+// Latency and throughput (host; synthetic: engine work of the sampled layers, scaled).
+void add_latency(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const ExecutionResult& e = *in.f.execution;
+  const bool scaled = in.scaled;
   const bool prefill_extrapolated = scaled || e.prefill_probed;
   b.maybe("ttft_ms",
           e.ttft_ms.empty() ? std::nullopt
@@ -132,7 +117,15 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
     }
     b.value("goodput", static_cast<double>(met) / static_cast<double>(e.ttft_ms.size()));
   }
-  // Requests that start a sequence after the first: what a prefix cache can speed up.
+}
+
+// Requests that start a sequence after the first: what a prefix cache can speed up.
+void add_sharing(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const ExecutionResult& e = *in.f.execution;
+  const bool scaled = in.scaled;
+  const double layers = in.layers;
+  const bool prefill_extrapolated = in.prefill_extrapolated;
   const auto repeat_ttft = [&]() -> std::optional<double> {
     double sum = 0.0;
     int n = 0;
@@ -181,9 +174,15 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
       b.na(name, "the policy has no speculative decoding");
     }
   }
+}
 
-  // Memory: L0 is a per-step staging arena; L1 and L2 hold the executed layers, reported for
-  // the whole model; kv bytes per token cover the whole model.
+// Memory: L0 is a per-step staging arena; L1 and L2 hold the executed layers, reported for
+// the whole model; kv bytes per token cover the whole model.
+void add_memory(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const kv::MemoryStats& mem = in.f.cache.memory;
+  const bool scaled = in.scaled;
+  const double layers = in.layers;
   b.value("peak_l0_bytes", static_cast<double>(mem.peak_l0_bytes));
   b.value("peak_l1_bytes", static_cast<double>(mem.peak_l1_bytes) * layers, scaled);
   b.value("peak_l2_bytes", static_cast<double>(mem.peak_l2_bytes) * layers, scaled);
@@ -193,8 +192,15 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   const double f16_per_token = static_cast<double>(f.f16_layout->bytes) / f.f16_layout->page_tokens * f.kv_heads * f.model_layers;
   b.value("kv_bytes_per_token", per_token);
   b.value("kv_compression_ratio", f16_per_token / per_token);
+}
 
-  // Offload.
+// Offload.
+void add_offload(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const ExecutionResult& e = *in.f.execution;
+  const kv::MemoryStats& mem = in.f.cache.memory;
+  const bool scaled = in.scaled;
+  const double layers = in.layers;
   const std::string no_l2 = "no offload: the policy has no L1 cap and no L2 tier";
   const auto l2 = [&](double v) { return mem.l2_enabled ? std::optional<double>(v) : std::nullopt; };
   b.maybe("swap_in_bytes", l2(static_cast<double>(mem.swap_in_bytes) * layers), no_l2, scaled);
@@ -256,19 +262,25 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
           mem.l2_enabled ? "no decode step ran" : no_l2, scaled);
   b.maybe("summary_index_bytes", mem.l1_capacity_bytes > 0 ? std::optional<double>(static_cast<double>(mem.summary_index_bytes) * layers) : std::nullopt,
           "no L1 cap: the page-summary index is not accounted", scaled);
+}
 
-  // Selection (the decoder runs every policy, full included).
+// Selection (the decoder runs every policy, full included).
+void add_selection(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const std::map<std::string, double>& s = in.scalars;
   b.value("token_drop_ratio", f.token_drop_ratio);
-  const std::string no_exact = "the llama backend keeps no exact K/V (its accuracy is ppl, kl_*, top1_agree)";
-  const std::string no_check = "no sampled decode step (sample_every exceeds the decode steps)";
   for (const char* name : {"attn_mass_recall", "oracle_mass_recall", "critical_miss_rate", "oracle_critical_miss_rate"}) {
     b.maybe(name, f.synthetic ? scalar(s, name) : std::nullopt, f.synthetic ? no_check : no_exact);
   }
   b.maybe("needle_recall", f.has_needles ? scalar(s, "needle_recall") : std::nullopt,
           !f.has_needles ? (f.synthetic ? "the workload plants no needles" : "real text has no planted needles")
                          : "no sampled step asked for a needle");
+}
 
-  // Quantization health.
+// Quantization health.
+void add_health(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const std::map<std::string, double>& s = in.scalars;
   const std::string no_health = "no sealed page had reference scales (an unscaled format, or no prefill calibration)";
   for (const char* name : {"scale_drift_mean", "scale_drift_max", "outlier_channel_ratio", "clip_ratio"}) {
     b.maybe(name, scalar(s, name), no_health);
@@ -277,14 +289,23 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   for (const char* name : {"attn_rel_error", "attn_cosine"}) {
     b.maybe(name, f.synthetic ? scalar(s, name) : std::nullopt, f.synthetic ? no_check : no_exact);
   }
+}
 
-  // Degradation: what the engine gave up to keep running.
+// Degradation: what the engine gave up to keep running.
+void add_degradation(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const kv::MemoryStats& mem = in.f.cache.memory;
+  const bool scaled = in.scaled;
+  const double layers = in.layers;
   b.value("l2_errors", f.recorder->counter("l2_errors"));
   b.value("pressure_danger_steps", f.recorder->counter("pressure_danger_steps"));
   b.value("requantized_pages", static_cast<double>(mem.requantized_pages) * layers, scaled && mem.requantized_pages > 0);
   b.value("l1_overflow_events", f.recorder->counter("l1_overflow_events"));
+}
 
-  // Noise.
+// Noise.
+void add_noise(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
   b.maybe("noise_cpu_share", f.noise.cpu_share,
           fmt::format("the repetition spans {} ticks of /proc/stat over all cores, too few for a share (at least {})",
                       f.noise.cpu_ticks, kMinNoiseTicks));
@@ -294,8 +315,12 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   b.maybe("noise_run_queue_share", f.noise.run_queue_share, no_schedstat);
   b.maybe("noise_cpu_probe_ms", f.cpu_probe_ms > 0.0 ? std::optional<double>(f.cpu_probe_ms) : std::nullopt,
           "the core-speed probe did not run");
+}
 
-  // Real-model accuracy.
+// Real-model accuracy.
+void add_accuracy(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const ExecutionResult& e = *in.f.execution;
   for (const std::string& name : llama_metric_names()) {
     if (!e.accuracy || e.accuracy->predictions == 0) {
       b.na(name, f.synthetic ? "the synthetic backend has no real model" : "no scored position");
@@ -311,8 +336,15 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
                                                : a.dp_rms;
     b.value(name, v);
   }
+}
 
-  // Spans (host): the phase's timed work and its parts, and the untimed quality work.
+// Spans (host): the phase's timed work and its parts, and the untimed quality work.
+void add_spans(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const ExecutionResult& e = *in.f.execution;
+  const std::map<std::string, double>& s = in.scalars;
+  const bool scaled = in.scaled;
+  const double layers = in.layers;
   for (int phase = 0; phase < kv::kPhaseCount; ++phase) {
     const PhaseTimes& t = phase == 0 ? e.prefill : e.decode;
     const bool ran = phase == 0 ? e.prefill_tokens > 0 : e.decode_tokens > 0;
@@ -347,8 +379,13 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
       }
     }
   }
+}
 
-  // The engine threads' work per span (clock cpu).
+// The engine threads' work per span (clock cpu).
+void add_cpu_spans(Builder& b, const Inputs& in) {
+  const RepetitionFacts& f = in.f;
+  const ExecutionResult& e = *in.f.execution;
+  const bool scaled = in.scaled;
   for (int phase = 0; phase < kv::kPhaseCount; ++phase) {
     const PhaseTimes& t = phase == 0 ? e.prefill : e.decode;
     const bool ran = phase == 0 ? e.prefill_tokens > 0 : e.decode_tokens > 0;
@@ -375,6 +412,47 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
       }
     }
   }
+}
+
+}  // namespace
+
+double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+  return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
+}
+
+const std::vector<std::string>& contract_metric_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const MetricDef& d : metric_table()) {
+      if (d.name != "case_wall_ms") n.push_back(d.name);  // the runner's, not the contract's
+    }
+    return n;
+  }();
+  return names;
+}
+
+const std::vector<std::string>& llama_metric_names() {
+  static const std::vector<std::string> names = {"ppl", "ppl_delta_pct", "kl_mean", "kl_p99", "kl_max", "top1_agree", "dp_rms"};
+  return names;
+}
+
+std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetition) {
+  const ExecutionResult& e = *f.execution;
+  Inputs in{f, f.recorder->scalars(), e.layer_scale != 1.0, e.layer_scale, e.layer_scale != 1.0 || e.prefill_probed};
+  Builder b(repetition, f.noisy);
+  add_latency(b, in);
+  add_sharing(b, in);
+  add_memory(b, in);
+  add_offload(b, in);
+  add_selection(b, in);
+  add_health(b, in);
+  add_degradation(b, in);
+  add_noise(b, in);
+  add_accuracy(b, in);
+  add_spans(b, in);
+  add_cpu_spans(b, in);
   return b.take();
 }
 

@@ -74,72 +74,50 @@ std::string usage_message(const CLI::ParseError& error, const std::string& comma
   return what;
 }
 
-}  // namespace
-
-int run_cli(int argc, char** argv) {
-  CLI::App app{"kvbench: KV-cache benchmark and regression harness for on-device LLM inference"};
-  app.require_subcommand(0, 1);
-  app.set_version_flag("--version", version_text());
-  auto* version = app.add_subcommand("version", "Print the version, build and kernel paths");
-  auto* metrics = app.add_subcommand("metrics", "Print the metric glossary (name, unit, clock, better, what it covers) as Markdown");
+// Every subcommand's options, filled by CLI11 as it parses.
+struct Commands {
+  CLI::App* version = nullptr;
+  CLI::App* metrics = nullptr;
   ScoreOptions score;
-  add_score_command(app, score);
   SynthStatsOptions synth_stats;
-  add_synth_stats_command(app, synth_stats);
   AttnStatsOptions attn_stats;
-  add_attn_stats_command(app, attn_stats);
   SparseEvalOptions sparse_eval;
-  add_sparse_eval_command(app, sparse_eval);
   RunCommandOptions run;
-  add_run_command(app, run);
   RunCommandOptions sweep;
-  add_sweep_command(app, sweep);
   ResultsCommandOptions results;
-  add_results_commands(app, results);
   CompareCommandOptions compare;
-  add_compare_commands(app, compare);
   TrendOptions trend;
-  add_trend_command(app, trend);
   AbOptions ab;
-  add_ab_command(app, ab);
   CalibrateOptions calibrate;
-  add_calibrate_command(app, calibrate);
   ValidateOptions validate;
-  add_validate_command(app, validate);
   ParetoOptions pareto;
-  add_pareto_command(app, pareto);
   ReportCommandOptions report;
-  add_report_command(app, report);
   PruneCommandOptions prune;
-  add_prune_command(app, prune);
   MergeOptions merge;
-  add_merge_command(app, merge);
 
-  // An unknown subcommand, named as typed (CLI11 would list every argument, last first).
-  if (argc > 1 && argv[1][0] != '-') {
-    const std::string name = argv[1];
-    std::vector<std::string> names;
-    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
-      fmt::print(stderr, "kvbench: {}: unknown subcommand (one of: {}; `kvbench --help` says what each does)\n", name,
-                 fmt::join(names, ", "));
-      return kExitBadInput;
-    }
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
-    std::string command;
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      if (sub->parsed()) command = sub->get_name();
-    }
-    fmt::print(stderr, "kvbench: {}\n(`kvbench {}--help` for usage)\n", usage_message(error, command),
-               command.empty() ? "" : command + " ");
-    return kExitBadInput;
+  void add(CLI::App& app) {
+    version = app.add_subcommand("version", "Print the version, build and kernel paths");
+    metrics = app.add_subcommand("metrics", "Print the metric glossary (name, unit, clock, better, what it covers) as Markdown");
+    add_score_command(app, score);
+    add_synth_stats_command(app, synth_stats);
+    add_attn_stats_command(app, attn_stats);
+    add_sparse_eval_command(app, sparse_eval);
+    add_run_command(app, run);
+    add_sweep_command(app, sweep);
+    add_results_commands(app, results);
+    add_compare_commands(app, compare);
+    add_trend_command(app, trend);
+    add_ab_command(app, ab);
+    add_calibrate_command(app, calibrate);
+    add_validate_command(app, validate);
+    add_pareto_command(app, pareto);
+    add_report_command(app, report);
+    add_prune_command(app, prune);
+    add_merge_command(app, merge);
   }
 
-  try {
+  // The parsed subcommand's exit code.
+  int dispatch(const CLI::App& app) {
     if (version->parsed()) {
       fmt::print("{}\n", version_text());
       return kExitOk;
@@ -168,6 +146,47 @@ int run_cli(int argc, char** argv) {
     if (merge.command->parsed()) return run_merge(merge);
     fmt::print("{}", app.help());
     return kExitOk;
+  }
+};
+
+// The subcommand named as typed, when it is none of them (CLI11 would list every argument, last
+// first); "" otherwise.
+std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  if (argc <= 1 || argv[1][0] == '-') return "";
+  const std::string name = argv[1];
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), name) != names.end()) return "";
+  return fmt::format("kvbench: {}: unknown subcommand (one of: {}; `kvbench --help` says what each does)\n", name, fmt::join(names, ", "));
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"kvbench: KV-cache benchmark and regression harness for on-device LLM inference"};
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", version_text());
+  Commands commands;
+  commands.add(app);
+  if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+    fmt::print(stderr, "{}", unknown);
+    return kExitBadInput;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+    std::string command;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->parsed()) command = sub->get_name();
+    }
+    fmt::print(stderr, "kvbench: {}\n(`kvbench {}--help` for usage)\n", usage_message(error, command),
+               command.empty() ? "" : command + " ");
+    return kExitBadInput;
+  }
+
+  try {
+    return commands.dispatch(app);
   } catch (const kv::InputError& error) {
     fmt::print(stderr, "kvbench: {}\n", error.what());
     return kExitBadInput;

@@ -315,12 +315,9 @@ EngineRun finish_run(const PreparedCase& c, Measurement& m, StepCollector& steps
   priced.layer_scale = m.result.layer_scale;
   priced.prefill_extrapolated = steps.prefill_extrapolated();
   priced.model = m.model_work_per_token;
-  for (const MetricRecord& metric : record.metrics) {
-    if (metric.name == "peak_l1_bytes" && metric.value) {
-      priced.kv_resident_bytes = static_cast<std::uint64_t>(*metric.value);
-      run.peak_l1_bytes = *metric.value;
-    }
-  }
+  // The whole model's peak L1, as the contract states it (peak_l1_bytes): what a SoC must hold.
+  run.peak_l1_bytes = static_cast<double>(facts.cache.memory.peak_l1_bytes) * m.result.layer_scale;
+  priced.kv_resident_bytes = static_cast<std::uint64_t>(run.peak_l1_bytes);
   priced.ttft_target_ms = c.workload.ttft_target_ms;
   priced.tpot_target_ms = c.workload.tpot_target_ms;
   record.metrics.push_back(case_wall(repetition, started, facts.noisy));

@@ -51,23 +51,50 @@ ShardRunInfo describe_shard(ShardFile& file, const RunRecord& run) {
   info.index = shard.value("index", 0);
   info.count = shard.value("count", 0);
   info.definition = config.is_object() ? config.value("benchmark_definition", 0) : 0;
+  info.repetitions = meta.value("repetitions", 0);
+  info.build = run.git_sha + (run.git_dirty ? "+dirty" : "");
+  info.kernel_path = meta.value("kernel_path", "");
+  info.profiles = meta.value("soc_profiles", nlohmann::json::object()).dump();
   for (const auto& [id, name] : stored_cases(*file.store, run.id)) info.cases.push_back(name);
   return info;
 }
 
-// The shard runs each file holds; the group: the one given, else the only one the files hold.
+// A shard file opened read-only; its problems name the argument (SHARD), not --db.
+std::unique_ptr<ResultsStore> open_shard(const std::string& path) {
+  try {
+    auto store = std::make_unique<ResultsStore>(path, Access::ReadOnly);
+    if (store->schema_version() != kSchemaVersion) {
+      throw kv::InputError(path, "schema", fmt::format("version {}, not this kvbench's {}: its runs are merged by the kvbench that wrote it",
+                                                       store->schema_version(), kSchemaVersion));
+    }
+    return store;
+  } catch (const DatabaseError& e) {
+    throw kv::InputError(path, "SHARD", e.reason());
+  } catch (const kv::InputError& e) {
+    if (e.field() != "--db") throw;
+    throw kv::InputError(path, "SHARD", e.reason());
+  }
+}
+
+// The shard runs each file holds (of one shard index, the newest: a shard run again into the same
+// database replaces its earlier attempt); the group: the one given, else the only one the files
+// hold.
 std::string open_shards(const MergeOptions& o, std::vector<ShardFile>& files) {
   std::set<std::string> groups;
   for (const std::string& path : o.shards) {
     ShardFile file;
     file.path = path;
-    file.store = std::make_unique<ResultsStore>(path, Access::ReadOnly);
+    file.store = open_shard(path);
+    std::map<std::pair<std::string, int>, RunRecord> newest;
     for (RunRecord& run : list_runs(*file.store)) {
       const nlohmann::json meta = meta_of(run);
       if (!meta.contains("shard") || !meta["shard"].is_object()) continue;
-      groups.insert(meta["shard"].value("run_group", ""));
-      if (o.run_group.empty() || meta["shard"].value("run_group", "") == o.run_group) file.runs.push_back(std::move(run));
+      const std::string group = meta["shard"].value("run_group", "");
+      groups.insert(group);
+      if (!o.run_group.empty() && group != o.run_group) continue;
+      newest[{group, meta["shard"].value("index", 0)}] = std::move(run);  // runs come in id order
     }
+    for (auto& [key, run] : newest) file.runs.push_back(std::move(run));
     files.push_back(std::move(file));
   }
   if (!o.run_group.empty()) return o.run_group;
@@ -123,6 +150,10 @@ nlohmann::json merged_meta(const MergePlan& plan, const std::map<const ShardRunI
                       {"cases", s->cases},
                       {"meta", own}});
   }
+  // Host timings of shards on different CPUs are not one machine's: the gate reads cpu_model.
+  std::set<std::string> cpus;
+  for (const ShardRunInfo* s : plan.shards) cpus.insert(meta_of(*records.at(s)).value("cpu_model", ""));
+  if (cpus.size() > 1) meta["cpu_model"] = fmt::format("mixed ({})", fmt::join(cpus, "; "));
   meta["merged"] = {{"run_group", first.run_group}, {"count", first.count}, {"plan", first.plan},
                     {"partial", plan.partial},      {"missing", plan.missing}, {"shards", shards}};
   return meta;
@@ -154,7 +185,7 @@ void add_merge_command(CLI::App& app, MergeOptions& o) {
   o.command->add_option("--run-group", o.run_group, "the run group to merge (default: the only one the shard files hold)");
   o.command->add_flag("--allow-partial", o.allow_partial,
                       "merge even when shards are missing, failed, aborted or interrupted: the run is tagged partial and its "
-                      "status is the worst of its shards'");
+                      "status is the worst of its shards' (failed where one is missing)");
   o.command->add_flag("--json", o.json, "print {run_id, db, status, run_group, shards, cases, partial} as JSON");
 }
 
@@ -178,10 +209,8 @@ int run_merge(const MergeOptions& o) {
   ResultsStore target(o.into);
   RunFilter already;
   already.tags = {run_group_tag(group), "merged"};
-  for (const RunRecord& run : list_runs(target, already)) {
-    if (meta_of(run).value("merged", nlohmann::json::object()).value("plan", "") == plan.shards.front()->plan) {
-      throw kv::InputError(o.into, "--into", fmt::format("already holds run {}, merged from run group {}", run.id, group));
-    }
+  if (const std::vector<RunRecord> held = list_runs(target, already); !held.empty()) {
+    throw kv::InputError(o.into, "--into", fmt::format("already holds run {}, merged from run group {}", held.front().id, group));
   }
   const RunRecord& first = *records.at(plan.shards.front());
   const nlohmann::json config = nlohmann::json::parse(first.config_json, nullptr, false);

@@ -48,63 +48,43 @@ void add_pareto_command(CLI::App& app, ParetoOptions& o) {
                       "fronts and listed");
 }
 
-int run_pareto(const ParetoOptions& o, std::FILE* out) {
-  std::vector<std::string> objectives = {o.x, o.y};
-  if (!o.z.empty()) objectives.push_back(o.z);
-  const char* flags[] = {"--x", "--y", "--z"};
-  for (std::size_t i = 0; i < objectives.size(); ++i) {
-    objective(objectives[i], flags[i]);
-    for (std::size_t j = 0; j < i; ++j) {
-      if (objectives[j] == objectives[i]) throw kv::InputError(flags[i], objectives[i], std::string("is also ") + flags[j]);
-    }
-  }
-  ResultsStore store(o.db, Access::ReadOnly);
-  const std::int64_t run_id = resolve_run(store, o.run, "--run");
-  const RunView host = load_run_view(store, run_id, Clock::Host);
-  const RunView model = load_run_view(store, run_id, Clock::Model);
-  if (!o.soc.empty() && std::none_of(host.cases.begin(), host.cases.end(), [&](const CaseView& c) { return c.soc == o.soc; })) {
-    std::string socs;
-    for (const CaseView& c : host.cases) {
-      if (socs.find(c.soc) == std::string::npos) socs += (socs.empty() ? "" : ", ") + c.soc;
-    }
-    throw kv::InputError("--soc", o.soc, fmt::format("run {} has no case on this SoC (its SoCs: {})", run_id, socs));
-  }
-  const std::vector<ParetoGroup> groups = pareto_groups(host, model, objectives, o.soc, o.include_unfit);
+namespace {
 
-  if (o.format == "json") {
-    json doc = json::array();
-    for (const ParetoGroup& g : groups) {
-      json objs = json::array();
-      for (const std::string& name : g.objectives) {
-        const MetricDef& def = metric(name);
-        objs.push_back({{"name", name}, {"unit", def.unit}, {"better", def.better == Better::Lower ? "lower" : "higher"}});
-      }
-      json points = json::array();
-      for (std::size_t i = 0; i < g.points.size(); ++i) {
-        if (!g.result.on_front[i] && !o.all) continue;
-        json values = json::object();
-        for (std::size_t k = 0; k < g.objectives.size(); ++k) values[g.objectives[k]] = g.points[i].values[k];
-        json by = json::array();
-        for (std::size_t j : g.result.dominated_by[i]) by.push_back(g.points[j].label);
-        json p = {{"policy", g.points[i].label},
-                  {"values", values},
-                  {"front", static_cast<bool>(g.result.on_front[i])},
-                  {"fits", static_cast<bool>(g.point_fits[i])}};
-        if (o.all) p["dominated_by"] = by;
-        points.push_back(p);
-      }
-      json incomplete = json::array();
-      for (const auto& [policy, why] : g.incomplete) incomplete.push_back({{"policy", policy}, {"reason", why}});
-      json unfit = json::array();
-      for (const auto& [policy, why] : g.unfit) unfit.push_back({{"policy", policy}, {"reason", "does not fit in memory: " + why}});
-      doc.push_back({{"model", g.model}, {"workload", g.workload}, {"soc", g.soc}, {"objectives", objs}, {"points", points},
-                     {"incomplete", incomplete}, {"does_not_fit", unfit}});
+json groups_json(const ParetoOptions& o, const std::vector<ParetoGroup>& groups) {
+  json doc = json::array();
+  for (const ParetoGroup& g : groups) {
+    json objs = json::array();
+    for (const std::string& name : g.objectives) {
+      const MetricDef& def = metric(name);
+      objs.push_back({{"name", name}, {"unit", def.unit}, {"better", def.better == Better::Lower ? "lower" : "higher"}});
     }
-    fmt::print(out, "{}\n", json{{"run", run_id}, {"groups", doc}}.dump(2));
-    return kExitOk;
+    json points = json::array();
+    for (std::size_t i = 0; i < g.points.size(); ++i) {
+      if (!g.result.on_front[i] && !o.all) continue;
+      json values = json::object();
+      for (std::size_t k = 0; k < g.objectives.size(); ++k) values[g.objectives[k]] = g.points[i].values[k];
+      json by = json::array();
+      for (std::size_t j : g.result.dominated_by[i]) by.push_back(g.points[j].label);
+      json p = {{"policy", g.points[i].label},
+                {"values", values},
+                {"front", static_cast<bool>(g.result.on_front[i])},
+                {"fits", static_cast<bool>(g.point_fits[i])}};
+      if (o.all) p["dominated_by"] = by;
+      points.push_back(p);
+    }
+    json incomplete = json::array();
+    for (const auto& [policy, why] : g.incomplete) incomplete.push_back({{"policy", policy}, {"reason", why}});
+    json unfit = json::array();
+    for (const auto& [policy, why] : g.unfit) unfit.push_back({{"policy", policy}, {"reason", "does not fit in memory: " + why}});
+    doc.push_back({{"model", g.model}, {"workload", g.workload}, {"soc", g.soc}, {"objectives", objs}, {"points", points},
+                   {"incomplete", incomplete}, {"does_not_fit", unfit}});
   }
+  return doc;
+}
 
-  fmt::print(out, "run {} ({}): Pareto fronts over", run_id, host.suite);
+void print_groups(const ParetoOptions& o, std::FILE* out, std::int64_t run_id, const std::string& suite,
+                  const std::vector<std::string>& objectives, const std::vector<ParetoGroup>& groups) {
+  fmt::print(out, "run {} ({}): Pareto fronts over", run_id, suite);
   for (const std::string& name : objectives) fmt::print(out, " {} ({})", name, direction(metric(name).better));
   fmt::print(out, "\n");
   for (const ParetoGroup& g : groups) {
@@ -133,6 +113,38 @@ int run_pareto(const ParetoOptions& o, std::FILE* out) {
     for (const auto& [policy, why] : g.unfit) {
       fmt::print(out, "  {} {}: does not fit in memory ({})\n", o.include_unfit ? "unfit" : "left out", policy, why);
     }
+  }
+}
+
+}  // namespace
+
+int run_pareto(const ParetoOptions& o, std::FILE* out) {
+  std::vector<std::string> objectives = {o.x, o.y};
+  if (!o.z.empty()) objectives.push_back(o.z);
+  const char* flags[] = {"--x", "--y", "--z"};
+  for (std::size_t i = 0; i < objectives.size(); ++i) {
+    objective(objectives[i], flags[i]);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (objectives[j] == objectives[i]) throw kv::InputError(flags[i], objectives[i], std::string("is also ") + flags[j]);
+    }
+  }
+  ResultsStore store(o.db, Access::ReadOnly);
+  const std::int64_t run_id = resolve_run(store, o.run, "--run");
+  const RunView host = load_run_view(store, run_id, Clock::Host);
+  const RunView model = load_run_view(store, run_id, Clock::Model);
+  if (!o.soc.empty() && std::none_of(host.cases.begin(), host.cases.end(), [&](const CaseView& c) { return c.soc == o.soc; })) {
+    std::string socs;
+    for (const CaseView& c : host.cases) {
+      if (socs.find(c.soc) == std::string::npos) socs += (socs.empty() ? "" : ", ") + c.soc;
+    }
+    throw kv::InputError("--soc", o.soc, fmt::format("run {} has no case on this SoC (its SoCs: {})", run_id, socs));
+  }
+  const std::vector<ParetoGroup> groups = pareto_groups(host, model, objectives, o.soc, o.include_unfit);
+
+  if (o.format == "json") {
+    fmt::print(out, "{}\n", json{{"run", run_id}, {"groups", groups_json(o, groups)}}.dump(2));
+  } else {
+    print_groups(o, out, run_id, host.suite, objectives, groups);
   }
   return kExitOk;
 }

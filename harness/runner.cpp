@@ -197,7 +197,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
     const WorkPlan all_work = plan_work(cases, all_groups, profiles, repetitions, suite.warmup);
     const std::string& history = options.balance_from.empty() ? options.db_path : options.balance_from;
     shard = select_shard(*options.shard, plan, cases, all_groups, all_work, repetitions, suite.warmup,
-                         previous_case_times(history, suite.name));
+                         previous_case_times(history, suite.name, options.balance_from.empty() ? "--db" : "--balance-from"));
     keep_groups(shard->groups, all_groups, plan, cases);
     if (options.check_only) fmt::print(stderr, "kvbench: {}\n", shard_note(*options.shard, options.run_group, *shard));
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -20,13 +21,24 @@ bool is_shard(const RunRecord& run) {
   return meta.is_object() && meta.contains("shard");
 }
 
+// The history opened read-only; its problems name the flag that gave it.
+std::unique_ptr<ResultsStore> open_history(const std::string& db_path, const std::string& flag) {
+  try {
+    return std::make_unique<ResultsStore>(db_path, Access::ReadOnly);
+  } catch (const kv::InputError& e) {
+    if (e.field() != "--db") throw;
+    throw kv::InputError(db_path, flag, e.reason());
+  }
+}
+
 }  // namespace
 
-CaseTimes previous_case_times(const std::string& db_path, const std::string& suite_name) {
+CaseTimes previous_case_times(const std::string& db_path, const std::string& suite_name, const std::string& flag) {
   CaseTimes times;
   std::error_code ec;
   if (db_path.empty() || !std::filesystem::exists(db_path, ec)) return times;
-  ResultsStore store(db_path, Access::ReadOnly);
+  const std::unique_ptr<ResultsStore> history = open_history(db_path, flag);
+  ResultsStore& store = *history;
   RunFilter filter;
   filter.status = "complete";
   filter.suite = suite_name;

@@ -252,131 +252,118 @@ std::uint64_t parse_size(const std::string& text, const std::string& file, const
   return static_cast<std::uint64_t>(bytes);
 }
 
-SuiteConfig parse_suite(const std::string& text, const std::string& file, const std::string& base_dir) {
-  const json root = parse_strict(text, file);
-  Fields f(root, "", file);
-  SuiteConfig suite;
-  suite.file = file;
-  suite.base_dir = base_dir;
-  suite.name = f.name("name");
-  suite.seed = static_cast<std::uint64_t>(f.integer("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
-  suite.repetitions = static_cast<int>(f.integer("repetitions", suite.repetitions, 1, 1000));
-  suite.warmup = static_cast<int>(f.integer("warmup", suite.warmup, 0, 100));
-  suite.noise_threshold = f.number("noise_threshold", suite.noise_threshold);
-  if (suite.noise_threshold < 0.0 || suite.noise_threshold > 1.0) fail(file, "/noise_threshold", "must be in [0, 1]");
-  suite.prefix_warm = f.boolean("prefix_warm", false);
+namespace {
 
-  f.child("models");
-  const json& models = array_field(root, "models", file);
-  for (std::size_t i = 0; i < models.size(); ++i) {
-    Fields m(models[i], "/models/" + std::to_string(i), file);
-    ModelConfig model;
-    model.name = m.name("name");
-    model.backend = m.string("backend", "", true);
-    if (model.backend == "synthetic") {
-      model.preset = m.string("preset", "", true);
-      rethrow_at(file, m.path(), [&] { kv::find_synthetic_preset(model.preset, "preset"); });
-      model.sample_layers = static_cast<int>(m.integer("sample_layers", model.sample_layers, 1, 1024));
-      model.weights = m.string("weights", weight_precision_name(kv::find_synthetic_preset(model.preset, "preset")));
-      if (model.weights != "f16" && model.weights != "q8" && model.weights != "q4") {
-        fail(file, m.at("weights"), "'" + model.weights + "' is not one of f16, q8, q4");
-      }
-      model.synthetic = parse_synthetic_block(m.child("synthetic"), m.at("synthetic"), file,
-                                              kv::find_synthetic_preset(model.preset, "preset"));
-    } else if (model.backend == "llama") {
-      model.path = m.string("path", "", true);
-      model.tokenizer = m.string("tokenizer", "", true);
-      model.fetched = m.boolean("fetched", false);
-    } else {
-      fail(file, m.at("backend"), "'" + model.backend + "' is not one of synthetic, llama");
+ModelConfig read_model(const json& node, std::size_t i, const std::string& file) {
+  Fields m(node, "/models/" + std::to_string(i), file);
+  ModelConfig model;
+  model.name = m.name("name");
+  model.backend = m.string("backend", "", true);
+  if (model.backend == "synthetic") {
+    model.preset = m.string("preset", "", true);
+    rethrow_at(file, m.path(), [&] { kv::find_synthetic_preset(model.preset, "preset"); });
+    model.sample_layers = static_cast<int>(m.integer("sample_layers", model.sample_layers, 1, 1024));
+    model.weights = m.string("weights", weight_precision_name(kv::find_synthetic_preset(model.preset, "preset")));
+    if (model.weights != "f16" && model.weights != "q8" && model.weights != "q4") {
+      fail(file, m.at("weights"), "'" + model.weights + "' is not one of f16, q8, q4");
     }
-    m.done();
-    suite.models.push_back(std::move(model));
-  }
-
-  f.child("workloads");
-  const json& workloads = array_field(root, "workloads", file);
-  const std::set<std::string> kinds(std::begin(kWorkloadKinds), std::end(kWorkloadKinds));
-  for (std::size_t i = 0; i < workloads.size(); ++i) {
-    Fields w(workloads[i], "/workloads/" + std::to_string(i), file);
-    WorkloadConfig workload;
-    workload.name = w.name("name");
-    workload.kind = w.string("kind", "", true);
-    if (kinds.count(workload.kind) == 0) fail(file, w.at("kind"), "'" + workload.kind + "' is not a workload kind");
-    workload.context_tokens = static_cast<int>(w.integer("context_tokens", 0, 0, 1 << 24));
-    workload.gen_tokens = static_cast<int>(w.integer("gen_tokens", 0, 0, 1 << 20));
-    workload.turns = static_cast<int>(w.integer("turns", 0, 0, 10000));
-    workload.images = static_cast<int>(w.integer("images", 0, 0, 1000));
-    workload.visual_tokens = static_cast<int>(w.integer("visual_tokens", 0, 0, 1 << 16));
-    workload.windows = static_cast<int>(w.integer("windows", 0, 0, 1 << 20));
-    workload.requests = static_cast<int>(w.integer("requests", 0, 0, 10000));
-    workload.sessions = static_cast<int>(w.integer("sessions", 0, 0, 10000));
-    workload.system_prompt_tokens = static_cast<int>(w.integer("system_prompt_tokens", 0, 0, 1 << 24));
-    workload.user_tokens = static_cast<int>(w.integer("user_tokens", 0, 0, 1 << 20));
-    workload.text = w.string("text", "");
-    workload.full_prefill = w.boolean("full_prefill", false);
-    if (const json* list = w.child("models"); list != nullptr) {
-      workload.models = read_model_names(*list, w.at("models"), file);
-      check_model_names(workload.models, suite.models, w.at("models"), file);
-    }
-    workload.ttft_target_ms = w.number("ttft_target_ms", 0.0);
-    workload.tpot_target_ms = w.number("tpot_target_ms", 0.0);
-    if (workload.ttft_target_ms < 0.0) fail(file, w.at("ttft_target_ms"), "must be >= 0");
-    if (workload.tpot_target_ms < 0.0) fail(file, w.at("tpot_target_ms"), "must be >= 0");
-    // A field the kind does not use would be silently ignored: refused, naming the kind it is for.
-    for (const auto& [field, kind] : {std::pair<const char*, const char*>{"turns", "roleplay"}, {"images", "multimodal"},
-                                      {"visual_tokens", "multimodal"}, {"windows", "perplexity"},
-                                      {"requests", "rag"}, {"sessions", "roleplay"}, {"system_prompt_tokens", "roleplay"},
-                                      {"user_tokens", "roleplay"}}) {
-      if (w.has(field) && workload.kind != kind) {
-        fail(file, w.at(field), fmt::format("a {} workload does not use it (only {} does)", workload.kind, kind));
-      }
-    }
-    w.done();
-    suite.workloads.push_back(std::move(workload));
-  }
-
-  f.child("policies");
-  const json& policies = array_field(root, "policies", file);
-  for (std::size_t i = 0; i < policies.size(); ++i) {
-    const std::string path = "/policies/" + std::to_string(i);
-    if (policies[i].is_string()) {
-      // A named policy: <suite dir>/policies/NAME.json, else <suite dir>/../policies/NAME.json
-      // (a suite in configs/suites/ finds configs/policies/).
-      const std::string name = policies[i].get<std::string>();
-      if (name.empty() || name.find('/') != std::string::npos) fail(file, path, "'" + name + "' is not a policy name");
-      std::string named = base_dir + "/policies/" + name + ".json";
-      if (!std::ifstream(named)) {
-        const std::string parent = base_dir + "/../policies/" + name + ".json";
-        if (!std::ifstream(parent)) fail(file, path, "no policy '" + name + "' (looked for " + named + " and " + parent + ")");
-        named = parent;
-      }
-      const json policy = parse_strict(read_text_file(named, path), named);
-      suite.policies.push_back(read_policy(policy, "", named, base_dir));
-      check_model_names(suite.policies.back().models, suite.models, "/models", named);
-    } else {
-      suite.policies.push_back(read_policy(policies[i], path, file, base_dir));
-      check_model_names(suite.policies.back().models, suite.models, path + "/models", file);
-    }
-  }
-
-  if (const json* socs = f.child("socs")) {
-    if (!socs->is_array() || socs->empty()) fail(file, "/socs", "must be a non-empty array of SoC names");
-    for (std::size_t i = 0; i < socs->size(); ++i) {
-      if (!(*socs)[i].is_string()) fail(file, "/socs/" + std::to_string(i), "must be a string");
-      const std::string soc = (*socs)[i].get<std::string>();
-      // SoC profiles and their cost model come later; until then only the host clock exists.
-      if (!is_builtin_soc(soc)) {
-        std::string names;
-        for (const auto& [name, text] : builtin_soc_profiles()) names += (names.empty() ? "" : ", ") + name;
-        fail(file, "/socs/" + std::to_string(i), "unknown SoC profile '" + soc + "' (profiles: " + names + ")");
-      }
-      suite.socs.push_back(soc);
-    }
+    model.synthetic = parse_synthetic_block(m.child("synthetic"), m.at("synthetic"), file,
+                                            kv::find_synthetic_preset(model.preset, "preset"));
+  } else if (model.backend == "llama") {
+    model.path = m.string("path", "", true);
+    model.tokenizer = m.string("tokenizer", "", true);
+    model.fetched = m.boolean("fetched", false);
   } else {
-    suite.socs = {"host"};
+    fail(file, m.at("backend"), "'" + model.backend + "' is not one of synthetic, llama");
   }
-  f.done();
+  m.done();
+  return model;
+}
+
+WorkloadConfig read_workload(const json& node, std::size_t i, const std::string& file, const std::vector<ModelConfig>& models) {
+  static const std::set<std::string> kinds(std::begin(kWorkloadKinds), std::end(kWorkloadKinds));
+  Fields w(node, "/workloads/" + std::to_string(i), file);
+  WorkloadConfig workload;
+  workload.name = w.name("name");
+  workload.kind = w.string("kind", "", true);
+  if (kinds.count(workload.kind) == 0) fail(file, w.at("kind"), "'" + workload.kind + "' is not a workload kind");
+  workload.context_tokens = static_cast<int>(w.integer("context_tokens", 0, 0, 1 << 24));
+  workload.gen_tokens = static_cast<int>(w.integer("gen_tokens", 0, 0, 1 << 20));
+  workload.turns = static_cast<int>(w.integer("turns", 0, 0, 10000));
+  workload.images = static_cast<int>(w.integer("images", 0, 0, 1000));
+  workload.visual_tokens = static_cast<int>(w.integer("visual_tokens", 0, 0, 1 << 16));
+  workload.windows = static_cast<int>(w.integer("windows", 0, 0, 1 << 20));
+  workload.requests = static_cast<int>(w.integer("requests", 0, 0, 10000));
+  workload.sessions = static_cast<int>(w.integer("sessions", 0, 0, 10000));
+  workload.system_prompt_tokens = static_cast<int>(w.integer("system_prompt_tokens", 0, 0, 1 << 24));
+  workload.user_tokens = static_cast<int>(w.integer("user_tokens", 0, 0, 1 << 20));
+  workload.text = w.string("text", "");
+  workload.full_prefill = w.boolean("full_prefill", false);
+  if (const json* list = w.child("models"); list != nullptr) {
+    workload.models = read_model_names(*list, w.at("models"), file);
+    check_model_names(workload.models, models, w.at("models"), file);
+  }
+  workload.ttft_target_ms = w.number("ttft_target_ms", 0.0);
+  workload.tpot_target_ms = w.number("tpot_target_ms", 0.0);
+  if (workload.ttft_target_ms < 0.0) fail(file, w.at("ttft_target_ms"), "must be >= 0");
+  if (workload.tpot_target_ms < 0.0) fail(file, w.at("tpot_target_ms"), "must be >= 0");
+  // A field the kind does not use would be silently ignored: refused, naming the kind it is for.
+  for (const auto& [field, kind] : {std::pair<const char*, const char*>{"turns", "roleplay"}, {"images", "multimodal"},
+                                    {"visual_tokens", "multimodal"}, {"windows", "perplexity"},
+                                    {"requests", "rag"}, {"sessions", "roleplay"}, {"system_prompt_tokens", "roleplay"},
+                                    {"user_tokens", "roleplay"}}) {
+    if (w.has(field) && workload.kind != kind) {
+      fail(file, w.at(field), fmt::format("a {} workload does not use it (only {} does)", workload.kind, kind));
+    }
+  }
+  w.done();
+  return workload;
+}
+
+// A policy given inline, or by name: <suite dir>/policies/NAME.json, else
+// <suite dir>/../policies/NAME.json (a suite in configs/suites/ finds configs/policies/).
+PolicyConfig read_suite_policy(const json& node, std::size_t i, const std::string& file, const std::string& base_dir,
+                               const std::vector<ModelConfig>& models) {
+  const std::string path = "/policies/" + std::to_string(i);
+  if (!node.is_string()) {
+    PolicyConfig policy = read_policy(node, path, file, base_dir);
+    check_model_names(policy.models, models, path + "/models", file);
+    return policy;
+  }
+  const std::string name = node.get<std::string>();
+  if (name.empty() || name.find('/') != std::string::npos) fail(file, path, "'" + name + "' is not a policy name");
+  std::string named = base_dir + "/policies/" + name + ".json";
+  if (!std::ifstream(named)) {
+    const std::string parent = base_dir + "/../policies/" + name + ".json";
+    if (!std::ifstream(parent)) fail(file, path, "no policy '" + name + "' (looked for " + named + " and " + parent + ")");
+    named = parent;
+  }
+  const json policy = parse_strict(read_text_file(named, path), named);
+  PolicyConfig read = read_policy(policy, "", named, base_dir);
+  check_model_names(read.models, models, "/models", named);
+  return read;
+}
+
+std::vector<std::string> read_socs(const json* socs, const std::string& file) {
+  if (socs == nullptr) return {"host"};
+  if (!socs->is_array() || socs->empty()) fail(file, "/socs", "must be a non-empty array of SoC names");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < socs->size(); ++i) {
+    if (!(*socs)[i].is_string()) fail(file, "/socs/" + std::to_string(i), "must be a string");
+    const std::string soc = (*socs)[i].get<std::string>();
+    if (!is_builtin_soc(soc)) {
+      std::string names;
+      for (const auto& [name, text] : builtin_soc_profiles()) names += (names.empty() ? "" : ", ") + name;
+      fail(file, "/socs/" + std::to_string(i), "unknown SoC profile '" + soc + "' (profiles: " + names + ")");
+    }
+    out.push_back(soc);
+  }
+  return out;
+}
+
+// What involves two sections: names identify cases (no two alike in one list), and a window
+// must fit every synthetic model's context.
+void check_across(const SuiteConfig& suite, const std::string& file) {
   // Names identify cases: no two alike in one list.
   const auto unique = [&](const std::vector<std::string>& names, const std::string& list) {
     std::set<std::string> seen;
@@ -407,6 +394,35 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
       }
     }
   }
+}
+
+}  // namespace
+
+SuiteConfig parse_suite(const std::string& text, const std::string& file, const std::string& base_dir) {
+  const json root = parse_strict(text, file);
+  Fields f(root, "", file);
+  SuiteConfig suite;
+  suite.file = file;
+  suite.base_dir = base_dir;
+  suite.name = f.name("name");
+  suite.seed = static_cast<std::uint64_t>(f.integer("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+  suite.repetitions = static_cast<int>(f.integer("repetitions", suite.repetitions, 1, 1000));
+  suite.warmup = static_cast<int>(f.integer("warmup", suite.warmup, 0, 100));
+  suite.noise_threshold = f.number("noise_threshold", suite.noise_threshold);
+  if (suite.noise_threshold < 0.0 || suite.noise_threshold > 1.0) fail(file, "/noise_threshold", "must be in [0, 1]");
+  suite.prefix_warm = f.boolean("prefix_warm", false);
+  f.child("models");
+  const json& models = array_field(root, "models", file);
+  for (std::size_t i = 0; i < models.size(); ++i) suite.models.push_back(read_model(models[i], i, file));
+  f.child("workloads");
+  const json& workloads = array_field(root, "workloads", file);
+  for (std::size_t i = 0; i < workloads.size(); ++i) suite.workloads.push_back(read_workload(workloads[i], i, file, suite.models));
+  f.child("policies");
+  const json& policies = array_field(root, "policies", file);
+  for (std::size_t i = 0; i < policies.size(); ++i) suite.policies.push_back(read_suite_policy(policies[i], i, file, base_dir, suite.models));
+  suite.socs = read_socs(f.child("socs"), file);
+  f.done();
+  check_across(suite, file);
   return suite;
 }
 
@@ -461,6 +477,76 @@ json sparse_json(const kv::SparsePolicy& s) {
               {"top_m", s.top_m}};
 }
 
+json model_json(const ModelConfig& m) {
+  json j{{"name", m.name}, {"backend", m.backend}};
+  if (m.backend == "synthetic") {
+    j["preset"] = m.preset;
+    j["sample_layers"] = m.sample_layers;
+    j["weights"] = m.weights;
+    j["synthetic"] = synthetic_block_json(m.synthetic);
+  } else {
+    j["path"] = m.path;
+    j["tokenizer"] = m.tokenizer;
+    if (m.fetched) j["fetched"] = true;  // only when set: suites without it keep their hash
+  }
+  return j;
+}
+
+json workload_json(const WorkloadConfig& raw) {
+  const WorkloadConfig w = with_defaults(raw, 0);
+  json j{{"name", w.name},
+         {"kind", w.kind},
+         {"context_tokens", w.context_tokens},
+         {"gen_tokens", w.gen_tokens},
+         {"turns", w.turns},
+         {"images", w.images},
+         {"visual_tokens", w.visual_tokens},
+         {"windows", w.windows},
+         {"text", w.text},
+         {"ttft_target_ms", w.ttft_target_ms},
+         {"tpot_target_ms", w.tpot_target_ms}};
+  if (!w.models.empty()) j["models"] = w.models;  // only when set, as "fetched"
+  if (w.kind == "rag") j["requests"] = w.requests;
+  if (w.full_prefill) j["full_prefill"] = true;  // only when set: workloads without it keep their hash
+  if (w.kind == "roleplay") {
+    j["sessions"] = w.sessions;
+    j["system_prompt_tokens"] = w.system_prompt_tokens;
+    j["user_tokens"] = w.user_tokens;
+  }
+  return j;
+}
+
+json policy_json(const PolicyConfig& p) {
+  const kv::CacheConfig& c = p.cache;
+  json j{{"name", p.name},
+         {"k", std::string(kv::format_name(c.k_format))},
+         {"v", std::string(kv::format_name(c.v_format))},
+         {"v_group", c.v_group},
+         {"page_tokens", c.page_tokens},
+         {"residual_tokens", c.residual_tokens},
+         {"pad_pages_to_4k", c.pad_pages_to_4k},
+         {"threads", c.threads},
+         {"isa", std::string(kv::isa_name(c.isa))},
+         {"split_pages", c.split_pages},
+         {"test_slowdown", p.test_slowdown},
+         {"sparse", sparse_json(p.sparse)},
+         {"memory", memory_json(c.memory)}};
+  if (!p.models.empty()) j["models"] = p.models;  // only when set, as "fetched"
+  if (c.prefix_cache) {  // only when set: policies without it keep their hash
+    j["prefix_cache"] = true;
+    j["prefix_cache_bytes"] = c.prefix_cache_bytes;
+  }
+  if (p.speculative.enabled) {  // likewise
+    const SpeculativeConfig& s = p.speculative;
+    j["speculative"] = {{"draft", s.draft},
+                        {"k", s.k},
+                        {"draft_k_format", std::string(kv::format_name(s.draft_k_format))},
+                        {"draft_v_format", std::string(kv::format_name(s.draft_v_format))},
+                        {"accept_rate", s.accept_rate}};
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string resolved_json(const SuiteConfig& suite) {
@@ -473,76 +559,12 @@ std::string resolved_json(const SuiteConfig& suite) {
             {"noise_threshold", suite.noise_threshold},
             {"socs", suite.socs}};
   if (suite.prefix_warm) root["prefix_warm"] = true;  // only when set: suites without it keep their hash
-  json models = json::array();
-  for (const ModelConfig& m : suite.models) {
-    json j{{"name", m.name}, {"backend", m.backend}};
-    if (m.backend == "synthetic") {
-      j["preset"] = m.preset;
-      j["sample_layers"] = m.sample_layers;
-      j["weights"] = m.weights;
-      j["synthetic"] = synthetic_block_json(m.synthetic);
-    } else {
-      j["path"] = m.path;
-      j["tokenizer"] = m.tokenizer;
-      if (m.fetched) j["fetched"] = true;  // only when set: suites without it keep their hash
-    }
-    models.push_back(j);
-  }
+  json models = json::array(), workloads = json::array(), policies = json::array();
+  for (const ModelConfig& m : suite.models) models.push_back(model_json(m));
+  for (const WorkloadConfig& w : suite.workloads) workloads.push_back(workload_json(w));
+  for (const PolicyConfig& p : suite.policies) policies.push_back(policy_json(p));
   root["models"] = models;
-  json workloads = json::array();
-  for (const WorkloadConfig& raw : suite.workloads) {
-    const WorkloadConfig w = with_defaults(raw, 0);
-    workloads.push_back(json{{"name", w.name},
-                             {"kind", w.kind},
-                             {"context_tokens", w.context_tokens},
-                             {"gen_tokens", w.gen_tokens},
-                             {"turns", w.turns},
-                             {"images", w.images},
-                             {"visual_tokens", w.visual_tokens},
-                             {"windows", w.windows},
-                             {"text", w.text},
-                             {"ttft_target_ms", w.ttft_target_ms},
-                             {"tpot_target_ms", w.tpot_target_ms}});
-    if (!w.models.empty()) workloads.back()["models"] = w.models;  // only when set, as "fetched"
-    if (w.kind == "rag") workloads.back()["requests"] = w.requests;
-    if (w.full_prefill) workloads.back()["full_prefill"] = true;  // only when set: workloads without it keep their hash
-    if (w.kind == "roleplay") {
-      workloads.back()["sessions"] = w.sessions;
-      workloads.back()["system_prompt_tokens"] = w.system_prompt_tokens;
-      workloads.back()["user_tokens"] = w.user_tokens;
-    }
-  }
   root["workloads"] = workloads;
-  json policies = json::array();
-  for (const PolicyConfig& p : suite.policies) {
-    const kv::CacheConfig& c = p.cache;
-    policies.push_back(json{{"name", p.name},
-                            {"k", std::string(kv::format_name(c.k_format))},
-                            {"v", std::string(kv::format_name(c.v_format))},
-                            {"v_group", c.v_group},
-                            {"page_tokens", c.page_tokens},
-                            {"residual_tokens", c.residual_tokens},
-                            {"pad_pages_to_4k", c.pad_pages_to_4k},
-                            {"threads", c.threads},
-                            {"isa", std::string(kv::isa_name(c.isa))},
-                            {"split_pages", c.split_pages},
-                            {"test_slowdown", p.test_slowdown},
-                            {"sparse", sparse_json(p.sparse)},
-                            {"memory", memory_json(c.memory)}});
-    if (!p.models.empty()) policies.back()["models"] = p.models;  // only when set, as "fetched"
-    if (c.prefix_cache) {  // only when set: policies without it keep their hash
-      policies.back()["prefix_cache"] = true;
-      policies.back()["prefix_cache_bytes"] = c.prefix_cache_bytes;
-    }
-    if (p.speculative.enabled) {  // likewise
-      const SpeculativeConfig& s = p.speculative;
-      policies.back()["speculative"] = {{"draft", s.draft},
-                                        {"k", s.k},
-                                        {"draft_k_format", std::string(kv::format_name(s.draft_k_format))},
-                                        {"draft_v_format", std::string(kv::format_name(s.draft_v_format))},
-                                        {"accept_rate", s.accept_rate}};
-    }
-  }
   root["policies"] = policies;
   return root.dump();
 }

@@ -226,6 +226,23 @@ std::string summary_cell(const SummaryColumn& column, const CaseFigure& figure) 
   return text;
 }
 
+namespace {
+
+// Columns in blocks that fit `limit` after a lead of `lead` characters, as [begin, end): at least
+// one column each.
+std::vector<std::pair<std::size_t, std::size_t>> column_blocks(const std::vector<std::size_t>& widths, std::size_t lead, std::size_t limit) {
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;
+  for (std::size_t begin = 0; begin < widths.size();) {
+    std::size_t end = begin, used = lead;
+    while (end < widths.size() && (end == begin || used + widths[end] + 1 <= limit)) used += widths[end++] + 1;
+    blocks.emplace_back(begin, end);
+    begin = end;
+  }
+  return blocks;
+}
+
+}  // namespace
+
 std::string render_summary(const RunView& run, const std::vector<SummaryColumn>& columns, int width) {
   const std::vector<bool> differ = differing_parts(run);
   std::ostringstream head;
@@ -262,15 +279,7 @@ std::string render_summary(const RunView& run, const std::vector<SummaryColumn>&
   bool wrap = name_width + figures_width > limit;
   if (wrap && 2 + figures_width > limit) wrap = name_width > limit / 2;
   const std::size_t lead = wrap ? 2 : name_width;
-  std::vector<std::pair<std::size_t, std::size_t>> blocks;  // [begin, end) of columns
-  for (std::size_t begin = 0, used = lead; begin < columns.size();) {
-    std::size_t end = begin;
-    used = lead;
-    while (end < columns.size() && (end == begin || used + widths[end] + 1 <= limit)) used += widths[end++] + 1;
-    blocks.emplace_back(begin, end);
-    begin = end;
-  }
-  for (const auto& [begin, end] : blocks) {
+  for (const auto& [begin, end] : column_blocks(widths, lead, limit)) {
     const auto row_line = [&, begin = begin, end = end](const std::string& first, const std::vector<std::string>& items) {
       std::string line = pad_right(first, lead);
       for (std::size_t i = begin; i < end; ++i) line += " " + pad_left(items[i], widths[i]);

@@ -23,80 +23,61 @@ void add_synth_stats_command(CLI::App& app, SynthStatsOptions& o) {
   cmd->add_flag("--json", o.json, "print JSON");
 }
 
-int run_synth_stats(const SynthStatsOptions& o) {
-  const kv::SyntheticPreset& preset = kv::find_synthetic_preset(o.preset, "kvbench synth-stats --preset");
-  if (o.ctx < 1 || o.ctx > preset.max_seq_long) {
-    throw kv::InputError("kvbench synth-stats", "--ctx", fmt::format("must be in 1..{}", preset.max_seq_long));
-  }
-  if (o.sample_layers < 1 || o.sample_layers > preset.layers) {
-    throw kv::InputError("kvbench synth-stats", "--sample-layers", fmt::format("must be in 1..{}", preset.layers));
-  }
-  if (o.steps < 2 || o.steps > 64) throw kv::InputError("kvbench synth-stats", "--steps", "must be in 2..64");
-  if (o.kv_heads < 0) throw kv::InputError("kvbench synth-stats", "--kv-heads", "must be >= 0");
-  kv::SyntheticConfig config;
-  if (o.statistics == "uniform-heads") {
-    config.statistics = kv::SyntheticStatistics::UniformHeads;
-  } else if (o.statistics != "published") {
-    throw kv::InputError("kvbench synth-stats", "--statistics", "'" + o.statistics + "' is not one of published, uniform-heads");
-  }
-  config.seed = o.seed;
-  config.calibration_ctx = o.ctx;
-  // Needles at 10%, 50% and 90% of the context (outside the window, never sinks).
-  for (double at : {0.1, 0.5, 0.9}) {
-    const int pos = static_cast<int>(at * o.ctx);
-    if (pos >= config.sinks && pos < o.ctx - config.window) config.needles.push_back(pos);
-  }
-  // Layer l at the middle of each of sample_layers bands, and l+1 beside it; every layer when
-  // the pairs would cover the model anyway.
+namespace {
+
+// Layer l at the middle of each of sample_layers bands, and l+1 beside it; every layer when
+// the pairs would cover the model anyway.
+std::vector<int> sampled_layers(const kv::SyntheticPreset& preset, int sample_layers) {
   std::vector<int> layers;
-  if (2 * o.sample_layers >= preset.layers) {
+  if (2 * sample_layers >= preset.layers) {
     for (int l = 0; l < preset.layers; ++l) layers.push_back(l);
   }
-  for (int i = 0; i < o.sample_layers && 2 * o.sample_layers < preset.layers; ++i) {
-    const int l = (2 * i + 1) * preset.layers / (2 * o.sample_layers);
+  for (int i = 0; i < sample_layers && 2 * sample_layers < preset.layers; ++i) {
+    const int l = (2 * i + 1) * preset.layers / (2 * sample_layers);
     if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
     if (l + 1 < preset.layers && std::find(layers.begin(), layers.end(), l + 1) == layers.end()) layers.push_back(l + 1);
   }
-  kv::ThreadPool pool(o.threads);
-  const kv::SyntheticModel model(preset, config, layers, o.ctx + o.steps, pool);
-  const kv::SyntheticStats s = kv::measure_synthetic(model, {o.ctx, o.steps, o.kv_heads}, pool);
-  if (o.json) {
-    nlohmann::ordered_json out;
-    out["preset"] = o.preset;
-    out["statistics"] = o.statistics;
-    out["ctx"] = s.ctx;
-    out["steps"] = s.steps;
-    out["layers"] = layers;
-    out["kv_heads"] = o.kv_heads > 0 ? std::min(o.kv_heads, preset.kv_heads) : preset.kv_heads;
-    out["sink_mass"] = s.sink_mass;
-    out["window_mass"] = s.window_mass;
-    out["heavy_mass"] = s.heavy_mass;
-    out["tail_mass"] = s.tail_mass;
-    out["heavy_token_share"] = s.heavy_token_share;
-    out["window_half_distance"] = s.window_half_distance;
-    out["query_cosine"] = s.query_cosine;
-    out["outlier_gain"] = s.outlier_gain;
-    out["needles"] = s.needles;
-    out["needle_mass"] = s.needle_mass;
-    out["needle_top1"] = s.needle_top1;
-    for (const auto& [name, t] : s.types) {
-      auto& j = out["types"][name];
-      j["heads"] = t.heads;
-      j["sink_mass"] = t.sink_mass;
-      j["window_mass"] = t.window_mass;
-      j["heavy_mass"] = t.heavy_mass;
-      j["floor_mass"] = t.floor_mass;
-      j["oracle_page_recall_5"] = t.oracle_page_recall_5;
-      j["oracle_page_recall_10"] = t.oracle_page_recall_10;
-      j["tokens_for_90pct_mass"] = t.tokens_for_90pct_mass;
-      if (t.reuse_samples > 0) j["reuse_loss_4"] = t.reuse_loss_4;
-      if (t.overlap_samples > 0) j["adjacent_layer_overlap"] = t.adjacent_layer_overlap;
-      if (t.needle_samples > 0) j["needle_mass"] = t.needle_mass;
-    }
-    out["clock"] = "exact";
-    fmt::print("{}\n", out.dump());
-    return 0;
+  return layers;
+}
+
+std::string stats_json(const SynthStatsOptions& o, const kv::SyntheticPreset& preset, const std::vector<int>& layers, const kv::SyntheticStats& s) {
+  nlohmann::ordered_json out;
+  out["preset"] = o.preset;
+  out["statistics"] = o.statistics;
+  out["ctx"] = s.ctx;
+  out["steps"] = s.steps;
+  out["layers"] = layers;
+  out["kv_heads"] = o.kv_heads > 0 ? std::min(o.kv_heads, preset.kv_heads) : preset.kv_heads;
+  out["sink_mass"] = s.sink_mass;
+  out["window_mass"] = s.window_mass;
+  out["heavy_mass"] = s.heavy_mass;
+  out["tail_mass"] = s.tail_mass;
+  out["heavy_token_share"] = s.heavy_token_share;
+  out["window_half_distance"] = s.window_half_distance;
+  out["query_cosine"] = s.query_cosine;
+  out["outlier_gain"] = s.outlier_gain;
+  out["needles"] = s.needles;
+  out["needle_mass"] = s.needle_mass;
+  out["needle_top1"] = s.needle_top1;
+  for (const auto& [name, t] : s.types) {
+    auto& j = out["types"][name];
+    j["heads"] = t.heads;
+    j["sink_mass"] = t.sink_mass;
+    j["window_mass"] = t.window_mass;
+    j["heavy_mass"] = t.heavy_mass;
+    j["floor_mass"] = t.floor_mass;
+    j["oracle_page_recall_5"] = t.oracle_page_recall_5;
+    j["oracle_page_recall_10"] = t.oracle_page_recall_10;
+    j["tokens_for_90pct_mass"] = t.tokens_for_90pct_mass;
+    if (t.reuse_samples > 0) j["reuse_loss_4"] = t.reuse_loss_4;
+    if (t.overlap_samples > 0) j["adjacent_layer_overlap"] = t.adjacent_layer_overlap;
+    if (t.needle_samples > 0) j["needle_mass"] = t.needle_mass;
   }
+  out["clock"] = "exact";
+  return out.dump();
+}
+
+void print_stats(const SynthStatsOptions& o, const kv::SyntheticConfig& config, const std::vector<int>& layers, const kv::SyntheticStats& s) {
   fmt::print("synthetic {} ({}) at {} tokens, {} decode steps, layers {}, seed {} [clock: exact]\n", o.preset, o.statistics,
              s.ctx, s.steps, fmt::join(layers, ","), o.seed);
   fmt::print("  attention mass   mean    min-max over (layer, q head)\n");
@@ -125,6 +106,42 @@ int run_synth_stats(const SynthStatsOptions& o) {
   fmt::print("  (spans: the head's spans outside the window; recall_k: mass in the best k% of 64-token pages per q head;"
              " reuse_4: mass lost reusing one step's best 10% for 4 steps, - under 5 steps; adj_layer: best-10% pages shared"
              " by layers l and l+1)\n");
+}
+
+}  // namespace
+
+int run_synth_stats(const SynthStatsOptions& o) {
+  const kv::SyntheticPreset& preset = kv::find_synthetic_preset(o.preset, "kvbench synth-stats --preset");
+  if (o.ctx < 1 || o.ctx > preset.max_seq_long) {
+    throw kv::InputError("kvbench synth-stats", "--ctx", fmt::format("must be in 1..{}", preset.max_seq_long));
+  }
+  if (o.sample_layers < 1 || o.sample_layers > preset.layers) {
+    throw kv::InputError("kvbench synth-stats", "--sample-layers", fmt::format("must be in 1..{}", preset.layers));
+  }
+  if (o.steps < 2 || o.steps > 64) throw kv::InputError("kvbench synth-stats", "--steps", "must be in 2..64");
+  if (o.kv_heads < 0) throw kv::InputError("kvbench synth-stats", "--kv-heads", "must be >= 0");
+  kv::SyntheticConfig config;
+  if (o.statistics == "uniform-heads") {
+    config.statistics = kv::SyntheticStatistics::UniformHeads;
+  } else if (o.statistics != "published") {
+    throw kv::InputError("kvbench synth-stats", "--statistics", "'" + o.statistics + "' is not one of published, uniform-heads");
+  }
+  config.seed = o.seed;
+  config.calibration_ctx = o.ctx;
+  // Needles at 10%, 50% and 90% of the context (outside the window, never sinks).
+  for (double at : {0.1, 0.5, 0.9}) {
+    const int pos = static_cast<int>(at * o.ctx);
+    if (pos >= config.sinks && pos < o.ctx - config.window) config.needles.push_back(pos);
+  }
+  const std::vector<int> layers = sampled_layers(preset, o.sample_layers);
+  kv::ThreadPool pool(o.threads);
+  const kv::SyntheticModel model(preset, config, layers, o.ctx + o.steps, pool);
+  const kv::SyntheticStats s = kv::measure_synthetic(model, {o.ctx, o.steps, o.kv_heads}, pool);
+  if (o.json) {
+    fmt::print("{}\n", stats_json(o, preset, layers, s));
+  } else {
+    print_stats(o, config, layers, s);
+  }
   return 0;
 }
 

@@ -35,6 +35,46 @@ void add_trend_command(CLI::App& app, TrendOptions& o) {
   o.command->add_option("--db", o.db, "results database")->capture_default_str();
 }
 
+namespace {
+
+// The suite's complete runs (the newest's suite where none is named) and, per case the glob
+// takes, the metric's median over each run's quiet repetitions (all of them when none is quiet).
+struct TrendHistory {
+  std::string suite;
+  std::vector<RunRecord> runs;
+  std::map<std::string, std::vector<Point>> points;  // by case; Point::run points into runs
+};
+
+TrendHistory trend_history(ResultsStore& store, const TrendOptions& o, const std::string& key) {
+  TrendHistory h;
+  RunFilter filter;
+  filter.status = "complete";
+  filter.suite = o.suite;
+  if (filter.suite.empty()) {
+    const auto all = list_runs(store, filter);
+    if (all.empty()) throw kv::InputError(o.db, "--suite", "no complete run in this database");
+    filter.suite = all.back().suite;
+  }
+  filter.last = o.last;
+  h.suite = filter.suite;
+  h.runs = list_runs(store, filter);
+  if (h.runs.empty()) throw kv::InputError("--suite", filter.suite, "no complete run of this suite");
+  for (const RunRecord& run : h.runs) {
+    for (const CaseSamples& c : load_samples(store, run.id)) {
+      if (::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
+      const auto it = c.samples.find(key);
+      if (it == c.samples.end()) continue;
+      h.points[c.name].push_back({&run, quiet_median(it->second)});
+    }
+  }
+  if (h.points.empty()) {
+    throw kv::InputError("--case", o.case_glob, fmt::format("no case of suite '{}' has values of {}", h.suite, o.metric));
+  }
+  return h;
+}
+
+}  // namespace
+
 int run_trend(const TrendOptions& o) {
   const std::optional<MetricKey> parsed = parse_metric_key(o.metric);
   const MetricDef* def = parsed ? find_metric(parsed->name) : nullptr;
@@ -51,35 +91,14 @@ int run_trend(const TrendOptions& o) {
     store = std::make_unique<ResultsStore>(o.db, Access::ReadOnly);
     writable = false;
   }
-  RunFilter filter;
-  filter.status = "complete";
-  filter.suite = o.suite;
-  if (filter.suite.empty()) {
-    const auto all = list_runs(*store, filter);
-    if (all.empty()) throw kv::InputError(o.db, "--suite", "no complete run in this database");
-    filter.suite = all.back().suite;
-  }
-  filter.last = o.last;
-  const std::vector<RunRecord> runs = list_runs(*store, filter);
-  if (runs.empty()) throw kv::InputError("--suite", filter.suite, "no complete run of this suite");
-  // Per case, the metric's median over each run's quiet repetitions (all of them when none is quiet).
-  std::map<std::string, std::vector<Point>> history;
-  for (const RunRecord& run : runs) {
-    for (const CaseSamples& c : load_samples(*store, run.id)) {
-      if (::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
-      const auto it = c.samples.find(key);
-      if (it == c.samples.end()) continue;
-      history[c.name].push_back({&run, quiet_median(it->second)});
-    }
-  }
-  if (history.empty()) {
-    throw kv::InputError("--case", o.case_glob, fmt::format("no case of suite '{}' has values of {}", filter.suite, o.metric));
-  }
+  const TrendHistory trend = trend_history(*store, o, key);
+  const std::vector<RunRecord>& runs = trend.runs;
+  const std::map<std::string, std::vector<Point>>& history = trend.points;
   const ChangePointOptions options;
   nlohmann::json doc = nlohmann::json::array();
   std::string table = fmt::format("{} ({}, {} clock) across {} complete runs of suite {}; change points: E-divisive means, "
                                   "permutation p <= {}, at least {} runs on each side\n",
-                                  key, def->unit, clock_name(parsed->clock), runs.size(), filter.suite, options.significance,
+                                  key, def->unit, clock_name(parsed->clock), runs.size(), trend.suite, options.significance,
                                   options.min_segment);
   for (const auto& [name, points] : history) {
     std::vector<double> series;

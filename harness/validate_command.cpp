@@ -52,10 +52,11 @@ void add_validate_command(CLI::App& app, ValidateOptions& o) {
   o.command->add_flag("--json", o.json, "print a list of {case, metric, measured, modelled, ratio}");
 }
 
-int run_validate(const ValidateOptions& o, std::FILE* out) {
-  ResultsStore store(o.db, Access::ReadOnly);
-  const std::int64_t run_id = resolve_run(store, o.run, "--run");
-  const RunRecord run = get_run(store, run_id, "--run");
+namespace {
+
+// Per complete host case, the measured and modelled attention compute, tpot p50, ttft and L2 wait
+// (engine only on the synthetic backend: its modelled dense layers taken out).
+std::vector<Row> validation_rows(ResultsStore& store, const RunRecord& run) {
   std::set<std::string> synthetic_models;
   const json config = json::parse(run.config_json, nullptr, false);
   if (config.is_object() && config.contains("models") && config["models"].is_array()) {
@@ -64,7 +65,7 @@ int run_validate(const ValidateOptions& o, std::FILE* out) {
     }
   }
   std::vector<Row> rows;
-  for (const CaseSamples& c : load_samples(store, run_id)) {
+  for (const CaseSamples& c : load_samples(store, run.id)) {
     if (c.soc != "host" || c.status != "complete") continue;
     const bool synthetic = synthetic_models.count(c.model) > 0;
     const auto model = [&](const std::string& name) { return quiet_value(c, metric_key(name, Clock::Model)); };
@@ -98,6 +99,16 @@ int run_validate(const ValidateOptions& o, std::FILE* out) {
       rows.push_back(std::move(row));
     }
   }
+  return rows;
+}
+
+}  // namespace
+
+int run_validate(const ValidateOptions& o, std::FILE* out) {
+  ResultsStore store(o.db, Access::ReadOnly);
+  const std::int64_t run_id = resolve_run(store, o.run, "--run");
+  const RunRecord run = get_run(store, run_id, "--run");
+  const std::vector<Row> rows = validation_rows(store, run);
   if (o.json) {
     json list = json::array();
     for (const Row& r : rows) {

@@ -69,6 +69,18 @@ TEST_CASE("shards of another suite, configuration, definition or plan are refuse
   shards[1].plan = "p2";
   CHECK(refusal(shards).second == "shard plan");
   shards = three_shards();
+  shards[1].repetitions = 10;
+  CHECK(refusal(shards).second == "repetitions");
+  shards = three_shards();
+  shards[2].build = "0123abcd+dirty";
+  CHECK(refusal(shards).second == "build");
+  shards = three_shards();
+  shards[2].kernel_path = "avx2";
+  CHECK(refusal(shards).second == "kernel_path");
+  shards = three_shards();
+  shards[0].profiles = R"({"host": {"hash": "x"}})";
+  CHECK(refusal(shards).second == "soc_profiles");
+  shards = three_shards();
   shards[1].count = 4;
   CHECK(refusal(shards).second == "shard count");
   // Even --allow-partial does not mix them.

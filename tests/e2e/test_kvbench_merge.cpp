@@ -102,6 +102,14 @@ TEST_CASE("merges that would not make one run are refused with exit 2, and nothi
   refused(one + " " + one, "given twice");
   refused(one + " " + two + " --run-group other", "holds no shard run of run group other");
   refused(temp.path + "/absent.sqlite", "absent.sqlite: SHARD: does not exist");
+  // A shard of another suite under the same group name.
+  const std::string other_suite = temp.path + "/other.json", other = temp.path + "/other.sqlite";
+  kvtest::write_file(other_suite, R"({"name": "other", "repetitions": 1, "warmup": 0,
+    "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 4}],
+    "policies": [{"name": "f16", "k": "f16", "v": "f16"}, {"name": "q4", "k": "q4", "v": "q4"}]})");
+  run_ok("run --suite " + other_suite + " --shard 2/2 --run-group g --db " + other);
+  refused(one + " " + other, "other.sqlite: suite: run 1 of");
 
   // A shard that did not finish, and a partial merge that says so.
   const std::string broken = temp.path + "/broken.sqlite";
@@ -116,6 +124,21 @@ TEST_CASE("merges that would not make one run are refused with exit 2, and nothi
   CHECK(partial.status == 0);
   CHECK(scalar(into, "SELECT status || ' ' || tags FROM runs") == "failed run-group=g,merged,partial");
   CHECK(scalar(into, "SELECT json_extract(meta_json, '$.merged.partial') FROM runs") == "1");
+
+  // A shard run again into its database replaces the earlier attempt.
+  run_ok(small + "--shard 1/2 --db " + one);
+  const std::string again = temp.path + "/again.sqlite";
+  const Output merged = run_kvbench("merge --into " + again + " " + one + " " + two);
+  INFO(merged.text);
+  CHECK(merged.status == 0);
+  CHECK(scalar(again, "SELECT json_extract(meta_json, '$.merged.shards[0].run_id') FROM runs") == "2");
+  // A file that is no kvbench database is named as the SHARD it was given as.
+  const std::string junk = temp.path + "/junk.sqlite";
+  kvtest::write_file(junk, std::string(4096, 'x'));  // not a database
+  const Output bad = run_kvbench("merge --into " + temp.path + "/never.sqlite " + junk);
+  CHECK(bad.status == 2);
+  CHECK(bad.text.find("junk.sqlite: SHARD: ") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(temp.path + "/never.sqlite"));
 }
 
 TEST_CASE("shard flags are checked before any work", "[e2e][merge]") {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "benchmark_definition.h"
 #include "e2e/e2e_support.h"
@@ -83,12 +84,49 @@ TEST_CASE("ci/nightly.sh: a first night becomes the baseline, a tighter budget t
 // Timed: run alone by ci/test.sh with the other [gate-timed] tests.
 TEST_CASE("ci/nightly.sh: a night with test_slowdown 1.0 fails the gate", "[.][gate-timed]") { two_nights("0.25", R"(, "test_slowdown": 1.0)", 8); }
 
-TEST_CASE("the example nightly workflow is valid YAML", "[e2e][nightly]") {
-  const std::string file = std::string(KVBENCH_SOURCE_DIR) + "/ci/examples/nightly.yml";
-  const int status = std::system(("python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); "
-                                  "assert \"nightly\" in d[\"jobs\"] and d[\"jobs\"][\"nightly\"][\"steps\"]' " + file).c_str());
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+TEST_CASE("the example nightly workflows are valid YAML", "[e2e][nightly]") {
+  const std::string dir = std::string(KVBENCH_SOURCE_DIR) + "/ci/examples/";
+  for (const auto& [file, jobs] : {std::pair<std::string, std::string>{"nightly.yml", "nightly"}, {"nightly-matrix.yml", "shard,gate"}}) {
+    INFO(file);
+    const int status = std::system(("python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); "
+                                    "assert all(d[\"jobs\"][j][\"steps\"] for j in sys.argv[2].split(\",\"))' " + dir + file + " " + jobs).c_str());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+}
+
+TEST_CASE("ci/nightly.sh --shards merges the shards' databases and gates the merged run", "[e2e][whole-runs][nightly]") {
+  const kvtest::TempDir dir("kvbench-e2e-nightly-shards");
+  const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports", file = dir.path + "/suite.json";
+  const std::string shards = dir.path + "/shards";
+  fs::create_directories(shards);
+  kvtest::write_file(file, R"({"name": "nightly-test", "repetitions": 2, "warmup": 0, "noise_threshold": 1.0,
+    "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 8}],
+    "policies": [{"name": "f16", "k": "f16", "v": "f16"}, {"name": "q4", "k": "q4", "v": "q4"}]})");
+  for (int i = 1; i <= 2; ++i) {
+    const kvtest::Output shard = kvtest::run_kvbench("run --suite " + file + " --shard " + std::to_string(i) + "/2 --run-group n1 --db " +
+                                                     shards + "/shard-" + std::to_string(i) + ".sqlite");
+    INFO(shard.text);
+    REQUIRE(shard.status == 0);
+  }
+  kvtest::Output night = nightly("--shards " + shards + " --db " + db + " --out " + out + " --promote");
+  INFO(night.text);
+  CHECK(night.status == 0);
+  CHECK(night.text.find("merging 2 shard databases") != std::string::npos);
+  CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
+  CHECK(kvtest::scalar(db, "SELECT count(*) FROM cases WHERE run_id = 1") == "2");
+  CHECK(fs::exists(out + "/report/index.html"));
+  // An empty shard directory is bad input.
+  const std::string empty = dir.path + "/empty";
+  fs::create_directories(empty);
+  night = nightly("--shards " + empty + " --db " + db + " --out " + out);
+  CHECK(night.status == 2);
+  CHECK(night.text.find("holds no shard database") != std::string::npos);
+  // The run's own flags do not go with --shards.
+  night = nightly("--shards " + shards + " --suite smoke --db " + db + " --out " + out);
+  CHECK(night.status == 2);
+  CHECK(night.text.find("--shards: --suite belong to the shards' own runs") != std::string::npos);
 }
 
 TEST_CASE("ci/nightly.sh: a passing night with unreliable rows is not promoted and says why", "[e2e][whole-runs][nightly]") {

@@ -87,7 +87,7 @@ TEST_CASE("cases that differ only in their SoC form one engine-run group", "[con
   CHECK(engine_run_groups({}).empty());
 }
 
-TEST_CASE("a shard is INDEX/COUNT, counted from 1; anything else is refused naming --shard", "[config][shard]") {
+TEST_CASE("a shard is INDEX/COUNT, counted from 1, and anything else is refused naming --shard", "[config][shard]") {
   const Shard shard = parse_shard("2/5");
   CHECK(shard.index == 2);
   CHECK(shard.count == 5);

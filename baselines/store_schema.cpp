@@ -1,0 +1,294 @@
+#include "store_schema.h"
+
+#include <iterator>
+#include <stdexcept>
+
+#include "results_store.h"
+
+namespace kvbench {
+
+namespace {
+
+// Schema version 1. Later versions append migrations; a version is never edited once shipped.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'aborted')),
+  pid INTEGER NOT NULL,
+  boot_id TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL,
+  git_sha TEXT NOT NULL,
+  git_dirty INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  config_hash TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  meta_json TEXT NOT NULL
+);
+CREATE TABLE cases (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  model TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  policy TEXT NOT NULL,
+  soc TEXT NOT NULL,
+  skipped_reason TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE metrics (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL CHECK (repetition >= 1),
+  name TEXT NOT NULL,
+  value REAL,
+  na_reason TEXT NOT NULL DEFAULT '',
+  unit TEXT NOT NULL,
+  clock TEXT NOT NULL CHECK (clock IN ('host', 'model', 'exact')),
+  extrapolated INTEGER NOT NULL,
+  noisy INTEGER NOT NULL,
+  CHECK (value IS NOT NULL OR na_reason != ''),
+  PRIMARY KEY (case_id, repetition, name)
+);
+CREATE TABLE series (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  value REAL,
+  PRIMARY KEY (case_id, repetition, name, step)
+);
+CREATE TABLE events (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX cases_by_run ON cases(run_id);
+CREATE INDEX events_by_case ON events(case_id, repetition);
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
+// Version 2: a case's outcome (skipped cases keep their reason; a failed case keeps its error),
+// and histograms.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE cases ADD COLUMN status TEXT NOT NULL DEFAULT 'complete'
+  CHECK (status IN ('running', 'complete', 'skipped', 'failed'));
+ALTER TABLE cases ADD COLUMN error TEXT NOT NULL DEFAULT '';
+UPDATE cases SET status = 'skipped' WHERE skipped_reason != '';
+CREATE TABLE histograms (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  bin INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY (case_id, repetition, name, bin)
+);
+)sql";
+
+// Version 3: runs can be `interrupted`. SQLite cannot alter a CHECK constraint, so the runs
+// table is rebuilt (foreign keys are off during migration: dropping the old table must not
+// cascade into cases) and the view over it recreated.
+constexpr const char* kSchemaV3 = R"sql(
+DROP VIEW metric_values;
+CREATE TABLE runs_v3 (
+  id INTEGER PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'aborted', 'interrupted')),
+  pid INTEGER NOT NULL,
+  boot_id TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL,
+  git_sha TEXT NOT NULL,
+  git_dirty INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  config_hash TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  meta_json TEXT NOT NULL
+);
+INSERT INTO runs_v3 (id, started_at, ended_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,
+                     config_hash, tags, meta_json)
+  SELECT id, started_at, ended_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json, config_hash,
+         tags, meta_json FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v3 RENAME TO runs;
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
+// Version 4: what compares runs - named baselines, acknowledgements of accepted changes,
+// detected change points, and every gate's verdict (so a report can show it).
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE baselines (
+  name TEXT PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  set_at TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE acks (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  baseline_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  case_glob TEXT NOT NULL,
+  metric_glob TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  expires_at TEXT
+);
+CREATE TABLE change_points (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  case_name TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  before_value REAL,
+  after_value REAL,
+  detected_at TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE verdicts (
+  id INTEGER PRIMARY KEY,
+  created_at TEXT NOT NULL,
+  baseline_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  candidate_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  outcome TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'inconclusive')),
+  regressed INTEGER NOT NULL,
+  improved INTEGER NOT NULL,
+  inconclusive INTEGER NOT NULL,
+  rules_json TEXT NOT NULL,
+  rows_json TEXT NOT NULL
+);
+CREATE INDEX change_points_by_case ON change_points(case_name, metric);
+)sql";
+
+// Version 5: a figure is keyed by its clock too, so one case holds the measured (host) and the
+// modelled (model) tpot_ms_p50 side by side. SQLite cannot change a primary key: the metrics
+// table is rebuilt and the view over it recreated.
+constexpr const char* kSchemaV5 = R"sql(
+DROP VIEW metric_values;
+CREATE TABLE metrics_v5 (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL CHECK (repetition >= 1),
+  name TEXT NOT NULL,
+  value REAL,
+  na_reason TEXT NOT NULL DEFAULT '',
+  unit TEXT NOT NULL,
+  clock TEXT NOT NULL CHECK (clock IN ('host', 'model', 'exact')),
+  extrapolated INTEGER NOT NULL,
+  noisy INTEGER NOT NULL,
+  CHECK (value IS NOT NULL OR na_reason != ''),
+  PRIMARY KEY (case_id, repetition, name, clock)
+);
+INSERT INTO metrics_v5 (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)
+  SELECT case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics;
+DROP TABLE metrics;
+ALTER TABLE metrics_v5 RENAME TO metrics;
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
+// Version 6: a gate's outcome can also be `unreliable` (the noise left a comparison undecided)
+// or `definition-changed` (the runs' benchmark definitions differ: a new baseline is needed),
+// and a figure can carry the `cpu` clock (the engine threads' CPU time and instructions).
+// SQLite cannot alter a CHECK constraint: the verdicts table is rebuilt, its rows and ids kept.
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE verdicts_v6 (
+  id INTEGER PRIMARY KEY,
+  created_at TEXT NOT NULL,
+  baseline_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  candidate_run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  outcome TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'inconclusive', 'unreliable', 'definition-changed')),
+  regressed INTEGER NOT NULL,
+  improved INTEGER NOT NULL,
+  inconclusive INTEGER NOT NULL,
+  rules_json TEXT NOT NULL,
+  rows_json TEXT NOT NULL
+);
+INSERT INTO verdicts_v6 (id, created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive, rules_json, rows_json)
+  SELECT id, created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive, rules_json, rows_json FROM verdicts;
+DROP TABLE verdicts;
+ALTER TABLE verdicts_v6 RENAME TO verdicts;
+DROP VIEW metric_values;
+CREATE TABLE metrics_v6 (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL CHECK (repetition >= 1),
+  name TEXT NOT NULL,
+  value REAL,
+  na_reason TEXT NOT NULL DEFAULT '',
+  unit TEXT NOT NULL,
+  clock TEXT NOT NULL CHECK (clock IN ('host', 'model', 'exact', 'cpu')),
+  extrapolated INTEGER NOT NULL,
+  noisy INTEGER NOT NULL,
+  CHECK (value IS NOT NULL OR na_reason != ''),
+  PRIMARY KEY (case_id, repetition, name, clock)
+);
+INSERT INTO metrics_v6 (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)
+  SELECT case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics;
+DROP TABLE metrics;
+ALTER TABLE metrics_v6 RENAME TO metrics;
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
+// Version 7: events keep their fields (metrics/run_event.h) as JSON in `data`; `detail` stays a
+// line for people. The events of older versions are converted once from their text by
+// event_data_from_text(), which read-only opens of an older database apply as they read.
+constexpr const char* kSchemaV7Head = "ALTER TABLE events ADD COLUMN data TEXT;\n";
+
+}  // namespace
+
+// The fields of an events row from its kind and the text older versions stored (the one place
+// that reads that text: written by kvbench up to schema 6, in the formats of its recorder). Text
+// in another shape (the budget=F lines of early schema-2 recorders) is kept as {"text": ...},
+// which readers take as an event of a kind they do not know. The v7 migration applies this
+// expression: once a database has been migrated, editing it changes nothing for that database.
+std::string event_data_from_text(const std::string& kind, const std::string& detail) {
+  std::string sql =
+      "CASE\n"
+      "  WHEN {K} IN ('pressure', 'l2_failed', 'l2_full', 'budget_tightened', 'requantized', 'l1_overflow')\n"
+      "       AND instr({D}, '->') > 0 AND instr({D}, ' l1_used=') > 0 AND instr({D}, '/') > 0 THEN json_object(\n"
+      "    'from', substr({D}, 1, instr({D}, '->') - 1),\n"
+      "    'to', substr({D}, instr({D}, '->') + 2, instr({D}, ' l1_used=') - instr({D}, '->') - 2),\n"
+      "    'l1_used_bytes', CAST(substr({D}, instr({D}, ' l1_used=') + 9, instr({D}, '/') - instr({D}, ' l1_used=') - 9) AS INTEGER),\n"
+      "    'l1_capacity_bytes', CAST(substr({D}, instr({D}, '/') + 1) AS INTEGER),\n"
+      "    'reason', CASE WHEN instr(substr({D}, instr({D}, '/') + 1), ' ') > 0 THEN substr(substr({D}, instr({D}, '/') + 1), instr(substr({D}, instr({D}, '/') + 1), ' ') + 1) ELSE '' END)\n"
+      "  WHEN {K} = 'budget_change' AND {D} LIKE 'budget % -> %' THEN json_object(\n"
+      "    'from', json(CASE WHEN substr({D}, 8, instr({D}, ' -> ') - 8) LIKE '% pages' THEN json_object('pages', CAST(substr({D}, 8, instr({D}, ' -> ') - 8) AS INTEGER)) ELSE json_object('fraction', CAST(rtrim(substr({D}, 8, instr({D}, ' -> ') - 8), '%') AS REAL) / 100.0) END),\n"
+      "    'to', json(CASE WHEN substr({D}, instr({D}, ' -> ') + 4) LIKE '% pages' THEN json_object('pages', CAST(substr({D}, instr({D}, ' -> ') + 4) AS INTEGER)) ELSE json_object('fraction', CAST(rtrim(substr({D}, instr({D}, ' -> ') + 4), '%') AS REAL) / 100.0) END))\n"
+      "  WHEN {K} = 'token_dropped' THEN json_object(\n"
+      "    'layer', CAST(substr({D}, instr({D}, 'layer=') + 6) AS INTEGER),\n"
+      "    'q_head', CAST(substr({D}, instr({D}, 'q_head=') + 7) AS INTEGER),\n"
+      "    'position', CAST(substr({D}, instr({D}, 'position=') + 9) AS INTEGER),\n"
+      "    'weight', CAST(substr({D}, instr({D}, 'weight=') + 7) AS REAL))\n"
+      "  WHEN {K} = 'kernel' THEN json_object(\n"
+      "    'kernel', CASE WHEN {D} LIKE 'kernel_prefill_%' THEN 'prefill' ELSE 'decode' END,\n"
+      "    'isa', CASE WHEN {D} LIKE 'kernel_prefill_%' THEN substr({D}, 16) ELSE substr({D}, 15) END)\n"
+      "  WHEN {K} = 'events_truncated' THEN json_object('count', CAST({D} AS INTEGER))\n"
+      "  ELSE json_object('text', {D})\n"
+      "END\n";
+  const auto replace_all = [&sql](const std::string& from, const std::string& to) {
+    for (std::size_t at = sql.find(from); at != std::string::npos; at = sql.find(from, at + to.size())) sql.replace(at, from.size(), to);
+  };
+  replace_all("{K}", kind);
+  replace_all("{D}", detail);
+  return sql;
+}
+
+const std::string& schema_step(int version) {
+  static const std::string kSchemaV7 =
+      std::string(kSchemaV7Head) + "UPDATE events SET data = " + event_data_from_text("kind", "detail") + ";\n";
+  static const std::string kSteps[] = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6, kSchemaV7};
+  static_assert(std::size(kSteps) == kSchemaVersion);
+  if (version < 1 || version > kSchemaVersion) throw std::invalid_argument("schema_step: no schema version " + std::to_string(version));
+  return kSteps[version - 1];
+}
+
+}  // namespace kvbench
