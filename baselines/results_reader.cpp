@@ -9,6 +9,7 @@
 
 #include "runtime/error.h"
 #include "sql_query.h"
+#include "store_schema.h"
 
 namespace kvbench {
 
@@ -20,14 +21,6 @@ bool has_table(ResultsStore& store, const char* name) {
   return q.step() && q.int64(0) > 0;
 }
 
-std::vector<std::string> split_tags(const std::string& tags) {
-  std::vector<std::string> out;
-  std::stringstream in(tags);
-  for (std::string tag; std::getline(in, tag, ',');) {
-    if (!tag.empty()) out.push_back(tag);
-  }
-  return out;
-}
 
 constexpr const char* kRunColumns =
     "SELECT r.id, r.status, r.pid, r.boot_id, r.started_at, coalesce(r.ended_at, ''), r.tags,"

@@ -20,15 +20,6 @@ namespace kvbench {
 
 namespace {
 
-std::string join_tags(const std::vector<std::string>& tags) {
-  std::string out;
-  for (const std::string& tag : tags) {
-    if (!out.empty()) out.push_back(',');
-    out.append(tag);
-  }
-  return out;
-}
-
 int read_user_version(ResultsStore& store) {
   Query user_version(store, "PRAGMA user_version");
   return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;

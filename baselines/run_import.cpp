@@ -5,16 +5,11 @@
 #include <fmt/format.h>
 
 #include "sql_query.h"
+#include "store_schema.h"
 
 namespace kvbench {
 
 namespace {
-
-std::string joined(const std::vector<std::string>& tags) {
-  std::string out;
-  for (const std::string& tag : tags) out += (out.empty() ? "" : ",") + tag;
-  return out;
-}
 
 // Every row `select` (one ? for the source case id) returns, inserted by `insert` after the new
 // case id (its first parameter), column for column.
@@ -58,14 +53,15 @@ std::int64_t copy_case(const ImportedCase& from, ResultsStore& target, std::int6
 
 }  // namespace
 
+void require_current_schema(const ResultsStore& source) {
+  if (source.schema_version() == kSchemaVersion) return;
+  throw kv::InputError(source.path(), "schema",
+                       fmt::format("version {}, not this kvbench's {}: its runs are imported by the kvbench that wrote it",
+                                   source.schema_version(), kSchemaVersion));
+}
+
 std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std::vector<ImportedCase>& cases) {
-  for (const ImportedCase& c : cases) {
-    if (c.source->schema_version() != kSchemaVersion) {
-      throw kv::InputError(c.source->path(), "schema",
-                           fmt::format("version {}, not this kvbench's {}: its runs are imported by the kvbench that wrote it",
-                                       c.source->schema_version(), kSchemaVersion));
-    }
-  }
+  for (const ImportedCase& c : cases) require_current_schema(*c.source);
   WriteTransaction tx(target);
   Query insert(target,
                "INSERT INTO runs (started_at, ended_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
@@ -73,17 +69,13 @@ std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std:
   insert.bind(1, run.started_at).bind(2, run.ended_at).bind(3, std::string(run_status_name(run.status)));
   insert.bind(4, static_cast<std::int64_t>(::getpid())).bind(5, boot_id()).bind(6, run.ended_at);
   insert.bind(7, run.info.git_sha).bind(8, run.info.git_dirty ? 1 : 0).bind(9, run.info.config_json).bind(10, run.info.config_hash);
-  insert.bind(11, joined(run.info.tags)).bind(12, run.info.meta_json);
+  insert.bind(11, join_tags(run.info.tags)).bind(12, run.info.meta_json);
   insert.run();
   const std::int64_t run_id = sqlite3_last_insert_rowid(target.db());
   for (const ImportedCase& c : cases) copy_case(c, target, run_id);
   tx.commit();
   return run_id;
 }
-
-}  // namespace kvbench
-
-namespace kvbench {
 
 std::vector<std::pair<std::int64_t, std::string>> stored_cases(ResultsStore& store, std::int64_t run_id) {
   std::vector<std::pair<std::int64_t, std::string>> cases;

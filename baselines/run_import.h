@@ -24,13 +24,13 @@ struct ImportedRun {
   std::string started_at, ended_at;  // as the sources say (the earliest start, the latest end)
 };
 
-// Returns the new run's id. Throws InputError naming a source whose schema is not this binary's
-// (its columns could differ) before writing anything.
+// Throws InputError (the file, field `schema`) for a database at another schema than this
+// binary's: its columns could differ, so its rows are imported by the kvbench that wrote it.
+void require_current_schema(const ResultsStore& source);
+
+// Returns the new run's id. Checks every source's schema (require_current_schema) before writing
+// anything.
 std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std::vector<ImportedCase>& cases);
-
-}  // namespace kvbench
-
-namespace kvbench {
 
 // The ids and names of a run's cases, in the order they were stored.
 std::vector<std::pair<std::int64_t, std::string>> stored_cases(ResultsStore& store, std::int64_t run_id);

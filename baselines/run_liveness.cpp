@@ -7,6 +7,7 @@
 
 #include "results_store.h"
 #include "sql_query.h"
+#include "store_schema.h"
 
 namespace kvbench {
 
@@ -36,12 +37,7 @@ std::vector<RunRow> ResultsStore::runs() {
     row.status = parse_run_status(reported_run_status(select.text(1), select.int64(5), select.text(6))).value_or(RunStatus::Aborted);
     row.started_at = select.text(2);
     row.ended_at = select.text(3);
-    const std::string tags = select.text(4);
-    for (std::size_t at = 0, next; at < tags.size(); at = next + 1) {
-      next = tags.find(',', at);
-      if (next == std::string::npos) next = tags.size();
-      row.tags.push_back(tags.substr(at, next - at));
-    }
+    row.tags = split_tags(select.text(4));
     rows.push_back(std::move(row));
   }
   return rows;

@@ -24,7 +24,8 @@ struct ShardRunInfo {
   std::string kernel_path;  // the engine's kernels
   std::string profiles;     // the SoC profiles that priced it (names and hashes)
   int index = 0, count = 0;
-  std::vector<std::string> cases;  // its case names
+  std::vector<std::string> cases;        // its case names, as stored
+  std::vector<std::int64_t> case_ids;    // and their ids in its file
   std::string where() const;       // "run N of FILE (shard I/N)"
 };
 

@@ -282,6 +282,26 @@ std::string event_data_from_text(const std::string& kind, const std::string& det
   return sql;
 }
 
+std::string join_tags(const std::vector<std::string>& tags) {
+  std::string out;
+  for (const std::string& tag : tags) {
+    if (!out.empty()) out.push_back(',');
+    out.append(tag);
+  }
+  return out;
+}
+
+std::vector<std::string> split_tags(const std::string& tags) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at < tags.size();) {
+    std::size_t next = tags.find(',', at);
+    if (next == std::string::npos) next = tags.size();
+    if (next > at) out.push_back(tags.substr(at, next - at));
+    at = next + 1;
+  }
+  return out;
+}
+
 const std::string& schema_step(int version) {
   static const std::string kSchemaV7 =
       std::string(kSchemaV7Head) + "UPDATE events SET data = " + event_data_from_text("kind", "detail") + ";\n";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kvbench {
 
@@ -15,5 +16,9 @@ const std::string& schema_step(int version);
 // and the text schemas before 7 stored; the v7 migration applies it once, and read-only opens of
 // older databases as they read.
 std::string event_data_from_text(const std::string& kind, const std::string& detail);
+
+// The runs.tags column: the tags joined by commas (a tag holds none), and back.
+std::string join_tags(const std::vector<std::string>& tags);
+std::vector<std::string> split_tags(const std::string& tags);
 
 }  // namespace kvbench

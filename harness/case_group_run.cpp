@@ -255,11 +255,14 @@ WorkPlan plan_work(const std::vector<PreparedCase>& cases, const std::vector<std
                    const SocProfiles& profiles, int repetitions, int warmup) {
   WorkPlan plan;
   plan.expected_rerun.assign(cases.size(), 0);
+  plan.host_work.assign(groups.size(), 0.0);
+  plan.own_work.assign(groups.size(), 0.0);
   const int units = repetitions + warmup;
-  for (const auto& [begin, end] : groups) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto [begin, end] = groups[g];
     const PreparedCase& c = cases[begin];
     if (!c.script.skipped.empty()) continue;
-    plan.work += work_of(c) * units;
+    plan.host_work[g] = work_of(c) * units;
     plan.engine_runs += units;
     const auto weights = static_cast<double>(model_work_of(*c.model).resident_bytes);
     const double peak = expected_peak_l1(c);
@@ -269,9 +272,10 @@ WorkPlan plan_work(const std::vector<PreparedCase>& cases, const std::vector<std
       if (cases[i].info.soc == "host" || !holds_weights(p, weights)) continue;
       if (!plan_soc(p, weights, peak, c.policy->cache.memory, floor).rerun) continue;
       plan.expected_rerun[i] = 1;
-      plan.work += work_of(c) * repetitions;
+      plan.own_work[g] += work_of(c) * repetitions;
       plan.soc_runs += repetitions;
     }
+    plan.work += plan.host_work[g] + plan.own_work[g];
   }
   return plan;
 }

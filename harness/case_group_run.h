@@ -31,6 +31,7 @@ struct WorkPlan {
   int engine_runs = 0;  // the groups' host runs, warmups included
   int soc_runs = 0;     // SoCs' own runs expected
   std::vector<std::uint8_t> expected_rerun;  // per case
+  std::vector<double> host_work, own_work;   // per group: its host runs', and its SoCs' expected own runs'
 };
 WorkPlan plan_work(const std::vector<PreparedCase>& cases, const std::vector<std::pair<std::size_t, std::size_t>>& groups,
                    const SocProfiles& profiles, int repetitions, int warmup);

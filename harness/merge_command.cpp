@@ -36,7 +36,7 @@ nlohmann::json meta_of(const RunRecord& run) {
   return meta.is_object() ? meta : nlohmann::json::object();
 }
 
-ShardRunInfo describe_shard(ShardFile& file, const RunRecord& run) {
+ShardRunInfo describe_shard(const ShardFile& file, const RunRecord& run) {
   const nlohmann::json meta = meta_of(run);
   const nlohmann::json& shard = meta["shard"];
   const nlohmann::json config = nlohmann::json::parse(run.config_json, nullptr, false);
@@ -55,7 +55,10 @@ ShardRunInfo describe_shard(ShardFile& file, const RunRecord& run) {
   info.build = run.git_sha + (run.git_dirty ? "+dirty" : "");
   info.kernel_path = meta.value("kernel_path", "");
   info.profiles = meta.value("soc_profiles", nlohmann::json::object()).dump();
-  for (const auto& [id, name] : stored_cases(*file.store, run.id)) info.cases.push_back(name);
+  for (const auto& [id, name] : stored_cases(*file.store, run.id)) {
+    info.case_ids.push_back(id);
+    info.cases.push_back(name);
+  }
   return info;
 }
 
@@ -63,10 +66,7 @@ ShardRunInfo describe_shard(ShardFile& file, const RunRecord& run) {
 std::unique_ptr<ResultsStore> open_shard(const std::string& path) {
   try {
     auto store = std::make_unique<ResultsStore>(path, Access::ReadOnly);
-    if (store->schema_version() != kSchemaVersion) {
-      throw kv::InputError(path, "schema", fmt::format("version {}, not this kvbench's {}: its runs are merged by the kvbench that wrote it",
-                                                       store->schema_version(), kSchemaVersion));
-    }
+    require_current_schema(*store);  // before the target is opened or created
     return store;
   } catch (const DatabaseError& e) {
     throw kv::InputError(path, "SHARD", e.reason());
@@ -129,16 +129,26 @@ std::size_t plan_rank(const nlohmann::json& config, const std::string& case_name
   return rank;
 }
 
+// A shard run as its file holds it: what the merge decides on, the run, and the open file.
+struct ShardRun {
+  const ShardRunInfo* info = nullptr;
+  const RunRecord* record = nullptr;
+  ResultsStore* store = nullptr;
+};
+
 // The merged run's metadata: the first shard's, with where every shard ran and what it held.
-nlohmann::json merged_meta(const MergePlan& plan, const std::map<const ShardRunInfo*, const RunRecord*>& records) {
+nlohmann::json merged_meta(const MergePlan& plan, const std::vector<ShardRun>& runs) {
   const ShardRunInfo& first = *plan.shards.front();
-  nlohmann::json meta = meta_of(*records.at(&first));
+  nlohmann::json meta = meta_of(*runs.front().record);
   meta.erase("shard");
   nlohmann::json shards = nlohmann::json::array();
-  for (const ShardRunInfo* s : plan.shards) {
-    const RunRecord& run = *records.at(s);
+  std::set<std::string> cpus;
+  for (const ShardRun& shard : runs) {
+    const ShardRunInfo* s = shard.info;
+    const RunRecord& run = *shard.record;
     nlohmann::json own = meta_of(run);
     own.erase("shard");
+    cpus.insert(own.value("cpu_model", ""));
     shards.push_back({{"index", s->index},
                       {"file", s->file},
                       {"run_id", s->run_id},
@@ -151,8 +161,6 @@ nlohmann::json merged_meta(const MergePlan& plan, const std::map<const ShardRunI
                       {"meta", own}});
   }
   // Host timings of shards on different CPUs are not one machine's: the gate reads cpu_model.
-  std::set<std::string> cpus;
-  for (const ShardRunInfo* s : plan.shards) cpus.insert(meta_of(*records.at(s)).value("cpu_model", ""));
   if (cpus.size() > 1) meta["cpu_model"] = fmt::format("mixed ({})", fmt::join(cpus, "; "));
   meta["merged"] = {{"run_group", first.run_group}, {"count", first.count}, {"plan", first.plan},
                     {"partial", plan.partial},      {"missing", plan.missing}, {"shards", shards}};
@@ -194,17 +202,23 @@ int run_merge(const MergeOptions& o) {
   std::vector<ShardFile> files;
   const std::string group = open_shards(o, files);
   std::vector<ShardRunInfo> shards;
-  std::map<const ShardRunInfo*, const RunRecord*> records;
+  std::vector<ShardRun> by_shard;  // parallel to shards
   for (ShardFile& file : files) {
     if (file.runs.empty()) {
       throw kv::InputError(file.path, "run group", fmt::format("holds no shard run of run group {}", group));
     }
-    for (const RunRecord& run : file.runs) shards.push_back(describe_shard(file, run));
-  }
-  for (std::size_t i = 0, k = 0; i < files.size(); ++i) {
-    for (const RunRecord& run : files[i].runs) records.emplace(&shards[k++], &run);
+    for (const RunRecord& run : file.runs) {
+      shards.push_back(describe_shard(file, run));
+      by_shard.push_back({nullptr, &run, file.store.get()});
+    }
   }
   const MergePlan plan = plan_merge(shards, o.allow_partial);
+  std::vector<ShardRun> runs;  // in the plan's order
+  for (const ShardRunInfo* s : plan.shards) {
+    ShardRun run = by_shard[static_cast<std::size_t>(s - shards.data())];
+    run.info = s;
+    runs.push_back(run);
+  }
 
   ResultsStore target(o.into);
   RunFilter already;
@@ -212,7 +226,7 @@ int run_merge(const MergeOptions& o) {
   if (const std::vector<RunRecord> held = list_runs(target, already); !held.empty()) {
     throw kv::InputError(o.into, "--into", fmt::format("already holds run {}, merged from run group {}", held.front().id, group));
   }
-  const RunRecord& first = *records.at(plan.shards.front());
+  const RunRecord& first = *runs.front().record;
   const nlohmann::json config = nlohmann::json::parse(first.config_json, nullptr, false);
   struct Source {
     std::size_t rank = 0;
@@ -221,13 +235,12 @@ int run_merge(const MergeOptions& o) {
   std::vector<Source> sources;
   ImportedRun run;
   run.started_at = first.started_at;
-  for (const ShardRunInfo* s : plan.shards) {
-    const RunRecord& record = *records.at(s);
+  for (const ShardRun& shard : runs) {
+    const RunRecord& record = *shard.record;
     run.started_at = std::min(run.started_at, record.started_at);
     run.ended_at = std::max(run.ended_at, record.ended_at);
-    ResultsStore* store = std::find_if(files.begin(), files.end(), [&](const ShardFile& f) { return f.path == s->file; })->store.get();
-    for (const auto& [id, name] : stored_cases(*store, s->run_id)) {
-      sources.push_back({plan_rank(config, name, std::numeric_limits<std::size_t>::max()), {store, id}});
+    for (std::size_t i = 0; i < shard.info->cases.size(); ++i) {
+      sources.push_back({plan_rank(config, shard.info->cases[i], std::numeric_limits<std::size_t>::max()), {shard.store, shard.info->case_ids[i]}});
     }
     for (const std::string& tag : record.tags) {
       if (std::find(run.info.tags.begin(), run.info.tags.end(), tag) == run.info.tags.end()) run.info.tags.push_back(tag);
@@ -240,7 +253,7 @@ int run_merge(const MergeOptions& o) {
   run.info.config_hash = first.config_hash;
   run.info.tags.push_back("merged");
   if (plan.partial) run.info.tags.push_back("partial");
-  run.info.meta_json = merged_meta(plan, records).dump();
+  run.info.meta_json = merged_meta(plan, runs).dump();
   run.status = plan.status;
   std::vector<ImportedCase> cases;
   for (const Source& s : sources) cases.push_back(s.c);

@@ -195,9 +195,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   if (options.shard) {
     const auto all_groups = engine_run_groups(plan);
     const WorkPlan all_work = plan_work(cases, all_groups, profiles, repetitions, suite.warmup);
-    const std::string& history = options.balance_from.empty() ? options.db_path : options.balance_from;
-    shard = select_shard(*options.shard, plan, cases, all_groups, all_work, repetitions, suite.warmup,
-                         previous_case_times(history, suite.name, options.balance_from.empty() ? "--db" : "--balance-from"));
+    const bool own_history = options.balance_from.empty();
+    const CaseTimes history = own_history ? previous_case_times(options.db_path, suite.name, "--db")
+                                          : previous_case_times(options.balance_from, suite.name, "--balance-from");
+    shard = select_shard(*options.shard, plan, cases, all_groups, all_work, repetitions, suite.warmup, history);
     keep_groups(shard->groups, all_groups, plan, cases);
     if (options.check_only) fmt::print(stderr, "kvbench: {}\n", shard_note(*options.shard, options.run_group, *shard));
   }

@@ -59,19 +59,17 @@ CaseTimes previous_case_times(const std::string& db_path, const std::string& sui
 ShardSelection select_shard(const Shard& shard, const std::vector<PlannedCase>& plan, const std::vector<PreparedCase>& cases,
                             const std::vector<std::pair<std::size_t, std::size_t>>& groups, const WorkPlan& work, int repetitions,
                             int warmup, const CaseTimes& history) {
-  // The estimate: a group's host runs and its SoCs' expected own runs, in positions (plan_work's
-  // units). The history: the host case's median repetition time for its host runs.
+  // The estimate: plan_work's, in positions (a group's host runs and its SoCs' expected own runs).
+  // The history: the host case's median repetition time for its host runs.
   const int units = repetitions + warmup;
-  std::vector<double> host_estimate(groups.size(), 0.0), own_estimate(groups.size(), 0.0), host_seconds(groups.size(), -1.0);
+  const std::vector<double>& host_estimate = work.host_work;
+  const std::vector<double>& own_estimate = work.own_work;
+  std::vector<double> host_seconds(groups.size(), -1.0);
   double timed_seconds = 0.0, timed_estimate = 0.0;
   std::size_t timed = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const auto [begin, end] = groups[g];
-    const PreparedCase& c = cases[begin];
-    if (!c.script.skipped.empty()) continue;
-    const double positions = static_cast<double>(std::max(c.script.script.positions, 1));
-    host_estimate[g] = positions * units;
-    for (std::size_t i = begin; i < end; ++i) own_estimate[g] += work.expected_rerun[i] != 0 ? positions * repetitions : 0.0;
+    if (!cases[begin].script.skipped.empty()) continue;
     for (std::size_t i = begin; i < end; ++i) {
       const auto found = history.seconds.find(cases[i].info.name());
       if (cases[i].info.soc != "host" || found == history.seconds.end()) continue;

@@ -36,7 +36,8 @@ struct ShardSelection {
   std::vector<double> shard_weights;  // each shard's expected share of the work, in the weights' unit
 };
 
-// groups: the whole suite's engine-run groups over `cases`; work: plan_work over them.
+// groups: the whole suite's engine-run groups over `cases`; work: plan_work over them (its
+// per-group estimates are the weights where the history has no time).
 ShardSelection select_shard(const Shard& shard, const std::vector<PlannedCase>& plan, const std::vector<PreparedCase>& cases,
                             const std::vector<std::pair<std::size_t, std::size_t>>& groups, const WorkPlan& work, int repetitions,
                             int warmup, const CaseTimes& history);

@@ -37,6 +37,8 @@ Suite suite_of(const std::vector<int>& positions) {
     c.script.script.positions = positions[i];
     s.cases.push_back(std::move(c));
     s.groups.emplace_back(i, i + 1);
+    s.work.host_work.push_back(positions[i] * 4.0);  // plan_work's estimate: 3 repetitions and a warmup
+    s.work.own_work.push_back(0.0);
   }
   s.work.expected_rerun.assign(positions.size(), 0);
   return s;
