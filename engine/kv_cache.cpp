@@ -285,7 +285,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   resident_.bind(state);
   resident_.reset_read_bytes();
   call_.run(*kernels_, pool_, resident_, args);
-  end_pool_step(state, layer, n_queries == 1, options.plan, n_queries == 1 ? args.page_mass : nullptr, options);
+  end_pool_step(seq, state, layer, n_queries == 1, options.plan, n_queries == 1 ? args.page_mass : nullptr, options);
   if (telemetry_ != nullptr) report_attention(state, n_queries, options.plan != nullptr, sealed_pool_.traffic() - traffic_before);
 }
 
@@ -349,7 +349,7 @@ std::size_t KVCache::stream_batch_bytes(bool prompt) const {
   return std::max<std::size_t>(1, cap > kept ? (cap - kept) / 2 : 0);
 }
 
-void KVCache::end_pool_step(LayerPages& state, int layer, bool decode, const SelectionPlan* plan,
+void KVCache::end_pool_step(SeqId seq, LayerPages& state, int layer, bool decode, const SelectionPlan* plan,
                                  const std::vector<std::vector<float>>* mass, const AttendOptions& options) {
   const std::vector<std::vector<PageView>>& views = call_.views();
   // The pool's importance only ranks pages for demotion, which needs an L1 cap: without one,
@@ -375,15 +375,33 @@ void KVCache::end_pool_step(LayerPages& state, int layer, bool decode, const Sel
     }
   }
   std::vector<PageId> predicted;
+  std::vector<PageId> next_layer;  // the next layer's pages this step is predicted to read
   const std::vector<const std::vector<PageId>*> sealed = sealed_pages(state);
+  if (decode) state.taken_up.clear();
   if (decode && sealed_pool_.l2_enabled() && plan != nullptr) {
     sealed_pool_.count_unpredictable(MemoryAdvisor::unpredictable_loads(state.ranked, plan, sealed, sealed_pool_.step_demand_loads()));
-    const SelectionChurn churn = selection_churn(state.last_kept, *plan, sealed);
+    SelectionChurn churn = selection_churn(state.last_kept, *plan, sealed);
     if (churn.compared) sealed_pool_.selection_churn(layer, churn.new_pages, churn.kept_pages);
+    state.taken_up = std::move(churn.taken_up);
+    // Layers run in order within a step: the previous layer's take-up is this step's.
+    if (layer > 0) {
+      const auto agreed = state.from_previous_layer.record(table_.layer(seq, layer - 1, "KVCache::attend").taken_up, *plan);
+      sealed_pool_.count_next_layer(agreed.offered, agreed.read, 0);
+    }
+    if (layer + 1 < config_.geometry.layers) {
+      const LayerPages& next = table_.layer(seq, layer + 1, "KVCache::attend");
+      if (next.from_previous_layer.predicts()) next_layer = advisor_.predict_next_layer(state.taken_up, sealed_pages(next));
+      sealed_pool_.count_next_layer(0, 0, next_layer.size());
+    }
   }
   if (decode && advisor_.predicts()) predicted = advisor_.predict(state.history, plan, static_cast<int>(views[0].size()), sealed);
+  // The next layer's call comes before this layer's next step, at the latest after one call per
+  // sequence: its pages are protected until then and prefetched first, so they are in flight
+  // while this layer's output is computed.
+  sealed_pool_.mark_predicted(next_layer, table_.sequences() + 1);
   apply_relief(sealed_pool_.release_step(predicted, prediction_horizon()));
-  sealed_pool_.finish_step(predicted);
+  next_layer.insert(next_layer.end(), predicted.begin(), predicted.end());
+  sealed_pool_.finish_step(next_layer);
   forward_memory_reports();
 }
 

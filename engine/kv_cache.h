@@ -166,7 +166,7 @@ class KVCache {
   static std::vector<const std::vector<PageId>*> sealed_pages(const LayerPages& state);
   // Attention calls for which a prediction protects its pages: lookahead rounds of the layers.
   std::uint64_t prediction_horizon() const;
-  void end_pool_step(LayerPages& state, int layer, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
+  void end_pool_step(SeqId seq, LayerPages& state, int layer, bool decode, const SelectionPlan* plan, const std::vector<std::vector<float>>* mass,
                           const AttendOptions& options);
   void report_attention(const LayerPages& state, int n_queries, bool planned, const TrafficCounters& moved);
   void forward_memory_reports();

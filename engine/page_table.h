@@ -18,6 +18,7 @@
 #include "geometry.h"
 #include "memory/page_pin.h"
 #include "memory/page_pool.h"
+#include "memory/placement.h"
 #include "memory/tiered_pool.h"
 #include "page_summaries.h"
 #include "quant/page_layout.h"
@@ -52,6 +53,11 @@ struct LayerPages {
   std::vector<std::vector<std::uint8_t>> ranked;
   // Per kv head: the sealed pages the last decode step kept (selection churn, MemoryAdvisor).
   std::vector<std::vector<int>> last_kept;
+  // Per kv head: the pages the last decode step took up (kept, not kept the step before), which
+  // the next layer is predicted to read when its `from_previous_layer` says so.
+  std::vector<std::vector<int>> taken_up;
+  // How well the previous layer's take-up foretold this layer's reads.
+  NextLayerAgreement from_previous_layer;
 };
 
 struct PageOwner {

@@ -249,6 +249,13 @@ void add_offload(Builder& b, const Inputs& in) {
               ? std::optional<double>(mem.prefetch_hit_rate_predictable())
               : std::nullopt,
           mem.l2_enabled && later_needed ? "every page a later step loaded was unpredictable" : no_later);
+  const std::string no_next = !mem.l2_enabled ? no_l2 : "no decode step of a layer with a next executed one changed its selection (one executed layer, or a steady selection)";
+  b.maybe("next_layer_agreement",
+          mem.l2_enabled && mem.next_layer_offered > 0
+              ? std::optional<double>(static_cast<double>(mem.next_layer_read) / static_cast<double>(mem.next_layer_offered))
+              : std::nullopt,
+          no_next);
+  b.maybe("next_layer_predicted_pages", l2(static_cast<double>(mem.next_layer_predicted) * layers), no_l2, scaled);
   b.maybe("dma_wait_after_first_ms", l2(static_cast<double>(mem.later_dma_wait_ns) * 1e-6 * layers), no_l2, scaled);
   // I/O shape (timing-dependent: what is queued together is read together).
   b.maybe("l2_read_ios", l2(static_cast<double>(mem.l2_read_ios) * layers), no_l2, scaled);

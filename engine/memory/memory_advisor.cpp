@@ -88,11 +88,40 @@ std::vector<PageId> MemoryAdvisor::predict(std::deque<std::vector<SelectionRecor
   // Selection history: what each kv head read this step, and the runners-up of the plan.
   history.push_back(selection_records(plan, sealed.size(), pages));
   while (history.size() > static_cast<std::size_t>(lookahead) + 1) history.pop_front();
+  return predicted_pages(history, lookahead, sealed, room_share(sealed.size()));
+}
+
+std::vector<PageId> MemoryAdvisor::predict_next_layer(const std::vector<std::vector<int>>& taken_up,
+                                                      const std::vector<const std::vector<PageId>*>& next_sealed) const {
+  if (!predicts()) return {};
+  return next_layer_pages(taken_up, next_sealed, room_share(next_sealed.size()));
+}
+
+std::size_t MemoryAdvisor::room_share(std::size_t heads) const {
   // Each (layer, kv head) may hold its share of the L1 room above what stays anyway (pinned
   // pages, the residual and the summary index): a prediction wider than that would only push
   // out another layer's pages before they are read.
-  const std::size_t share = static_cast<std::size_t>(std::max(1, layers_)) * std::max<std::size_t>(1, sealed.size());
-  return predicted_pages(history, lookahead, sealed, pool_.room_pages() / share);
+  const std::size_t share = static_cast<std::size_t>(std::max(1, layers_)) * std::max<std::size_t>(1, heads);
+  return pool_.room_pages() / share;
+}
+
+std::vector<PageId> next_layer_pages(const std::vector<std::vector<int>>& taken_up,
+                                     const std::vector<const std::vector<PageId>*>& next_sealed, std::size_t max_per_head) {
+  std::vector<PageId> pages;
+  const std::size_t heads = std::min(taken_up.size(), next_sealed.size());
+  std::size_t longest = 0;
+  for (std::size_t h = 0; h < heads; ++h) longest = std::max(longest, std::min(taken_up[h].size(), max_per_head));
+  for (std::size_t rank = 0; rank < longest; ++rank) {
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::vector<int>& taken = taken_up[h];
+      if (rank >= taken.size() || rank >= max_per_head) continue;
+      // The next layer has not appended this step's token yet: a page this layer just sealed
+      // is not the next layer's sealed page.
+      const auto p = static_cast<std::size_t>(taken[rank]);
+      if (p < next_sealed[h]->size()) pages.push_back((*next_sealed[h])[p]);
+    }
+  }
+  return pages;
 }
 
 void MemoryAdvisor::remember_ranking(std::vector<std::vector<std::uint8_t>>& ranked, const SelectionPlan& plan) {
@@ -161,6 +190,7 @@ SelectionChurn selection_churn(std::vector<std::vector<int>>& last_kept, const S
                                const std::vector<const std::vector<PageId>*>& sealed) {
   SelectionChurn churn;
   if (last_kept.size() < plan.heads.size()) last_kept.resize(plan.heads.size());
+  churn.taken_up.resize(plan.heads.size());
   for (std::size_t h = 0; h < plan.heads.size() && h < sealed.size(); ++h) {
     const std::vector<int>& kept = plan.heads[h].pages;  // ascending
     // Residual pages (past the sealed ones) are the sequence's own and always read.
@@ -171,9 +201,10 @@ SelectionChurn selection_churn(std::vector<std::vector<int>>& last_kept, const S
       std::size_t i = 0;
       for (auto it = kept.begin(); it != end; ++it) {
         while (i < last.size() && last[i] < *it) ++i;
-        if (i == last.size() || last[i] != *it) ++churn.new_pages;
+        if (i == last.size() || last[i] != *it) churn.taken_up[h].push_back(*it);
       }
     }
+    churn.new_pages += churn.taken_up[h].size();
     churn.kept_pages += static_cast<std::uint64_t>(end - kept.begin());
     last.assign(kept.begin(), end);
   }

@@ -36,9 +36,21 @@ std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord
 struct SelectionChurn {
   std::uint64_t new_pages = 0, kept_pages = 0;
   bool compared = false;
+  // Per kv head: the new pages themselves, ascending (all empty when not compared).
+  std::vector<std::vector<int>> taken_up;
 };
 SelectionChurn selection_churn(std::vector<std::vector<int>>& last_kept, const SelectionPlan& plan,
                                const std::vector<const std::vector<PageId>*>& sealed);
+
+// The pages the next layer is predicted to read in the same decode step: the pages this layer's
+// selection took up (SelectionChurn::taken_up, per kv head), as the next layer's pages of the
+// same kv head and position. Adjacent layers attend to overlapping keys (`kvbench attn-stats`,
+// next_layer_overlap), so a question switch one layer saw predicts the next layer's before its
+// own history can (NextLayerAgreement says whether it does). Interleaved by position so every
+// head gets its first pages; at most max_per_head per kv head. next_sealed[h]: the next layer's
+// kv head h, sealed pages in order.
+std::vector<PageId> next_layer_pages(const std::vector<std::vector<int>>& taken_up,
+                                     const std::vector<const std::vector<PageId>*>& next_sealed, std::size_t max_per_head = SIZE_MAX);
 
 class MemoryAdvisor {
  public:
@@ -63,6 +75,11 @@ class MemoryAdvisor {
   // steps (predicted_pages); none without an L2 tier or lookahead.
   std::vector<PageId> predict(std::deque<std::vector<SelectionRecord>>& history, const SelectionPlan* plan, int pages,
                               const std::vector<const std::vector<PageId>*>& sealed) const;
+  // After a decode step of a layer with a next one: that layer's pages for this step
+  // (next_layer_pages), each head within its share of the L1 room like predict(); none
+  // without an L2 tier or lookahead.
+  std::vector<PageId> predict_next_layer(const std::vector<std::vector<int>>& taken_up,
+                                         const std::vector<const std::vector<PageId>*>& next_sealed) const;
 
   // Of the pages a step loaded on demand (`loaded`), those no earlier query could predict: its
   // plan kept them and no earlier query of the same kv head kept them or ranked them within
@@ -78,6 +95,9 @@ class MemoryAdvisor {
   const MemoryConfig& config_;
   int page_tokens_;
   int layers_;
+
+  // Pages each (layer, kv head) may hold of the L1 room above what stays anyway.
+  std::size_t room_share(std::size_t heads) const;
 };
 
 }  // namespace kv

@@ -84,4 +84,17 @@ std::vector<int> plan_prefetch(const std::vector<const SelectionRecord*>& histor
   return plan;
 }
 
+NextLayerAgreement::Step NextLayerAgreement::record(const std::vector<std::vector<int>>& taken_up, const SelectionPlan& plan) {
+  Step now;
+  for (std::size_t h = 0; h < taken_up.size() && h < plan.heads.size(); ++h) {
+    const std::vector<int>& kept = plan.heads[h].pages;  // ascending
+    now.offered += taken_up[h].size();
+    for (int page : taken_up[h]) now.read += std::binary_search(kept.begin(), kept.end(), page) ? 1 : 0;
+  }
+  if (now.offered == 0) return now;  // nothing to learn from: a steady selection says nothing
+  offered = offered * kAgreementDecay + static_cast<double>(now.offered);
+  read = read * kAgreementDecay + static_cast<double>(now.read);
+  return now;
+}
+
 }  // namespace kv

@@ -43,4 +43,25 @@ inline constexpr double kPrefetchWidening = 4.0;
 std::vector<int> plan_prefetch(const std::vector<const SelectionRecord*>& history, int lookahead,
                                double widen = kPrefetchWidening);
 
+// How well one layer's newly selected pages foretell the next layer's reads in the same decode
+// step: of the pages layer l took up (kept now, not at its previous step), the share layer l+1
+// read, as sums decayed by kAgreementDecay a step. Learned from the selections alone, whether or
+// not anything was prefetched, so it repeats exactly. Adjacent layers of a model attend to
+// overlapping keys; sampled layers far apart in the model (the harness runs 8 and 24 of 32 for
+// two) agree far less, and prefetching for them would mostly move pages nobody reads.
+inline constexpr double kAgreementDecay = 0.9;
+// A prefetch for the next layer is worth it when at least this share of it is read: the share
+// left unread (at most 25%) is what the prefetch targets allow for unused bytes.
+inline constexpr double kNextLayerAgreement = 0.75;
+struct NextLayerAgreement {
+  double offered = 0.0, read = 0.0;
+  // After layer l+1's step: `taken_up` is layer l's of this step (per kv head), `plan` is
+  // layer l+1's selection. Returns this step's counts.
+  struct Step {
+    std::size_t offered = 0, read = 0;
+  };
+  Step record(const std::vector<std::vector<int>>& taken_up, const SelectionPlan& plan);
+  bool predicts() const { return offered > 0.0 && read >= kNextLayerAgreement * offered; }
+};
+
 }  // namespace kv

@@ -353,7 +353,7 @@ TieredPool::Relief TieredPool::release_step(const std::vector<PageId>& predicted
   release_acquired();
   // Predicted pages are demoted last; finish_step() then fills the room left above the warning
   // watermark with the predicted pages that are in L2, most likely first.
-  for (PageId id : predicted) at(id).predicted_at = step_ + horizon;
+  mark_predicted(predicted, horizon);
   return relieve_pressure();
 }
 
@@ -412,8 +412,16 @@ std::size_t TieredPool::predicted_resident_bytes() const {
 }
 
 void TieredPool::advise(const std::vector<PageId>& predicted, std::uint64_t horizon) {
-  for (PageId id : predicted) at(id).predicted_at = step_ + horizon;
+  mark_predicted(predicted, horizon);
   prefetch(predicted);
+}
+
+void TieredPool::mark_predicted(const std::vector<PageId>& pages, std::uint64_t horizon) {
+  // A shorter prediction (the next layer's) never cuts a longer one short.
+  for (PageId id : pages) {
+    Page& page = at(id);
+    page.predicted_at = std::max(page.predicted_at, step_ + horizon);
+  }
 }
 
 void TieredPool::finish_step(const std::vector<PageId>& predicted) {

@@ -98,6 +98,9 @@ struct MemoryStats {
   std::uint64_t later_prefetch_hits = 0, later_demand_loads = 0;
   std::uint64_t later_unpredictable_loads = 0;  // of the demand loads: no earlier query could predict them
   std::uint64_t later_dma_wait_ns = 0;
+  // Cross-layer prediction (NextLayerAgreement): pages a layer took up at a decode step, of
+  // those the next layer read at the same step, and pages predicted for the next layer.
+  std::uint64_t next_layer_offered = 0, next_layer_read = 0, next_layer_predicted = 0;
   std::uint64_t decode_read_ios = 0;   // L2 read I/Os completed during decode steps (timing-dependent)
   std::uint64_t decode_steps = 0;      // decode attention calls (one per layer and token)
   std::uint64_t l2_read_ios = 0, l2_device_bytes_read = 0;
@@ -212,6 +215,13 @@ class TieredPool {
   void count_unpredictable(std::uint64_t loads) {
     if (step_kind_ == StepKind::Decode) stats_.later_unpredictable_loads += loads;
   }
+  // The owner's cross-layer prediction at a decode step: what one layer took up, how much of it
+  // the next layer read, and how many pages it predicted for the next layer.
+  void count_next_layer(std::uint64_t offered, std::uint64_t read, std::uint64_t predicted) {
+    stats_.next_layer_offered += offered;
+    stats_.next_layer_read += read;
+    stats_.next_layer_predicted += predicted;
+  }
 
   // One step: make every page resident, held until end_step(); out[i] is ids[i]'s frame.
   // Throws InputError (naming the segment and page) when an L2 page cannot be read intact.
@@ -243,6 +253,9 @@ class TieredPool {
   // Between steps (the end of a prefill): the predicted pages are demoted last for the next
   // `horizon` steps and prefetched like finish_step() does, without ending a step.
   void advise(const std::vector<PageId>& predicted, std::uint64_t horizon);
+  // Pages predicted to be read within the next `horizon` steps: demoted last and kept by the
+  // read cache until then (a later deadline already set stays).
+  void mark_predicted(const std::vector<PageId>& pages, std::uint64_t horizon);
   std::uint64_t step() const { return step_; }
 
   // Runs the pressure controller now (the cache calls it after sealing pages) and applies what

@@ -69,7 +69,8 @@ std::string page_bytes(const KVCache& cache, SeqId seq) {
   std::string out;
   const auto add = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
   for (int l = 0; l < kLayers; ++l) {
-    out += "L" + std::to_string(cache.length(seq, l));
+    out += 'L';
+    out += std::to_string(cache.length(seq, l));
     for (const std::vector<PageView>& head : cache.page_views(seq, l)) {
       for (const PageView& page : head) {
         const PageLayout& layout = *page.layout;

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -305,6 +306,75 @@ TEST_CASE("a question switch is reported once, at the switch, with the loads it 
   CHECK(shifts[0].pages == loads_at_switch);
   CHECK_THAT(shifts[0].reason, Catch::Contains("layer 0: 16 of 16 kept pages new"));
   CHECK_THAT(shifts[0].reason, Catch::Contains(std::to_string(loads_at_switch) + " loaded on demand"));
+}
+
+TEST_CASE("a question switch one layer sees is prefetched for the next layer while they agree", "[memory][kv_cache]") {
+  // Both layers keep six pages, drift by one (step 2), then (step 4) switch to six others far
+  // away: a switch the next layer's own history cannot predict. When layer 1 drifted with layer
+  // 0, it is predicted to follow the switch too; when it drifted elsewhere, it is not. L1 holds
+  // 60% of the sealed pages: room for the switch's pages beside the ones predicted anyway.
+  const auto run_switch = [](bool agree) {
+    kvtest::TempDir dir("cache-next-layer");
+    KVCache cache(tiered_config(Format::Q4, dir.path, 2, 0.6));
+    const SeqId seq = cache.create_sequence();
+    const std::size_t row = static_cast<std::size_t>(kKvHeads) * kDim;
+    const auto k = kvtest::random_keys(kPrompt, kKvHeads, kDim, 5);
+    const auto v = kvtest::random_values(static_cast<std::size_t>(kPrompt) * row, 6);
+    // Chunk by chunk through both layers, as a prefill goes: the old pages of both are in L2.
+    for (int at = 0; at < kPrompt; at += 100) {
+      for (int l = 0; l < kLayers; ++l) cache.append(seq, l, k.data() + at * row, v.data() + at * row, std::min(100, kPrompt - at));
+    }
+    const int pages = (kPrompt + kPageTokens - 1) / kPageTokens;
+    const auto plan_at = [&](int step, int layer) {
+      std::vector<int> kept;
+      for (int p = 0; p < 6; ++p) kept.push_back((step < 4 ? 10 : 30) + p);
+      if (step >= 2 && step < 4) kept[0] = layer == 0 || agree ? 50 : 70;
+      std::sort(kept.begin(), kept.end());
+      SelectionPlan plan;
+      plan.total_pages = pages;
+      plan.budget_pages = 6;
+      plan.heads.resize(kKvHeads);
+      for (HeadSelection& head : plan.heads) {
+        for (int p = 0; p < pages; ++p) {
+          const bool in = std::binary_search(kept.begin(), kept.end(), p);
+          if (in) {
+            head.pages.push_back(p);
+            head.reasons.push_back(KeepReason::Score);
+          }
+          head.middle_scores.push_back(in ? 10.0f : 0.0f);
+        }
+      }
+      return plan;
+    };
+    std::vector<float> out(static_cast<std::size_t>(kQHeads) * kDim);
+    const auto q = kvtest::random_values(out.size(), 8);
+    std::array<std::uint64_t, kLayers> loads{}, hits{};  // at the switch
+    for (int step = 0; step < 6; ++step) {
+      cache.set_phase(Phase::Decode);
+      for (int l = 0; l < kLayers; ++l) {
+        const SelectionPlan plan = plan_at(step, l);
+        AttendOptions options;
+        options.plan = &plan;
+        const MemoryStats before = cache.stats().memory;
+        cache.attend(seq, l, q.data(), 1, out.data(), options);
+        if (step == 4) {
+          loads[static_cast<std::size_t>(l)] = cache.stats().memory.demand_loads - before.demand_loads;
+          hits[static_cast<std::size_t>(l)] = cache.stats().memory.prefetch_hits - before.prefetch_hits;
+        }
+      }
+      cache.end_decode_step();
+    }
+    return std::make_pair(loads, hits);
+  };
+  const auto [loads, hits] = run_switch(true);
+  INFO("layer 0 loads " << loads[0] << ", layer 1 loads " << loads[1] << " and prefetch hits " << hits[1]);
+  CHECK(loads[0] > 0);  // layer 0 met the switch with its new pages in L2
+  CHECK(hits[0] == 0);
+  CHECK(loads[1] == 0);  // layer 1's were prefetched while layer 0 finished its step
+  CHECK(hits[1] > 0);
+  const auto [apart_loads, apart_hits] = run_switch(false);
+  CHECK(apart_loads[1] > 0);  // no agreement learned: nothing prefetched for the switch
+  CHECK(apart_hits[1] == 0);
 }
 
 TEST_CASE("l0_copy: kernels read real copies in L0-sized batches and agree with the direct path", "[memory][kv_cache]") {

@@ -118,10 +118,21 @@ TEST_CASE("selection churn counts each head's kept sealed pages its previous ste
   CHECK(churn.compared);
   CHECK(churn.new_pages == 2);  // head 0's page 3, head 1's page 5
   CHECK(churn.kept_pages == 6);
+  CHECK(churn.taken_up == std::vector<std::vector<int>>{{3}, {5}});
   churn = selection_churn(last, plan({0, 1, 3, 6, 7}, {0, 4, 5}), {&a, &b});
   CHECK(churn.new_pages == 0);
   CHECK(churn.kept_pages == 6);
   CHECK(last == std::vector<std::vector<int>>{{0, 1, 3}, {0, 4, 5}});
+}
+
+TEST_CASE("the next layer is predicted to read the pages this layer took up, head by head", "[memory][advisor]") {
+  // The next layer's heads: 4 sealed pages for head 0, 3 for head 1 (it has not appended this
+  // step's token yet, so this layer's newest sealed page 3 of head 1 is not its page).
+  const std::vector<PageId> a{40, 41, 42, 43}, b{50, 51, 52};
+  const std::vector<std::vector<int>> taken_up{{1, 2, 3}, {0, 3}};
+  CHECK(next_layer_pages(taken_up, {&a, &b}) == std::vector<PageId>{41, 50, 42, 43});  // by position, head by head
+  CHECK(next_layer_pages(taken_up, {&a, &b}, 1) == std::vector<PageId>{41, 50});      // at most one per head
+  CHECK(next_layer_pages({}, {&a, &b}).empty());                                     // nothing taken up
 }
 
 namespace {

@@ -31,3 +31,29 @@ TEST_CASE("prefetch predicts recently dropped pages, then the best runners-up", 
   CHECK(plan_prefetch({&before, &now}, 0).empty());
   CHECK(plan_prefetch({}, 2).empty());
 }
+
+TEST_CASE("the next layer is predicted from this one's take-up only while it reads most of it", "[memory][placement]") {
+  const auto plan = [](std::vector<int> head0, std::vector<int> head1) {
+    SelectionPlan p;
+    p.heads.resize(2);
+    p.heads[0].pages = std::move(head0);
+    p.heads[1].pages = std::move(head1);
+    return p;
+  };
+  NextLayerAgreement agreement;
+  CHECK_FALSE(agreement.predicts());  // nothing learned yet
+  agreement.record({{}, {}}, plan({1, 2}, {3}));
+  CHECK_FALSE(agreement.predicts());  // a steady selection teaches nothing
+  agreement.record({{5, 6}, {7, 8}}, plan({0, 5, 6}, {7, 8, 9}));
+  CHECK(agreement.offered == 4.0);
+  CHECK(agreement.read == 4.0);
+  CHECK(agreement.predicts());
+  // A step where the next layer reads one of four: 3.6 + 1 read of 3.6 + 4 offered (0.61).
+  agreement.record({{5, 6}, {7, 8}}, plan({5}, {}));
+  CHECK(agreement.offered == Approx(7.6));
+  CHECK(agreement.read == Approx(4.6));
+  CHECK_FALSE(agreement.predicts());
+  // One more where it reads all four: 8.14 of 10.84 (0.751).
+  agreement.record({{5, 6}, {7, 8}}, plan({5, 6}, {7, 8}));
+  CHECK(agreement.predicts());
+}
