@@ -324,6 +324,18 @@ void add_noise(Builder& b, const Inputs& in) {
           "the core-speed probe did not run");
 }
 
+// The device's clock, temperature and throttling around the script.
+void add_device(Builder& b, const Inputs& in) {
+  const DeviceConditions& d = in.f.device;
+  b.maybe("device_freq_mhz_start", d.start.freq_mhz, d.start.no_freq);
+  b.maybe("device_freq_mhz_end", d.end.freq_mhz, d.end.no_freq);
+  b.maybe("device_temp_c_start", d.start.hottest_c, d.start.no_thermal);
+  b.maybe("device_temp_c_end", d.end.hottest_c, d.end.no_thermal);
+  const std::optional<std::uint64_t> throttled = d.throttle_events();
+  b.maybe("device_throttle_events", throttled ? std::optional<double>(static_cast<double>(*throttled)) : std::nullopt,
+          d.start.throttle_count ? d.end.no_throttle : d.start.no_throttle);
+}
+
 // Real-model accuracy.
 void add_accuracy(Builder& b, const Inputs& in) {
   const RepetitionFacts& f = in.f;
@@ -457,6 +469,7 @@ std::vector<MetricRecord> contract_metrics(const RepetitionFacts& f, int repetit
   add_health(b, in);
   add_degradation(b, in);
   add_noise(b, in);
+  add_device(b, in);
   add_accuracy(b, in);
   add_spans(b, in);
   add_cpu_spans(b, in);

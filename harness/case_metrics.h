@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "device_conditions.h"
 #include "executor.h"
 #include "kv_cache.h"
 #include "machine.h"
@@ -29,6 +30,7 @@ struct RepetitionFacts {
   double ttft_target_ms = 0.0, tpot_target_ms = 0.0;
   std::uint64_t peak_rss_bytes = 0;   // 0: unmeasurable
   Noise noise;
+  DeviceConditions device;            // cpufreq, thermal zones and throttling around the script
   bool noisy = false;
   double cpu_probe_ms = 0.0;          // the core-speed probe around the script (cpu_probe.h); 0: not run
   bool prefix_cache = false;          // the policy's prefix_cache

@@ -68,13 +68,16 @@ class Measurement {
   // core-speed probe runs on either side of the script, outside the measured window.
   void start(std::size_t threads) {
     probe_before_ms_ = cpu_probe_ms(threads);
+    facts.device.start = sample_device(sysfs_root(), engine_cpus());
     cpu_before_ = cpu_sample();
     queue_before_ = run_queue_sample();
   }
   void stop(std::size_t threads) {
     facts.noise = noise_between(cpu_before_, cpu_sample(), queue_before_, run_queue_sample());
     const std::optional<double> contention = facts.noise.contention();
-    facts.noisy = !contention || *contention > noise_threshold_;
+    facts.device.end = sample_device(sysfs_root(), engine_cpus());
+    // A core that slowed down (its clock fell, or the kernel throttled it) measured slowly.
+    facts.noisy = !contention || *contention > noise_threshold_ || facts.device.slowed();
     // The repetition's peak resident set is read before the probe's buffers can add to it.
     facts.peak_rss_bytes = rss_reset_ ? peak_rss_bytes() : 0;
     facts.cpu_probe_ms = (probe_before_ms_ + cpu_probe_ms(threads)) / 2.0;

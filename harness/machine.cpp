@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device_conditions.h"
 #include "runtime/clock.h"
 
 namespace kvbench {
@@ -40,12 +41,14 @@ std::string first_value(const std::string& file, const std::string& key) {
 std::string MachineInfo::to_json() const {
   nlohmann::json j = {{"cpu_model", cpu_model}, {"cpu_flags", cpu_flags}, {"cores", cores}, {"memory_bytes", memory_bytes},
                       {"os", os},               {"kernel", kernel},       {"compiler", compiler}};
+  if (!cpu_governor.empty()) j["cpu_governor"] = cpu_governor;
   return j.dump();
 }
 
 MachineInfo machine_info() {
   MachineInfo m;
   m.cpu_model = first_value("/proc/cpuinfo", "model name");
+  m.cpu_governor = sample_device(sysfs_root(), engine_cpus()).governor;
   // x86 lists "flags", aarch64 "Features" (asimd: NEON, asimddp: dotprod, i8mm, asimdhp: fp16 arithmetic).
   std::string listed = first_value("/proc/cpuinfo", "flags");
   if (listed.empty()) listed = first_value("/proc/cpuinfo", "Features");

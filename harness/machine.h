@@ -17,6 +17,7 @@ struct MachineInfo {
   std::string os;              // PRETTY_NAME of /etc/os-release
   std::string kernel;          // uname -r
   std::string compiler;        // the compiler that built kvbench, and its flags
+  std::string cpu_governor;    // cpufreq governor of the engine's cores ("" where sysfs has none)
   std::string to_json() const;
 };
 

@@ -176,6 +176,14 @@ std::vector<MetricDef> build_table() {
        "before and right after the workload script, mean of the two. It grows when a busy neighbour slows the cores "
        "themselves (a sibling hardware thread, shared caches, a hypervisor's steal). A comparison whose repetitions were "
        "some noisy and some quiet judges CPU-time figures at the baseline's probe speed."},
+      {"device_freq_mhz_start", "MHz", H, No, false,
+       "Lowest current frequency (cpufreq scaling_cur_freq) of the cores the engine may run on, right before the workload script."},
+      {"device_freq_mhz_end", "MHz", H, No, false,
+       "The same right after the script. More than 10% below device_freq_mhz_start and the repetition is flagged noisy (the cores slowed down)."},
+      {"device_temp_c_start", "C", H, No, false, "Hottest thermal zone (sysfs thermal_zone*/temp), degrees Celsius, right before the workload script."},
+      {"device_temp_c_end", "C", H, No, false, "Hottest thermal zone right after the workload script."},
+      {"device_throttle_events", "count", H, No, false,
+       "Thermal throttling the kernel counted on the engine's cores during the script (thermal_throttle/*_throttle_count; x86 kernels). Above 0 and the repetition is flagged noisy."},
       {"ppl", "ppl", E, Lo, false, "Perplexity of the tested KV configuration on the workload's text (llama backend)."},
       {"ppl_delta_pct", "%", E, Lo, false, "Perplexity change against the same model with an f32 cache and full attention, percent."},
       {"kl_mean", "nats", E, Lo, false, "Mean KL divergence of the next-token distribution from the f32-cache reference."},

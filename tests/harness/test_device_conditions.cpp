@@ -1,0 +1,94 @@
+// Device conditions from a sysfs tree the test builds: every field read where the files exist,
+// NULL with the missing path named where they do not.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "case_metrics.h"
+#include "device_conditions.h"
+#include "test_support.h"
+
+using namespace kvbench;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text << "\n";
+}
+
+// Two cores at 2.4 and 1.8 GHz (schedutil, performance), two zones at 41.5 and 63 C, x86
+// throttle counters.
+void board(const fs::path& root, int core1_khz = 1800000, int hot_milli = 63000, int throttled = 3) {
+  const fs::path cpu = root / "devices/system/cpu";
+  write(cpu / "cpu0/cpufreq/scaling_cur_freq", "2400000");
+  write(cpu / "cpu0/cpufreq/scaling_governor", "schedutil");
+  write(cpu / "cpu1/cpufreq/scaling_cur_freq", std::to_string(core1_khz));
+  write(cpu / "cpu1/cpufreq/scaling_governor", "performance");
+  write(cpu / "cpu0/thermal_throttle/core_throttle_count", "1");
+  write(cpu / "cpu1/thermal_throttle/core_throttle_count", std::to_string(throttled - 1));
+  write(root / "class/thermal/thermal_zone0/temp", "41500");
+  write(root / "class/thermal/thermal_zone1/temp", std::to_string(hot_milli));
+  write(root / "class/thermal/cooling_device0/cur_state", "0");  // not a zone
+}
+
+}  // namespace
+
+TEST_CASE("a device sample reads the engine cores' clock and governor, the hottest zone and throttling", "[device]") {
+  kvtest::TempDir dir("sysfs");
+  board(dir.path);
+  const DeviceSample s = sample_device(dir.path, {0, 1});
+  REQUIRE(s.freq_mhz);
+  CHECK(*s.freq_mhz == 1800.0);  // the slowest core
+  CHECK(s.governor == "performance/schedutil");
+  REQUIRE(s.hottest_c);
+  CHECK(*s.hottest_c == 63.0);
+  REQUIRE(s.throttle_count);
+  CHECK(*s.throttle_count == 3);
+  CHECK(s.no_freq.empty());
+  // Only the cores the engine runs on count.
+  const DeviceSample core0 = sample_device(dir.path, {0});
+  CHECK(*core0.freq_mhz == 2400.0);
+  CHECK(core0.governor == "schedutil");
+}
+
+TEST_CASE("a board that exposes nothing gives no figures and names what is missing", "[device]") {
+  kvtest::TempDir dir("sysfs-empty");
+  const DeviceSample s = sample_device(dir.path, {0, 1});
+  CHECK_FALSE(s.freq_mhz);
+  CHECK_FALSE(s.hottest_c);
+  CHECK_FALSE(s.throttle_count);
+  CHECK(s.governor.empty());
+  CHECK_THAT(s.no_freq, Catch::Contains("no CPU frequency") && Catch::Contains("cpufreq/scaling_cur_freq"));
+  CHECK_THAT(s.no_thermal, Catch::Contains("no thermal zone") && Catch::Contains("thermal_zone*/temp"));
+  CHECK_THAT(s.no_throttle, Catch::Contains("no throttling count"));
+  // An unreadable value is missing, not zero.
+  write(fs::path(dir.path) / "class/thermal/thermal_zone0/temp", "n/a");
+  CHECK_FALSE(sample_device(dir.path, {0}).hottest_c);
+}
+
+TEST_CASE("a repetition whose cores slowed down or were throttled is flagged", "[device]") {
+  kvtest::TempDir dir("sysfs-slow");
+  DeviceConditions d;
+  board(dir.path, 1800000, 50000, 3);
+  d.start = sample_device(dir.path, {0, 1});
+  board(dir.path, 1700000, 70000, 3);  // 5.6% slower, no throttling
+  d.end = sample_device(dir.path, {0, 1});
+  CHECK_FALSE(d.freq_dropped());
+  CHECK(d.throttle_events() == 0u);
+  CHECK_FALSE(d.slowed());
+  board(dir.path, 1500000, 70000, 3);  // 16.7% slower
+  d.end = sample_device(dir.path, {0, 1});
+  CHECK(d.freq_dropped());
+  CHECK(d.slowed());
+  board(dir.path, 1800000, 70000, 5);  // the same clock, two throttling events
+  d.end = sample_device(dir.path, {0, 1});
+  CHECK(d.throttle_events() == 2u);
+  CHECK(d.slowed());
+  // Without counters on either side there is no figure, and nothing is flagged for it.
+  d.end.throttle_count.reset();
+  CHECK_FALSE(d.throttle_events());
+  CHECK_FALSE(d.slowed());
+}
