@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "degradation.h"
+#include "device_conditions.h"
 #include "engine_run.h"
 #include "executor.h"
 #include "human_units.h"
@@ -48,7 +50,7 @@ class GroupRun {
     note_weights();
     host_l2_ = l2_dir(c_.policy->cache.memory.l1_bytes > 0);
     host_context_ = {run_.suite.seed, run_.suite.noise_threshold, &host_l2_, run_.options.l2_io, run_.options.stop, nullptr,
-                     run_.suite.prefix_warm};
+                     run_.suite.prefix_warm, run_.suite.device.max_start_temp_c};
     for (const Member& m : members_) group_planned_ += predicted(m) ? work_of(c_) * run_.repetitions : 0.0;  // already in the total
     try {
       for (int r = 1 - run_.suite.warmup; r <= run_.repetitions; ++r) repetition(r);
@@ -152,6 +154,7 @@ class GroupRun {
 
   void repetition(int r) {
     if (stopped()) throw ExecutionStopped();
+    cool_down(r);
     run_.progress.start(members_.front().index, c_.info.name(),
                         r < 1 ? "warmup" : fmt::format("repetition {}/{}", r, run_.repetitions), work_of(c_));
     const EngineRun host_run = timed_run(host_member(), host_context_, std::max(r, 1));
@@ -170,6 +173,33 @@ class GroupRun {
       ++run_.summary.stored_repetitions;
     }
     run_.store.heartbeat(run_.summary.run_id);
+  }
+
+  // device.max_start_temp_c: a repetition starts on a cool device, or says that it did not
+  // (and its figures are flagged noisy, Measurement).
+  void cool_down(int r) {
+    const DeviceGate& gate = run_.suite.device;
+    if (!gate.max_start_temp_c) return;
+    const std::string root = sysfs_root();
+    const std::vector<int> cpus = engine_cpus();
+    const std::string which = fmt::format("{} {}", c_.info.name(), r < 1 ? "warmup" : fmt::format("repetition {}", r));
+    bool said = false;
+    const CoolWait wait = wait_until_cool(
+        *gate.max_start_temp_c, gate.cool_timeout_s, [&] { return sample_device(root, cpus).hottest_c; },
+        [&](double seconds) {
+          if (!said) {
+            run_.progress.clear();
+            fmt::print(stderr, "kvbench: {} waits for the device to cool below {} C (device.max_start_temp_c; at most {} s)\n", which,
+                       *gate.max_start_temp_c, gate.cool_timeout_s);
+            said = true;
+          }
+          std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+          if (stopped()) throw ExecutionStopped();
+        });
+    if (!wait.timed_out) return;
+    run_.progress.clear();
+    fmt::print(stderr, "kvbench: {}: the hottest thermal zone is still {:.1f} C after waiting {:.0f} s (device.max_start_temp_c {} C); it runs now and is flagged noisy\n",
+               which, wait.hottest_c.value_or(0.0), wait.waited_s, *gate.max_start_temp_c);
   }
 
   // A SoC's own run with its capacities; false when it failed (which fails its case only).

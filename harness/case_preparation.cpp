@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "case_pricing.h"
+#include "device_conditions.h"
 #include "layer_sampling.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
@@ -279,6 +280,12 @@ PreparedSuite prepare_suite(const SuiteConfig& suite, const std::vector<PlannedC
     prepared.cases.push_back(std::move(c));
   }
   return prepared;
+}
+
+void check_device_gate(const SuiteConfig& suite) {
+  if (!suite.device.max_start_temp_c) return;
+  const DeviceSample now = sample_device(sysfs_root(), engine_cpus());
+  if (!now.hottest_c) throw kv::InputError(suite.file, "/device/max_start_temp_c", "cannot wait for a temperature: " + now.no_thermal);
 }
 
 void check_kernel_paths(const SuiteConfig& suite, const std::vector<PreparedCase>& cases) {

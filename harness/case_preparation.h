@@ -53,6 +53,9 @@ PreparedSuite prepare_suite(const SuiteConfig& suite, const std::vector<PlannedC
 
 // A kernel path this CPU cannot run is refused before anything is stored.
 void check_kernel_paths(const SuiteConfig& suite, const std::vector<PreparedCase>& cases);
+// A suite that waits for a temperature (device.max_start_temp_c) on a machine without a
+// thermal zone is refused.
+void check_device_gate(const SuiteConfig& suite);
 
 // The JSON path of a case's policy in its suite ("/policies/2").
 std::string policy_path(const SuiteConfig& suite, const PreparedCase& c);

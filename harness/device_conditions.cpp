@@ -106,4 +106,20 @@ std::optional<std::uint64_t> DeviceConditions::throttle_events() const {
   return *end.throttle_count >= *start.throttle_count ? *end.throttle_count - *start.throttle_count : 0;
 }
 
+CoolWait wait_until_cool(double max_c, double timeout_s, const std::function<std::optional<double>()>& hottest,
+                         const std::function<void(double)>& sleep_s, double poll_s) {
+  CoolWait wait;
+  for (;;) {
+    wait.hottest_c = hottest();
+    if (!wait.hottest_c || *wait.hottest_c < max_c) return wait;
+    if (wait.waited_s >= timeout_s) {
+      wait.timed_out = true;
+      return wait;
+    }
+    const double step = std::min(poll_s, timeout_s - wait.waited_s);
+    sleep_s(step);
+    wait.waited_s += step;
+  }
+}
+
 }  // namespace kvbench

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,5 +43,15 @@ struct DeviceConditions {
   bool slowed() const { return freq_dropped() || throttle_events().value_or(0) > 0; }
 };
 inline constexpr double kFreqDropShare = 0.10;
+
+// Waiting for a device to cool before a repetition (the suite's device.max_start_temp_c):
+// polls the hottest zone every poll_s until it is below max_c or timeout_s of polling passed.
+struct CoolWait {
+  double waited_s = 0.0;             // the polls' sleeps
+  std::optional<double> hottest_c;   // at the last poll
+  bool timed_out = false;            // still at or above max_c: the repetition starts hot
+};
+CoolWait wait_until_cool(double max_c, double timeout_s, const std::function<std::optional<double>()>& hottest,
+                         const std::function<void(double)>& sleep_s, double poll_s = 1.0);
 
 }  // namespace kvbench

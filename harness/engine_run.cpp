@@ -53,7 +53,10 @@ kv::CacheConfig run_cache_config(const PolicyConfig& policy, const RepetitionCon
 // metrics. The peak resident set starts again when it is made (and after a warm start).
 class Measurement {
  public:
-  explicit Measurement(double noise_threshold) : noise_threshold_(noise_threshold) { restart_peak_rss(); }
+  explicit Measurement(const RepetitionContext& context)
+      : noise_threshold_(context.noise_threshold), max_start_temp_c_(context.max_start_temp_c) {
+    restart_peak_rss();
+  }
 
   Recorder recorder;
   RepetitionFacts facts;
@@ -76,8 +79,11 @@ class Measurement {
     facts.noise = noise_between(cpu_before_, cpu_sample(), queue_before_, run_queue_sample());
     const std::optional<double> contention = facts.noise.contention();
     facts.device.end = sample_device(sysfs_root(), engine_cpus());
-    // A core that slowed down (its clock fell, or the kernel throttled it) measured slowly.
-    facts.noisy = !contention || *contention > noise_threshold_ || facts.device.slowed();
+    // A core that slowed down (its clock fell, or the kernel throttled it) or started hot
+    // measured slowly.
+    const std::optional<double> start_c = facts.device.start.hottest_c;
+    const bool hot = max_start_temp_c_ && start_c && *start_c >= *max_start_temp_c_;
+    facts.noisy = !contention || *contention > noise_threshold_ || facts.device.slowed() || hot;
     // The repetition's peak resident set is read before the probe's buffers can add to it.
     facts.peak_rss_bytes = rss_reset_ ? peak_rss_bytes() : 0;
     facts.cpu_probe_ms = (probe_before_ms_ + cpu_probe_ms(threads)) / 2.0;
@@ -97,6 +103,7 @@ class Measurement {
 
  private:
   double noise_threshold_ = 0.0;
+  std::optional<double> max_start_temp_c_;
   bool rss_reset_ = false;
   double probe_before_ms_ = 0.0;
   CpuSample cpu_before_;
@@ -341,7 +348,7 @@ EngineRun finish_run(const PreparedCase& c, Measurement& m, StepCollector& steps
 
 EngineRun run_engine(const PreparedCase& c, const RepetitionContext& context, int repetition) {
   const auto started = std::chrono::steady_clock::now();
-  Measurement m(context.noise_threshold);
+  Measurement m(context);
   const kv::CacheConfig cache_config = run_cache_config(*c.policy, context);
   ExecutionOptions execution;
   execution.stop = context.stop;

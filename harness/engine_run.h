@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,8 @@ struct RepetitionContext {
   const std::atomic<bool>* stop = nullptr;
   const Capacities* capacities = nullptr;  // a SoC's rerun; nullptr: the policy's own
   bool prefix_warm = false;                // SuiteConfig::prefix_warm
+  // SuiteConfig::device: a repetition that starts at or above it is flagged noisy.
+  std::optional<double> max_start_temp_c;
 };
 
 // Throws ExecutionStopped when context.stop reads true, and whatever the engine throws.

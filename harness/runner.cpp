@@ -186,6 +186,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   // only when some policy offloads.
   RunWorkspace workspace(options.l2_dir, options.db_path);
   check_kernel_paths(suite, cases);
+  check_device_gate(suite);
   plan_l2_dirs(suite, cases, workspace);
   if (options.stop != nullptr && options.stop->load()) throw RunInterrupted();
   check_database_dir(options);

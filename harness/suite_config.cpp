@@ -398,6 +398,23 @@ void check_across(const SuiteConfig& suite, const std::string& file) {
 
 }  // namespace
 
+DeviceGate read_device_gate(const json& block, const std::string& path, const std::string& file) {
+  Fields d(block, path, file);
+  DeviceGate gate;
+  if (d.has("max_start_temp_c")) {
+    const double c = d.number("max_start_temp_c", 0.0);
+    if (c <= 0.0 || c > 150.0) fail(file, d.at("max_start_temp_c"), fmt::format("{} must be in (0, 150] degrees Celsius", c));
+    gate.max_start_temp_c = c;
+  }
+  gate.cool_timeout_s = d.number("cool_timeout_s", gate.cool_timeout_s);
+  if (gate.cool_timeout_s < 0.0 || gate.cool_timeout_s > 86400.0) {
+    fail(file, d.at("cool_timeout_s"), fmt::format("{} must be in [0, 86400] seconds", gate.cool_timeout_s));
+  }
+  if (d.has("cool_timeout_s") && !gate.max_start_temp_c) fail(file, d.at("cool_timeout_s"), "needs max_start_temp_c: there is nothing to wait for");
+  d.done();
+  return gate;
+}
+
 SuiteConfig parse_suite(const std::string& text, const std::string& file, const std::string& base_dir) {
   const json root = parse_strict(text, file);
   Fields f(root, "", file);
@@ -411,6 +428,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   suite.noise_threshold = f.number("noise_threshold", suite.noise_threshold);
   if (suite.noise_threshold < 0.0 || suite.noise_threshold > 1.0) fail(file, "/noise_threshold", "must be in [0, 1]");
   suite.prefix_warm = f.boolean("prefix_warm", false);
+  if (const json* device = f.child("device")) suite.device = read_device_gate(*device, f.at("device"), file);
   f.child("models");
   const json& models = array_field(root, "models", file);
   for (std::size_t i = 0; i < models.size(); ++i) suite.models.push_back(read_model(models[i], i, file));
@@ -559,6 +577,9 @@ std::string resolved_json(const SuiteConfig& suite) {
             {"noise_threshold", suite.noise_threshold},
             {"socs", suite.socs}};
   if (suite.prefix_warm) root["prefix_warm"] = true;  // only when set: suites without it keep their hash
+  if (suite.device.max_start_temp_c) {                 // likewise
+    root["device"] = {{"max_start_temp_c", *suite.device.max_start_temp_c}, {"cool_timeout_s", suite.device.cool_timeout_s}};
+  }
   json models = json::array(), workloads = json::array(), policies = json::array();
   for (const ModelConfig& m : suite.models) models.push_back(model_json(m));
   for (const WorkloadConfig& w : suite.workloads) workloads.push_back(workload_json(w));

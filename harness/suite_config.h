@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,13 @@ struct PolicyConfig {
   std::vector<std::string> models;  // names of the suite's models it runs on; empty: every model
 };
 
+// Conditions a device must meet before each repetition (`device`).
+struct DeviceGate {
+  // Wait until the hottest thermal zone is below this (degrees Celsius); none: no wait.
+  std::optional<double> max_start_temp_c;
+  double cool_timeout_s = 600.0;  // then run anyway, flagged noisy
+};
+
 struct SuiteConfig {
   std::string file;      // where it came from ("builtin:NAME" for compiled-in suites)
   std::string base_dir;  // relative paths resolve here
@@ -52,6 +60,7 @@ struct SuiteConfig {
   // Repetitions start with the prefix cache holding every sequence's first prompt (run once,
   // unrecorded, before each repetition); false: from an empty cache (cold).
   bool prefix_warm = false;
+  DeviceGate device;
   std::vector<ModelConfig> models;
   std::vector<WorkloadConfig> workloads;
   std::vector<PolicyConfig> policies;

@@ -92,3 +92,29 @@ TEST_CASE("a repetition whose cores slowed down or were throttled is flagged", "
   CHECK_FALSE(d.throttle_events());
   CHECK_FALSE(d.slowed());
 }
+
+TEST_CASE("the wait for a cool device polls until the hottest zone is below the limit, or gives up at the timeout", "[device]") {
+  std::vector<std::optional<double>> readings{70.0, 60.0, 44.5};
+  std::size_t next = 0;
+  double slept = 0.0;
+  const auto hottest = [&]() { return readings[std::min(next++, readings.size() - 1)]; };
+  const auto sleep = [&](double s) { slept += s; };
+  CoolWait w = wait_until_cool(45.0, 10.0, hottest, sleep);
+  CHECK_FALSE(w.timed_out);
+  CHECK(w.waited_s == 2.0);  // two polls of a second
+  CHECK(slept == 2.0);
+  CHECK(*w.hottest_c == 44.5);
+  // Never cool enough: the last sleep is cut to the timeout.
+  readings = {80.0};
+  next = 0;
+  w = wait_until_cool(45.0, 2.5, hottest, sleep);
+  CHECK(w.timed_out);
+  CHECK(w.waited_s == 2.5);
+  CHECK(*w.hottest_c == 80.0);
+  // A zone that stops answering ends the wait: there is nothing left to wait for.
+  readings = {std::nullopt};
+  next = 0;
+  w = wait_until_cool(45.0, 100.0, hottest, sleep);
+  CHECK_FALSE(w.timed_out);
+  CHECK(w.waited_s == 0.0);
+}

@@ -430,3 +430,22 @@ TEST_CASE("a policy's speculative block: its defaults, and the resolved configur
   both.replace(both.find("\"page_tokens\": 64"), 17, "\"page_tokens\": 64, \"prefix_cache\": true");
   CHECK_THROWS_WITH(parse_suite(both, "suite.json", "."), Catch::Contains("prefix_cache"));
 }
+
+TEST_CASE("a suite's device block: a start temperature and a timeout, named in the resolved configuration only when set", "[config]") {
+  const SuiteConfig s = parse_suite(suite("", R"(, "device": {"max_start_temp_c": 45, "cool_timeout_s": 120})"), "suite.json", ".");
+  REQUIRE(s.device.max_start_temp_c);
+  CHECK(*s.device.max_start_temp_c == 45.0);
+  CHECK(s.device.cool_timeout_s == 120.0);
+  CHECK(resolved_json(s).find(R"("device":{"cool_timeout_s":120.0,"max_start_temp_c":45.0})") != std::string::npos);
+  const SuiteConfig plain = parse_suite(suite(), "suite.json", ".");
+  CHECK_FALSE(plain.device.max_start_temp_c);
+  CHECK(resolved_json(plain).find("device") == std::string::npos);  // suites without it keep their hash
+  const auto refused = [](const std::string& device, const std::string& field, const std::string& reason) {
+    CHECK_THROWS_WITH(parse_suite(suite("", R"(, "device": )" + device), "suite.json", "."),
+                      Catch::Contains("suite.json") && Catch::Contains(field) && Catch::Contains(reason));
+  };
+  refused(R"({"max_start_temp_c": -5})", "/device/max_start_temp_c", "(0, 150]");
+  refused(R"({"max_start_temp_c": 45, "cool_timeout_s": -1})", "/device/cool_timeout_s", "[0, 86400]");
+  refused(R"({"cool_timeout_s": 60})", "/device/cool_timeout_s", "needs max_start_temp_c");
+  refused(R"({"max_start_temp": 45})", "/device/max_start_temp", "unknown field");
+}
