@@ -136,6 +136,25 @@ struct MemoryEventLog : Telemetry {
   std::vector<MemoryEvent> events;
 };
 
+// A plan whose every kv head keeps `kept` (ascending) of `pages`, scored 10 against 0.
+SelectionPlan plan_keeping(const std::vector<int>& kept, int pages) {
+  SelectionPlan plan;
+  plan.total_pages = pages;
+  plan.budget_pages = static_cast<int>(kept.size());
+  plan.heads.resize(kKvHeads);
+  for (HeadSelection& head : plan.heads) {
+    for (int p = 0; p < pages; ++p) {
+      const bool in = std::binary_search(kept.begin(), kept.end(), p);
+      if (in) {
+        head.pages.push_back(p);
+        head.reasons.push_back(KeepReason::Score);
+      }
+      head.middle_scores.push_back(in ? 10.0f : 0.0f);
+    }
+  }
+  return plan;
+}
+
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -278,21 +297,7 @@ TEST_CASE("a question switch is reported once, at the switch, with the loads it 
   std::uint64_t loads_at_switch = 0;
   for (int step = 0; step < 10; ++step) {
     cache.set_phase(Phase::Decode);
-    SelectionPlan plan;
-    plan.total_pages = pages;
-    plan.budget_pages = 8;
-    plan.heads.resize(kKvHeads);
-    const std::vector<int> kept = kept_at(step);
-    for (HeadSelection& head : plan.heads) {
-      for (int p = 0; p < pages; ++p) {
-        const bool in = std::binary_search(kept.begin(), kept.end(), p);
-        if (in) {
-          head.pages.push_back(p);
-          head.reasons.push_back(KeepReason::Score);
-        }
-        head.middle_scores.push_back(in ? 10.0f : 0.0f);
-      }
-    }
+    const SelectionPlan plan = plan_keeping(kept_at(step), pages);
     AttendOptions options;
     options.plan = &plan;
     const std::uint64_t before = cache.stats().memory.demand_loads;
@@ -330,21 +335,7 @@ TEST_CASE("a question switch one layer sees is prefetched for the next layer whi
       for (int p = 0; p < 6; ++p) kept.push_back((step < 4 ? 10 : 30) + p);
       if (step >= 2 && step < 4) kept[0] = layer == 0 || agree ? 50 : 70;
       std::sort(kept.begin(), kept.end());
-      SelectionPlan plan;
-      plan.total_pages = pages;
-      plan.budget_pages = 6;
-      plan.heads.resize(kKvHeads);
-      for (HeadSelection& head : plan.heads) {
-        for (int p = 0; p < pages; ++p) {
-          const bool in = std::binary_search(kept.begin(), kept.end(), p);
-          if (in) {
-            head.pages.push_back(p);
-            head.reasons.push_back(KeepReason::Score);
-          }
-          head.middle_scores.push_back(in ? 10.0f : 0.0f);
-        }
-      }
-      return plan;
+      return plan_keeping(kept, pages);
     };
     std::vector<float> out(static_cast<std::size_t>(kQHeads) * kDim);
     const auto q = kvtest::random_values(out.size(), 8);
