@@ -36,7 +36,7 @@ void read_frequency(const fs::path& cpu_dir, const std::vector<int>& cpus, Devic
   for (int cpu : cpus) {
     const fs::path freq = cpu_dir / ("cpu" + std::to_string(cpu)) / "cpufreq";
     if (const std::optional<double> khz = read_number(freq / "scaling_cur_freq")) {
-      s.freq_mhz = std::min(s.freq_mhz.value_or(*khz / 1000.0), *khz / 1000.0);
+      s.freq_mhz = std::max(s.freq_mhz.value_or(*khz / 1000.0), *khz / 1000.0);
     }
     if (const std::optional<std::string> governor = read_line(freq / "scaling_governor")) governors.insert(*governor);
   }

@@ -13,7 +13,8 @@
 namespace kvbench {
 
 struct DeviceSample {
-  // The lowest current frequency of the engine's cores (scaling_cur_freq), MHz.
+  // The highest current frequency among the cores the engine may run on (scaling_cur_freq),
+  // MHz: the cores it keeps busy run at the top clock the device allows, idle ones below it.
   std::optional<double> freq_mhz;
   // Their governors (scaling_governor): one name, or the distinct names joined by '/'.
   std::string governor;

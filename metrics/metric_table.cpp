@@ -177,7 +177,7 @@ std::vector<MetricDef> build_table() {
        "themselves (a sibling hardware thread, shared caches, a hypervisor's steal). A comparison whose repetitions were "
        "some noisy and some quiet judges CPU-time figures at the baseline's probe speed."},
       {"device_freq_mhz_start", "MHz", H, No, false,
-       "Lowest current frequency (cpufreq scaling_cur_freq) of the cores the engine may run on, right before the workload script."},
+       "Highest current frequency (cpufreq scaling_cur_freq) among the cores the engine may run on, right before the workload script (after the core-speed probe, which keeps the engine's share of them busy)."},
       {"device_freq_mhz_end", "MHz", H, No, false,
        "The same right after the script. More than 10% below device_freq_mhz_start and the repetition is flagged noisy (the cores slowed down)."},
       {"device_temp_c_start", "C", H, No, false, "Hottest thermal zone (sysfs thermal_zone*/temp), degrees Celsius, right before the workload script."},

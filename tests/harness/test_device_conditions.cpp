@@ -19,13 +19,13 @@ void write(const fs::path& path, const std::string& text) {
   std::ofstream(path) << text << "\n";
 }
 
-// Two cores at 2.4 and 1.8 GHz (schedutil, performance), two zones at 41.5 and 63 C, x86
-// throttle counters.
-void board(const fs::path& root, int core1_khz = 1800000, int hot_milli = 63000, int throttled = 3) {
+// Two cores at 2.4 (busy) and 1.8 GHz (idle) (schedutil, performance), two zones at 41.5 and
+// 63 C, x86 throttle counters.
+void board(const fs::path& root, int core0_khz = 2400000, int hot_milli = 63000, int throttled = 3) {
   const fs::path cpu = root / "devices/system/cpu";
-  write(cpu / "cpu0/cpufreq/scaling_cur_freq", "2400000");
+  write(cpu / "cpu0/cpufreq/scaling_cur_freq", std::to_string(core0_khz));
   write(cpu / "cpu0/cpufreq/scaling_governor", "schedutil");
-  write(cpu / "cpu1/cpufreq/scaling_cur_freq", std::to_string(core1_khz));
+  write(cpu / "cpu1/cpufreq/scaling_cur_freq", "1800000");
   write(cpu / "cpu1/cpufreq/scaling_governor", "performance");
   write(cpu / "cpu0/thermal_throttle/core_throttle_count", "1");
   write(cpu / "cpu1/thermal_throttle/core_throttle_count", std::to_string(throttled - 1));
@@ -41,7 +41,7 @@ TEST_CASE("a device sample reads the engine cores' clock and governor, the hotte
   board(dir.path);
   const DeviceSample s = sample_device(dir.path, {0, 1});
   REQUIRE(s.freq_mhz);
-  CHECK(*s.freq_mhz == 1800.0);  // the slowest core
+  CHECK(*s.freq_mhz == 2400.0);  // the busy core: an idle one's low clock says nothing
   CHECK(s.governor == "performance/schedutil");
   REQUIRE(s.hottest_c);
   CHECK(*s.hottest_c == 63.0);
@@ -49,9 +49,9 @@ TEST_CASE("a device sample reads the engine cores' clock and governor, the hotte
   CHECK(*s.throttle_count == 3);
   CHECK(s.no_freq.empty());
   // Only the cores the engine runs on count.
-  const DeviceSample core0 = sample_device(dir.path, {0});
-  CHECK(*core0.freq_mhz == 2400.0);
-  CHECK(core0.governor == "schedutil");
+  const DeviceSample core1 = sample_device(dir.path, {1});
+  CHECK(*core1.freq_mhz == 1800.0);
+  CHECK(core1.governor == "performance");
 }
 
 TEST_CASE("a board that exposes nothing gives no figures and names what is missing", "[device]") {
@@ -72,18 +72,18 @@ TEST_CASE("a board that exposes nothing gives no figures and names what is missi
 TEST_CASE("a repetition whose cores slowed down or were throttled is flagged", "[device]") {
   kvtest::TempDir dir("sysfs-slow");
   DeviceConditions d;
-  board(dir.path, 1800000, 50000, 3);
+  board(dir.path, 2400000, 50000, 3);
   d.start = sample_device(dir.path, {0, 1});
-  board(dir.path, 1700000, 70000, 3);  // 5.6% slower, no throttling
+  board(dir.path, 2200000, 70000, 3);  // 8.3% slower, no throttling
   d.end = sample_device(dir.path, {0, 1});
   CHECK_FALSE(d.freq_dropped());
   CHECK(d.throttle_events() == 0u);
   CHECK_FALSE(d.slowed());
-  board(dir.path, 1500000, 70000, 3);  // 16.7% slower
+  board(dir.path, 2000000, 70000, 3);  // 16.7% slower
   d.end = sample_device(dir.path, {0, 1});
   CHECK(d.freq_dropped());
   CHECK(d.slowed());
-  board(dir.path, 1800000, 70000, 5);  // the same clock, two throttling events
+  board(dir.path, 2400000, 70000, 5);  // the same clock, two throttling events
   d.end = sample_device(dir.path, {0, 1});
   CHECK(d.throttle_events() == 2u);
   CHECK(d.slowed());
