@@ -381,18 +381,16 @@ void KVCache::end_pool_step(SeqId seq, LayerPages& state, int layer, bool decode
   if (decode && sealed_pool_.l2_enabled() && plan != nullptr) {
     sealed_pool_.count_unpredictable(MemoryAdvisor::unpredictable_loads(state.ranked, plan, sealed, sealed_pool_.step_demand_loads()));
     SelectionChurn churn = selection_churn(state.last_kept, *plan, sealed);
-    if (churn.compared) sealed_pool_.selection_churn(layer, churn.new_pages, churn.kept_pages);
+    if (churn.compared) sealed_pool_.selection_churn(layer, churn.new_pages(), churn.kept_pages);
     state.taken_up = std::move(churn.taken_up);
     // Layers run in order within a step: the previous layer's take-up is this step's.
-    if (layer > 0) {
-      const auto agreed = state.from_previous_layer.record(table_.layer(seq, layer - 1, "KVCache::attend").taken_up, *plan);
-      sealed_pool_.count_next_layer(agreed.offered, agreed.read, 0);
-    }
+    NextLayerAgreement::Step agreed;
+    if (layer > 0) agreed = state.from_previous_layer.record(table_.layer(seq, layer - 1, "KVCache::attend").taken_up, *plan);
     if (layer + 1 < config_.geometry.layers) {
       const LayerPages& next = table_.layer(seq, layer + 1, "KVCache::attend");
       if (next.from_previous_layer.predicts()) next_layer = advisor_.predict_next_layer(state.taken_up, sealed_pages(next));
-      sealed_pool_.count_next_layer(0, 0, next_layer.size());
     }
+    sealed_pool_.count_next_layer(agreed.offered, agreed.read, next_layer.size());
   }
   if (decode && advisor_.predicts()) predicted = advisor_.predict(state.history, plan, static_cast<int>(views[0].size()), sealed);
   // The next layer's call comes before this layer's next step, at the latest after one call per

@@ -54,7 +54,10 @@ kv::CacheConfig run_cache_config(const PolicyConfig& policy, const RepetitionCon
 class Measurement {
  public:
   explicit Measurement(const RepetitionContext& context)
-      : noise_threshold_(context.noise_threshold), max_start_temp_c_(context.max_start_temp_c) {
+      : noise_threshold_(context.noise_threshold),
+        max_start_temp_c_(context.max_start_temp_c),
+        sysfs_(sysfs_root()),
+        cpus_(engine_cpus()) {
     restart_peak_rss();
   }
 
@@ -71,14 +74,14 @@ class Measurement {
   // core-speed probe runs on either side of the script, outside the measured window.
   void start(std::size_t threads) {
     probe_before_ms_ = cpu_probe_ms(threads);
-    facts.device.start = sample_device(sysfs_root(), engine_cpus());
+    facts.device.start = sample_device(sysfs_, cpus_);
     cpu_before_ = cpu_sample();
     queue_before_ = run_queue_sample();
   }
   void stop(std::size_t threads) {
     facts.noise = noise_between(cpu_before_, cpu_sample(), queue_before_, run_queue_sample());
     const std::optional<double> contention = facts.noise.contention();
-    facts.device.end = sample_device(sysfs_root(), engine_cpus());
+    facts.device.end = sample_device(sysfs_, cpus_);
     // A core that slowed down (its clock fell, or the kernel throttled it) or started hot
     // measured slowly.
     const std::optional<double> start_c = facts.device.start.hottest_c;
@@ -104,6 +107,8 @@ class Measurement {
  private:
   double noise_threshold_ = 0.0;
   std::optional<double> max_start_temp_c_;
+  std::string sysfs_;      // where the device conditions are read
+  std::vector<int> cpus_;  // the engine's cores
   bool rss_reset_ = false;
   double probe_before_ms_ = 0.0;
   CpuSample cpu_before_;

@@ -114,7 +114,7 @@ std::vector<PageId> next_layer_pages(const std::vector<std::vector<int>>& taken_
   for (std::size_t rank = 0; rank < longest; ++rank) {
     for (std::size_t h = 0; h < heads; ++h) {
       const std::vector<int>& taken = taken_up[h];
-      if (rank >= taken.size() || rank >= max_per_head) continue;
+      if (rank >= taken.size()) continue;  // rank < longest <= max_per_head
       // The next layer has not appended this step's token yet: a page this layer just sealed
       // is not the next layer's sealed page.
       const auto p = static_cast<std::size_t>(taken[rank]);
@@ -204,11 +204,9 @@ SelectionChurn selection_churn(std::vector<std::vector<int>>& last_kept, const S
         if (i == last.size() || last[i] != *it) churn.taken_up[h].push_back(*it);
       }
     }
-    churn.new_pages += churn.taken_up[h].size();
     churn.kept_pages += static_cast<std::uint64_t>(end - kept.begin());
     last.assign(kept.begin(), end);
   }
-  if (!churn.compared) churn.new_pages = 0;
   return churn;
 }
 

@@ -34,10 +34,15 @@ std::vector<PageId> predicted_pages(const std::deque<std::vector<SelectionRecord
 // decode step did not keep, summed over heads. `last_kept` (per head, logical pages ascending)
 // becomes this step's; `compared` says whether there was a previous step to compare with.
 struct SelectionChurn {
-  std::uint64_t new_pages = 0, kept_pages = 0;
+  std::uint64_t kept_pages = 0;
   bool compared = false;
   // Per kv head: the new pages themselves, ascending (all empty when not compared).
   std::vector<std::vector<int>> taken_up;
+  std::uint64_t new_pages() const {
+    std::uint64_t n = 0;
+    for (const std::vector<int>& head : taken_up) n += head.size();
+    return n;
+  }
 };
 SelectionChurn selection_churn(std::vector<std::vector<int>>& last_kept, const SelectionPlan& plan,
                                const std::vector<const std::vector<PageId>*>& sealed);

@@ -112,15 +112,15 @@ TEST_CASE("selection churn counts each head's kept sealed pages its previous ste
   std::vector<std::vector<int>> last;
   SelectionChurn churn = selection_churn(last, plan({0, 1, 2, 7}, {0, 3, 4, 6, 7}), {&a, &b});
   CHECK_FALSE(churn.compared);  // the first step has nothing to compare with
-  CHECK(churn.new_pages == 0);
+  CHECK(churn.new_pages() == 0);
   CHECK(churn.kept_pages == 6);
   churn = selection_churn(last, plan({0, 1, 3, 7}, {0, 4, 5, 7}), {&a, &b});
   CHECK(churn.compared);
-  CHECK(churn.new_pages == 2);  // head 0's page 3, head 1's page 5
+  CHECK(churn.new_pages() == 2);  // head 0's page 3, head 1's page 5
   CHECK(churn.kept_pages == 6);
   CHECK(churn.taken_up == std::vector<std::vector<int>>{{3}, {5}});
   churn = selection_churn(last, plan({0, 1, 3, 6, 7}, {0, 4, 5}), {&a, &b});
-  CHECK(churn.new_pages == 0);
+  CHECK(churn.new_pages() == 0);
   CHECK(churn.kept_pages == 6);
   CHECK(last == std::vector<std::vector<int>>{{0, 1, 3}, {0, 4, 5}});
 }
