@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <memory>
 #include <random>
 #include <string>
@@ -35,6 +38,40 @@ std::vector<kv::L2Slot> append_pages(kv::L2Store& store, const std::vector<std::
   return slots;
 }
 
+// Appends and flushes one write batch of pages after another, releasing each once it is on the
+// device, until stopped: the store's owner thread, the benchmark's thread only reads.
+class BackgroundWriter {
+ public:
+  BackgroundWriter(kv::L2Store& store, const std::vector<std::byte>& page, std::size_t batch_bytes)
+      : thread_([this, &store, &page, batch_bytes] {
+          const std::size_t pages = std::max<std::size_t>(1, batch_bytes / page.size());
+          try {
+            while (!stop_.load(std::memory_order_relaxed)) {
+              for (kv::L2Slot slot : append_pages(store, page, pages)) store.release(slot);
+              batches_.fetch_add(1, std::memory_order_relaxed);
+            }
+          } catch (const kv::InputError& error) {
+            failure_ = error.what();
+          }
+        }) {}
+  ~BackgroundWriter() { stop(); }
+  BackgroundWriter(const BackgroundWriter&) = delete;
+  BackgroundWriter& operator=(const BackgroundWriter&) = delete;
+  // Joins the thread; the first failure the writer met, "" when none.
+  std::string stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    return failure_;
+  }
+  std::uint64_t batches() const { return batches_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> batches_{0};
+  std::string failure_;
+  std::thread thread_;
+};
+
 }  // namespace
 
 void l2_benchmark(benchmark::State& state, const std::string& dir, L2Access access, std::size_t page_bytes, std::size_t total) {
@@ -60,6 +97,8 @@ void l2_benchmark(benchmark::State& state, const std::string& dir, L2Access acce
     std::uniform_int_distribution<std::size_t> pick(0, pages - 1);
     constexpr int kRandomReads = 64;  // per iteration
     std::size_t bytes = 0;
+    std::unique_ptr<BackgroundWriter> writer;
+    if (access == L2Access::ReadRandomUnderWrites) writer = std::make_unique<BackgroundWriter>(store, page, config.batch_bytes);
     for (auto _ : state) {
       switch (access) {
         case L2Access::Write:
@@ -74,13 +113,19 @@ void l2_benchmark(benchmark::State& state, const std::string& dir, L2Access acce
           bytes += pages * page_bytes;
           break;
         case L2Access::ReadRandom:
+        case L2Access::ReadRandomUnderWrites:
           for (int i = 0; i < kRandomReads; ++i) store.read(slots[pick(rng)], out.data());
           bytes += kRandomReads * page_bytes;
           break;
       }
     }
+    if (writer) {
+      const std::uint64_t batches = writer->batches();
+      if (const std::string failure = writer->stop(); !failure.empty()) throw kv::InputError(store.path(), "L2 store", failure);
+      state.counters["write_batches"] = static_cast<double>(batches);
+    }
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
-    if (access == L2Access::ReadRandom) {
+    if (access == L2Access::ReadRandom || access == L2Access::ReadRandomUnderWrites) {
       state.counters["us_per_page"] = benchmark::Counter(static_cast<double>(state.iterations()) * kRandomReads * 1e-6,
                                                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
     }

@@ -56,8 +56,10 @@ struct SparseDecodeCase {
 void sparse_decode_benchmark(benchmark::State& state, const SparseDecodeCase& c);
 
 // The L2 store in `dir`: appends of `total` bytes of `page`-byte pages flushed to the device
-// (bytes_per_second), reading them back in order, or `reads` of them in random order.
-enum class L2Access { Write, ReadInOrder, ReadRandom };
+// (bytes_per_second), reading them back in order, or some of them in random order (us_per_page),
+// alone or while a second thread appends and flushes batches to the same store without pause,
+// as the migrator's demotions do.
+enum class L2Access { Write, ReadInOrder, ReadRandom, ReadRandomUnderWrites };
 void l2_benchmark(benchmark::State& state, const std::string& dir, L2Access access, std::size_t page, std::size_t total);
 // Random 4 KiB reads through FileIo of a file of `bytes`, page cache bypassed as the store does
 // (O_DIRECT where the filesystem takes it): reads_per_second.

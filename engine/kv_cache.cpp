@@ -330,6 +330,7 @@ void KVCache::report_attention(const LayerPages& state, int n_queries, bool plan
   ops.prefetch_pages = moved.prefetch_loads;
   ops.prefetch_bytes = moved.prefetch_bytes;
   ops.demand_buffered = moved.buffered_demand;
+  ops.demand_waits = moved.demand_waits;
   ops.prefetch_buffered = moved.buffered_prefetch;
   ops.demoted_pages = moved.demotions;
   telemetry_->on_ops(phase_, ops);

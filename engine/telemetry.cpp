@@ -24,6 +24,7 @@ OpCounts& OpCounts::operator+=(const OpCounts& other) {
   prefetch_pages += other.prefetch_pages;
   prefetch_bytes += other.prefetch_bytes;
   demand_buffered += other.demand_buffered;
+  demand_waits += other.demand_waits;
   prefetch_buffered += other.prefetch_buffered;
   selections += other.selections;
   demoted_pages += other.demoted_pages;
@@ -60,6 +61,7 @@ OpCounts scaled(const OpCounts& c, double factor) {
   out.prefetch_pages = times(c.prefetch_pages, factor);
   out.prefetch_bytes = times(c.prefetch_bytes, factor);
   out.demand_buffered = times(c.demand_buffered, factor);
+  out.demand_waits = times(c.demand_waits, factor);
   out.prefetch_buffered = times(c.prefetch_buffered, factor);
   out.selections = times(c.selections, factor);
   out.demoted_pages = times(c.demoted_pages, factor);

@@ -46,6 +46,9 @@ struct OpCounts {
   std::uint64_t prefetch_pages = 0, prefetch_bytes = 0;
   // Of those loads, pages demoted less than one write batch before: still in memory.
   std::uint64_t demand_buffered = 0, prefetch_buffered = 0;
+  // Waits for the device: acquisitions of a step's pages that loaded at least one page from it
+  // (the loads of one acquisition go out together, so each is at least one round trip).
+  std::uint64_t demand_waits = 0;
   std::uint64_t demoted_pages = 0;   // pages written to L2 during the call
 
   void read(Tier tier, Format format, std::uint64_t bytes) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 
 #include "bench_common.h"
 #include "calibration_fits.h"
@@ -124,11 +125,16 @@ SwapWaits l2_page_bookkeeping(Calibration& c, kv::soc::SocProfile& p) {
   waits.device_loads = device_loads / calls;
   waits.device_bytes = sink.ops.demand_pages > 0 ? static_cast<double>(sink.ops.demand_bytes) * device_loads / static_cast<double>(sink.ops.demand_pages) / calls : 0.0;
   waits.waited_s = wait;
+  const double readers = kv::L2Config{}.queue_depth;
+  waits.device_rounds = std::max(static_cast<double>(sink.ops.demand_waits), device_loads / readers) / calls;
+  const auto& written = sink.ops.bytes_written[static_cast<int>(kv::Tier::L2)];
+  waits.written_bytes = static_cast<double>(std::accumulate(written.begin(), written.end(), std::uint64_t{0})) / calls;
+  waits.call_s = f.seconds_per_iteration;
   // The L2 figures are measured by l2_device: this prices the engine's own work alone.
   kv::soc::StepOps step;
   step.phase = kv::Phase::Decode;
   step.attention = sink.ops;
-  step.attention.demand_pages = step.attention.prefetch_pages = step.attention.demoted_pages = 0;
+  step.attention.demand_pages = step.attention.prefetch_pages = step.attention.demoted_pages = step.attention.demand_waits = 0;
   step.attention.bytes_read[static_cast<int>(kv::Tier::L2)] = {};
   step.attention.bytes_written[static_cast<int>(kv::Tier::L2)] = {};
   double prefetch = 0.0;
@@ -156,41 +162,54 @@ void l2_device(Calibration& c, kv::soc::SocProfile& p, const SwapWaits& swap) {
   c.session.add("l2/write", micro::l2_benchmark, dir.path(), L2Access::Write, kPage, total);
   c.session.add("l2/read-in-order", micro::l2_benchmark, dir.path(), L2Access::ReadInOrder, kPage, total);
   c.session.add("l2/read-random", micro::l2_benchmark, dir.path(), L2Access::ReadRandom, kPage, total);
+  c.session.add("l2/read-random-under-writes", micro::l2_benchmark, dir.path(), L2Access::ReadRandomUnderWrites, kPage, total);
   c.session.add("l2/read-4k", micro::l2_4k_read_benchmark, dir.path(), c.options.quick ? 16ull << 20 : 64ull << 20);
   const auto r = c.session.run();
   const double write = r.at("l2/write").counter("bytes_per_second") * 1e-9, read = r.at("l2/read-in-order").counter("bytes_per_second") * 1e-9;
   const double random = r.at("l2/read-random").counter("bytes_per_second") * 1e-9, page_us = r.at("l2/read-random").counter("us_per_page");
   const double iops = r.at("l2/read-4k").counter("reads_per_second");
+  const double page_under_writes_us = r.at("l2/read-random-under-writes").counter("us_per_page");
+  const double behind_write_us = std::max(0.0, page_under_writes_us - page_us);
   const std::string where = fmt::format("{} ({}, {})", c.options.l2_dir, kv::filesystem_type(c.options.l2_dir), r.at("l2/write").label);
   p.l2.capacity_bytes = Quantity{static_cast<double>(std::filesystem::space(c.options.l2_dir).capacity), "bytes", "", "measured: the L2 directory's filesystem size (statvfs)"};
   p.l2.write_gb_per_s = measured(write, "GB/s", fmt::format("L2Store sequential appends of {} MiB of 36 KiB pages, flushed, to ", total >> 20) + where);
   p.l2.read_gb_per_s = measured(read, "GB/s", "L2Store::read of those pages in order from " + where);
   const double latency_4k = 1e6 / iops;
   const double page_rate = l2_page_rate_gbps(page_us, latency_4k, static_cast<double>(kPage), random);
-  // The latency the engine sees: its demand loads in the swapping decode waited for the
-  // migrator's read queue (its reader threads, l2_queue_depth of them) as well as for the device.
-  const double engine_latency = l2_engine_latency_us(swap.waited_s, swap.device_loads, swap.device_bytes, page_rate);
+  // The latency the engine sees per round trip: its demand loads in the swapping decode waited
+  // for the migrator's reader threads (l2_queue_depth of them) as well as for the device, and
+  // behind its demotions for the share of the call they kept the device writing - which the
+  // model adds back per step from that step's own writes.
   const int readers = kv::L2Config{}.queue_depth;
+  const double busy = swap.call_s > 0.0 ? std::min(1.0, swap.written_bytes / (write * 1e9) / swap.call_s) : 0.0;
+  const double engine_latency = l2_engine_latency_us(swap.waited_s, swap.device_rounds, swap.device_bytes, page_rate) - busy * behind_write_us;
+  p.l2.queue_depth = Quantity{static_cast<double>(readers), "requests", "",
+                              fmt::format("derived: kvbench's migrator keeps up to {} reads in flight (l2_queue_depth's default)", readers)};
   if (engine_latency > latency_4k) {
-    // Measured per load with the readers' parallelism in it: the model must not divide it again.
-    p.l2.queue_depth = Quantity{1.0, "requests", "",
-                                fmt::format("derived: latency_us is the engine's wait per demand load, measured with its {} reader threads", readers)};
     p.l2.latency_us = measured(engine_latency, "us",
-                               fmt::format("the swapping decode's wait per demand load from the device, less its bytes at the page rate ({:.1f} loads "
-                                           "a call; a bare 4 KiB read on {} takes {:.0f} us, 1 / IOPS)",
-                                           swap.device_loads, where, latency_4k));
+                               fmt::format("the swapping decode's wait per round trip to the device ({:.1f} loads in {:.1f} rounds a call), less "
+                                           "its bytes at the page rate and its wait behind writes ({:.0f}% of the call writing); a bare 4 KiB "
+                                           "read on {} takes {:.0f} us, 1 / IOPS",
+                                           swap.device_loads, swap.device_rounds, busy * 100.0, where, latency_4k));
   } else {
-    p.l2.latency_us = measured(latency_4k, "us", "one random 4 KiB read through FileIo, one in flight, on " + where + " (1 / IOPS)");
-    p.l2.queue_depth = Quantity{static_cast<double>(readers), "requests", "",
-                                fmt::format("derived: kvbench's migrator keeps up to {} reads in flight (l2_queue_depth's default)", readers)};
+    p.l2.latency_us = measured(latency_4k, "us",
+                               fmt::format("one random 4 KiB read through FileIo, one in flight, on {} (1 / IOPS); the swapping decode's "
+                                           "wait per round trip, less its bytes and its wait behind writes, came to {:.0f} us",
+                                           where, engine_latency));
   }
   p.l2.random_read_page_gb_per_s = measured(page_rate, "GB/s",
                                             fmt::format("L2Store::read of 36 KiB pages in random order from {}: {:.0f} us each, less the 4 KiB latency, "
                                                         "for the bytes beyond 4 KiB ({:.2f} GB/s all in)",
                                                         where, page_us, random));
+  p.l2.read_behind_write_us =
+      measured(behind_write_us, "us",
+               fmt::format("L2Store::read of 36 KiB pages in random order from {} while a second thread appends and flushes {} MiB batches to "
+                           "the same store without pause: {:.0f} us each, less the {:.0f} us alone",
+                           where, config.batch_bytes >> 20, page_under_writes_us, page_us));
   p.l2.random_read_4k_iops = measured(iops, "IOPS", "random 4 KiB reads through FileIo, one in flight, on " + where);
-  c.say(fmt::format("L2 {}: write {:.2f} GB/s, read {:.2f} GB/s, random pages {:.2f} GB/s ({:.0f} us each), 4 KiB {:.0f} IOPS; latency as the engine sees it {:.0f} us",
-                    where, write, read, random, page_us, iops, p.l2.latency_us.value));
+  c.say(fmt::format("L2 {}: write {:.2f} GB/s, read {:.2f} GB/s, random pages {:.2f} GB/s ({:.0f} us each), 4 KiB {:.0f} IOPS; latency as the engine sees it {:.0f} us, "
+                    "{:.0f} us more per page read while it writes",
+                    where, write, read, random, page_us, iops, p.l2.latency_us.value, behind_write_us));
 }
 
 }  // namespace kvbench::calibration

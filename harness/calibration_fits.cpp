@@ -66,9 +66,9 @@ double l2_page_rate_gbps(double page_read_us, double latency_4k_us, double page_
   return beyond > 0.0 ? (page_bytes - 4096.0) / (beyond * 1e-6) * 1e-9 : all_in_gbps;
 }
 
-double l2_engine_latency_us(double waited_s, double loads, double bytes, double page_rate_gbps) {
-  if (loads <= 0.0 || page_rate_gbps <= 0.0) return 0.0;
-  return (waited_s - bytes / (page_rate_gbps * 1e9)) / loads * 1e6;
+double l2_engine_latency_us(double waited_s, double rounds, double bytes, double page_rate_gbps) {
+  if (rounds <= 0.0 || page_rate_gbps <= 0.0) return 0.0;
+  return (waited_s - bytes / (page_rate_gbps * 1e9)) / rounds * 1e6;
 }
 
 }  // namespace kvbench

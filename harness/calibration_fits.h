@@ -46,8 +46,8 @@ double residual_per_unit(double units1, double residual1, double units2, double 
 // rate where the page read is not slower.
 double l2_page_rate_gbps(double page_read_us, double latency_4k_us, double page_bytes, double all_in_gbps);
 
-// The latency the engine sees per demand load: what its loads waited, less their bytes at the
-// page rate, per load (0 without loads).
-double l2_engine_latency_us(double waited_s, double loads, double bytes, double page_rate_gbps);
+// The latency the engine sees per round trip to the device: what its demand loads waited, less
+// their bytes at the page rate, per round (0 without rounds).
+double l2_engine_latency_us(double waited_s, double rounds, double bytes, double page_rate_gbps);
 
 }  // namespace kvbench

@@ -39,6 +39,8 @@ class DecodeOps final : public kv::Telemetry {
 // What the swapping decode waited for L2 loads, for the latency the engine sees.
 struct SwapWaits {
   double waited_s = 0.0, device_loads = 0.0, device_bytes = 0.0;
+  double device_rounds = 0.0;  // per call: round trips to the device, as the cost model counts them
+  double written_bytes = 0.0, call_s = 0.0;  // per call: demotions written, the call's time
 };
 
 // Memory (calibrate_memory.cpp).

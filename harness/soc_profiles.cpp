@@ -151,6 +151,11 @@ class ProfileReader {
       p.l2.queue_depth = quantity(*body, "/tiers/l2", "queue_depth", "requests", fields);
       p.l2.random_read_4k_iops = quantity(*body, "/tiers/l2", "random_read_4k_iops", "IOPS", fields);
       p.l2.random_read_page_gb_per_s = quantity(*body, "/tiers/l2", "random_read_page_gb_per_s", "GB/s", fields);
+      if (!body->contains("read_behind_write_us")) {
+        fail("/tiers/l2/read_behind_write_us", "is required: what a page read waits longer while the device writes (a host profile written "
+                                               "by an older kvbench calibrate lacks it: run kvbench calibrate again)");
+      }
+      p.l2.read_behind_write_us = quantity(*body, "/tiers/l2", "read_behind_write_us", "us", fields, Bound::NonNegative);
       no_unknown(*body, "/tiers/l2", fields);
     }
     no_unknown(tiers, "/tiers", tier_keys);
@@ -334,6 +339,7 @@ std::string soc_profile_json(const SocProfile& p) {
   l2["queue_depth"] = quantity_json(p.l2.queue_depth);
   l2["random_read_4k_iops"] = quantity_json(p.l2.random_read_4k_iops);
   l2["random_read_page_gb_per_s"] = quantity_json(p.l2.random_read_page_gb_per_s);
+  l2["read_behind_write_us"] = quantity_json(p.l2.read_behind_write_us);
   json engines = json::object();
   for (int e = 0; e < kEngineCount; ++e) {
     const EngineProfile& engine = p.engines[static_cast<std::size_t>(e)];

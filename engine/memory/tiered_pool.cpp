@@ -249,6 +249,7 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
   const bool first = step_kind_ == StepKind::FirstDecode, later = step_kind_ == StepKind::Decode;
   if (first) stats_.first_step_pages += ids.size();
   std::vector<PageId> waiting;
+  const std::uint64_t device_loads_before = stats_.demand_loads - stats_.buffered_demand;
   for (PageId id : ids) {
     Page& page = at(id);
     use_[id].last_used = step_;
@@ -279,6 +280,7 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
     start_load(id, Migrator::LoadKind::Demand);
     waiting.push_back(id);
   }
+  if (stats_.demand_loads - stats_.buffered_demand > device_loads_before) ++stats_.demand_waits;
   out.resize(ids.size());
   for (PageId id : waiting) {
     Page& page = at(id);
@@ -330,6 +332,7 @@ TrafficCounters operator-(const TrafficCounters& later, const TrafficCounters& e
   d.prefetch_loads = later.prefetch_loads - earlier.prefetch_loads;
   d.prefetch_bytes = later.prefetch_bytes - earlier.prefetch_bytes;
   d.buffered_demand = later.buffered_demand - earlier.buffered_demand;
+  d.demand_waits = later.demand_waits - earlier.demand_waits;
   d.buffered_prefetch = later.buffered_prefetch - earlier.buffered_prefetch;
   d.demotions = later.demotions - earlier.demotions;
   return d;
@@ -344,6 +347,7 @@ TrafficCounters TieredPool::traffic() const {
   t.prefetch_loads = stats_.prefetch_loads;
   t.prefetch_bytes = stats_.prefetch_bytes;
   t.buffered_demand = stats_.buffered_demand;
+  t.demand_waits = stats_.demand_waits;
   t.buffered_prefetch = stats_.buffered_prefetch;
   t.demotions = stats_.demotions;
   return t;

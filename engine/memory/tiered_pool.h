@@ -85,6 +85,7 @@ struct MemoryStats {
   std::uint64_t demand_bytes = 0, prefetch_bytes = 0;  // their page bytes (sum: swap_in_bytes)
   // Of the loads, pages demoted less than one write batch ago (by demoted bytes): in memory.
   std::uint64_t buffered_demand = 0, buffered_prefetch = 0;
+  std::uint64_t demand_waits = 0;      // acquisitions that loaded at least one page from the device
   std::uint64_t prefetch_hits = 0;     // steps' pages that a prefetch had brought (or was bringing)
   std::uint64_t prefetch_unused = 0;   // prefetched pages dropped or freed before any use
   std::uint64_t prefetch_unused_bytes = 0;  // their page bytes
@@ -136,6 +137,7 @@ struct TrafficCounters {
   std::uint64_t prefetch_loads = 0, prefetch_bytes = 0;
   // Loads of pages demoted less than one write batch before (MemoryStats).
   std::uint64_t buffered_demand = 0, buffered_prefetch = 0;
+  std::uint64_t demand_waits = 0;
   std::uint64_t demotions = 0;
 };
 TrafficCounters operator-(const TrafficCounters& later, const TrafficCounters& earlier);

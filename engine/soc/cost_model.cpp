@@ -106,24 +106,34 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
   cost.model_compute_ms = combine(dense_compute, dense_transfer, overlap);
 
   // L2: demand loads stall; prefetches and demotions run in the background. Reads the store
-  // served from its write buffers (pages not yet on the device) are DRAM copies.
-  const auto device_reads = [&](std::uint64_t pages, std::uint64_t bytes, std::uint64_t buffered) {
-    const std::uint64_t from_buffer = std::min(buffered, pages);
-    const double share = pages > 0 ? static_cast<double>(from_buffer) / static_cast<double>(pages) : 0.0;
-    double ms = ms_at(static_cast<double>(bytes) * share, profile.l1.read_gb_per_s, "L1 read bandwidth");
-    const double device_pages = static_cast<double>(pages - from_buffer);
-    if (device_pages <= 0.0) return ms;
-    const double depth = std::max(1.0, profile.l2.queue_depth.value);
-    return ms + std::ceil(device_pages / depth) * profile.l2.latency_us.value * 1e-3 +
-           ms_at(static_cast<double>(bytes) * (1.0 - share), profile.l2.random_read_page_gb_per_s, "L2 random page-read bandwidth");
+  // served from its write buffers (pages not yet on the device) are DRAM copies. Device reads go
+  // out queue_depth at a time, and each of the engine's waits for the device (demand_waits) is
+  // at least one round trip however few pages it loaded.
+  const double depth = std::max(1.0, profile.l2.queue_depth.value);
+  const auto device_pages = [](std::uint64_t pages, std::uint64_t buffered) { return static_cast<double>(pages - std::min(buffered, pages)); };
+  const auto rounds = [&](double pages, std::uint64_t waits) { return std::max(static_cast<double>(waits), std::ceil(pages / depth)); };
+  const auto device_reads = [&](std::uint64_t pages, std::uint64_t bytes, std::uint64_t buffered, std::uint64_t waits) {
+    const double from_device = device_pages(pages, buffered);
+    const double share = pages > 0 ? from_device / static_cast<double>(pages) : 0.0;
+    const double ms = ms_at(static_cast<double>(bytes) * (1.0 - share), profile.l1.read_gb_per_s, "L1 read bandwidth");
+    if (from_device <= 0.0) return ms;
+    return ms + rounds(from_device, waits) * profile.l2.latency_us.value * 1e-3 +
+           ms_at(static_cast<double>(bytes) * share, profile.l2.random_read_page_gb_per_s, "L2 random page-read bandwidth");
   };
-  const double demand_ms = device_reads(a.demand_pages, a.demand_bytes, a.demand_buffered);
-  prefetch_ms = device_reads(a.prefetch_pages, a.prefetch_bytes, a.prefetch_buffered);
+  double demand_ms = device_reads(a.demand_pages, a.demand_bytes, a.demand_buffered, a.demand_waits);
+  prefetch_ms = device_reads(a.prefetch_pages, a.prefetch_bytes, a.prefetch_buffered, 0);
   const double writes_ms = ms_at(bytes_on(a, Tier::L2, false) + bytes_on(step.append, Tier::L2, false), profile.l2.write_gb_per_s,
                                  "L2 write bandwidth");
   const double compute = cost.kv_quant_ms + cost.select_ms + cost.attn_compute_ms + cost.model_compute_ms;
   const double background = previous_prefetch_ms + writes_ms;
   const double exposed = overlap ? std::max(0.0, background - compute) : background;
+  // Each round of demand reads finds the device writing for the share of the step the step's
+  // demotions keep it busy, and then waits behind the write on it; never longer than the writes.
+  const double demand_rounds = rounds(device_pages(a.demand_pages, a.demand_buffered), a.demand_waits);
+  if (writes_ms > 0.0 && demand_rounds > 0.0) {
+    const double busy = std::min(1.0, writes_ms / (compute + demand_ms + exposed));
+    demand_ms += std::min(writes_ms, demand_rounds * busy * profile.l2.read_behind_write_us.value * 1e-3);
+  }
   cost.dma_wait_ms = demand_ms + exposed;
   cost.ms = compute + cost.dma_wait_ms;
 

@@ -32,6 +32,9 @@ struct FlashProfile : TierProfile {
   Quantity queue_depth;             // requests in flight the device serves in parallel
   Quantity random_read_4k_iops;
   Quantity random_read_page_gb_per_s;  // random reads of KV-page-sized requests
+  // What one page read waits longer while the device writes without pause: a write already on
+  // the device is not preempted by reads sent first.
+  Quantity read_behind_write_us;
 };
 
 // Dense layers are priced by the precision of their weights.

@@ -33,7 +33,7 @@ TEST_CASE("Residual and L2 fits", "[calibration]") {
   // A 36 KiB page read in 100 us where 4 KiB takes 60 us: 32 KiB beyond it in 40 us.
   CHECK(l2_page_rate_gbps(100.0, 60.0, 36864.0, 9.9) == Approx(32768.0 / 40e-6 * 1e-9));
   CHECK(l2_page_rate_gbps(50.0, 60.0, 36864.0, 9.9) == 9.9);
-  // 10 loads of 40 KB waited 2 ms at 1 GB/s: 400 us of it bytes, 160 us a load.
+  // 10 round trips for 400 KB waited 2 ms at 1 GB/s: 400 us of it bytes, 160 us a round.
   CHECK(l2_engine_latency_us(2e-3, 10.0, 400e3, 1.0) == Approx(160.0));
   CHECK(l2_engine_latency_us(2e-3, 0.0, 0.0, 1.0) == 0.0);
 }

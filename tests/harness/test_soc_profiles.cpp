@@ -136,6 +136,10 @@ TEST_CASE("soc profiles: malformed profiles are refused with the JSON path and t
        "/engines/cpu/decode_gmac_per_s/q8/value", "above the engine's peak_gmac_per_s"},
       {"a missing peak", [](json& j) { j["engines"]["cpu"].erase("peak_gmac_per_s"); }, "/engines/cpu/peak_gmac_per_s",
        "run kvbench calibrate again"},
+      {"a missing wait behind writes", [](json& j) { j["tiers"]["l2"].erase("read_behind_write_us"); }, "/tiers/l2/read_behind_write_us",
+       "run kvbench calibrate again"},
+      {"a negative wait behind writes", [](json& j) { j["tiers"]["l2"]["read_behind_write_us"]["value"] = -1.0; },
+       "/tiers/l2/read_behind_write_us/value", "must be >= 0"},
   };
   for (const Bad& bad : cases) {
     INFO(bad.what);

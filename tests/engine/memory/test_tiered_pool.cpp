@@ -111,6 +111,9 @@ TEST_CASE("demoted pages come back intact, clean copies are dropped, not rewritt
   MemoryStats stats = pool.stats();
   CHECK(stats.demand_loads == cold.size());
   CHECK(stats.swap_in_bytes == cold.size() * kPage);
+  // One acquisition that loaded pages from the device is one wait for it, however many pages.
+  REQUIRE(stats.buffered_demand < stats.demand_loads);
+  CHECK(stats.demand_waits == 1);
   // The traffic snapshot agrees with the stats, and a difference of two is what moved between.
   const TrafficCounters now = pool.traffic();
   CHECK(now.demand_loads == stats.demand_loads);

@@ -12,7 +12,8 @@ using namespace kv::soc;
 
 Quantity q(double v) { return Quantity{v, "", "test", ""}; }
 
-// Round numbers: L1 10 GB/s, L0 100 GB/s, L2 random pages 0.5 GB/s at 100 us with 4 in flight;
+// Round numbers: L1 10 GB/s, L0 100 GB/s, L2 random pages 0.5 GB/s at 100 us with 4 in flight
+// and 50 us more behind a write;
 // decode 100 GMAC/s, prefill 200, dense 50 (batched) / 20 (one token); no fixed costs.
 SocProfile profile() {
   SocProfile p;
@@ -29,6 +30,7 @@ SocProfile profile() {
   p.l2.queue_depth = q(4);
   p.l2.random_read_4k_iops = q(1e5);
   p.l2.random_read_page_gb_per_s = q(0.5);
+  p.l2.read_behind_write_us = q(50);
   EngineProfile& cpu = p.engines[0];
   cpu.present = true;
   for (auto& r : cpu.decode_gmac_per_s) r = q(100);
@@ -133,6 +135,41 @@ TEST_CASE("cost model: a prefetch hides behind the next step's compute, a demand
   missing.attention.prefetch_bytes = 8 * 65536;
   missing.attention.prefetch_buffered = 8;
   CHECK(price_one(missing).dma_wait_ms == Approx(demand));
+}
+
+TEST_CASE("cost model: demand loads take a round trip per wait and wait behind the step's demotion writes while they keep the device busy", "[cost_model]") {
+  StepOps step;
+  step.attention.mac(F16, 1'000'000'000);  // 10 ms of compute
+  step.attention.demand_pages = 8;         // two rounds of 4 in flight
+  step.attention.demand_bytes = 8 * 65536;
+  const double demand = 2 * 0.1 + 8 * 65536 / 0.5e6;
+  CHECK(price_one(step).dma_wait_ms == Approx(demand));
+  // Loaded in five separate waits: five round trips, not two.
+  StepOps waited = step;
+  waited.attention.demand_waits = 5;
+  CHECK(price_one(waited).dma_wait_ms == Approx(5 * 0.1 + 8 * 65536 / 0.5e6));
+
+  step.attention.write(kv::Tier::L2, F16, 2'000'000);  // 2 ms of writes, hidden behind the compute
+  const double busy = 2.0 / (10.0 + demand);
+  const StepCost behind = price_one(step);
+  CHECK(behind.dma_wait_ms == Approx(demand + 2 * busy * 0.05));
+  CHECK(behind.ms == Approx(10.0 + demand + 2 * busy * 0.05));
+
+  // Reads served from the write buffer never reach the device: no wait behind its writes.
+  step.attention.demand_buffered = 8;
+  CHECK(price_one(step).dma_wait_ms == Approx(8 * 65536 / 10e6));
+
+  // Never longer than the writes themselves.
+  step.attention.demand_buffered = 0;
+  StepOps tiny = step;
+  tiny.attention = {};
+  tiny.attention.demand_pages = 8;
+  tiny.attention.demand_bytes = 8 * 65536;
+  tiny.attention.write(kv::Tier::L2, F16, 1000);  // 1 us of writes
+  SocProfile slow_behind = profile();
+  slow_behind.l2.read_behind_write_us = q(1e6);
+  double prefetch = 0.0;
+  CHECK(price_step(tiny, {}, slow_behind, 0.0, prefetch).dma_wait_ms == Approx(demand + 0.001 + 0.001));
 }
 
 TEST_CASE("cost model: energy of a known byte count", "[cost_model]") {
@@ -250,6 +287,7 @@ TEST_CASE("cost model: more bandwidth or compute never makes a step slower", "[c
       [](SocProfile& p) { p.l2.random_read_page_gb_per_s.value *= 2; },
       [](SocProfile& p) { p.l2.queue_depth.value *= 2; },
       [](SocProfile& p) { p.l2.latency_us.value /= 2; },
+      [](SocProfile& p) { p.l2.read_behind_write_us.value /= 2; },
       [](SocProfile& p) { for (auto& r : p.engines[0].decode_gmac_per_s) r.value *= 2; },
       [](SocProfile& p) { for (auto& r : p.engines[0].prefill_gmac_per_s) r.value *= 2; },
       [](SocProfile& p) { for (auto& r : p.engines[0].quantize_gvalue_per_s) r.value *= 2; },
