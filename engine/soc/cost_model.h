@@ -4,12 +4,13 @@
 //
 // Per step, the work runs as a sequence of kernels (seal pages, select, attend, dense layers);
 // each kernel takes the longer of its compute and its memory traffic when the profile says that
-// transfers overlap compute, else their sum. L2 demand loads stall the step (latency per queue
-// depth's worth of pages, plus their bytes at the random page-read rate, plus a wait behind the
-// step's own demotion writes for the share of the step they keep the device busy). Background transfers -
-// the prefetch issued after the previous step, demotions written during this one - hide behind
-// this step's compute; what does not fit is the step's remaining wait. docs/cost-model.md has
-// the equations and what they leave out.
+// transfers overlap compute, else their sum. L2 demand loads stall the step: a latency per round
+// trip (per queue depth's worth of pages, at least one per wait of the engine), their bytes at
+// the random page-read rate, and a wait behind the step's own demotion writes for the share of
+// the step they keep the device busy. Background transfers - the prefetch issued after the
+// previous step, demotions written during this one - hide behind this step's compute; what does
+// not fit is the step's remaining wait. docs/cost-model.md has the equations and what they
+// leave out.
 #pragma once
 
 #include <array>
