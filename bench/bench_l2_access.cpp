@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <random>
 #include <string>
@@ -50,7 +51,7 @@ class BackgroundWriter {
               for (kv::L2Slot slot : append_pages(store, page, pages)) store.release(slot);
               batches_.fetch_add(1, std::memory_order_relaxed);
             }
-          } catch (const kv::InputError& error) {
+          } catch (const std::exception& error) {  // reported by stop(), on the benchmark's thread
             failure_ = error.what();
           }
         }) {}

@@ -125,8 +125,7 @@ SwapWaits l2_page_bookkeeping(Calibration& c, kv::soc::SocProfile& p) {
   waits.device_loads = device_loads / calls;
   waits.device_bytes = sink.ops.demand_pages > 0 ? static_cast<double>(sink.ops.demand_bytes) * device_loads / static_cast<double>(sink.ops.demand_pages) / calls : 0.0;
   waits.waited_s = wait;
-  const double readers = kv::L2Config{}.queue_depth;
-  waits.device_rounds = std::max(static_cast<double>(sink.ops.demand_waits), device_loads / readers) / calls;
+  waits.device_rounds = sink.device_rounds / calls;
   const auto& written = sink.ops.bytes_written[static_cast<int>(kv::Tier::L2)];
   waits.written_bytes = static_cast<double>(std::accumulate(written.begin(), written.end(), std::uint64_t{0})) / calls;
   waits.call_s = f.seconds_per_iteration;

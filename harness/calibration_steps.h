@@ -29,6 +29,7 @@ kv::soc::Quantity measured(double value, const std::string& unit, const std::str
 class DecodeOps final : public kv::Telemetry {
  public:
   kv::OpCounts ops;
+  double device_rounds = 0.0;  // round trips of the demand loads, call by call as the model counts them
   void on_page_sealed(const kv::PageSealed&) override {}
   void on_nan_inf(int, std::uint64_t) override {}
   void on_kernel(kv::KernelKind, kv::Isa) override {}

@@ -90,6 +90,7 @@ void StepCollector::on_step(const StepDone& done) {
     completed.prefetch_pages = step.attention.prefetch_pages;
     completed.prefetch_bytes = step.attention.prefetch_bytes;
     completed.demand_buffered = step.attention.demand_buffered;
+    completed.demand_waits = step.attention.demand_waits;
     completed.prefetch_buffered = step.attention.prefetch_buffered;
     completed.demoted_pages = step.attention.demoted_pages;
     completed.bytes_read[2] = step.attention.bytes_read[2];

@@ -8,8 +8,10 @@
 #include "build_info.h"
 #include "calibration_steps.h"
 #include "machine.h"
+#include "memory/l2_store.h"
 #include "runtime/isa.h"
 #include "runtime/thread_pool.h"
+#include "soc/cost_model.h"
 
 namespace kvbench {
 
@@ -20,7 +22,9 @@ kv::soc::Quantity measured(double value, const std::string& unit, const std::str
 }
 
 void DecodeOps::on_ops(kv::Phase phase, const kv::OpCounts& counts) {
-  if (phase == kv::Phase::Decode) ops += counts;
+  if (phase != kv::Phase::Decode) return;
+  ops += counts;
+  device_rounds += kv::soc::demand_round_trips(counts, kv::L2Config{}.queue_depth);
 }
 
 double DecodeOps::calls() const { return static_cast<double>(std::max<std::uint64_t>(ops.attention_calls, 1)); }

@@ -53,7 +53,18 @@ double energy_pj(const OpCounts& ops, const EnergyProfile& e) {
   return pj;
 }
 
+double device_pages(std::uint64_t pages, std::uint64_t buffered) { return static_cast<double>(pages - std::min(buffered, pages)); }
+
+double round_trips(double pages, double waits, double queue_depth) {
+  if (pages <= 0.0) return 0.0;
+  return std::max(std::min(waits, pages), std::ceil(pages / std::max(1.0, queue_depth)));
+}
+
 }  // namespace
+
+double demand_round_trips(const OpCounts& ops, double queue_depth) {
+  return round_trips(device_pages(ops.demand_pages, ops.demand_buffered), static_cast<double>(ops.demand_waits), queue_depth);
+}
 
 StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfile& profile, double previous_prefetch_ms,
                     double& prefetch_ms) {
@@ -106,32 +117,30 @@ StepCost price_step(const StepOps& step, const ModelWork& model, const SocProfil
   cost.model_compute_ms = combine(dense_compute, dense_transfer, overlap);
 
   // L2: demand loads stall; prefetches and demotions run in the background. Reads the store
-  // served from its write buffers (pages not yet on the device) are DRAM copies. Device reads go
-  // out queue_depth at a time, and each of the engine's waits for the device (demand_waits) is
-  // at least one round trip however few pages it loaded.
-  const double depth = std::max(1.0, profile.l2.queue_depth.value);
-  const auto device_pages = [](std::uint64_t pages, std::uint64_t buffered) { return static_cast<double>(pages - std::min(buffered, pages)); };
-  const auto rounds = [&](double pages, std::uint64_t waits) { return std::max(static_cast<double>(waits), std::ceil(pages / depth)); };
-  const auto device_reads = [&](std::uint64_t pages, std::uint64_t bytes, std::uint64_t buffered, std::uint64_t waits) {
+  // served from its write buffers (pages not yet on the device) are DRAM copies; the device's
+  // cost a latency per round trip (demand_round_trips) and their bytes at the page-read rate.
+  const auto reads_ms = [&](std::uint64_t pages, std::uint64_t bytes, std::uint64_t buffered, double rounds) {
     const double from_device = device_pages(pages, buffered);
     const double share = pages > 0 ? from_device / static_cast<double>(pages) : 0.0;
     const double ms = ms_at(static_cast<double>(bytes) * (1.0 - share), profile.l1.read_gb_per_s, "L1 read bandwidth");
     if (from_device <= 0.0) return ms;
-    return ms + rounds(from_device, waits) * profile.l2.latency_us.value * 1e-3 +
+    return ms + rounds * profile.l2.latency_us.value * 1e-3 +
            ms_at(static_cast<double>(bytes) * share, profile.l2.random_read_page_gb_per_s, "L2 random page-read bandwidth");
   };
-  double demand_ms = device_reads(a.demand_pages, a.demand_bytes, a.demand_buffered, a.demand_waits);
-  prefetch_ms = device_reads(a.prefetch_pages, a.prefetch_bytes, a.prefetch_buffered, 0);
+  const double demand_rounds = demand_round_trips(a, profile.l2.queue_depth.value);
+  double demand_ms = reads_ms(a.demand_pages, a.demand_bytes, a.demand_buffered, demand_rounds);
+  prefetch_ms = reads_ms(a.prefetch_pages, a.prefetch_bytes, a.prefetch_buffered,
+                         round_trips(device_pages(a.prefetch_pages, a.prefetch_buffered), 0.0, profile.l2.queue_depth.value));
   const double writes_ms = ms_at(bytes_on(a, Tier::L2, false) + bytes_on(step.append, Tier::L2, false), profile.l2.write_gb_per_s,
                                  "L2 write bandwidth");
   const double compute = cost.kv_quant_ms + cost.select_ms + cost.attn_compute_ms + cost.model_compute_ms;
   const double background = previous_prefetch_ms + writes_ms;
   const double exposed = overlap ? std::max(0.0, background - compute) : background;
   // Each round of demand reads finds the device writing for the share of the step the step's
-  // demotions keep it busy, and then waits behind the write on it; never longer than the writes.
-  const double demand_rounds = rounds(device_pages(a.demand_pages, a.demand_buffered), a.demand_waits);
+  // demotions keep it busy (never above 1: the step lasts at least as long as its writes), and
+  // then waits behind the write on it; never longer than the writes.
   if (writes_ms > 0.0 && demand_rounds > 0.0) {
-    const double busy = std::min(1.0, writes_ms / (compute + demand_ms + exposed));
+    const double busy = writes_ms / (compute + demand_ms + exposed);
     demand_ms += std::min(writes_ms, demand_rounds * busy * profile.l2.read_behind_write_us.value * 1e-3);
   }
   cost.dma_wait_ms = demand_ms + exposed;

@@ -84,6 +84,10 @@ struct CostFigures {
   double memory_headroom_bytes = 0.0;  // budget - (weights + KV + reserve); negative when it does not fit
 };
 
+// Round trips to the device a step's demand loads take: queue_depth pages at a time, and at
+// least one per wait of the engine (at most one per page it loaded from the device).
+double demand_round_trips(const OpCounts& ops, double queue_depth);
+
 // Throws std::invalid_argument for a profile whose needed rates are not positive.
 CostFigures price(const CostInput& input, const SocProfile& profile);
 

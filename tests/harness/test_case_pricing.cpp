@@ -74,6 +74,7 @@ void check_equal(const kv::OpCounts& a, const kv::OpCounts& b) {
   CHECK(a.prefetch_pages == b.prefetch_pages);
   CHECK(a.prefetch_bytes == b.prefetch_bytes);
   CHECK(a.demand_buffered == b.demand_buffered);
+  CHECK(a.demand_waits == b.demand_waits);
   CHECK(a.prefetch_buffered == b.prefetch_buffered);
   CHECK(a.demoted_pages == b.demoted_pages);
 }

@@ -155,9 +155,16 @@ TEST_CASE("cost model: demand loads take a round trip per wait and wait behind t
   CHECK(behind.dma_wait_ms == Approx(demand + 2 * busy * 0.05));
   CHECK(behind.ms == Approx(10.0 + demand + 2 * busy * 0.05));
 
-  // Reads served from the write buffer never reach the device: no wait behind its writes.
+  // Reads served from the write buffer never reach the device: no wait behind its writes, and
+  // no round trip even where a count (scaled, rounded) still says the engine waited.
   step.attention.demand_buffered = 8;
   CHECK(price_one(step).dma_wait_ms == Approx(8 * 65536 / 10e6));
+  step.attention.demand_waits = 3;
+  CHECK(price_one(step).dma_wait_ms == Approx(8 * 65536 / 10e6));
+  CHECK(demand_round_trips(step.attention, 4) == 0.0);
+  step.attention.demand_buffered = 6;  // two pages from the device: at most two round trips
+  CHECK(demand_round_trips(step.attention, 4) == 2.0);
+  step.attention.demand_waits = 0;
 
   // Never longer than the writes themselves.
   step.attention.demand_buffered = 0;
@@ -275,6 +282,8 @@ TEST_CASE("cost model: more bandwidth or compute never makes a step slower", "[c
     s.attention.attention_calls = rng() % 64;
     s.attention.demand_pages = rng() % 32;
     s.attention.demand_bytes = s.attention.demand_pages * 65536;
+    s.attention.demand_buffered = rng() % 8;
+    s.attention.demand_waits = rng() % 16;
     s.attention.prefetch_pages = rng() % 32;
     s.attention.prefetch_bytes = s.attention.prefetch_pages * 65536;
     return s;
