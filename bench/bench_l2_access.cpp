@@ -49,7 +49,6 @@ class BackgroundWriter {
           try {
             while (!stop_.load(std::memory_order_relaxed)) {
               for (kv::L2Slot slot : append_pages(store, page, pages)) store.release(slot);
-              batches_.fetch_add(1, std::memory_order_relaxed);
             }
           } catch (const std::exception& error) {  // reported by stop(), on the benchmark's thread
             failure_ = error.what();
@@ -64,11 +63,9 @@ class BackgroundWriter {
     if (thread_.joinable()) thread_.join();
     return failure_;
   }
-  std::uint64_t batches() const { return batches_.load(); }
 
  private:
   std::atomic<bool> stop_{false};
-  std::atomic<std::uint64_t> batches_{0};
   std::string failure_;
   std::thread thread_;
 };
@@ -121,9 +118,7 @@ void l2_benchmark(benchmark::State& state, const std::string& dir, L2Access acce
       }
     }
     if (writer) {
-      const std::uint64_t batches = writer->batches();
       if (const std::string failure = writer->stop(); !failure.empty()) throw kv::InputError(store.path(), "L2 store", failure);
-      state.counters["write_batches"] = static_cast<double>(batches);
     }
     state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
     if (access == L2Access::ReadRandom || access == L2Access::ReadRandomUnderWrites) {
