@@ -77,6 +77,17 @@ std::string meta_field(const RunRecord& run, const char* key) {
   return meta.is_object() && meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : "";
 }
 
+// The machine whose clock a run's host timings are on: its CPU, and its board (two boards with
+// the same cores are two machines). Runs stored before boards were recorded name none: a board
+// tells machines apart only when both runs name one.
+struct Machine {
+  std::string cpu, board;
+};
+Machine run_machine(const RunRecord& run) { return {meta_field(run, "cpu_model"), meta_field(run, "board")}; }
+bool same_machine(const Machine& a, const Machine& b) {
+  return a.cpu == b.cpu && (a.board.empty() || b.board.empty() || a.board == b.board);
+}
+
 void require_complete(const RunRecord& run, const char* role) {
   if (run.status != "complete") {
     throw kv::InputError(role, std::to_string(run.id),
@@ -190,7 +201,8 @@ struct Comparability {
   std::string definition_why;  // exact and modelled rows wait for a new baseline
   std::string host_why;        // measured here: another CPU or kernel path
   std::string exact_why;       // another kernel path
-  std::string path_a, cpu_a;   // the baseline's machine, for its history
+  std::string path_a;          // the baseline's kernel path and machine, for its history
+  Machine machine_a;
   std::map<std::string, std::string> hashes_a, hashes_b;  // SoC profile hashes by SoC
 
   // Modelled figures need the same SoC profile: a recalibrated host prices everything anew.
@@ -227,10 +239,15 @@ Comparability comparability(RunComparison& out, const CompareOptions& options) {
   }
   // The machines: host timings need one CPU, every figure one kernel path.
   c.path_a = run_kernel_path(out.baseline);
-  c.cpu_a = meta_field(out.baseline, "cpu_model");
-  const std::string path_b = run_kernel_path(out.candidate), cpu_b = meta_field(out.candidate, "cpu_model");
+  c.machine_a = run_machine(out.baseline);
+  const std::string path_b = run_kernel_path(out.candidate);
+  const Machine machine_b = run_machine(out.candidate);
   if (c.path_a != path_b) c.exact_why = c.host_why = fmt::format("kernel path {} vs {}", c.path_a, path_b);
-  if (c.cpu_a != cpu_b) c.host_why = fmt::format("CPU '{}' vs '{}'", c.cpu_a, cpu_b) + (c.host_why.empty() ? "" : ", " + c.host_why);
+  if (c.machine_a.cpu != machine_b.cpu) {
+    c.host_why = fmt::format("CPU '{}' vs '{}'", c.machine_a.cpu, machine_b.cpu) + (c.host_why.empty() ? "" : ", " + c.host_why);
+  } else if (!same_machine(c.machine_a, machine_b)) {
+    c.host_why = fmt::format("board '{}' vs '{}'", c.machine_a.board, machine_b.board) + (c.host_why.empty() ? "" : ", " + c.host_why);
+  }
   if (!c.host_why.empty() && options.allow_machine_change) {
     out.caveats.push_back("host timings are gated across a machine change (" + c.host_why +
                           "): a difference may be the machine's, not the change's");
@@ -264,7 +281,7 @@ std::vector<Earlier> earlier_runs(ResultsStore& store, const RunComparison& out,
   std::vector<RunRecord> runs;
   for (RunRecord& r : list_runs(store, filter)) {
     if (r.id == candidate || (r.id > candidate && r.id != baseline)) continue;
-    if (run_kernel_path(r) != how.path_a || meta_field(r, "cpu_model") != how.cpu_a) continue;
+    if (run_kernel_path(r) != how.path_a || !same_machine(run_machine(r), how.machine_a)) continue;
     try {
       if (run_benchmark_definition(r) != how.definition_a) continue;
     } catch (const kv::InputError&) {

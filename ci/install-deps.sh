@@ -21,6 +21,8 @@ packages=(
   python3                 # the browser test reads Chromium's DOM and screenshot
   g++-aarch64-linux-gnu   # the Arm kernels, cross-built
   libopenblas-pthread-dev:arm64  # ... with the model code (multiarch: arm64 added below)
+  libsqlite3-dev:arm64 libfmt-dev:arm64 libxxhash-dev:arm64 libbenchmark-dev:arm64  # ... and the whole
+  libboost-iostreams-dev:arm64 libboost-filesystem-dev:arm64 libxml2-dev:arm64       # harness (ci/build-aarch64.sh)
   qemu-user               # ... and their tests run under qemu-aarch64
   clang libclang-rt-14-dev  # libFuzzer targets
 )

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,18 +37,97 @@ std::string first_value(const std::string& file, const std::string& key) {
   return "";
 }
 
+std::string read_text(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A sysfs or device-tree string: up to its NUL, trailing blanks and newlines dropped.
+std::string sysfs_string(const std::string& file) {
+  std::string text = read_text(file);
+  text = text.substr(0, text.find('\0'));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// Arm's own cores by "CPU part" (implementer 0x41); the cores of the boards and phones kvbench
+// has profiles for, and the Neoverse server cores.
+const char* arm_part_name(unsigned part) {
+  switch (part) {
+    case 0xd03: return "Cortex-A53";
+    case 0xd04: return "Cortex-A35";
+    case 0xd05: return "Cortex-A55";
+    case 0xd07: return "Cortex-A57";
+    case 0xd08: return "Cortex-A72";
+    case 0xd09: return "Cortex-A73";
+    case 0xd0a: return "Cortex-A75";
+    case 0xd0b: return "Cortex-A76";
+    case 0xd0c: return "Neoverse-N1";
+    case 0xd0d: return "Cortex-A77";
+    case 0xd40: return "Neoverse-V1";
+    case 0xd41: return "Cortex-A78";
+    case 0xd44: return "Cortex-X1";
+    case 0xd46: return "Cortex-A510";
+    case 0xd47: return "Cortex-A710";
+    case 0xd48: return "Cortex-X2";
+    case 0xd49: return "Neoverse-N2";
+    case 0xd4d: return "Cortex-A715";
+    case 0xd4e: return "Cortex-X3";
+    case 0xd4f: return "Neoverse-V2";
+    case 0xd80: return "Cortex-A520";
+    case 0xd81: return "Cortex-A720";
+    case 0xd82: return "Cortex-X4";
+    default: return nullptr;
+  }
+}
+
 }  // namespace
+
+std::string cpu_model_from_cpuinfo(const std::string& cpuinfo) {
+  std::istringstream lines(cpuinfo);
+  std::vector<std::string> kinds;
+  std::string implementer;
+  for (std::string line; std::getline(lines, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon), value = line.substr(colon + 1);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    if (key == "model name" && !value.empty()) return value;
+    if (key == "CPU implementer") implementer = value;
+    if (key != "CPU part") continue;
+    const unsigned part = static_cast<unsigned>(std::strtoul(value.c_str(), nullptr, 0));
+    const char* known = implementer == "0x41" ? arm_part_name(part) : nullptr;
+    const std::string kind = known != nullptr ? known : "implementer " + implementer + " part " + value;
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  std::string named;
+  for (const std::string& kind : kinds) named += (named.empty() ? "Arm " : " + ") + kind;
+  return named;
+}
+
+std::string board_name(const std::string& root) {
+  if (std::string model = sysfs_string(root + "/firmware/devicetree/base/model"); !model.empty()) return model;
+  const std::string vendor = sysfs_string(root + "/class/dmi/id/sys_vendor");
+  const std::string product = sysfs_string(root + "/class/dmi/id/product_name");
+  if (product.empty()) return vendor;
+  return vendor.empty() || product.rfind(vendor, 0) == 0 ? product : vendor + " " + product;
+}
 
 std::string MachineInfo::to_json() const {
   nlohmann::json j = {{"cpu_model", cpu_model}, {"cpu_flags", cpu_flags}, {"cores", cores}, {"memory_bytes", memory_bytes},
                       {"os", os},               {"kernel", kernel},       {"compiler", compiler}};
   if (!cpu_governor.empty()) j["cpu_governor"] = cpu_governor;
+  if (!board.empty()) j["board"] = board;
   return j.dump();
 }
 
 MachineInfo machine_info() {
   MachineInfo m;
-  m.cpu_model = first_value("/proc/cpuinfo", "model name");
+  m.cpu_model = cpu_model_from_cpuinfo(read_text("/proc/cpuinfo"));
+  m.board = board_name(sysfs_root());
   m.cpu_governor = sample_device(sysfs_root(), engine_cpus()).governor;
   // x86 lists "flags", aarch64 "Features" (asimd: NEON, asimddp: dotprod, i8mm, asimdhp: fp16 arithmetic).
   std::string listed = first_value("/proc/cpuinfo", "flags");

@@ -18,10 +18,21 @@ struct MachineInfo {
   std::string kernel;          // uname -r
   std::string compiler;        // the compiler that built kvbench, and its flags
   std::string cpu_governor;    // cpufreq governor of the engine's cores ("" where sysfs has none)
+  // The board: the device tree's model (Arm boards), else DMI's vendor and product (PCs and
+  // servers); "" where neither is exposed.
+  std::string board;
   std::string to_json() const;
 };
 
 MachineInfo machine_info();
+
+// The CPU from /proc/cpuinfo's text: its "model name" (x86), else, on Arm, the cores named from
+// their "CPU implementer" and "CPU part" (big.LITTLE: each kind once, in the order listed, e.g.
+// "Arm Cortex-A55 + Cortex-A76"; a part kvbench does not know by its number); "" when neither.
+std::string cpu_model_from_cpuinfo(const std::string& cpuinfo);
+
+// The board's name under the sysfs root `root` (normally /sys; tests build a fake tree).
+std::string board_name(const std::string& root);
 
 // The size of cpu0's level-2 cache from sysfs, bytes; 0 when sysfs does not say.
 std::uint64_t l2_cache_bytes();

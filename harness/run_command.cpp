@@ -90,6 +90,19 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--shard", o.shard,
                   "I/N: run only the I-th of N parts of the suite, whole engine-run groups balanced by the case times of the "
                   "suite's previous run (else by each case's size); `kvbench merge` joins the parts into one run");
+  cmd->add_option("--soc", o.run.device_soc,
+                  "this machine is the SoC of this built-in profile (a board): its measured cases are priced with that profile "
+                  "instead of the host calibration, and validate-model and the report set them against it")
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            if (name != "host" && is_builtin_soc(name)) return std::string();
+            std::string names;
+            for (const auto& [profile, body] : builtin_soc_profiles()) {
+              if (profile != "host") names += (names.empty() ? "" : ", ") + profile;
+            }
+            return "'" + name + "' is not a built-in SoC profile of a device (profiles: " + names + ")";
+          },
+          "PROFILE"));
   cmd->add_option("--run-group", o.run.run_group, "with --shard: the name the shards of one run share (tagged run-group=ID)");
   cmd->add_option("--balance-from", o.run.balance_from,
                   "with --shard: the database whose previous run of the suite balances the shards (default: --db); every "

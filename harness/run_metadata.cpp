@@ -42,6 +42,7 @@ RunInfo describe_run(const SuiteConfig& suite, const RunOptions& options, const 
     for (const auto& [soc, profile] : *settings.profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
   }
   meta["soc_profiles"] = used;
+  if (!options.device_soc.empty()) meta["device_soc"] = options.device_soc;
   if (options.shard && settings.shard != nullptr) {
     meta["shard"] = {{"index", options.shard->index},
                      {"count", options.shard->count},

@@ -100,8 +100,9 @@ void check_database_dir(const RunOptions& options) {
 SocProfiles load_profiles(const SuiteConfig& suite, const RunOptions& options) {
   SocProfiles profiles;
   for (const std::string& soc : suite.socs) {
-    const auto given = options.profiles.find(soc);
-    profiles.emplace(soc, given != options.profiles.end() ? given->second : load_soc_profile(soc, options.db_path));
+    const std::string priced_as = soc == "host" && !options.device_soc.empty() ? options.device_soc : soc;
+    const auto given = options.profiles.find(priced_as);
+    profiles.emplace(soc, given != options.profiles.end() ? given->second : load_soc_profile(priced_as, options.db_path));
   }
   return profiles;
 }

@@ -50,6 +50,10 @@ struct RunOptions {
   std::optional<Shard> shard;
   std::string run_group;
   std::string balance_from;
+  // --soc NAME: this machine is the SoC of the built-in profile NAME (a board): its measured
+  // cases (soc "host") are priced with that profile instead of the host's calibration, and the
+  // run's metadata says so (device_soc), for validate-model and the report's cross-SoC section.
+  std::string device_soc;
 };
 
 struct RunSummary {

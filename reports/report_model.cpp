@@ -31,6 +31,32 @@ std::map<std::string, std::string> policy_budgets(const std::string& config_json
   return out;
 }
 
+// The SoC a device run's measured cases were priced as ("" for a run on the host).
+std::string device_soc(const RunRecord& run) {
+  const nlohmann::json meta = nlohmann::json::parse(run.meta_json, nullptr, false);
+  return meta.is_object() ? meta.value("device_soc", "") : "";
+}
+
+// The newest complete device run of each SoC in `socs`, its measured cases against that SoC's model.
+std::vector<DeviceRun> device_runs(ResultsStore& store, const std::vector<std::string>& socs) {
+  RunFilter complete;
+  complete.status = "complete";
+  std::map<std::string, RunRecord> newest;
+  for (RunRecord& r : list_runs(store, complete)) {
+    const std::string soc = device_soc(r);
+    if (std::find(socs.begin(), socs.end(), soc) == socs.end()) continue;
+    if (auto it = newest.find(soc); it == newest.end() || it->second.id < r.id) newest[soc] = std::move(r);
+  }
+  std::vector<DeviceRun> runs;
+  for (auto& [soc, record] : newest) {
+    const nlohmann::json meta = nlohmann::json::parse(record.meta_json, nullptr, false);
+    DeviceRun d{record, soc, meta.value("board", ""), validation_rows(store, record)};
+    if (d.machine.empty()) d.machine = meta.value("cpu_model", "");
+    runs.push_back(std::move(d));
+  }
+  return runs;
+}
+
 }  // namespace
 
 bool priced_from_host(const RunView& run, const CaseView& c) {
@@ -75,8 +101,10 @@ ReportModel load_report_model(ResultsStore& store, const ReportOptions& o) {
   RunFilter filter;
   filter.suite = m.suite;
   filter.status = "complete";
+  // A device's runs are not the trend of the host's, nor the host's of a device's.
+  const std::string own_device = device_soc(m.record);
   for (const RunRecord& r : list_runs(store, filter)) {
-    if (r.id <= o.run_id) m.history.push_back(r.id);
+    if (r.id <= o.run_id && device_soc(r) == own_device) m.history.push_back(r.id);
   }
   if (std::find(m.history.begin(), m.history.end(), o.run_id) == m.history.end()) m.history.push_back(o.run_id);
   std::sort(m.history.begin(), m.history.end());
@@ -92,6 +120,12 @@ ReportModel load_report_model(ResultsStore& store, const ReportOptions& o) {
     r.histograms = load_histograms(store, o.run_id, c.name, 1);
     r.shape = case_shape(m.record.config_json, c);
   }
+  std::vector<std::string> socs;
+  for (const CaseView& c : m.model.cases) {
+    if (c.soc != "host" && std::find(socs.begin(), socs.end(), c.soc) == socs.end()) socs.push_back(c.soc);
+  }
+  if (!own_device.empty()) socs.push_back(own_device);
+  m.device_runs = device_runs(store, socs);
   return m;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comparison_record.h"
+#include "model_validation.h"
 #include "report.h"
 #include "results_reader.h"
 #include "results_store.h"
@@ -33,6 +34,14 @@ struct CaseRecordings {
   CaseShape shape;
 };
 
+// A device run (`kvbench run --soc NAME` on a board, merged home) of a SoC the report prices:
+// its measured cases against the model of that SoC's profile.
+struct DeviceRun {
+  RunRecord record;
+  std::string soc, machine;  // the profile it was priced with; the board (else the CPU)
+  std::vector<ValidationRow> rows;
+};
+
 struct ReportModel {
   RunRecord record;
   RunView host, model;  // the run on the host clock and on the model clock
@@ -45,6 +54,8 @@ struct ReportModel {
   std::map<std::int64_t, RunView> history_views;
   std::map<std::string, CaseRecordings> recordings;  // by case name: cases with an engine run of their own
   std::map<std::string, std::string> policy_budgets;  // policy -> "hybrid 10%"
+  // The newest complete device run of each SoC the run prices (or was itself priced as).
+  std::vector<DeviceRun> device_runs;
 };
 
 // A case is a SoC's pricing of the host case's engine run (its recordings are the host

@@ -8,13 +8,40 @@
 #include <string>
 #include <vector>
 
+#include "human_units.h"
 #include "metric_table.h"
 
 namespace kvbench::report {
 
+namespace {
+
+// Each device run beside the model of its SoC: what the board measured (median of quiet
+// repetitions, its own clock) and what that SoC's profile prices for the same cases.
+void device_runs_table(Page& page, const ReportModel& m) {
+  for (const DeviceRun& d : m.device_runs) {
+    page << line(fmt::format("measured on a device: {} (run {}, suite {}, {}), priced with the {} profile", d.machine.empty() ? "-" : d.machine,
+                             d.record.id, d.record.suite, d.record.started_at, d.soc));
+    std::string rows;
+    for (const ValidationRow& r : d.rows) {
+      const auto ratio = r.ratio();
+      const bool in = ratio && std::fabs(*ratio - 1.0) <= validation_tolerance(r.metric);
+      rows += "<tr><td>" + h(r.case_name) + "</td><td>" + h(r.metric) + "</td><td>" + h(r.measured ? human_value(*r.measured, "ms") : "-") +
+              "</td><td>" + h(r.modelled ? human_value(*r.modelled, "ms") : "-") + "</td><td>" +
+              h(ratio ? fmt::format("{:.2f}{}", *ratio, in ? "" : " (outside band)") : "-") + "</td><td>" + h(r.note) + "</td></tr>\n";
+    }
+    if (rows.empty()) rows = "<tr><td colspan=\"6\">no complete measured case</td></tr>\n";
+    page << "<table class=\"rows device-run\">\n<thead><tr><th>case (measured)</th><th>metric</th><th>measured on the device</th>"
+            "<th>modelled</th><th>modelled / measured</th><th>note</th></tr></thead>\n<tbody>\n" +
+                rows + "</tbody>\n</table>\n";
+  }
+}
+
+}  // namespace
+
 void cross_soc_section(Page& page, const ReportModel& m) {
   const RunView& model = m.model;
   page << section_open("cross-soc", "Across SoCs");
+  device_runs_table(page, m);
   // The host's figures stay off these scales: priced as a workstation they would flatten every
   // phone's bars (its measured figures are in the cases above).
   std::vector<std::string> socs, configs;

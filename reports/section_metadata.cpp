@@ -28,7 +28,10 @@ void metadata_section(Page& page, const ReportModel& m) {
       {"compiler", field("compiler")},
       {"build", field("build_type")},
       {"CPU", field("cpu_model") + ", " + field("cores") + " cores"},
+      {"board", field("board")},
       {"kernel path", field("kernel_path")},
+      {"measured cases priced as", meta.contains("device_soc") ? field("device_soc") + " (a device run: kvbench run --soc)"
+                                                                 : std::string("host (this machine's calibration)")},
       {"config hash", run.config_hash},
       {"tags", [&] {
          std::string t;

@@ -67,3 +67,75 @@ TEST_CASE("a suite that waits for a temperature on a machine without a thermal z
   CHECK_THAT(out.text, Catch::Contains(file) && Catch::Contains("/device/max_start_temp_c") && Catch::Contains("no thermal zone"));
   CHECK_FALSE(fs::exists(db));
 }
+
+TEST_CASE("a board's run (--soc) merged home keeps its provenance and is set against its SoC's model and gates like a host run",
+          "[e2e][merge]") {
+  const kvtest::TempDir temp("kvbench-e2e-board");
+  const std::string root = temp.path + "/sys";
+  write_sysfs(root + "/firmware/devicetree/base/model", std::string("Raspberry Pi 5 Model B Rev 1.0") + '\0');
+  const std::string file = temp.path + "/suite.json", home_file = temp.path + "/home.json", home = temp.path + "/home.sqlite";
+  write_file(file, suite("{}"));
+  // At home the same configuration is priced for the board's SoC beside the host.
+  std::string home_suite = suite("{}");
+  home_suite.insert(home_suite.rfind('}'), R"(, "socs": ["host", "raspberry-pi-5"])");
+  write_file(home_file, home_suite);
+  const auto ok = [](const std::string& args) {
+    const Output out = run_kvbench(args);
+    INFO(args << "\n" << out.text);
+    REQUIRE(out.status == 0);
+    return out.text;
+  };
+  ok("run --suite " + home_file + " --db " + home);
+  const auto board_run = [&](const std::string& night) {
+    const FakeSysfs fake(root);
+    const std::string db = temp.path + "/board-" + night + ".sqlite";
+    ok("run --suite " + file + " --soc raspberry-pi-5 --shard 1/1 --run-group pi-" + night + " --db " + db);
+    ok("merge --into " + home + " " + db);
+  };
+  board_run("1");
+  board_run("2");
+  const std::string device_runs = "SELECT id FROM runs WHERE json_extract(meta_json, '$.device_soc') = 'raspberry-pi-5'";
+  REQUIRE(scalar(home, "SELECT count(*) FROM (" + device_runs + ")") == "2");
+  const std::string first = scalar(home, device_runs + " ORDER BY id LIMIT 1"), second = scalar(home, device_runs + " ORDER BY id DESC LIMIT 1");
+  CHECK(scalar(home, "SELECT json_extract(meta_json, '$.board') FROM runs WHERE id = " + first) == "Raspberry Pi 5 Model B Rev 1.0");
+  CHECK_FALSE(scalar(home, "SELECT json_extract(meta_json, '$.cpu_model') FROM runs WHERE id = " + first).empty());
+  CHECK(scalar(home, "SELECT json_extract(meta_json, '$.board') FROM runs WHERE id = 1") != "Raspberry Pi 5 Model B Rev 1.0");
+  // The board's measured case is priced with its SoC's profile: its modelled figures are the
+  // home run's pricing of the same configuration on that SoC.
+  const auto modelled = [&](const std::string& run, const std::string& soc) {
+    return scalar(home, "SELECT quote(m.value) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = " + run +
+                            " AND c.name LIKE '%/" + soc + "' AND m.name = 'tpot_ms_p50' AND m.clock = 'model'");
+  };
+  CHECK_FALSE(modelled("1", "raspberry-pi-5").empty());
+  CHECK(modelled(first, "host") == modelled("1", "raspberry-pi-5"));
+  CHECK(modelled("1", "host") != modelled("1", "raspberry-pi-5"));
+  const std::string validation = ok("validate-model --db " + home + " --run " + first);
+  CHECK_THAT(validation, Catch::Contains("measured on Raspberry Pi 5 Model B Rev 1.0") && Catch::Contains("with the raspberry-pi-5 profile") &&
+                             Catch::Contains("tpot_ms_p50"));
+  // The home run's report sets the newest board run beside the SoC it prices.
+  ok("report --db " + home + " --run 1 --out " + temp.path + "/report");
+  const std::string page = kvtest::read_file(temp.path + "/report/index.html");
+  CHECK_THAT(page, Catch::Contains("measured on a device: Raspberry Pi 5 Model B Rev 1.0 (run " + second));
+  // Two board runs compare like two host runs: host-clock figures of one machine.
+  const std::string compared = ok("compare --db " + home + " --baseline " + first + " --candidate " + second + " --format json");
+  CHECK_THAT(compared, Catch::Contains("tpot_ms_p50") && !Catch::Contains("CPU '") && !Catch::Contains("board '"));
+  // Another board with the same cores is another machine: its host timings are not gated against the first's.
+  write_sysfs(root + "/firmware/devicetree/base/model", std::string("Radxa ROCK 5B") + '\0');
+  board_run("3");
+  const std::string third = scalar(home, device_runs + " ORDER BY id DESC LIMIT 1");
+  CHECK_THAT(ok("compare --db " + home + " --baseline " + first + " --candidate " + third + " --format json"),
+             Catch::Contains("board 'Raspberry Pi 5 Model B Rev 1.0' vs 'Radxa ROCK 5B'"));
+}
+
+TEST_CASE("run --soc takes a built-in device profile and is checked before any work", "[e2e]") {
+  const kvtest::TempDir temp("kvbench-e2e-board-bad");
+  const std::string file = temp.path + "/suite.json", db = temp.path + "/r.sqlite";
+  write_file(file, suite("{}"));
+  for (const char* bad : {"host", "raspberry-pi-9"}) {
+    const Output out = run_kvbench("run --suite " + file + " --soc " + std::string(bad) + " --db " + db);
+    INFO(out.text);
+    CHECK(out.status == 2);
+    CHECK_THAT(out.text, Catch::Contains("--soc") && Catch::Contains(bad) && Catch::Contains("raspberry-pi-5"));
+  }
+  CHECK_FALSE(fs::exists(db));
+}

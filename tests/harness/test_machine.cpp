@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "machine.h"
@@ -101,4 +103,39 @@ TEST_CASE("a process spinning on our core shows as run-queue wait of our thread"
   // Two runnable tasks on one core: ours waits about half the time.
   CHECK(*shared.run_queue_share > 0.25);
   CHECK(*shared.run_queue_share > *alone.run_queue_share + 0.15);
+}
+
+TEST_CASE("the CPU is named from /proc/cpuinfo on x86 and on Arm, big.LITTLE cores each once", "[machine]") {
+  CHECK(cpu_model_from_cpuinfo("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: fpu avx2\n") ==
+        "Intel(R) Xeon(R) Platinum 8480+");
+  // A Raspberry Pi 5: four Cortex-A76; its 64-bit kernel lists no "model name".
+  std::string pi5;
+  for (int cpu = 0; cpu < 4; ++cpu) {
+    pi5 += "processor\t: " + std::to_string(cpu) + "\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd asimddp\nCPU implementer\t: 0x41\n"
+           "CPU architecture: 8\nCPU variant\t: 0x4\nCPU part\t: 0xd0b\nCPU revision\t: 1\n\n";
+  }
+  CHECK(cpu_model_from_cpuinfo(pi5 + "Revision\t: d04170\nModel\t\t: Raspberry Pi 5 Model B Rev 1.0\n") == "Arm Cortex-A76");
+  // A phone: little cores, then big ones, then a core of a part kvbench has no name for.
+  const std::string phone = "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd05\n\nprocessor\t: 1\nCPU implementer\t: 0x41\nCPU part\t: 0xd05\n\n"
+                            "processor\t: 2\nCPU implementer\t: 0x41\nCPU part\t: 0xd41\n\nprocessor\t: 3\nCPU implementer\t: 0x51\nCPU part\t: 0x001\n";
+  CHECK(cpu_model_from_cpuinfo(phone) == "Arm Cortex-A55 + Cortex-A78 + implementer 0x51 part 0x001");
+  CHECK(cpu_model_from_cpuinfo("processor\t: 0\n").empty());
+}
+
+TEST_CASE("the board is the device tree's model, else DMI's vendor and product, else nothing", "[machine]") {
+  const kvtest::TempDir temp("kvbench-machine-board");
+  const auto put = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(temp.path + path).parent_path());
+    std::ofstream(temp.path + path, std::ios::binary) << text;
+  };
+  CHECK(board_name(temp.path).empty());
+  put("/class/dmi/id/sys_vendor", "QEMU\n");
+  CHECK(board_name(temp.path) == "QEMU");
+  put("/class/dmi/id/product_name", "Standard PC (Q35 + ICH9, 2009)\n");
+  CHECK(board_name(temp.path) == "QEMU Standard PC (Q35 + ICH9, 2009)");
+  put("/class/dmi/id/sys_vendor", "Dell Inc.\n");
+  put("/class/dmi/id/product_name", "Dell Inc. PowerEdge R760\n");
+  CHECK(board_name(temp.path) == "Dell Inc. PowerEdge R760");  // the vendor once
+  put("/firmware/devicetree/base/model", std::string("Raspberry Pi 5 Model B Rev 1.0") + '\0');
+  CHECK(board_name(temp.path) == "Raspberry Pi 5 Model B Rev 1.0");
 }
