@@ -33,6 +33,8 @@ void load_header(ResultsStore& store, RunView& view) {
   if (meta.is_object()) {
     view.suite = meta.value("suite", "");
     view.cpu_model = meta.value("cpu_model", "");
+    view.board = meta.value("board", "");
+    view.device_soc = meta.value("device_soc", "");
     view.cores = meta.value("cores", 0);
     view.l2_fs_type = meta.value("l2_fs_type", "");
     view.planned_repetitions = meta.value("repetitions", 0);

@@ -39,6 +39,8 @@ struct RunView {
   std::string status;  // as reported (a running run whose process is gone reads aborted)
   std::string suite, started_at, ended_at, git_sha, config_hash, tags, cpu_model, l2_fs_type;
   std::string prefix_cache_start;  // "cold" or "warm" (SuiteConfig::prefix_warm); older runs: "cold"
+  std::string board;       // the machine's board, "" where it named none
+  std::string device_soc;  // a device run (kvbench run --soc): the profile its measured cases are priced with
   bool git_dirty = false;
   int cores = 0;
   int planned_repetitions = 0;

@@ -10,11 +10,15 @@
 #      in step 1).
 #   4. ThreadSanitizer build (build-tsan/, -O1): the memory-tier and engine-thread tests
 #      (migrator vs decode path, background copies vs L0 staging).
-#   5. The Arm kernels: engine/ and kvbench-kernel-tests cross-built for aarch64 (build-aarch64/)
+#   5. The Arm kernels: kvbench-kernel-tests cross-built for aarch64 (build-aarch64/)
 #      with Debian's cross g++, run under qemu-aarch64 on three CPU models side by side: max
 #      (NEON, dotprod, i8mm), cortex-a76 (no i8mm) and cortex-a53 (NEON only), after a check that
 #      the tests catch a deliberately wrong NEON kernel.
-#   6. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
+#   6. A board's run with qemu standing in for the board (docs/device-runs.md): kvbench built for
+#      aarch64 with its libraries beside it (ci/build-aarch64.sh, in build-aarch64/board/) runs
+#      the smoke suite under qemu-aarch64 -cpu max as a Raspberry Pi 5, merged into a host
+#      database, set against the model (validate-model) and reported.
+#   7. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
 # compiled in 18 s instead of 24 s with -g. Their attention kernels build at -O2, still
 # instrumented (engine/attention/CMakeLists.txt): at -O1 the suite runs of the end-to-end tests
@@ -124,6 +128,32 @@ if [ "${#arm_failed[@]}" -gt 0 ]; then
   echo "ci/test.sh: the Arm kernel tests failed under -cpu ${arm_failed[*]} (full logs: build-aarch64/qemu-*.log)" >&2
   exit 1
 fi
+
+step "a board's run under qemu-aarch64 -cpu max: smoke, merged home, reported and set against its model (at most 10 minutes)"
+# docs/device-runs.md followed with qemu standing in for the board: the self-contained build runs
+# without the cross sysroot (its own loader and libraries), writes a real database, which is
+# merged into a host database whose run prices the same configurations for that SoC.
+board=$(mktemp -d)
+if ! KVBENCH_EMULATOR="qemu-aarch64 -cpu max" timeout 540 build-aarch64/board/kvbench run --suite smoke --repetitions 1 \
+  --soc raspberry-pi-5 --shard 1/1 --run-group ci-qemu --db "$board/board.sqlite" >"$board/board.out" 2>"$board/board.log"; then
+  tail -n 40 "$board/board.log" "$board/board.out" >&2
+  echo "ci/test.sh: the aarch64 smoke run under qemu failed" >&2
+  exit 1
+fi
+grep -E "^kvbench: \[[0-9]+/[0-9]+\] .* complete in" "$board/board.log"
+build/bin/kvbench sweep --suite smoke --socs host,raspberry-pi-5 --repetitions 1 --filter 'roleplay|multimodal' \
+  --db "$board/home.sqlite" >"$board/home.out" 2>&1
+build/bin/kvbench merge --into "$board/home.sqlite" "$board/board.sqlite"
+home_run=$(sqlite3 "$board/home.sqlite" "SELECT id FROM runs WHERE json_extract(meta_json, '$.device_soc') IS NULL")
+device_run=$(sqlite3 "$board/home.sqlite" "SELECT id FROM runs WHERE json_extract(meta_json, '$.device_soc') = 'raspberry-pi-5'")
+build/bin/kvbench validate-model --db "$board/home.sqlite" --run "$device_run" >"$board/validate.out"
+sed -n 1,7p "$board/validate.out"
+build/bin/kvbench report --db "$board/home.sqlite" --run "$home_run" --out "$board/report"
+if ! grep -q "measured on a device: .* (run $device_run, suite smoke" "$board/report/index.html"; then
+  echo "ci/test.sh: the report of the host run does not show the board's run $device_run" >&2
+  exit 1
+fi
+rm -rf "$board"
 
 step "fuzz build (clang 14, libFuzzer + ASan + UBSan)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVBENCH_ENGINE_ONLY=ON \

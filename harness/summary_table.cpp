@@ -97,7 +97,8 @@ void header(std::ostringstream& out, const RunView& run, const std::vector<bool>
                      run.ended_at.empty() ? "(not ended)" : run.ended_at);
   out << fmt::format("  git {}{}, config {}, tags {}\n", run.git_sha, run.git_dirty ? " (dirty)" : "", run.config_hash,
                      run.tags.empty() ? "(none)" : run.tags);
-  out << fmt::format("  {}, {} cores; L2 on {}\n", run.cpu_model, run.cores, run.l2_fs_type);
+  out << fmt::format("  {}{}, {} cores; L2 on {}\n", run.cpu_model, run.board.empty() ? std::string() : fmt::format(" ({})", run.board), run.cores, run.l2_fs_type);
+  if (!run.device_soc.empty()) out << fmt::format("  a device run: the host cases are this machine, priced with the {} profile\n", run.device_soc);
   if (run.prefix_cache_start == "warm") {
     out << "  prefix cache warm: each repetition started with every sequence's first prompt cached (prefix_warm)\n";
   }

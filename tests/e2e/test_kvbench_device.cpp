@@ -89,7 +89,8 @@ TEST_CASE("a board's run (--soc) merged home keeps its provenance and is set aga
   const auto board_run = [&](const std::string& night) {
     const FakeSysfs fake(root);
     const std::string db = temp.path + "/board-" + night + ".sqlite";
-    ok("run --suite " + file + " --soc raspberry-pi-5 --shard 1/1 --run-group pi-" + night + " --db " + db);
+    CHECK_THAT(ok("run --suite " + file + " --soc raspberry-pi-5 --shard 1/1 --run-group pi-" + night + " --db " + db),
+               Catch::Contains("a device run: the host cases are this machine, priced with the raspberry-pi-5 profile"));
     ok("merge --into " + home + " " + db);
   };
   board_run("1");
