@@ -25,6 +25,11 @@ std::optional<double> quiet_value(const CaseSamples& c, const std::string& key) 
 
 }  // namespace
 
+std::string measuring_machine(const RunRecord& run) {
+  const std::string board = run_meta_text(run, "board");
+  return board.empty() ? run_meta_text(run, "cpu_model") : board;
+}
+
 double validation_tolerance(const std::string& metric) { return metric == "ttft_ms" ? 0.35 : 0.25; }
 
 // Per complete host case, the measured and modelled attention compute, tpot p50, ttft and L2 wait

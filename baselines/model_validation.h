@@ -26,6 +26,9 @@ struct ValidationRow {
 
 std::vector<ValidationRow> validation_rows(ResultsStore& store, const RunRecord& run);
 
+// What measured a run: its board, else its CPU ("" where the metadata names neither).
+std::string measuring_machine(const RunRecord& run);
+
 // Within this band of 1 the model counts as validated for that figure (docs/cost-model.md).
 double validation_tolerance(const std::string& metric);
 

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/error.h"
 #include "sql_query.h"
 #include "store_schema.h"
@@ -45,6 +47,11 @@ RunRecord run_of(const Query& q) {
 }
 
 }  // namespace
+
+std::string run_meta_text(const RunRecord& run, const char* key) {
+  const nlohmann::json meta = nlohmann::json::parse(run.meta_json, nullptr, false);
+  return meta.is_object() && meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : "";
+}
 
 std::vector<RunRecord> list_runs(ResultsStore& store, const RunFilter& filter) {
   Query q(store, (std::string(kRunColumns) + " ORDER BY r.id").c_str());

@@ -31,6 +31,9 @@ struct RunFilter {
 };
 
 std::vector<RunRecord> list_runs(ResultsStore& store, const RunFilter& filter = {});
+// A string field of the run's meta_json; "" where the metadata is missing, malformed or holds
+// something else there.
+std::string run_meta_text(const RunRecord& run, const char* key);
 // Throws kv::InputError (the file, `what`) for a run the database does not hold.
 RunRecord get_run(ResultsStore& store, std::int64_t id, const std::string& what = "RUN_ID");
 

@@ -72,18 +72,13 @@ std::vector<std::string> config_changes(const json& base, const json& cand, cons
   return changes;
 }
 
-std::string meta_field(const RunRecord& run, const char* key) {
-  const json meta = json::parse(run.meta_json, nullptr, false);
-  return meta.is_object() && meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : "";
-}
-
 // The machine whose clock a run's host timings are on: its CPU, and its board (two boards with
 // the same cores are two machines). Runs stored before boards were recorded name none: a board
 // tells machines apart only when both runs name one.
 struct Machine {
   std::string cpu, board;
 };
-Machine run_machine(const RunRecord& run) { return {meta_field(run, "cpu_model"), meta_field(run, "board")}; }
+Machine run_machine(const RunRecord& run) { return {run_meta_text(run, "cpu_model"), run_meta_text(run, "board")}; }
 bool same_machine(const Machine& a, const Machine& b) {
   return a.cpu == b.cpu && (a.board.empty() || b.board.empty() || a.board == b.board);
 }
@@ -184,9 +179,9 @@ int run_benchmark_definition(const RunRecord& run) {
 }
 
 std::string run_kernel_path(const RunRecord& run) {
-  const std::string path = meta_field(run, "kernel_path");
+  const std::string path = run_meta_text(run, "kernel_path");
   if (!path.empty()) return path;
-  const std::string flags = " " + meta_field(run, "cpu_flags") + " ";
+  const std::string flags = " " + run_meta_text(run, "cpu_flags") + " ";
   const auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
   if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq")) return "avx512";
   if (has("avx2") && has("fma") && has("f16c")) return "avx2";

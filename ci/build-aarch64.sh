@@ -17,6 +17,15 @@
 # kernel tests in it.
 set -euo pipefail
 out=${1:?usage: ci/build-aarch64.sh OUTDIR}
+# OUTDIR is the caller's (relative to where it was run), and only ever one this script made: it
+# replaces bin/ and lib/ there.
+mkdir -p "$out"
+out=$(CDPATH='' cd -- "$out" && pwd)
+if [ -n "$(ls -A "$out")" ] && [ ! -e "$out/.kvbench-aarch64" ]; then
+  echo "ci/build-aarch64.sh: $out is not empty and not a directory this script made; name a new one" >&2
+  exit 2
+fi
+touch "$out/.kvbench-aarch64"
 cd "$(dirname "$0")/.."
 build=${KVBENCH_AARCH64_BUILD:-build-aarch64}
 multiarch=/usr/lib/aarch64-linux-gnu
@@ -48,22 +57,28 @@ queue=("$out/bin/kvbench" "$out/bin/kvbench-micro")
 while [ "${#queue[@]}" -gt 0 ]; do
   file=${queue[0]}
   queue=("${queue[@]:1}")
-  for name in $(needed "$file"); do
+  names=$(needed "$file")  # on its own line: a readelf failure stops the script
+  for name in $names; do
     [ -e "$out/lib/$name" ] && continue
     path=$(find_library "$name")
     cp -L "$path" "$out/lib/$name"
     queue+=("$out/lib/$name")
   done
 done
+# The loader (libc's NEEDED entries name it; checked, since the launchers run it).
 loader=$(aarch64-linux-gnu-readelf -l "$out/bin/kvbench" | sed -n 's/.*interpreter: \(.*\)\]/\1/p')
-cp -L "$(find_library "$(basename "$loader")")" "$out/lib/"
+if [ -z "$loader" ] || [ ! -e "$out/lib/$(basename "$loader")" ]; then
+  echo "ci/build-aarch64.sh: the loader of bin/kvbench (${loader:-none named}) is not among the libraries copied" >&2
+  exit 1
+fi
 
 for tool in kvbench kvbench-micro; do
   cat >"$out/$tool" <<EOF
 #!/bin/sh
 # $tool for aarch64 Linux, with the loader and libraries beside it (ci/build-aarch64.sh).
 # KVBENCH_EMULATOR runs it through an emulator instead (e.g. "qemu-aarch64 -cpu max" on x86).
-here=\$(cd "\$(dirname "\$0")" && pwd)
+# Where /bin/sh is not the shell (Android: /system/bin/sh), run it as \`sh $tool\`.
+here=\$(CDPATH='' cd -- "\$(dirname -- "\$0")" && pwd)
 exec \${KVBENCH_EMULATOR:-} "\$here/lib/$(basename "$loader")" --library-path "\$here/lib" "\$here/bin/$tool" "\$@"
 EOF
   chmod +x "$out/$tool"

@@ -140,9 +140,9 @@ if ! KVBENCH_EMULATOR="qemu-aarch64 -cpu max" timeout 540 build-aarch64/board/kv
   echo "ci/test.sh: the aarch64 smoke run under qemu failed" >&2
   exit 1
 fi
-grep -E "^kvbench: \[[0-9]+/[0-9]+\] .* complete in" "$board/board.log"
+grep -E "^kvbench: \[[0-9]+/[0-9]+\] .* complete in" "$board/board.log" || true
 build/bin/kvbench sweep --suite smoke --socs host,raspberry-pi-5 --repetitions 1 --filter 'roleplay|multimodal' \
-  --db "$board/home.sqlite" >"$board/home.out" 2>&1
+  --db "$board/home.sqlite" >"$board/home.out" 2>&1 || { cat "$board/home.out" >&2; exit 1; }
 build/bin/kvbench merge --into "$board/home.sqlite" "$board/board.sqlite"
 home_run=$(sqlite3 "$board/home.sqlite" "SELECT id FROM runs WHERE json_extract(meta_json, '$.device_soc') IS NULL")
 device_run=$(sqlite3 "$board/home.sqlite" "SELECT id FROM runs WHERE json_extract(meta_json, '$.device_soc') = 'raspberry-pi-5'")

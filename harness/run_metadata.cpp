@@ -42,7 +42,10 @@ RunInfo describe_run(const SuiteConfig& suite, const RunOptions& options, const 
     for (const auto& [soc, profile] : *settings.profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
   }
   meta["soc_profiles"] = used;
-  if (!options.device_soc.empty()) meta["device_soc"] = options.device_soc;
+  if (!options.device_soc.empty()) {
+    meta["device_soc"] = options.device_soc;
+    info.tags.push_back("device=" + options.device_soc);  // latest:device=NAME selects a board's newest run
+  }
   if (options.shard && settings.shard != nullptr) {
     meta["shard"] = {{"index", options.shard->index},
                      {"count", options.shard->count},

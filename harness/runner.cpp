@@ -180,6 +180,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   // Preflight: every problem that can be found before running is an error now. Models load
   // only when a kept case needs them.
   check_shard_options(options);
+  if (!options.device_soc.empty() && std::find(suite.socs.begin(), suite.socs.end(), "host") == suite.socs.end()) {
+    throw kv::InputError("--soc", options.device_soc,
+                         "suite '" + suite.name + "' measures nothing here (no host among its socs): --soc prices the host cases as this device");
+  }
   std::vector<PlannedCase> plan = plan_cases(suite, options.filter);
   PreparedSuite prepared = prepare_suite(suite, plan, models_dir);
   std::vector<PreparedCase>& cases = prepared.cases;

@@ -47,9 +47,7 @@ int run_validate(const ValidateOptions& o, std::FILE* out) {
     return kExitOk;
   }
   // A device run (kvbench run --soc) priced its measured cases with that SoC's profile.
-  const json meta = json::parse(run.meta_json, nullptr, false);
-  const std::string device = meta.is_object() ? meta.value("device_soc", "") : "";
-  const std::string machine = meta.is_object() ? meta.value("board", meta.value("cpu_model", "")) : "";
+  const std::string device = run_meta_text(run, "device_soc"), machine = measuring_machine(run);
   fmt::print(out, "run {} ({}): measured on {} (median of quiet repetitions) vs modelled with the {} profile\n\n", run.id, run.suite,
              machine.empty() ? std::string("the host clock") : machine, device.empty() ? std::string("host") : device);
   std::string last_case;

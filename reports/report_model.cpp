@@ -32,10 +32,7 @@ std::map<std::string, std::string> policy_budgets(const std::string& config_json
 }
 
 // The SoC a device run's measured cases were priced as ("" for a run on the host).
-std::string device_soc(const RunRecord& run) {
-  const nlohmann::json meta = nlohmann::json::parse(run.meta_json, nullptr, false);
-  return meta.is_object() ? meta.value("device_soc", "") : "";
-}
+std::string device_soc(const RunRecord& run) { return run_meta_text(run, "device_soc"); }
 
 // The newest complete device run of each SoC in `socs`, its measured cases against that SoC's model.
 std::vector<DeviceRun> device_runs(ResultsStore& store, const std::vector<std::string>& socs) {
@@ -48,12 +45,7 @@ std::vector<DeviceRun> device_runs(ResultsStore& store, const std::vector<std::s
     if (auto it = newest.find(soc); it == newest.end() || it->second.id < r.id) newest[soc] = std::move(r);
   }
   std::vector<DeviceRun> runs;
-  for (auto& [soc, record] : newest) {
-    const nlohmann::json meta = nlohmann::json::parse(record.meta_json, nullptr, false);
-    DeviceRun d{record, soc, meta.value("board", ""), validation_rows(store, record)};
-    if (d.machine.empty()) d.machine = meta.value("cpu_model", "");
-    runs.push_back(std::move(d));
-  }
+  for (auto& [soc, record] : newest) runs.push_back(DeviceRun{record, soc, measuring_machine(record), validation_rows(store, record)});
   return runs;
 }
 

@@ -110,9 +110,10 @@ TEST_CASE("a board's run (--soc) merged home keeps its provenance and is set aga
   CHECK_FALSE(modelled("1", "raspberry-pi-5").empty());
   CHECK(modelled(first, "host") == modelled("1", "raspberry-pi-5"));
   CHECK(modelled("1", "host") != modelled("1", "raspberry-pi-5"));
-  const std::string validation = ok("validate-model --db " + home + " --run " + first);
-  CHECK_THAT(validation, Catch::Contains("measured on Raspberry Pi 5 Model B Rev 1.0") && Catch::Contains("with the raspberry-pi-5 profile") &&
-                             Catch::Contains("tpot_ms_p50"));
+  CHECK_THAT(scalar(home, "SELECT tags FROM runs WHERE id = " + first), Catch::Contains("device=raspberry-pi-5"));
+  const std::string validation = ok("validate-model --db " + home + " --run latest:device=raspberry-pi-5");
+  CHECK_THAT(validation, Catch::Contains("run " + second + " (") && Catch::Contains("measured on Raspberry Pi 5 Model B Rev 1.0") &&
+                             Catch::Contains("with the raspberry-pi-5 profile") && Catch::Contains("tpot_ms_p50"));
   // The home run's report sets the newest board run beside the SoC it prices.
   ok("report --db " + home + " --run 1 --out " + temp.path + "/report");
   const std::string page = kvtest::read_file(temp.path + "/report/index.html");
@@ -138,5 +139,12 @@ TEST_CASE("run --soc takes a built-in device profile and is checked before any w
     CHECK(out.status == 2);
     CHECK_THAT(out.text, Catch::Contains("--soc") && Catch::Contains(bad) && Catch::Contains("raspberry-pi-5"));
   }
+  // A suite that prices SoCs only measures nothing this device could be.
+  std::string priced_only = suite("{}");
+  priced_only.insert(priced_only.rfind('}'), R"(, "socs": ["apple-m3"])");
+  write_file(file, priced_only);
+  const Output out = run_kvbench("run --suite " + file + " --soc raspberry-pi-5 --db " + db);
+  CHECK(out.status == 2);
+  CHECK_THAT(out.text, Catch::Contains("--soc") && Catch::Contains("no host among its socs"));
   CHECK_FALSE(fs::exists(db));
 }
