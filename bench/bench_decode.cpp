@@ -102,8 +102,8 @@ void decode_reference(benchmark::State& state, int ctx) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * count * sizeof(float)));
 }
 
-struct Register {
-  Register() {
+struct RegisterDecodeBenchmarks {
+  RegisterDecodeBenchmarks() {
     for (int ctx : {4096, 32768}) {
       const std::string ref = "BM_DecodeAttentionReference/" + std::to_string(ctx);
       benchmark::RegisterBenchmark(ref.c_str(), decode_reference, ctx)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -119,6 +119,6 @@ struct Register {
       }
     }
   }
-} registrar;
+} register_decode_benchmarks;
 
 }  // namespace

@@ -131,8 +131,8 @@ void offload_decode(benchmark::State& state, bool prefetch, int ctx) {
   state.SetLabel(m.l2_mode + " on " + m.l2_fs_type + (m.l2_on_ram ? " (RAM, not flash!)" : ""));
 }
 
-struct Register {
-  Register() {
+struct RegisterOffloadBenchmarks {
+  RegisterOffloadBenchmarks() {
     for (int ctx : {32768, 131072}) {
       for (bool prefetch : {true, false}) {
         const std::string name = std::string("BM_OffloadDecode/") + (prefetch ? "prefetch_on/" : "prefetch_off/") + std::to_string(ctx);
@@ -143,6 +143,6 @@ struct Register {
       }
     }
   }
-} registrar;
+} register_offload_benchmarks;
 
 }  // namespace

@@ -143,8 +143,8 @@ void decode_page(benchmark::State& state, kv::Format format, int rows) {
   state.SetLabel(std::string(kv::isa_name(kernels.isa)));
 }
 
-struct Register {
-  Register() {
+struct RegisterPageBenchmarks {
+  RegisterPageBenchmarks() {
     for (kv::Format f : kv::kAllFormats) {
       const std::string name = "BM_DecodePage/" + std::string(kv::format_name(f));
       benchmark::RegisterBenchmark(name.c_str(), decode_page, f, 4);
@@ -156,6 +156,6 @@ struct Register {
       benchmark::RegisterBenchmark(name.c_str(), decode_page, kv::Format::Q4, rows);
     }
   }
-} registrar;
+} register_page_benchmarks;
 
 }  // namespace

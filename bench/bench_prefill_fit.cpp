@@ -58,13 +58,13 @@ void probe_fit(benchmark::State& state, kv::Format format, int prompt) {
   state.counters["fit_error"] = full > 0.0 ? probed / full - 1.0 : 0.0;
 }
 
-struct Register {
-  Register() {
+struct RegisterPrefillFitBenchmarks {
+  RegisterPrefillFitBenchmarks() {
     for (kv::Format f : {kv::Format::F16, kv::Format::Q4}) {
       const std::string name = "BM_PrefillProbeFit/" + std::string(kv::format_name(f)) + "/4096";
       benchmark::RegisterBenchmark(name.c_str(), probe_fit, f, 4096)->Unit(benchmark::kMillisecond)->Iterations(3);
     }
   }
-} registrar;
+} register_prefill_fit_benchmarks;
 
 }  // namespace

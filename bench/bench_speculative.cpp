@@ -98,8 +98,8 @@ void llama_decode(benchmark::State& state, const std::string& model_name, const 
   }
 }
 
-struct Register {
-  Register() {
+struct RegisterSpeculativeBenchmarks {
+  RegisterSpeculativeBenchmarks() {
     for (const char* model : {"stories260K", "stories15M"}) {
       benchmark::RegisterBenchmark((std::string("BM_LlamaGreedy/") + model).c_str(), llama_decode, model, "", 0)
           ->UseRealTime()
@@ -112,6 +112,6 @@ struct Register {
       }
     }
   }
-} registrar;
+} register_speculative_benchmarks;
 
 }  // namespace

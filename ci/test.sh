@@ -16,9 +16,14 @@
 #      the tests catch a deliberately wrong NEON kernel.
 #   6. A board's run with qemu standing in for the board (docs/device-runs.md): kvbench built for
 #      aarch64 with its libraries beside it (ci/build-aarch64.sh, in build-aarch64/board/) runs
-#      the smoke suite under qemu-aarch64 -cpu max as a Raspberry Pi 5, merged into a host
-#      database, set against the model (validate-model) and reported.
+#      the smoke suite's roleplay and multimodal cases under qemu-aarch64 -cpu max as a
+#      Raspberry Pi 5, merged into a host database, set against the model (validate-model) and
+#      reported.
 #   7. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
+# The sanitizer and cross trees compile in unity batches of 16 sources (CMAKE_UNITY_BUILD): the
+# heavy headers (Catch2, nlohmann-json, fmt) are parsed and instrumented once a batch instead of
+# once a source. The Release tree (build/) stays one object a source, as a user builds it, so
+# that every file still compiles on its own.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
 # compiled in 18 s instead of 24 s with -g. Their attention kernels build at -O2, still
 # instrumented (engine/attention/CMakeLists.txt): at -O1 the suite runs of the end-to-end tests
@@ -26,6 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16)
 step() { printf '\n=== %s (%d s in) ===\n' "$*" "$SECONDS"; }
 
 step "dependencies"
@@ -54,7 +60,7 @@ bash models/fetch.sh
 build/bin/kvbench-model-tests
 
 step "asan+ubsan build"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" "${unity[@]}" \
   -DKVBENCH_SANITIZE=address,undefined -DKVBENCH_BUILD_BENCH=OFF -DKVBENCH_FETCHED_MODEL_TESTS=OFF >/dev/null
 cmake --build build-asan -j"$jobs" --target kvbench-tests kvbench
 
@@ -63,7 +69,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 step "tsan build"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" "${unity[@]}" \
   -DKVBENCH_SANITIZE=thread -DKVBENCH_BUILD_BENCH=OFF -DKVBENCH_FETCHED_MODEL_TESTS=OFF >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvbench-memory-tests
 
@@ -74,7 +80,7 @@ step "aarch64 cross build: kvbench-kernel-tests with a deliberately wrong NEON k
 # One tree (build-aarch64/) for the kernel tests and the board's binaries: the wrong kernel is one
 # file's definition, so only it compiles again for the real build.
 arm_tree() {  # $1: ON builds the deliberately wrong NEON kernel
-  cmake --no-warn-unused-cli -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
+  cmake --no-warn-unused-cli -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release "${unity[@]}" \
     -DKVBENCH_ENGINE_ONLY=OFF -DKVBENCH_BUILD_TESTS=OFF -DKVBENCH_KERNEL_TESTS=ON -DKVBENCH_BREAK_NEON_KERNEL="$1" >/dev/null
   cmake --build build-aarch64 -j"$jobs" --target kvbench-kernel-tests
 }
@@ -129,19 +135,22 @@ if [ "${#arm_failed[@]}" -gt 0 ]; then
   exit 1
 fi
 
-step "a board's run under qemu-aarch64 -cpu max: smoke, merged home, reported and set against its model (at most 10 minutes)"
+step "a board's run under qemu-aarch64 -cpu max: smoke's roleplay and multimodal cases, merged home, reported and set against its model (at most 6 minutes)"
 # docs/device-runs.md followed with qemu standing in for the board: the self-contained build runs
 # without the cross sysroot (its own loader and libraries), writes a real database, which is
-# merged into a host database whose run prices the same configurations for that SoC.
+# merged into a host database whose run prices the same configurations for that SoC. The four
+# shortest cases of the suite: emulated, its RAG and codebase cases take minutes each.
 board=$(mktemp -d)
-if ! KVBENCH_EMULATOR="qemu-aarch64 -cpu max" timeout 540 build-aarch64/board/kvbench run --suite smoke --repetitions 1 \
-  --soc raspberry-pi-5 --shard 1/1 --run-group ci-qemu --db "$board/board.sqlite" >"$board/board.out" 2>"$board/board.log"; then
+board_cases='roleplay|multimodal'
+if ! KVBENCH_EMULATOR="qemu-aarch64 -cpu max" timeout 360 build-aarch64/board/kvbench run --suite smoke --repetitions 1 \
+  --filter "$board_cases" --soc raspberry-pi-5 --shard 1/1 --run-group ci-qemu --db "$board/board.sqlite" \
+  >"$board/board.out" 2>"$board/board.log"; then
   tail -n 40 "$board/board.log" "$board/board.out" >&2
   echo "ci/test.sh: the aarch64 smoke run under qemu failed" >&2
   exit 1
 fi
 grep -E "^kvbench: \[[0-9]+/[0-9]+\] .* complete in" "$board/board.log" || true
-build/bin/kvbench sweep --suite smoke --socs host,raspberry-pi-5 --repetitions 1 --filter 'roleplay|multimodal' \
+build/bin/kvbench sweep --suite smoke --socs host,raspberry-pi-5 --repetitions 1 --filter "$board_cases" \
   --db "$board/home.sqlite" >"$board/home.out" 2>&1 || { cat "$board/home.out" >&2; exit 1; }
 build/bin/kvbench merge --into "$board/home.sqlite" "$board/board.sqlite"
 home_run=$(sqlite3 "$board/home.sqlite" "SELECT id FROM runs WHERE json_extract(meta_json, '$.device_soc') IS NULL")

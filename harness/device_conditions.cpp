@@ -14,16 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string> read_line(const fs::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
-  while (!line.empty() && (line.back() == '\n' || line.back() == ' ' || line.back() == '\r')) line.pop_back();
-  return line;
-}
-
 std::optional<double> read_number(const fs::path& path) {
-  const std::optional<std::string> line = read_line(path);
+  const std::optional<std::string> line = read_sysfs_line(path);
   if (!line || line->empty()) return std::nullopt;
   char* end = nullptr;
   const double value = std::strtod(line->c_str(), &end);
@@ -38,7 +30,7 @@ void read_frequency(const fs::path& cpu_dir, const std::vector<int>& cpus, Devic
     if (const std::optional<double> khz = read_number(freq / "scaling_cur_freq")) {
       s.freq_mhz = std::max(s.freq_mhz.value_or(*khz / 1000.0), *khz / 1000.0);
     }
-    if (const std::optional<std::string> governor = read_line(freq / "scaling_governor")) governors.insert(*governor);
+    if (const std::optional<std::string> governor = read_sysfs_line(freq / "scaling_governor")) governors.insert(*governor);
   }
   for (const std::string& g : governors) s.governor += (s.governor.empty() ? "" : "/") + g;
   if (!s.freq_mhz) s.no_freq = "this machine exposes no CPU frequency (" + (cpu_dir / "cpuN/cpufreq/scaling_cur_freq").string() + ")";
@@ -70,6 +62,15 @@ void read_throttle(const fs::path& cpu_dir, const std::vector<int>& cpus, Device
 }
 
 }  // namespace
+
+std::optional<std::string> read_sysfs_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  line.resize(std::min(line.size(), line.find('\0')));
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line;
+}
 
 DeviceSample sample_device(const std::string& root, const std::vector<int>& cpus) {
   DeviceSample s;

@@ -29,6 +29,10 @@ struct DeviceSample {
 // Reads `root` (normally /sys) for the CPUs in `cpus`.
 DeviceSample sample_device(const std::string& root, const std::vector<int>& cpus);
 
+// The first line of a sysfs or device-tree file, up to a NUL (device-tree strings end in one), without
+// trailing blanks; nullopt when the file cannot be read.
+std::optional<std::string> read_sysfs_line(const std::string& path);
+
 // The sysfs root: $KVBENCH_SYSFS_ROOT when set (tests build a fake tree), else /sys.
 std::string sysfs_root();
 // The CPUs this process may run on (its affinity mask): the engine's cores.

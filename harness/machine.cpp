@@ -22,8 +22,9 @@ namespace kvbench {
 
 namespace {
 
-std::string first_value(const std::string& file, const std::string& key) {
-  std::ifstream in(file);
+// The value of the first `key: value` or `key=value` line of `text`, quotes dropped.
+std::string first_value(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(key, 0) != 0) continue;
@@ -44,13 +45,7 @@ std::string read_text(const std::string& file) {
   return text.str();
 }
 
-// A sysfs or device-tree string: up to its NUL, trailing blanks and newlines dropped.
-std::string sysfs_string(const std::string& file) {
-  std::string text = read_text(file);
-  text = text.substr(0, text.find('\0'));
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
+std::string sysfs_string(const std::string& file) { return read_sysfs_line(file).value_or(""); }
 
 // Arm's own cores by "CPU part" (implementer 0x41); the cores of the boards and phones kvbench
 // has profiles for, and the Neoverse server cores.
@@ -126,12 +121,13 @@ std::string MachineInfo::to_json() const {
 
 MachineInfo machine_info() {
   MachineInfo m;
-  m.cpu_model = cpu_model_from_cpuinfo(read_text("/proc/cpuinfo"));
+  const std::string cpuinfo = read_text("/proc/cpuinfo");
+  m.cpu_model = cpu_model_from_cpuinfo(cpuinfo);
   m.board = board_name(sysfs_root());
   m.cpu_governor = sample_device(sysfs_root(), engine_cpus()).governor;
   // x86 lists "flags", aarch64 "Features" (asimd: NEON, asimddp: dotprod, i8mm, asimdhp: fp16 arithmetic).
-  std::string listed = first_value("/proc/cpuinfo", "flags");
-  if (listed.empty()) listed = first_value("/proc/cpuinfo", "Features");
+  std::string listed = first_value(cpuinfo, "flags");
+  if (listed.empty()) listed = first_value(cpuinfo, "Features");
   std::istringstream flags(listed);
   const std::set<std::string> wanted = {"avx2",    "fma",         "f16c",  "avx512f", "avx512bw", "avx512vl",
                                         "avx512dq", "avx512_vnni", "asimd", "asimddp", "i8mm",     "asimdhp"};
@@ -140,7 +136,7 @@ MachineInfo machine_info() {
   }
   m.cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   m.memory_bytes = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  m.os = first_value("/etc/os-release", "PRETTY_NAME");
+  m.os = first_value(read_text("/etc/os-release"), "PRETTY_NAME");
   utsname names{};
   if (::uname(&names) == 0) m.kernel = names.release;
 #if defined(__clang__)

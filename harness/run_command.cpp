@@ -96,11 +96,7 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
       ->check(CLI::Validator(
           [](std::string& name) {
             if (name != "host" && is_builtin_soc(name)) return std::string();
-            std::string names;
-            for (const auto& [profile, body] : builtin_soc_profiles()) {
-              if (profile != "host") names += (names.empty() ? "" : ", ") + profile;
-            }
-            return "'" + name + "' is not a built-in SoC profile of a device (profiles: " + names + ")";
+            return "'" + name + "' is not a built-in SoC profile of a device (profiles: " + builtin_soc_names(false) + ")";
           },
           "PROFILE"));
   cmd->add_option("--run-group", o.run.run_group, "with --shard: the name the shards of one run share (tagged run-group=ID)");
@@ -130,14 +126,12 @@ void add_sweep_command(CLI::App& app, RunCommandOptions& o) {
 
 std::vector<std::string> parse_soc_list(const std::string& text) {
   std::vector<std::string> socs;
-  std::string names;
-  for (const auto& [name, body] : builtin_soc_profiles()) names += (names.empty() ? "" : ", ") + name;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
     const std::string soc = text.substr(start, comma - start);
     if (soc.empty()) throw kv::InputError("--socs", text, "an empty SoC name (a comma-separated list, e.g. host,apple-m3)");
-    if (!is_builtin_soc(soc)) throw kv::InputError("--socs", soc, "unknown SoC profile (profiles: " + names + ")");
+    if (!is_builtin_soc(soc)) throw kv::InputError("--socs", soc, "unknown SoC profile (profiles: " + builtin_soc_names() + ")");
     if (std::find(socs.begin(), socs.end(), soc) != socs.end()) throw kv::InputError("--socs", soc, "listed twice");
     socs.push_back(soc);
     start = comma + 1;

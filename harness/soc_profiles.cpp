@@ -278,6 +278,14 @@ std::string hash_text(const std::string& text) { return fmt::format("{:016x}", X
 
 const std::vector<std::pair<std::string, std::string>>& builtin_soc_profiles() { return builtin_socs(); }
 
+std::string builtin_soc_names(bool with_host) {
+  std::string names;
+  for (const auto& [name, text] : builtin_socs()) {
+    if (with_host || name != "host") names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
+
 bool is_builtin_soc(const std::string& name) {
   for (const auto& [n, text] : builtin_socs()) {
     if (n == name) return true;

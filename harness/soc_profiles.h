@@ -14,6 +14,8 @@ namespace kvbench {
 // (name, JSON) of every compiled-in profile.
 const std::vector<std::pair<std::string, std::string>>& builtin_soc_profiles();
 bool is_builtin_soc(const std::string& name);
+// The compiled-in profiles' names, comma-separated, for a message; "host" left out unless asked.
+std::string builtin_soc_names(bool with_host = true);
 
 // Parses and validates a profile. Throws kv::InputError(file, JSON path, reason) for a missing
 // or unknown field, a value without unit and source or derivation, a wrong unit, a

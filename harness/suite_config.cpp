@@ -352,9 +352,7 @@ std::vector<std::string> read_socs(const json* socs, const std::string& file) {
     if (!(*socs)[i].is_string()) fail(file, "/socs/" + std::to_string(i), "must be a string");
     const std::string soc = (*socs)[i].get<std::string>();
     if (!is_builtin_soc(soc)) {
-      std::string names;
-      for (const auto& [name, text] : builtin_soc_profiles()) names += (names.empty() ? "" : ", ") + name;
-      fail(file, "/socs/" + std::to_string(i), "unknown SoC profile '" + soc + "' (profiles: " + names + ")");
+      fail(file, "/socs/" + std::to_string(i), "unknown SoC profile '" + soc + "' (profiles: " + builtin_soc_names() + ")");
     }
     out.push_back(soc);
   }

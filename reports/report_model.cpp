@@ -35,17 +35,21 @@ std::map<std::string, std::string> policy_budgets(const std::string& config_json
 std::string device_soc(const RunRecord& run) { return run_meta_text(run, "device_soc"); }
 
 // The newest complete device run of each SoC in `socs`, its measured cases against that SoC's model.
+// Found by the tag a device run carries (device=SOC); its metadata has the last word.
 std::vector<DeviceRun> device_runs(ResultsStore& store, const std::vector<std::string>& socs) {
-  RunFilter complete;
-  complete.status = "complete";
-  std::map<std::string, RunRecord> newest;
-  for (RunRecord& r : list_runs(store, complete)) {
-    const std::string soc = device_soc(r);
-    if (std::find(socs.begin(), socs.end(), soc) == socs.end()) continue;
-    if (auto it = newest.find(soc); it == newest.end() || it->second.id < r.id) newest[soc] = std::move(r);
-  }
   std::vector<DeviceRun> runs;
-  for (auto& [soc, record] : newest) runs.push_back(DeviceRun{record, soc, measuring_machine(record), validation_rows(store, record)});
+  for (const std::string& soc : socs) {
+    if (soc == "host") continue;
+    RunFilter filter;
+    filter.status = "complete";
+    filter.tags = {"device=" + soc};
+    std::vector<RunRecord> tagged = list_runs(store, filter);
+    const auto newest = std::max_element(tagged.begin(), tagged.end(), [&](const RunRecord& a, const RunRecord& b) {
+      return (device_soc(a) == soc ? a.id : 0) < (device_soc(b) == soc ? b.id : 0);
+    });
+    if (newest == tagged.end() || device_soc(*newest) != soc) continue;
+    runs.push_back(DeviceRun{*newest, soc, measuring_machine(*newest), validation_rows(store, *newest)});
+  }
   return runs;
 }
 

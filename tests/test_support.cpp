@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <grp.h>
@@ -14,6 +15,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 namespace kvtest {
 
@@ -60,6 +62,17 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float diff = 0.0f;
   for (std::size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(a[i] - b[i]));
   return diff;
+}
+
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 float relative_error(const std::vector<float>& a, const std::vector<float>& b) {

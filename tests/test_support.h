@@ -17,6 +17,11 @@ std::vector<float> random_keys(int tokens, int heads, int dim, std::uint32_t see
 // max |a - b|, and max |a - b| / max(|b|)
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 float relative_error(const std::vector<float>& a, const std::vector<float>& b);
+// Same length and the same bits.
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b);
+
+// The lines of a text, without their newlines.
+std::vector<std::string> lines_of(const std::string& text);
 
 // A file of models/ (KVBENCH_MODELS_DIR at configure time); fails the test when it
 // does not exist.

@@ -32,21 +32,6 @@ constexpr const char* kDirPrefix = "kvbench-l2-";
 std::size_t align_up(std::size_t n) { return (n + kL2Align - 1) / kL2Align * kL2Align; }
 std::size_t align_down(std::size_t n) { return n / kL2Align * kL2Align; }
 
-struct AlignedBuffer {
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::byte, Free> data;
-  std::size_t bytes = 0;
-
-  void reserve(std::size_t n) {
-    if (n <= bytes) return;
-    void* p = std::aligned_alloc(kL2Align, align_up(n));
-    if (p == nullptr) throw std::bad_alloc();
-    data.reset(static_cast<std::byte*>(p));
-    bytes = align_up(n);
-  }
-};
 
 std::string filesystem_name(long type) {
   switch (static_cast<unsigned long>(type)) {
@@ -93,6 +78,24 @@ void clean_stale_directories(const fs::path& parent) {
 }
 
 }  // namespace
+
+// Outside the anonymous namespace: L2Store::Batch, a member type of a class with external
+// linkage, holds one.
+struct AlignedBuffer {
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> data;
+  std::size_t bytes = 0;
+
+  void reserve(std::size_t n) {
+    if (n <= bytes) return;
+    void* p = std::aligned_alloc(kL2Align, align_up(n));
+    if (p == nullptr) throw std::bad_alloc();
+    data.reset(static_cast<std::byte*>(p));
+    bytes = align_up(n);
+  }
+};
 
 std::string filesystem_type(const std::string& path) {
   struct statfs info {};

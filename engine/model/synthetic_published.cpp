@@ -11,8 +11,11 @@ namespace kv {
 
 namespace {
 
-constexpr std::uint64_t kTagKey = 0x4b, kTagValue = 0x56, kTagQuery = 0x51, kTagQHead = 0x71, kTagKvHead = 0x50,
-                        kTagStep = 0x73, kTagDrift = 0x64, kTagCode = 0x63, kTagQHeadType = 0x74, kTagBasis = 0x42;
+using synth::kTagKey;
+using synth::kTagQuery;
+using synth::kTagValue;
+constexpr std::uint64_t kTagQHead = 0x71, kTagKvHead = 0x50, kTagStep = 0x73, kTagDrift = 0x64, kTagCode = 0x63,
+                        kTagQHeadType = 0x74, kTagBasis = 0x42;
 constexpr int kMaxFeatures = 512;  // feature channels of a head (head_dim <= 1024: at most 512)
 // Key amplitude of each feature against the unit key noise: a query scales its gain down by
 // the same factor, so the noise a feature adds to every logit is gain / amplitude.

@@ -7,6 +7,10 @@
 
 namespace kv::synth {
 
+// The streams every generator draws from (the `tag` of hash_of); a generator's own streams take
+// other letters.
+inline constexpr std::uint64_t kTagKey = 0x4b, kTagValue = 0x56, kTagQuery = 0x51;
+
 inline std::uint64_t splitmix(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -11,10 +11,13 @@ namespace kv {
 
 using synth::hash_of;
 using synth::NormalStream;
+using synth::kTagKey;
+using synth::kTagQuery;
+using synth::kTagValue;
 
 namespace {
 
-constexpr std::uint64_t kTagKey = 0x4b, kTagValue = 0x56, kTagQuery = 0x51, kTagHeavy = 0x48, kTagHead = 0x50;
+constexpr std::uint64_t kTagHeavy = 0x48, kTagHead = 0x50;
 constexpr float kNeedleQuery = 2.0f;  // magnitude of a question's needle direction (before sqrt(D)/s)
 
 struct Bands {

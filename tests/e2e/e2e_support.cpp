@@ -96,13 +96,13 @@ std::vector<std::vector<std::string>> sql(const std::string& db_path, const std:
   return rows;
 }
 
-std::string scalar(const std::string& db, const std::string& query) {
+std::string sql_value(const std::string& db, const std::string& query) {
   const auto rows = sql(db, query);
   REQUIRE(rows.size() == 1);
   return rows[0][0];
 }
 
-std::string scalar_if_ready(const std::string& db_path, const std::string& query) {
+std::string sql_value_if_ready(const std::string& db_path, const std::string& query) {
   sqlite3* db = nullptr;
   std::string value;
   if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {

@@ -24,10 +24,10 @@ Output run_kvbench_tty(const std::string& args, int columns);
 // Rows of a query as strings ("NULL" for NULL), on a read-only connection.
 std::vector<std::vector<std::string>> sql(const std::string& db_path, const std::string& query);
 // The one value of a one-row query.
-std::string scalar(const std::string& db, const std::string& query);
+std::string sql_value(const std::string& db, const std::string& query);
 // The same for a database another process may be creating: "" while it has no such table yet
 // (or no file), never a test failure.
-std::string scalar_if_ready(const std::string& db, const std::string& query);
+std::string sql_value_if_ready(const std::string& db, const std::string& query);
 
 void write_file(const std::string& path, const std::string& text);
 // A file's bytes ("" when it cannot be read).

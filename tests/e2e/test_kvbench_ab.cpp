@@ -9,11 +9,11 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 namespace {
 
-std::string suite(const std::string& extra) {
+std::string ab_suite(const std::string& extra) {
   return R"({"name": "ab", "repetitions": 1, "warmup": 0, "noise_threshold": 1.0,
     "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 16}],
@@ -25,7 +25,7 @@ std::string suite(const std::string& extra) {
 TEST_CASE("kvbench ab interleaves one binary against itself and merges two comparable runs", "[e2e][whole-runs][ab]") {
   const kvtest::TempDir dir("kvbench-e2e-ab");
   const std::string db = dir.path + "/results.sqlite", file = dir.path + "/ab.json";
-  kvtest::write_file(file, suite(""));
+  kvtest::write_file(file, ab_suite(""));
   const std::string bin = KVBENCH_BIN;
   // Only deterministic rows are gated here: the merge is under test, not this machine's timings
   // beside CTest's other tests (the [contention] and [gate-timed] tests gate timings).
@@ -41,12 +41,12 @@ TEST_CASE("kvbench ab interleaves one binary against itself and merges two compa
   CHECK(out.text.find("ab: pass") != std::string::npos);
   CHECK(out.text.find("interleaved A/B: 1 cases x 4 repetitions per side") != std::string::npos);
   CHECK(out.text.find("candidate run 2 against baseline run 1 (suite ab)") != std::string::npos);
-  CHECK(scalar(db, "SELECT group_concat(tags, ' ') FROM runs") == "ab:baseline ab:candidate");
-  CHECK(scalar(db, "SELECT count(DISTINCT c.name) FROM cases c") == "1");
-  CHECK(scalar(db, "SELECT count(DISTINCT repetition) FROM metric_values WHERE run_id = 2") == "4");
-  CHECK(scalar(db, "SELECT json_extract(meta_json, '$.ab.candidate_version') LIKE 'kvbench %' FROM runs WHERE id = 2") == "1");
+  CHECK(sql_value(db, "SELECT group_concat(tags, ' ') FROM runs") == "ab:baseline ab:candidate");
+  CHECK(sql_value(db, "SELECT count(DISTINCT c.name) FROM cases c") == "1");
+  CHECK(sql_value(db, "SELECT count(DISTINCT repetition) FROM metric_values WHERE run_id = 2") == "4");
+  CHECK(sql_value(db, "SELECT json_extract(meta_json, '$.ab.candidate_version') LIKE 'kvbench %' FROM runs WHERE id = 2") == "1");
   // The children ran in turn: A B, B A, A B, B A.
-  CHECK(scalar(db, "SELECT group_concat(substr(json_extract(value, '$.side'), 1, 1), '') FROM runs, json_each(json_extract(meta_json, '$.ab.schedule'))"
+  CHECK(sql_value(db, "SELECT group_concat(substr(json_extract(value, '$.side'), 1, 1), '') FROM runs, json_each(json_extract(meta_json, '$.ab.schedule'))"
                    " WHERE runs.id = 2") == "bccbbccb");
   // Exact figures agree between the sides: the same binary and suite.
   CHECK(out.text.find("regressed syn-7b/rag-1k/q4-hybrid/host kv_bytes_per_token") == std::string::npos);
@@ -60,8 +60,8 @@ TEST_CASE("kvbench ab interleaves one binary against itself and merges two compa
 TEST_CASE("kvbench ab with test_slowdown 1.0 in the candidate suite fails the gate", "[.][gate-timed]") {
   const kvtest::TempDir dir("kvbench-e2e-ab-slow");
   const std::string db = dir.path + "/results.sqlite", base = dir.path + "/base.json", slow = dir.path + "/slow.json";
-  kvtest::write_file(base, suite(""));
-  kvtest::write_file(slow, suite(R"(, "test_slowdown": 1.0)"));
+  kvtest::write_file(base, ab_suite(""));
+  kvtest::write_file(slow, ab_suite(R"(, "test_slowdown": 1.0)"));
   const std::string bin = KVBENCH_BIN;
   // ab compares within its pairs and exits like the gate.
   const Output ab = run_kvbench("ab --baseline-bin " + bin + " --candidate-bin " + bin + " --suite " + base + " --candidate-suite " + slow +

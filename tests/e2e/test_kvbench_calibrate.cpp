@@ -13,7 +13,7 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 using kvtest::sql;
 
 namespace {
@@ -46,12 +46,12 @@ TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][
     INFO(out.text);
     REQUIRE(out.status == 0);
   }
-  const auto meta = nlohmann::json::parse(scalar(db, "SELECT meta_json FROM runs WHERE id = 2"));
+  const auto meta = nlohmann::json::parse(sql_value(db, "SELECT meta_json FROM runs WHERE id = 2"));
   CHECK(meta["soc_profiles"]["host"]["origin"] == profile_path);
   CHECK(meta["soc_profiles"]["host"]["hash"] == profile.hash);
 
   // Both clocks under one name, and the modelled figures identical across runs and repetitions.
-  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE run_id = 2 AND name = 'tpot_ms_p50'") == "4");
+  CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE run_id = 2 AND name = 'tpot_ms_p50'") == "4");
   const auto modelled = [&](int run) {
     return sql(db, "SELECT repetition, name, value FROM metric_values WHERE run_id = " + std::to_string(run) +
                        " AND clock = 'model' ORDER BY repetition, name");
@@ -59,8 +59,8 @@ TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][
   const auto first = modelled(1), second = modelled(2);
   REQUIRE(first.size() > 20);
   CHECK(first == second);
-  CHECK(scalar(db, "SELECT count(DISTINCT value) FROM metric_values WHERE clock = 'model' AND name = 'dma_wait_ms'") == "1");
-  CHECK(scalar(db, "SELECT value > 0 FROM metric_values WHERE run_id = 1 AND repetition = 1 AND clock = 'model'"
+  CHECK(sql_value(db, "SELECT count(DISTINCT value) FROM metric_values WHERE clock = 'model' AND name = 'dma_wait_ms'") == "1");
+  CHECK(sql_value(db, "SELECT value > 0 FROM metric_values WHERE run_id = 1 AND repetition = 1 AND clock = 'model'"
                    " AND name = 'energy_mj_per_token'") == "1");
 
   out = run_kvbench("validate-model --run latest --db " + db + " --json");
@@ -108,7 +108,7 @@ TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][
   out = run_kvbench("run --suite " + suite + " --db " + db);
   CHECK(out.status == 2);
   CHECK(out.text.find(profile_path) != std::string::npos);
-  CHECK(scalar(db, "SELECT count(*) FROM runs") == "3");
+  CHECK(sql_value(db, "SELECT count(*) FROM runs") == "3");
 }
 
 TEST_CASE("kvbench calibrate refuses a missing L2 directory", "[e2e][calibrate]") {

@@ -25,7 +25,8 @@
 namespace fs = std::filesystem;
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
+using kvtest::lines_of;
 
 namespace {
 
@@ -52,13 +53,6 @@ void small_run(const std::string& db, const std::string& extra = "") {
   const Output out = run_kvbench("run --suite smoke --filter multimodal-1i --repetitions 1 --db " + db + " " + extra);
   INFO(out.text);
   REQUIRE(out.status == 0);
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 }  // namespace
@@ -224,18 +218,18 @@ TEST_CASE("a v2 database is read as it is and migrated by the next run, its runs
   const kvtest::TempDir temp("kvbench-cli-v2");
   const std::string db = temp.path + "/results.sqlite";
   fs::copy_file(std::string(KVBENCH_SOURCE_DIR) + "/tests/data/results-v2.sqlite", db);
-  const std::string metrics = scalar(db, "SELECT count(*) FROM metric_values");
+  const std::string metrics = sql_value(db, "SELECT count(*) FROM metric_values");
   Output out = run_kvbench("list runs --json --db " + db);
   INFO(out.text);
   REQUIRE(out.status == 0);
   CHECK(nlohmann::json::parse(out.text).size() == 2);
-  CHECK(scalar(db, "PRAGMA user_version") == "2");
+  CHECK(sql_value(db, "PRAGMA user_version") == "2");
   small_run(db);
-  CHECK(scalar(db, "PRAGMA user_version") == std::to_string(kvbench::kSchemaVersion));
-  CHECK(scalar(db, "SELECT count(*) FROM runs") == "3");
-  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE run_id <= 2") == metrics);
-  CHECK(scalar(db, "SELECT group_concat(status) FROM runs") == "complete,complete,complete");
-  CHECK(scalar(db, "PRAGMA integrity_check") == "ok");
+  CHECK(sql_value(db, "PRAGMA user_version") == std::to_string(kvbench::kSchemaVersion));
+  CHECK(sql_value(db, "SELECT count(*) FROM runs") == "3");
+  CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE run_id <= 2") == metrics);
+  CHECK(sql_value(db, "SELECT group_concat(status) FROM runs") == "complete,complete,complete");
+  CHECK(sql_value(db, "PRAGMA integrity_check") == "ok");
 }
 
 TEST_CASE("list runs filters by status, suite and tag, keeps the newest N, and prints JSON", "[e2e][cli]") {
@@ -319,7 +313,7 @@ TEST_CASE("SIGINT mid-run keeps the finished repetitions, marks the run interrup
     return child;
   };
   const auto stored = [&](const std::string& database) {
-    const std::string n = fs::exists(database) ? kvtest::scalar_if_ready(database, "SELECT count(*) FROM metrics") : "";
+    const std::string n = fs::exists(database) ? kvtest::sql_value_if_ready(database, "SELECT count(*) FROM metrics") : "";
     return !n.empty() && n != "0";
   };
   const auto wait_for = [&](const auto& done) {
@@ -347,13 +341,13 @@ TEST_CASE("SIGINT mid-run keeps the finished repetitions, marks the run interrup
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
   CHECK(log.find("interrupted by SIGINT: run 1 is marked interrupted") != std::string::npos);
-  CHECK(scalar(db, "SELECT status FROM runs") == "interrupted");
-  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM cases WHERE status = 'failed' AND error = 'interrupted'")) == 1);
-  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE status = 'running'") == "0");
+  CHECK(sql_value(db, "SELECT status FROM runs") == "interrupted");
+  CHECK(std::stoi(sql_value(db, "SELECT count(*) FROM cases WHERE status = 'failed' AND error = 'interrupted'")) == 1);
+  CHECK(sql_value(db, "SELECT count(*) FROM cases WHERE status = 'running'") == "0");
   // Every stored repetition is whole: the same metric count for each.
-  CHECK(scalar(db, "SELECT count(DISTINCT n) FROM (SELECT count(*) AS n FROM metrics GROUP BY case_id, repetition)") == "1");
-  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM metrics")) > 0);
-  CHECK(scalar(db, "PRAGMA integrity_check") == "ok");
+  CHECK(sql_value(db, "SELECT count(DISTINCT n) FROM (SELECT count(*) AS n FROM metrics GROUP BY case_id, repetition)") == "1");
+  CHECK(std::stoi(sql_value(db, "SELECT count(*) FROM metrics")) > 0);
+  CHECK(sql_value(db, "PRAGMA integrity_check") == "ok");
   for (const auto& e : fs::directory_iterator(l2)) {
     INFO(e.path());
     CHECK(e.path().filename().string().rfind("kvbench-run-" + std::to_string(child) + "-", 0) != 0);

@@ -11,12 +11,12 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 namespace {
 
 // The gate trial's one-case suite (bench/suites/gate-trial.json) with the default noise threshold.
-std::string suite(const std::string& extra) {
+std::string contention_suite(const std::string& extra) {
   return R"({"name": "trial", "repetitions": 5, "warmup": 1,
     "models": [{"name": "syn-0.5b", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-4k", "kind": "rag", "context_tokens": 4096, "gen_tokens": 16}],
@@ -24,26 +24,26 @@ std::string suite(const std::string& extra) {
                   "sparse": {"selector": "hybrid", "budget": 0.25, "sample_every": 8})" + extra + "}]}";
 }
 
-struct Fixture {
+struct ContentionFixture {
   kvtest::TempDir dir{"kvbench-e2e-contention"};
   std::string db = dir.path + "/results.sqlite";
   std::string base = dir.path + "/base.json", slow = dir.path + "/slow.json";
-  Fixture() {
-    kvtest::write_file(base, suite(""));
-    kvtest::write_file(slow, suite(R"(, "test_slowdown": 0.25)"));
+  ContentionFixture() {
+    kvtest::write_file(base, contention_suite(""));
+    kvtest::write_file(slow, contention_suite(R"(, "test_slowdown": 0.25)"));
   }
   std::string run(const std::string& suite_file) {
     const Output out = run_kvbench("run --suite " + suite_file + " --db " + db + " --json");
     INFO(out.text);
     REQUIRE(out.status == 0);
-    return scalar(db, "SELECT max(id) FROM runs");
+    return sql_value(db, "SELECT max(id) FROM runs");
   }
 };
 
 }  // namespace
 
 TEST_CASE("on a busy machine the gate fails a slowdown by CPU time and flags the noise", "[.][contention]") {
-  Fixture f;
+  ContentionFixture f;
   const std::string baseline = f.run(f.base);
   std::string same, slower;
   {
@@ -52,16 +52,16 @@ TEST_CASE("on a busy machine the gate fails a slowdown by CPU time and flags the
     slower = f.run(f.slow);
   }
   // The busy core shows as the engine threads' run-queue wait, and noisy repetitions.
-  const std::string share = scalar(f.db, "SELECT avg(value) FROM metric_values WHERE run_id = " + slower + " AND name = 'noise_run_queue_share'");
-  const std::string noisy = scalar(f.db, "SELECT count(*) FROM metric_values WHERE run_id = " + slower + " AND name = 'tpot_ms_p50' AND noisy = 1");
+  const std::string share = sql_value(f.db, "SELECT avg(value) FROM metric_values WHERE run_id = " + slower + " AND name = 'noise_run_queue_share'");
+  const std::string noisy = sql_value(f.db, "SELECT count(*) FROM metric_values WHERE run_id = " + slower + " AND name = 'tpot_ms_p50' AND noisy = 1");
   INFO("mean run-queue share under contention " << share << ", noisy repetitions " << noisy);
   CHECK(std::stod(share) > 0.0);
   // CPU-time figures are recorded and never flagged noisy.
-  CHECK(scalar(f.db, "SELECT count(*) FROM metric_values WHERE run_id = " + slower +
+  CHECK(sql_value(f.db, "SELECT count(*) FROM metric_values WHERE run_id = " + slower +
                          " AND name = 'span_decode_total_cpu_ms' AND clock = 'cpu' AND value > 0 AND noisy = 0") == "5");
 
   // The core-speed probe ran around every repetition.
-  CHECK(scalar(f.db, "SELECT count(*) FROM metric_values WHERE run_id = " + slower +
+  CHECK(sql_value(f.db, "SELECT count(*) FROM metric_values WHERE run_id = " + slower +
                          " AND name = 'noise_cpu_probe_ms' AND clock = 'cpu' AND value > 0") == "5");
 
   // The slowdown fails: found (1), or left undecided by noise (5), never a pass.
@@ -80,7 +80,7 @@ TEST_CASE("on a busy machine the gate fails a slowdown by CPU time and flags the
 }
 
 TEST_CASE("kvbench ab on a busy machine never passes a slowdown", "[.][contention]") {
-  Fixture f;
+  ContentionFixture f;
   const std::string bin = KVBENCH_BIN;
   kvtest::BusyCore busy(-1, 300);
   const Output out = run_kvbench("ab --baseline-bin " + bin + " --candidate-bin " + bin + " --suite " + f.base + " --candidate-suite " +

@@ -14,7 +14,7 @@
 namespace fs = std::filesystem;
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 TEST_CASE("a database with a damaged runs page is refused naming the file, and left as it was", "[e2e]") {
   const kvtest::TempDir dir("kvbench-e2e-damaged");
@@ -22,8 +22,8 @@ TEST_CASE("a database with a damaged runs page is refused naming the file, and l
   fs::copy_file(std::string(KVBENCH_SOURCE_DIR) + "/tests/data/results-v6-events.sqlite", db);
   // A writer brings it to the current schema first: the damage is all there is to refuse.
   REQUIRE(run_kvbench("baseline set before 1 --db " + db).status == 0);
-  const long page_size = std::stol(scalar(db, "PRAGMA page_size"));
-  const long root = std::stol(scalar(db, "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'runs'"));
+  const long page_size = std::stol(sql_value(db, "PRAGMA page_size"));
+  const long root = std::stol(sql_value(db, "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'runs'"));
   REQUIRE(root > 1);
   kvtest::sql(db, "PRAGMA wal_checkpoint(TRUNCATE)");  // every page in the main file
   REQUIRE((!fs::exists(db + "-wal") || fs::file_size(db + "-wal") == 0));

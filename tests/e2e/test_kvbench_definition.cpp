@@ -15,11 +15,11 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 namespace {
 
-const char* const kSuite = R"({"name": "definition", "repetitions": 2, "warmup": 0, "noise_threshold": 1.0,
+const char* const kDefinitionSuite = R"({"name": "definition", "repetitions": 2, "warmup": 0, "noise_threshold": 1.0,
   "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
   "workloads": [{"name": "rag-1k", "kind": "rag", "context_tokens": 1024, "gen_tokens": 8}],
   "policies": [{"name": "q4-hybrid", "k": "q4", "v": "q4", "residual_tokens": 64,
@@ -39,9 +39,9 @@ void edit_config(const std::string& db, const std::string& expression, int run) 
 TEST_CASE("a gate across benchmark definitions needs a baseline: exit 6, stored, exact rows not gated", "[e2e][gate][definition]") {
   const kvtest::TempDir dir("kvbench-e2e-definition");
   const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/suite.json", json_file = dir.path + "/gate.json";
-  kvtest::write_file(suite, kSuite);
+  kvtest::write_file(suite, kDefinitionSuite);
   for (int run = 1; run <= 2; ++run) REQUIRE(run_kvbench("run --suite " + suite + " --db " + db + " --json").status == 0);
-  CHECK(scalar(db, "SELECT json_extract(config_json, '$.benchmark_definition') FROM runs WHERE id = 2") ==
+  CHECK(sql_value(db, "SELECT json_extract(config_json, '$.benchmark_definition') FROM runs WHERE id = 2") ==
         std::to_string(kvbench::kBenchmarkDefinition));
 
   // Run 1 as stored before the field existed: version 1.
@@ -53,7 +53,7 @@ TEST_CASE("a gate across benchmark definitions needs a baseline: exit 6, stored,
   CHECK(out.text.find("gate: needs a baseline (" + change + ")") != std::string::npos);
   CHECK(out.text.find("caveat: " + change + ": set a new baseline") != std::string::npos);
   CHECK(out.text.find("config changed") == std::string::npos);
-  CHECK(scalar(db, "SELECT outcome FROM verdicts") == "definition-changed");
+  CHECK(sql_value(db, "SELECT outcome FROM verdicts") == "definition-changed");
   const auto doc = nlohmann::json::parse(kvtest::file_bytes(json_file));
   CHECK(doc["definition_changed"] == nlohmann::json{{"from", 1}, {"to", kvbench::kBenchmarkDefinition}});
   int exact = 0;
@@ -75,7 +75,7 @@ TEST_CASE("a gate across benchmark definitions needs a baseline: exit 6, stored,
   out = run_kvbench("compare --baseline 1 --candidate 2 --format json --db " + db);
   REQUIRE(out.status == 0);
   CHECK(nlohmann::json::parse(out.text)["definition_changed"]["from"] == 1);
-  CHECK(scalar(db, "SELECT count(*) FROM verdicts") == "1");
+  CHECK(sql_value(db, "SELECT count(*) FROM verdicts") == "1");
 
   // The same definition on both sides: no change, nothing to set.
   edit_config(db, "json_set(config_json, '$.benchmark_definition', " + std::to_string(kvbench::kBenchmarkDefinition) + ")", 1);
@@ -83,5 +83,5 @@ TEST_CASE("a gate across benchmark definitions needs a baseline: exit 6, stored,
   CHECK(out.status != kvbench::kExitNeedsBaseline);
   CHECK(out.text.find("benchmark definition") == std::string::npos);
   CHECK(nlohmann::json::parse(kvtest::file_bytes(json_file))["definition_changed"].is_null());
-  CHECK(scalar(db, "SELECT outcome FROM verdicts WHERE id = 2") != "definition-changed");
+  CHECK(sql_value(db, "SELECT outcome FROM verdicts WHERE id = 2") != "definition-changed");
 }

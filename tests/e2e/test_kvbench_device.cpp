@@ -50,10 +50,10 @@ TEST_CASE("a device that stays hot: the wait times out, the repetition runs flag
   REQUIRE(out.status == 0);
   CHECK_THAT(out.text, Catch::Contains("waits for the device to cool below 45 C"));
   CHECK_THAT(out.text, Catch::Contains("the hottest thermal zone is still 80.0 C after waiting 0 s (device.max_start_temp_c 45 C)"));
-  CHECK(scalar(db, "SELECT value FROM metrics WHERE name = 'device_temp_c_start'") == "80.0");
-  CHECK(scalar(db, "SELECT noisy FROM metrics WHERE name = 'tpot_ms_p50' AND clock = 'host'") == "1");
-  CHECK_THAT(scalar(db, "SELECT na_reason FROM metrics WHERE name = 'device_throttle_events'"), Catch::Contains("no throttling count"));
-  CHECK_THAT(scalar(db, "SELECT meta_json FROM runs"), Catch::Contains("\"cpu_governor\":\"schedutil\""));
+  CHECK(sql_value(db, "SELECT value FROM metrics WHERE name = 'device_temp_c_start'") == "80.0");
+  CHECK(sql_value(db, "SELECT noisy FROM metrics WHERE name = 'tpot_ms_p50' AND clock = 'host'") == "1");
+  CHECK_THAT(sql_value(db, "SELECT na_reason FROM metrics WHERE name = 'device_throttle_events'"), Catch::Contains("no throttling count"));
+  CHECK_THAT(sql_value(db, "SELECT meta_json FROM runs"), Catch::Contains("\"cpu_governor\":\"schedutil\""));
 }
 
 TEST_CASE("a suite that waits for a temperature on a machine without a thermal zone is refused before any work", "[e2e]") {
@@ -96,21 +96,21 @@ TEST_CASE("a board's run (--soc) merged home keeps its provenance and is set aga
   board_run("1");
   board_run("2");
   const std::string device_runs = "SELECT id FROM runs WHERE json_extract(meta_json, '$.device_soc') = 'raspberry-pi-5'";
-  REQUIRE(scalar(home, "SELECT count(*) FROM (" + device_runs + ")") == "2");
-  const std::string first = scalar(home, device_runs + " ORDER BY id LIMIT 1"), second = scalar(home, device_runs + " ORDER BY id DESC LIMIT 1");
-  CHECK(scalar(home, "SELECT json_extract(meta_json, '$.board') FROM runs WHERE id = " + first) == "Raspberry Pi 5 Model B Rev 1.0");
-  CHECK_FALSE(scalar(home, "SELECT json_extract(meta_json, '$.cpu_model') FROM runs WHERE id = " + first).empty());
-  CHECK(scalar(home, "SELECT json_extract(meta_json, '$.board') FROM runs WHERE id = 1") != "Raspberry Pi 5 Model B Rev 1.0");
+  REQUIRE(sql_value(home, "SELECT count(*) FROM (" + device_runs + ")") == "2");
+  const std::string first = sql_value(home, device_runs + " ORDER BY id LIMIT 1"), second = sql_value(home, device_runs + " ORDER BY id DESC LIMIT 1");
+  CHECK(sql_value(home, "SELECT json_extract(meta_json, '$.board') FROM runs WHERE id = " + first) == "Raspberry Pi 5 Model B Rev 1.0");
+  CHECK_FALSE(sql_value(home, "SELECT json_extract(meta_json, '$.cpu_model') FROM runs WHERE id = " + first).empty());
+  CHECK(sql_value(home, "SELECT json_extract(meta_json, '$.board') FROM runs WHERE id = 1") != "Raspberry Pi 5 Model B Rev 1.0");
   // The board's measured case is priced with its SoC's profile: its modelled figures are the
   // home run's pricing of the same configuration on that SoC.
   const auto modelled = [&](const std::string& run, const std::string& soc) {
-    return scalar(home, "SELECT quote(m.value) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = " + run +
+    return sql_value(home, "SELECT quote(m.value) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = " + run +
                             " AND c.name LIKE '%/" + soc + "' AND m.name = 'tpot_ms_p50' AND m.clock = 'model'");
   };
   CHECK_FALSE(modelled("1", "raspberry-pi-5").empty());
   CHECK(modelled(first, "host") == modelled("1", "raspberry-pi-5"));
   CHECK(modelled("1", "host") != modelled("1", "raspberry-pi-5"));
-  CHECK_THAT(scalar(home, "SELECT tags FROM runs WHERE id = " + first), Catch::Contains("device=raspberry-pi-5"));
+  CHECK_THAT(sql_value(home, "SELECT tags FROM runs WHERE id = " + first), Catch::Contains("device=raspberry-pi-5"));
   const std::string validation = ok("validate-model --db " + home + " --run latest:device=raspberry-pi-5");
   CHECK_THAT(validation, Catch::Contains("run " + second + " (") && Catch::Contains("measured on Raspberry Pi 5 Model B Rev 1.0") &&
                              Catch::Contains("with the raspberry-pi-5 profile") && Catch::Contains("tpot_ms_p50"));
@@ -124,7 +124,7 @@ TEST_CASE("a board's run (--soc) merged home keeps its provenance and is set aga
   // Another board with the same cores is another machine: its host timings are not gated against the first's.
   write_sysfs(root + "/firmware/devicetree/base/model", std::string("Radxa ROCK 5B") + '\0');
   board_run("3");
-  const std::string third = scalar(home, device_runs + " ORDER BY id DESC LIMIT 1");
+  const std::string third = sql_value(home, device_runs + " ORDER BY id DESC LIMIT 1");
   CHECK_THAT(ok("compare --db " + home + " --baseline " + first + " --candidate " + third + " --format json"),
              Catch::Contains("board 'Raspberry Pi 5 Model B Rev 1.0' vs 'Radxa ROCK 5B'"));
 }

@@ -14,7 +14,7 @@
 namespace fs = std::filesystem;
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 namespace {
 
@@ -75,7 +75,7 @@ TEST_CASE("the gate fails a slowed-down candidate on its timings, with JUnit and
   CHECK(out.text.find("config changed syn-7b/rag-2k/q4-hybrid/host: policies.test_slowdown: 0.0 -> 1.0") != std::string::npos);
   CHECK(out.text.find("gate: FAIL") != std::string::npos);
   // The verdict is stored.
-  CHECK(scalar(f.db, "SELECT outcome || ' ' || (regressed > 0) FROM verdicts") == "fail 1");
+  CHECK(sql_value(f.db, "SELECT outcome || ' ' || (regressed > 0) FROM verdicts") == "fail 1");
   // JUnit: testsuites > testsuite > testcase, a regression as a failure carrying its row.
   const std::string xml = kvtest::file_bytes(junit);
   CHECK(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites ", 0) == 0);
@@ -96,7 +96,7 @@ TEST_CASE("the gate fails a slowed-down candidate on its timings, with JUnit and
   const auto doc = nlohmann::json::parse(json.text);
   CHECK(doc["regressed"].get<int>() >= 3);
   CHECK(doc["rows"][0]["verdict"] == "regressed");
-  CHECK(scalar(f.db, "SELECT count(*) FROM verdicts") == "1");
+  CHECK(sql_value(f.db, "SELECT count(*) FROM verdicts") == "1");
 }
 
 TEST_CASE("a tighter sparse budget fails on the exact rows it changes, marked config changed", "[e2e][whole-runs][gate]") {
@@ -161,7 +161,7 @@ TEST_CASE("baselines and run selectors, and bad input is exit 2 and stores no ve
     CHECK(out.status == 2);
     CHECK(out.text.find(bad.message) != std::string::npos);
   }
-  CHECK(scalar(f.db, "SELECT count(*) FROM verdicts") == "0");
+  CHECK(sql_value(f.db, "SELECT count(*) FROM verdicts") == "0");
   CHECK(run_kvbench("baseline rm ref --db " + f.db).status == 0);
   CHECK(run_kvbench("baseline rm ref --db " + f.db).status == 2);
 }
@@ -178,7 +178,7 @@ TEST_CASE("every exact figure is bit-identical across two runs of smoke", "[e2e]
                                   " AND (a.value IS NOT b.value OR a.na_reason != b.na_reason)");
   for (const auto& row : differ) INFO(row[0] << " " << row[1] << ": " << row[2] << " vs " << row[3]);
   CHECK(differ.empty());
-  CHECK(std::stoi(scalar(f.db, "SELECT count(*) FROM metric_values WHERE run_id = 2 AND clock IN ('exact', 'model')")) > 200);
+  CHECK(std::stoi(sql_value(f.db, "SELECT count(*) FROM metric_values WHERE run_id = 2 AND clock IN ('exact', 'model')")) > 200);
   const Output gate = run_kvbench("gate --baseline 1 --candidate 2 --db " + f.db);
   INFO(gate.text);
   CHECK(gate.text.find("regressed") == gate.text.find("regressed, "));  // only the summary's count

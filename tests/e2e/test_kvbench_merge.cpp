@@ -14,7 +14,7 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 using kvtest::sql;
 
 namespace {
@@ -32,7 +32,7 @@ std::vector<std::vector<std::string>> figures(const std::string& db, const std::
 }
 
 std::string rows(const std::string& db, const std::string& table, const std::string& run) {
-  return scalar(db, "SELECT count(*) FROM " + table + " t JOIN cases c ON c.id = t.case_id WHERE c.run_id = " + run);
+  return sql_value(db, "SELECT count(*) FROM " + table + " t JOIN cases c ON c.id = t.case_id WHERE c.run_id = " + run);
 }
 
 }  // namespace
@@ -45,9 +45,9 @@ TEST_CASE("three merged shards of smoke are the unsharded run: cases, order, exa
   for (int i = 1; i <= 3; ++i) {
     const std::string db = temp.path + "/shard" + std::to_string(i) + ".sqlite";
     run_ok("run --suite smoke --repetitions 1 --shard " + std::to_string(i) + "/3 --run-group night-1 --db " + db);
-    CHECK(scalar(db, "SELECT json_extract(meta_json, '$.shard.index') || '/' || json_extract(meta_json, '$.shard.count') FROM runs") ==
+    CHECK(sql_value(db, "SELECT json_extract(meta_json, '$.shard.index') || '/' || json_extract(meta_json, '$.shard.count') FROM runs") ==
           std::to_string(i) + "/3");
-    CHECK(scalar(db, "SELECT tags FROM runs") == "run-group=night-1");
+    CHECK(sql_value(db, "SELECT tags FROM runs") == "run-group=night-1");
     shards += " " + db;
   }
   const Output out = run_kvbench("merge --into " + merged + shards);
@@ -59,11 +59,11 @@ TEST_CASE("three merged shards of smoke are the unsharded run: cases, order, exa
   const auto expected = figures(whole, "1");
   REQUIRE(expected.size() > 100);
   CHECK(figures(merged, "1") == expected);
-  CHECK(scalar(merged, "SELECT config_hash FROM runs") == scalar(whole, "SELECT config_hash FROM runs"));
-  CHECK(scalar(merged, "SELECT status || ' ' || tags FROM runs") == "complete run-group=night-1,merged");
-  CHECK(scalar(merged, "SELECT json_array_length(meta_json, '$.merged.shards') FROM runs") == "3");
-  CHECK(scalar(merged, "SELECT json_extract(meta_json, '$.merged.partial') FROM runs") == "0");
-  CHECK(scalar(merged, "SELECT json_type(meta_json, '$.shard') FROM runs") == "NULL");
+  CHECK(sql_value(merged, "SELECT config_hash FROM runs") == sql_value(whole, "SELECT config_hash FROM runs"));
+  CHECK(sql_value(merged, "SELECT status || ' ' || tags FROM runs") == "complete run-group=night-1,merged");
+  CHECK(sql_value(merged, "SELECT json_array_length(meta_json, '$.merged.shards') FROM runs") == "3");
+  CHECK(sql_value(merged, "SELECT json_extract(meta_json, '$.merged.partial') FROM runs") == "0");
+  CHECK(sql_value(merged, "SELECT json_type(meta_json, '$.shard') FROM runs") == "NULL");
   // Every row of every case came across.
   for (const char* table : {"metrics", "series", "histograms", "events"}) {
     INFO(table);
@@ -79,7 +79,7 @@ TEST_CASE("three merged shards of smoke are the unsharded run: cases, order, exa
   const Output again = run_kvbench("merge --into " + merged + shards);
   CHECK(again.status == 2);
   CHECK(again.text.find("already holds run 1, merged from run group night-1") != std::string::npos);
-  CHECK(scalar(merged, "SELECT count(*) FROM runs") == "1");
+  CHECK(sql_value(merged, "SELECT count(*) FROM runs") == "1");
 }
 
 TEST_CASE("merges that would not make one run are refused with exit 2, and nothing is written", "[e2e][merge]") {
@@ -122,8 +122,8 @@ TEST_CASE("merges that would not make one run are refused with exit 2, and nothi
   const Output partial = run_kvbench("merge --allow-partial --into " + into + " " + one + " " + broken);
   INFO(partial.text);
   CHECK(partial.status == 0);
-  CHECK(scalar(into, "SELECT status || ' ' || tags FROM runs") == "failed run-group=g,merged,partial");
-  CHECK(scalar(into, "SELECT json_extract(meta_json, '$.merged.partial') FROM runs") == "1");
+  CHECK(sql_value(into, "SELECT status || ' ' || tags FROM runs") == "failed run-group=g,merged,partial");
+  CHECK(sql_value(into, "SELECT json_extract(meta_json, '$.merged.partial') FROM runs") == "1");
 
   // A shard run again into its database replaces the earlier attempt.
   run_ok(small + "--shard 1/2 --db " + one);
@@ -131,7 +131,7 @@ TEST_CASE("merges that would not make one run are refused with exit 2, and nothi
   const Output merged = run_kvbench("merge --into " + again + " " + one + " " + two);
   INFO(merged.text);
   CHECK(merged.status == 0);
-  CHECK(scalar(again, "SELECT json_extract(meta_json, '$.merged.shards[0].run_id') FROM runs") == "2");
+  CHECK(sql_value(again, "SELECT json_extract(meta_json, '$.merged.shards[0].run_id') FROM runs") == "2");
   // A file that is no kvbench database is named as the SHARD it was given as.
   const std::string junk = temp.path + "/junk.sqlite";
   kvtest::write_file(junk, std::string(4096, 'x'));  // not a database

@@ -21,16 +21,10 @@ namespace fs = std::filesystem;
 using kvtest::Output;
 using kvtest::run_kvbench;
 using kvtest::read_file;
-using kvtest::scalar;
+using kvtest::sql_value;
+using kvtest::lines_of;
 
 namespace {
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 // show: each "degraded <case>" line and the indented lines under it.
 void degradation_block(const std::string& shown, std::vector<std::string>& out) {
@@ -80,16 +74,16 @@ TEST_CASE("a database from before typed events reads the same, as it is and once
   fs::copy_file(std::string(KVBENCH_SOURCE_DIR) + "/tests/data/results-v6-events.sqlite", db);
   const std::vector<std::string> expected = lines_of(read_file(std::string(KVBENCH_SOURCE_DIR) + "/tests/data/results-v6-events.expected"));
   REQUIRE(expected.size() > 100);
-  const std::string events = scalar(db, "SELECT count(*) FROM events");
+  const std::string events = sql_value(db, "SELECT count(*) FROM events");
 
   CHECK(read_back(db, temp.path) == expected);  // read-only: converted as it is read
-  CHECK(scalar(db, "PRAGMA user_version") == "6");
+  CHECK(sql_value(db, "PRAGMA user_version") == "6");
 
   { kvbench::ResultsStore migrate(db); }  // a writer migrates it
-  CHECK(scalar(db, "PRAGMA user_version") == std::to_string(kvbench::kSchemaVersion));
-  CHECK(scalar(db, "SELECT count(*) FROM events") == events);
-  CHECK(scalar(db, "SELECT count(*) FROM events WHERE data IS NULL OR json_valid(data) = 0") == "0");
-  CHECK(scalar(db, "SELECT json_extract(data, '$.to.fraction') FROM events WHERE kind = 'budget_change' ORDER BY rowid LIMIT 1") ==
+  CHECK(sql_value(db, "PRAGMA user_version") == std::to_string(kvbench::kSchemaVersion));
+  CHECK(sql_value(db, "SELECT count(*) FROM events") == events);
+  CHECK(sql_value(db, "SELECT count(*) FROM events WHERE data IS NULL OR json_valid(data) = 0") == "0");
+  CHECK(sql_value(db, "SELECT json_extract(data, '$.to.fraction') FROM events WHERE kind = 'budget_change' ORDER BY rowid LIMIT 1") ==
         "0.125");
   CHECK(read_back(db, temp.path) == expected);
 }

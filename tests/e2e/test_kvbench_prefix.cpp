@@ -10,7 +10,7 @@ namespace {
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 using kvtest::sql;
 
 const char* const kSuite = R"({"name": "prefix-e2e", "repetitions": 1,
@@ -24,7 +24,7 @@ const char* const kSuite = R"({"name": "prefix-e2e", "repetitions": 1,
 
 // One repetition's figure (the only one when the suite runs one).
 std::string figure(const std::string& db, const std::string& c, const std::string& name, int repetition = 1) {
-  return scalar(db, "SELECT CASE WHEN value IS NULL THEN 'NULL' ELSE printf('%.17g', value) END FROM metric_values WHERE case_name LIKE '%/" +
+  return sql_value(db, "SELECT CASE WHEN value IS NULL THEN 'NULL' ELSE printf('%.17g', value) END FROM metric_values WHERE case_name LIKE '%/" +
                         c + "/%' AND name = '" + name + "' AND clock != 'model' AND repetition = " + std::to_string(repetition));
 }
 
@@ -42,7 +42,7 @@ TEST_CASE("kvbench run: requests and sessions over a shared prompt, with and wit
   CHECK(figure(db, "rag-3r/q4-prefix", "prefix_hit_tokens") == "1920");
   CHECK(std::stod(figure(db, "rag-3r/q4-prefix", "prefix_hit_rate")) == Approx(1920.0 / 3072.0));
   CHECK(figure(db, "rag-3r/q4", "prefix_hit_rate") == "NULL");  // off: NULL with its reason
-  CHECK(scalar(db, "SELECT na_reason FROM metric_values WHERE case_name LIKE '%rag-3r/q4/%' AND name = 'prefix_hit_rate'") ==
+  CHECK(sql_value(db, "SELECT na_reason FROM metric_values WHERE case_name LIKE '%rag-3r/q4/%' AND name = 'prefix_hit_rate'") ==
         "the policy's prefix_cache is off");
   // roleplay: 576-token first prompts; 512 / 64 = 8 pages of system prompt shared by sessions 2 and 3.
   CHECK(figure(db, "roleplay-3s/q4-prefix", "prefix_hit_tokens") == "1024");
@@ -58,15 +58,15 @@ TEST_CASE("kvbench run: requests and sessions over a shared prompt, with and wit
   }
   // One value per request in each series; needle recall per request where each request asks one.
   const std::string series = "SELECT count(*) FROM series s JOIN cases c ON c.id = s.case_id WHERE c.name LIKE '%";
-  CHECK(scalar(db, series + "rag-3r/q4-prefix/%' AND s.name = 'ttft_ms_by_request'") == "3");
-  CHECK(scalar(db, series + "rag-3r/q4-prefix/%' AND s.name = 'needle_recall_by_request'") == "3");
-  CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'attn_mass_recall_by_request'") == "6");
-  CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'needle_recall_by_request'") == "0");
+  CHECK(sql_value(db, series + "rag-3r/q4-prefix/%' AND s.name = 'ttft_ms_by_request'") == "3");
+  CHECK(sql_value(db, series + "rag-3r/q4-prefix/%' AND s.name = 'needle_recall_by_request'") == "3");
+  CHECK(sql_value(db, series + "roleplay-3s/q4/%' AND s.name = 'attn_mass_recall_by_request'") == "6");
+  CHECK(sql_value(db, series + "roleplay-3s/q4/%' AND s.name = 'needle_recall_by_request'") == "0");
   // Roleplay's quality by turn index over the sessions: one value per turn; its needle is asked
   // in the last turn only, so no needle series by turn.
-  CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'attn_mass_recall_by_turn'") == "2");
-  CHECK(scalar(db, series + "roleplay-3s/q4/%' AND s.name = 'needle_recall_by_turn'") == "0");
-  CHECK(scalar(db, "SELECT json_extract(meta_json, '$.prefix_cache_start') FROM runs") == "cold");
+  CHECK(sql_value(db, series + "roleplay-3s/q4/%' AND s.name = 'attn_mass_recall_by_turn'") == "2");
+  CHECK(sql_value(db, series + "roleplay-3s/q4/%' AND s.name = 'needle_recall_by_turn'") == "0");
+  CHECK(sql_value(db, "SELECT json_extract(meta_json, '$.prefix_cache_start') FROM runs") == "cold");
   // The report plots TTFT by request per policy.
   REQUIRE(run_kvbench("report --db " + db + " --out " + dir.path + "/report").status == 0);
   const std::string page = kvtest::file_bytes(dir.path + "/report/index.html");
@@ -90,15 +90,15 @@ TEST_CASE("kvbench run: prefix_warm starts each repetition with every first prom
   // repetition (the counters of the warm-up and of the repetition before are not carried).
   for (const char* rep : {"1", "2"}) {
     const auto hits = [&](const std::string& c) {
-      return scalar(db, "SELECT printf('%.17g', value) FROM metric_values WHERE case_name LIKE '%/" + c +
+      return sql_value(db, "SELECT printf('%.17g', value) FROM metric_values WHERE case_name LIKE '%/" + c +
                             "/%' AND name = 'prefix_hit_tokens' AND repetition = " + rep);
     };
     CHECK(hits("rag-3r/q4-prefix") == "2880");
     CHECK(hits("roleplay-3s/q4-prefix") == "1536");
   }
   CHECK(figure(db, "rag-3r/q4", "prefix_hit_tokens") == "NULL");  // warm changes nothing without the cache
-  CHECK(scalar(db, "SELECT json_extract(meta_json, '$.prefix_cache_start') FROM runs") == "warm");
-  CHECK(scalar(db, "SELECT json_extract(config_json, '$.prefix_warm') FROM runs") == "1");
+  CHECK(sql_value(db, "SELECT json_extract(meta_json, '$.prefix_cache_start') FROM runs") == "warm");
+  CHECK(sql_value(db, "SELECT json_extract(config_json, '$.prefix_warm') FROM runs") == "1");
   const Output shown = run_kvbench("show latest --db " + db);
   CHECK(shown.text.find("prefix cache warm") != std::string::npos);
   // The quality figures do not depend on where the pages came from.

@@ -13,7 +13,7 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 namespace {
 
@@ -47,7 +47,7 @@ TEST_CASE("kvbench prune --dry-run lists the old runs, prune removes them and re
   CHECK(out.text.find("  run     1  smoke            complete    2025-01-01T02:00:00Z  kept: baseline nightly/main\n") != std::string::npos);
   CHECK(out.text.find("dry run: nothing changed") != std::string::npos);
   CHECK(kvtest::file_bytes(db) == before);
-  CHECK(scalar(db, "SELECT count(*) FROM runs") == "4");
+  CHECK(sql_value(db, "SELECT count(*) FROM runs") == "4");
 
   out = run_kvbench("prune" + flags);
   INFO(out.text);
@@ -55,11 +55,11 @@ TEST_CASE("kvbench prune --dry-run lists the old runs, prune removes them and re
   CHECK(out.text.find("removed 2 runs:\n  run     2  smoke") != std::string::npos);
   CHECK(out.text.find("rows removed: metrics ") != std::string::npos);
   CHECK(out.text.find(" reclaimed\n") != std::string::npos);
-  CHECK(scalar(db, "SELECT group_concat(id) FROM (SELECT id FROM runs ORDER BY id)") == "1,4");
-  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE run_id NOT IN (SELECT id FROM runs)") == "0");
+  CHECK(sql_value(db, "SELECT group_concat(id) FROM (SELECT id FROM runs ORDER BY id)") == "1,4");
+  CHECK(sql_value(db, "SELECT count(*) FROM cases WHERE run_id NOT IN (SELECT id FROM runs)") == "0");
   for (const char* table : {"metrics", "series", "histograms", "events"}) {
     CAPTURE(table);
-    CHECK(scalar(db, std::string("SELECT count(*) FROM ") + table + " WHERE case_id NOT IN (SELECT id FROM cases)") == "0");
+    CHECK(sql_value(db, std::string("SELECT count(*) FROM ") + table + " WHERE case_id NOT IN (SELECT id FROM cases)") == "0");
   }
   // The gate still reads what stays.
   CHECK(run_kvbench("compare --baseline nightly/main --candidate 4 --db " + db).status == 0);

@@ -28,7 +28,7 @@ namespace {
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 using kvtest::sql;
 using kvtest::write_file;
 
@@ -50,7 +50,7 @@ const std::string& smoke_db() {
 
 TEST_CASE("kvbench run --suite smoke records every contract metric for every case", "[e2e][whole-runs]") {
   const std::string& db = smoke_db();
-  REQUIRE(scalar(db, "SELECT count(*) FROM runs WHERE status = 'complete' AND tags = 'e2e'") == "1");
+  REQUIRE(sql_value(db, "SELECT count(*) FROM runs WHERE status = 'complete' AND tags = 'e2e'") == "1");
   const auto cases = sql(db, "SELECT name, status FROM cases");
   REQUIRE(cases.size() == 8);  // 4 workloads x 2 policies
   std::set<std::string> workloads;
@@ -62,7 +62,7 @@ TEST_CASE("kvbench run --suite smoke records every contract metric for every cas
 
   // Every contract metric, for every case and each of smoke's 3 repetitions: a finite value or
   // NULL with a reason.
-  CHECK(scalar(db, "SELECT max(repetition) FROM metric_values") == "3");
+  CHECK(sql_value(db, "SELECT max(repetition) FROM metric_values") == "3");
   for (const auto& c : cases) {
     for (int rep = 1; rep <= 3; ++rep) {
       const auto rows = sql(db, "SELECT name, value, na_reason, clock FROM metric_values WHERE case_name = '" + c[0] +
@@ -85,29 +85,29 @@ TEST_CASE("kvbench run --suite smoke records every contract metric for every cas
   for (const char* name : {"ttft_ms", "tpot_ms_p50", "tpot_ms_p99", "decode_tps", "peak_l0_bytes", "peak_l1_bytes", "peak_rss_bytes",
                            "kv_bytes_per_token", "token_drop_ratio", "attn_mass_recall", "scale_drift_mean", "needle_recall"}) {
     INFO(name);
-    CHECK(scalar(db, std::string("SELECT count(*) FROM metric_values WHERE name = '") + name + "' AND value IS NULL") == "0");
+    CHECK(sql_value(db, std::string("SELECT count(*) FROM metric_values WHERE name = '") + name + "' AND value IS NULL") == "0");
   }
   // Clocks: timings host and model (each host case priced with the host profile), counts
   // exact; the synthetic backend's timings are extrapolated on both clocks.
-  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND (clock NOT IN ('host', 'model') OR extrapolated != 1)") == "0");
-  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'host'") ==
-        scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'model'"));
-  CHECK(scalar(db, "SELECT count(*) FROM metric_values WHERE name = 'kv_bytes_per_token' AND clock != 'exact'") == "0");
+  CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND (clock NOT IN ('host', 'model') OR extrapolated != 1)") == "0");
+  CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'host'") ==
+        sql_value(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'model'"));
+  CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE name = 'kv_bytes_per_token' AND clock != 'exact'") == "0");
   // Deterministic figures repeat exactly across repetitions (one seed for all).
-  CHECK(scalar(db, "SELECT count(*) FROM (SELECT case_name, name FROM metric_values WHERE clock = 'exact' AND name != 'peak_rss_bytes'"
+  CHECK(sql_value(db, "SELECT count(*) FROM (SELECT case_name, name FROM metric_values WHERE clock = 'exact' AND name != 'peak_rss_bytes'"
                    " GROUP BY case_name, name HAVING count(DISTINCT coalesce(value, na_reason)) > 1)") == "0");
   // The tight policy offloads; q4 stores fewer bytes per token than f16; sparse drops tokens.
-  CHECK(std::stod(scalar(db, "SELECT min(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'swap_out_bytes'")) > 0);
-  CHECK(std::stod(scalar(db, "SELECT max(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'kv_compression_ratio'")) > 3.0);
-  CHECK(std::stod(scalar(db, "SELECT min(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'token_drop_ratio'")) > 0.1);
-  CHECK(scalar(db, "SELECT max(value) FROM metric_values WHERE policy = 'f16-full' AND name = 'token_drop_ratio'") == "0.0");
+  CHECK(std::stod(sql_value(db, "SELECT min(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'swap_out_bytes'")) > 0);
+  CHECK(std::stod(sql_value(db, "SELECT max(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'kv_compression_ratio'")) > 3.0);
+  CHECK(std::stod(sql_value(db, "SELECT min(value) FROM metric_values WHERE policy = 'q4-hybrid-tight' AND name = 'token_drop_ratio'")) > 0.1);
+  CHECK(sql_value(db, "SELECT max(value) FROM metric_values WHERE policy = 'f16-full' AND name = 'token_drop_ratio'") == "0.0");
   // Series and events are there too.
-  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM series WHERE name = 'tpot_ms'")) > 0);
-  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM events WHERE kind = 'pressure'")) > 0);
+  CHECK(std::stoi(sql_value(db, "SELECT count(*) FROM series WHERE name = 'tpot_ms'")) > 0);
+  CHECK(std::stoi(sql_value(db, "SELECT count(*) FROM events WHERE kind = 'pressure'")) > 0);
   // Metadata: machine, config and its hash.
-  CHECK(scalar(db, "SELECT json_extract(meta_json, '$.cores') > 0 FROM runs") == "1");
-  CHECK(scalar(db, "SELECT json_extract(config_json, '$.policies[1].memory.l1_bytes') FROM runs") == "71303168");
-  CHECK(scalar(db, "SELECT length(config_hash) FROM runs") == "16");
+  CHECK(sql_value(db, "SELECT json_extract(meta_json, '$.cores') > 0 FROM runs") == "1");
+  CHECK(sql_value(db, "SELECT json_extract(config_json, '$.policies[1].memory.l1_bytes') FROM runs") == "71303168");
+  CHECK(sql_value(db, "SELECT length(config_hash) FROM runs") == "16");
 }
 
 TEST_CASE("kvbench list, show and export read a run", "[e2e]") {
@@ -153,7 +153,7 @@ TEST_CASE("a run killed with SIGKILL is aborted and earlier runs stay intact", "
   while (!stored && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (fs::exists(db)) {
-      const std::string n = kvtest::scalar_if_ready(db, "SELECT count(*) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = 2");
+      const std::string n = kvtest::sql_value_if_ready(db, "SELECT count(*) FROM metrics m JOIN cases c ON c.id = m.case_id WHERE c.run_id = 2");
       stored = !n.empty() && n != "0";
     }
   }
@@ -167,15 +167,15 @@ TEST_CASE("a run killed with SIGKILL is aborted and earlier runs stay intact", "
   REQUIRE(out.status == 0);
   CHECK(out.text.find("\"id\": 2") != std::string::npos);
   CHECK(out.text.find("\"id\": 1") == std::string::npos);
-  CHECK(scalar(db, "SELECT status FROM runs WHERE id = 2") == "running");
+  CHECK(sql_value(db, "SELECT status FROM runs WHERE id = 2") == "running");
   out = run_kvbench("show 2 --db " + db);
   CHECK(out.text.find("run 2 [aborted]") != std::string::npos);
   CHECK(out.text.find("the run was aborted") != std::string::npos);
   REQUIRE(run_kvbench("run --suite smoke --filter rag-2k/f16 --repetitions 1 --db " + db).status == 0);
-  CHECK(scalar(db, "SELECT status FROM runs WHERE id = 1") == "complete");
-  CHECK(scalar(db, "SELECT status FROM runs WHERE id = 2") == "aborted");
-  CHECK(std::stoi(scalar(db, "SELECT count(*) FROM metric_values WHERE run_id = 1")) > 30);
-  CHECK(scalar(db, "PRAGMA integrity_check") == "ok");
+  CHECK(sql_value(db, "SELECT status FROM runs WHERE id = 1") == "complete");
+  CHECK(sql_value(db, "SELECT status FROM runs WHERE id = 2") == "aborted");
+  CHECK(std::stoi(sql_value(db, "SELECT count(*) FROM metric_values WHERE run_id = 1")) > 30);
+  CHECK(sql_value(db, "PRAGMA integrity_check") == "ok");
 }
 
 TEST_CASE("two concurrent runs into one database both complete", "[e2e][whole-runs]") {
@@ -191,8 +191,8 @@ TEST_CASE("two concurrent runs into one database both complete", "[e2e][whole-ru
   INFO(first.text << second.text);
   CHECK(first.status == 0);
   CHECK(second.status == 0);
-  CHECK(scalar(db, "SELECT count(*) FROM runs WHERE status = 'complete'") == "2");
-  CHECK(scalar(db, "SELECT count(*) FROM cases") == "7");
+  CHECK(sql_value(db, "SELECT count(*) FROM runs WHERE status = 'complete'") == "2");
+  CHECK(sql_value(db, "SELECT count(*) FROM cases") == "7");
 }
 
 TEST_CASE("a database with a newer schema is refused", "[e2e]") {
@@ -210,7 +210,7 @@ TEST_CASE("a database with a newer schema is refused", "[e2e]") {
     CHECK(out.text.find(db) != std::string::npos);
     CHECK(out.text.find("schema version 99") != std::string::npos);
   }
-  CHECK(scalar(db, "PRAGMA user_version") == "99");
+  CHECK(sql_value(db, "PRAGMA user_version") == "99");
 }
 
 TEST_CASE("kvbench run refuses malformed suites with the file, the JSON path and the reason", "[e2e]") {
@@ -328,10 +328,10 @@ TEST_CASE("a fetched model that is not on this machine skips its cases with the 
   // small: ppl/q8 and ppl-small/q8; big: ppl/q8 and ppl/q4, both skipped (the file is not in the fetched dir).
   CHECK(out.text.find("\"cases\":4") != std::string::npos);
   CHECK(out.text.find("\"skipped\":2") != std::string::npos);
-  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE model = 'small' AND policy = 'q4'") == "0");
-  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE model = 'big' AND workload = 'ppl-small'") == "0");
-  CHECK(scalar(db, "SELECT count(*) FROM cases WHERE model = 'big' AND status = 'skipped'") == "2");
-  CHECK(scalar(db, "SELECT skipped_reason FROM cases WHERE model = 'big' LIMIT 1") ==
+  CHECK(sql_value(db, "SELECT count(*) FROM cases WHERE model = 'small' AND policy = 'q4'") == "0");
+  CHECK(sql_value(db, "SELECT count(*) FROM cases WHERE model = 'big' AND workload = 'ppl-small'") == "0");
+  CHECK(sql_value(db, "SELECT count(*) FROM cases WHERE model = 'big' AND status = 'skipped'") == "2");
+  CHECK(sql_value(db, "SELECT skipped_reason FROM cases WHERE model = 'big' LIMIT 1") ==
         "stories15M.bin is in neither " + std::string(KVBENCH_MODELS_DIR) + " nor " + dir + "/fetched (models/fetch.sh fetches it)");
   // A name a workload or policy gives that the suite has no model of, and a V group that does not
   // divide a model's head, are refused before anything runs.
@@ -374,10 +374,10 @@ TEST_CASE("a missing model is an error, not a skip, an impossible size is a skip
   INFO(out.text);
   CHECK(out.status == 0);
   CHECK(out.text.find("\"skipped\":1") != std::string::npos);
-  CHECK(scalar(db, "SELECT skipped_reason FROM cases WHERE workload = 'rag-16k'").find("needs 16416 positions; the model takes 512") !=
+  CHECK(sql_value(db, "SELECT skipped_reason FROM cases WHERE workload = 'rag-16k'").find("needs 16416 positions; the model takes 512") !=
         std::string::npos);
-  CHECK(scalar(db, "SELECT status FROM cases WHERE workload = 'rag-16k'") == "skipped");
+  CHECK(sql_value(db, "SELECT status FROM cases WHERE workload = 'rag-16k'") == "skipped");
   // The perplexity case scores the real model: accuracy figures are finite, the exact-K/V ones NULL.
-  CHECK(std::stod(scalar(db, "SELECT value FROM metric_values WHERE workload = 'ppl' AND name = 'ppl'")) > 1.0);
-  CHECK(scalar(db, "SELECT value IS NULL FROM metric_values WHERE workload = 'ppl' AND name = 'attn_mass_recall'") == "1");
+  CHECK(std::stod(sql_value(db, "SELECT value FROM metric_values WHERE workload = 'ppl' AND name = 'ppl'")) > 1.0);
+  CHECK(sql_value(db, "SELECT value IS NULL FROM metric_values WHERE workload = 'ppl' AND name = 'attn_mass_recall'") == "1");
 }

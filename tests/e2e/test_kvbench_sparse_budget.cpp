@@ -15,7 +15,7 @@
 namespace fs = std::filesystem;
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 namespace {
 
@@ -66,7 +66,7 @@ TEST_CASE("a sparse budget at or below the pinned pages is refused, and nothing 
     CHECK(out.text.find(suite + ": /policies/0/sparse/budget: case m/mm-2i/q4-hybrid/host: " + kPinned) != std::string::npos);
     CHECK(out.text.find("set allow_pinned_only: true") != std::string::npos);
     CHECK(kvtest::read_file(db) == before);
-    CHECK(scalar(db, "SELECT count(*) FROM runs") == "1");
+    CHECK(sql_value(db, "SELECT count(*) FROM runs") == "1");
   }
   // The same in pages.
   kvtest::write_file(suite, multimodal_suite("").replace(multimodal_suite("").find("\"budget\": 0.10"), 14, "\"budget_pages\": 5"));
@@ -98,9 +98,9 @@ TEST_CASE("allow_pinned_only runs the case and marks it degraded with the pages 
   INFO(out.text);
   REQUIRE(out.status == 0);
   CHECK(out.text.find("\"degraded\":1") != std::string::npos);
-  CHECK(scalar(db, "SELECT count(*) FROM events WHERE kind = 'pinned_only'") == "1");
-  CHECK(scalar(db, "SELECT json_extract(data, '$.text') FROM events WHERE kind = 'pinned_only'") == kPinned);
-  CHECK(scalar(db, "SELECT json_extract(config_json, '$.policies[0].sparse.allow_pinned_only') FROM runs") == "1");
+  CHECK(sql_value(db, "SELECT count(*) FROM events WHERE kind = 'pinned_only'") == "1");
+  CHECK(sql_value(db, "SELECT json_extract(data, '$.text') FROM events WHERE kind = 'pinned_only'") == kPinned);
+  CHECK(sql_value(db, "SELECT json_extract(config_json, '$.policies[0].sparse.allow_pinned_only') FROM runs") == "1");
   const Output show = run_kvbench("show 1 --db " + db);
   INFO(show.text);
   CHECK(show.status == 0);
@@ -111,8 +111,8 @@ TEST_CASE("allow_pinned_only runs the case and marks it degraded with the pages 
   kvtest::write_file(suite, window);
   REQUIRE(run_kvbench("run --suite " + suite + " --db " + db).status == 0);
   const std::string recall = "SELECT printf('%.17g', value) FROM metric_values WHERE name = 'attn_mass_recall' AND run_id = ";
-  CHECK(scalar(db, recall + "1") == scalar(db, recall + "2"));
-  CHECK(std::stod(scalar(db, recall + "1")) < 1.0);
+  CHECK(sql_value(db, recall + "1") == sql_value(db, recall + "2"));
+  CHECK(std::stod(sql_value(db, recall + "1")) < 1.0);
 }
 
 TEST_CASE("every suite kvbench ships passes run --check, which writes nothing", "[e2e]") {

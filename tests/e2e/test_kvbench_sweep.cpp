@@ -10,13 +10,13 @@
 
 using kvtest::Output;
 using kvtest::run_kvbench;
-using kvtest::scalar;
+using kvtest::sql_value;
 
 namespace {
 
 // Three policies, one of them dominated on (KV bytes per token, attention error): q8 full
 // attention stores more than q4 and, with a tight budget, q4 sparse errs more than q4 full.
-const char* const kSuite = R"({"name": "sweep-e2e", "repetitions": 1, "warmup": 0,
+const char* const kSweepSuite = R"({"name": "sweep-e2e", "repetitions": 1, "warmup": 0,
     "models": [{"name": "syn-05b", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 8}],
     "policies": [{"name": "f16-full", "k": "f16", "v": "f16", "sparse": {"selector": "full", "sample_every": 4}},
@@ -29,15 +29,15 @@ const char* const kSuite = R"({"name": "sweep-e2e", "repetitions": 1, "warmup": 
 TEST_CASE("kvbench sweep prices a suite on the SoCs it names and pareto lists the fronts", "[e2e][sweep]") {
   const kvtest::TempDir dir("kvbench-e2e-sweep");
   const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/sweep.json";
-  kvtest::write_file(suite, kSuite);
+  kvtest::write_file(suite, kSweepSuite);
   Output out = run_kvbench("sweep --suite " + suite + " --socs host,raspberry-pi-5,apple-m3 --db " + db + " --json");
   INFO(out.text);
   REQUIRE(out.status == 0);
-  CHECK(scalar(db, "SELECT count(*) FROM cases") == "9");
-  CHECK(scalar(db, "SELECT count(DISTINCT soc) FROM metric_values WHERE clock = 'model' AND name = 'decode_tps'") == "3");
+  CHECK(sql_value(db, "SELECT count(*) FROM cases") == "9");
+  CHECK(sql_value(db, "SELECT count(DISTINCT soc) FROM metric_values WHERE clock = 'model' AND name = 'decode_tps'") == "3");
   // The Pi's 2 MB L3 is smaller than the policies' 8 MiB L0: its cases ran again with it.
-  CHECK(scalar(db, "SELECT min(value) FROM metric_values WHERE soc = 'raspberry-pi-5' AND name = 'capacity_rerun'") == "1.0");
-  CHECK(scalar(db, "SELECT max(value) FROM metric_values WHERE soc != 'raspberry-pi-5' AND name = 'capacity_rerun'") == "0.0");
+  CHECK(sql_value(db, "SELECT min(value) FROM metric_values WHERE soc = 'raspberry-pi-5' AND name = 'capacity_rerun'") == "1.0");
+  CHECK(sql_value(db, "SELECT max(value) FROM metric_values WHERE soc != 'raspberry-pi-5' AND name = 'capacity_rerun'") == "0.0");
   // The log (stderr is not a terminal here) planned those runs before the first case, said each
   // repetition, and does not give a priced case the host case's duration.
   CHECK(out.text.find("kvbench: 9 cases: 6 engine runs planned (3 of them SoCs' own, expected from each case's size)") !=
@@ -89,5 +89,5 @@ TEST_CASE("kvbench sweep prices a suite on the SoCs it names and pareto lists th
   out = run_kvbench("pareto --db " + db + " --y attn_rel_error --soc apple-a17-pro");
   CHECK(out.status == 2);
   CHECK(out.text.find("has no case on this SoC") != std::string::npos);
-  CHECK(scalar(db, "SELECT count(*) FROM runs") == "1");
+  CHECK(sql_value(db, "SELECT count(*) FROM runs") == "1");
 }

@@ -115,7 +115,7 @@ TEST_CASE("ci/nightly.sh --shards merges the shards' databases and gates the mer
   CHECK(night.status == 0);
   CHECK(night.text.find("merging 2 shard databases") != std::string::npos);
   CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
-  CHECK(kvtest::scalar(db, "SELECT count(*) FROM cases WHERE run_id = 1") == "2");
+  CHECK(kvtest::sql_value(db, "SELECT count(*) FROM cases WHERE run_id = 1") == "2");
   CHECK(fs::exists(out + "/report/index.html"));
   // An empty shard directory is bad input.
   const std::string empty = dir.path + "/empty";

@@ -14,16 +14,18 @@
 
 using namespace kv;
 
+using kvtest::bit_identical;
+
 namespace {
 
-constexpr int kLayers = 2, kQHeads = 4, kKvHeads = 2, kDim = 32, kPageTokens = 16;
+constexpr int kSpecLayers = 2, kSpecQHeads = 4, kSpecKvHeads = 2, kSpecDim = 32, kSpecPageTokens = 16;
 
 CacheConfig spec_config(Format format, int residual_tokens) {
   CacheConfig c;
-  c.geometry = {kLayers, kQHeads, kKvHeads, kDim, 4096};
+  c.geometry = {kSpecLayers, kSpecQHeads, kSpecKvHeads, kSpecDim, 4096};
   c.k_format = format;
   c.v_format = format;
-  c.page_tokens = kPageTokens;
+  c.page_tokens = kSpecPageTokens;
   c.residual_tokens = residual_tokens;
   c.threads = 2;
   return c;
@@ -33,15 +35,15 @@ CacheConfig spec_config(Format format, int residual_tokens) {
 std::vector<float> row(std::uint32_t token, int position, int layer, bool keys) {
   std::mt19937 rng(token * 7919u + static_cast<std::uint32_t>(position) * 31u + static_cast<std::uint32_t>(layer) * 3u + (keys ? 1u : 0u));
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> out(static_cast<std::size_t>(kKvHeads) * kDim);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = normal(rng) + (keys && i % kDim == 5 ? 3.0f : 0.0f);
+  std::vector<float> out(static_cast<std::size_t>(kSpecKvHeads) * kSpecDim);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = normal(rng) + (keys && i % kSpecDim == 5 ? 3.0f : 0.0f);
   return out;
 }
 
 // Appends tokens [from, from + n) of `tokens` to every layer in one call per layer (a prompt or a
 // verify step's tokens).
 void append(KVCache& cache, SeqId seq, const std::vector<std::uint32_t>& tokens, int from, int n) {
-  for (int l = 0; l < kLayers; ++l) {
+  for (int l = 0; l < kSpecLayers; ++l) {
     std::vector<float> k, v;
     for (int p = from; p < from + n; ++p) {
       const auto kr = row(tokens[static_cast<std::size_t>(p)], p, l, true), vr = row(tokens[static_cast<std::size_t>(p)], p, l, false);
@@ -54,9 +56,9 @@ void append(KVCache& cache, SeqId seq, const std::vector<std::uint32_t>& tokens,
 
 // Every layer's output for the last n positions' queries (a verify step attends k + 1 queries).
 std::vector<float> attend(KVCache& cache, SeqId seq, int n, unsigned seed) {
-  const auto q = kvtest::random_values(static_cast<std::size_t>(n) * kQHeads * kDim, seed);
+  const auto q = kvtest::random_values(static_cast<std::size_t>(n) * kSpecQHeads * kSpecDim, seed);
   std::vector<float> out(q.size()), all;
-  for (int l = 0; l < kLayers; ++l) {
+  for (int l = 0; l < kSpecLayers; ++l) {
     cache.attend(seq, l, q.data(), n, out.data());
     all.insert(all.end(), out.begin(), out.end());
   }
@@ -68,7 +70,7 @@ std::vector<float> attend(KVCache& cache, SeqId seq, int n, unsigned seed) {
 std::string page_bytes(const KVCache& cache, SeqId seq) {
   std::string out;
   const auto add = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
-  for (int l = 0; l < kLayers; ++l) {
+  for (int l = 0; l < kSpecLayers; ++l) {
     out += 'L';
     out += std::to_string(cache.length(seq, l));
     for (const std::vector<PageView>& head : cache.page_views(seq, l)) {
@@ -77,24 +79,20 @@ std::string page_bytes(const KVCache& cache, SeqId seq) {
         const PageHeader* header = PageLayout::header(page.data);
         add(&header->tokens, sizeof header->tokens);
         add(&header->k_format, 2);
-        add(page.key_min(), kDim * 2);
-        add(page.key_max(), kDim * 2);
-        if (page.means != nullptr) add(page.means, 2 * kDim * 2);
+        add(page.key_min(), kSpecDim * 2);
+        add(page.key_max(), kSpecDim * 2);
+        if (page.means != nullptr) add(page.means, 2 * kSpecDim * 2);
         if (&layout == &cache.layout()) {
           add(&header->checksum, sizeof header->checksum);
           add(page.data + sizeof(PageHeader), layout.bytes - sizeof(PageHeader));
         } else {  // the residual: its valid tokens' rows
-          add(layout.at<float>(page.data, layout.k_data), static_cast<std::size_t>(page.tokens) * kDim * sizeof(float));
-          add(layout.at<float>(page.data, layout.v_data), static_cast<std::size_t>(page.tokens) * kDim * sizeof(float));
+          add(layout.at<float>(page.data, layout.k_data), static_cast<std::size_t>(page.tokens) * kSpecDim * sizeof(float));
+          add(layout.at<float>(page.data, layout.v_data), static_cast<std::size_t>(page.tokens) * kSpecDim * sizeof(float));
         }
       }
     }
   }
   return out;
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -162,7 +160,7 @@ TEST_CASE("a rollback across a page boundary seals nothing, and a commit across 
   append(cache, s, tokens, 14, 5);
   cache.apply_commit(cache.plan_commit(s, 3));
   for (int i = 14; i < 17; ++i) append(plain, p, tokens, i, 1);
-  CHECK(cache.stats().sealed_pages == sealed + kLayers * kKvHeads);
+  CHECK(cache.stats().sealed_pages == sealed + kSpecLayers * kSpecKvHeads);
   CHECK(page_bytes(cache, s) == page_bytes(plain, p));
 }
 
@@ -238,7 +236,7 @@ TEST_CASE("random verify steps, commits, forks and ends keep every page accounte
       const int keep = static_cast<int>(rng() % static_cast<unsigned>(k + 2));
       cache.apply_commit(cache.plan_commit(l.seq, keep));
       l.tokens.assign(proposal.begin(), proposal.begin() + static_cast<std::ptrdiff_t>(l.tokens.size()) + keep);
-      REQUIRE(cache.length(l.seq, kLayers - 1) == static_cast<int>(l.tokens.size()));
+      REQUIRE(cache.length(l.seq, kSpecLayers - 1) == static_cast<int>(l.tokens.size()));
     }
   }
   // Each sequence's pages: sealed ones shared by forks count once, so end them all and expect none.

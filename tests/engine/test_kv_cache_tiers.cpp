@@ -19,6 +19,8 @@
 using namespace kv;
 namespace fs = std::filesystem;
 
+using kvtest::bit_identical;
+
 namespace {
 
 // Slow reads: the migrator lags behind the decode path, as on a loaded machine or a slow card.
@@ -153,10 +155,6 @@ SelectionPlan plan_keeping(const std::vector<int>& kept, int pages) {
     }
   }
   return plan;
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace

@@ -17,18 +17,18 @@ using namespace kv;
 
 namespace {
 
-constexpr int kDim = 32;
+constexpr int kHeadDim = 32;
 
 PageLayout test_layout() {
   PageLayoutSpec spec;
   spec.page_tokens = 16;
-  spec.head_dim = kDim;
+  spec.head_dim = kHeadDim;
   spec.k_format = Format::Q8;
   spec.v_format = Format::Q8;
   return PageLayout::make(spec);
 }
 
-ModelGeometry geometry() { return {2, 4, 2, kDim, 4096}; }
+ModelGeometry geometry() { return {2, 4, 2, kHeadDim, 4096}; }
 
 struct Fixture {
   PageLayout layout = test_layout();
@@ -41,9 +41,9 @@ struct Fixture {
   PageId push(SeqId seq, int layer, int head, float value) {
     const PageId id = sealed.allocate();
     std::byte* frame = sealed.frame(id);
-    std::fill_n(layout.at<std::uint16_t>(frame, layout.key_min), kDim, f32_to_f16(value));
-    std::fill_n(layout.at<std::uint16_t>(frame, layout.key_max), kDim, f32_to_f16(value + 1.0f));
-    const std::vector<std::uint16_t> means(2 * kDim, f32_to_f16(value));
+    std::fill_n(layout.at<std::uint16_t>(frame, layout.key_min), kHeadDim, f32_to_f16(value));
+    std::fill_n(layout.at<std::uint16_t>(frame, layout.key_max), kHeadDim, f32_to_f16(value + 1.0f));
+    const std::vector<std::uint16_t> means(2 * kHeadDim, f32_to_f16(value));
     table.push_sealed(seq, layer, head, id, layout, means.data());
     return id;
   }
@@ -69,7 +69,7 @@ TEST_CASE("the reverse index names every owner of a page through fork, truncate 
     CHECK(owns(f.table, pages[p], a, 1, 0, p));
   }
   CHECK(owns(f.table, other_head, a, 1, 1, 0));
-  CHECK(f.table.summary_bytes() == 4 * PageSummaries::entry_bytes(kDim));
+  CHECK(f.table.summary_bytes() == 4 * PageSummaries::entry_bytes(kHeadDim));
 
   const SeqId b = f.table.fork(a, "test");
   CHECK(f.sealed.live_pages() == 4);  // shared, not copied
@@ -77,10 +77,10 @@ TEST_CASE("the reverse index names every owner of a page through fork, truncate 
     CHECK(f.table.owners(pages[p]).size() == 2);
     CHECK(owns(f.table, pages[p], b, 1, 0, p));
   }
-  CHECK(f.table.summary_bytes() == 8 * PageSummaries::entry_bytes(kDim));
+  CHECK(f.table.summary_bytes() == 8 * PageSummaries::entry_bytes(kHeadDim));
   const HeadPages& forked = f.table.layer(b, 1, "test").heads[0];
   REQUIRE(forked.sealed == pages);
-  CHECK(f16_to_f32(forked.summaries.bounds(2, kDim)[0]) == 2.0f);
+  CHECK(f16_to_f32(forked.summaries.bounds(2, kHeadDim)[0]) == 2.0f);
   CHECK(forked.pins.size() == 3);
   CHECK_FALSE(forked.pins[0]);
 
@@ -109,13 +109,13 @@ TEST_CASE("a rewritten page's key bounds reach every owner's summary", "[engine]
   const PageId shared = f.push(a, 0, 0, 2.0f);
   const SeqId b = f.table.fork(a, "test");
   std::byte* frame = f.sealed.frame(shared);
-  std::fill_n(f.layout.at<std::uint16_t>(frame, f.layout.key_min), kDim, f32_to_f16(-5.0f));
+  std::fill_n(f.layout.at<std::uint16_t>(frame, f.layout.key_min), kHeadDim, f32_to_f16(-5.0f));
   f.table.rewrite_bounds(shared, f.layout, frame);
   for (SeqId seq : {a, b}) {
     const PageSummaries& summaries = f.table.layer(seq, 0, "test").heads[0].summaries;
-    CHECK(f16_to_f32(summaries.bounds(1, kDim)[0]) == -5.0f);
-    CHECK(f16_to_f32(summaries.bounds(0, kDim)[0]) == 1.0f);     // the other page untouched
-    CHECK(f16_to_f32(summaries.means(1, kDim)[0]) == 2.0f);      // means stay
+    CHECK(f16_to_f32(summaries.bounds(1, kHeadDim)[0]) == -5.0f);
+    CHECK(f16_to_f32(summaries.bounds(0, kHeadDim)[0]) == 1.0f);     // the other page untouched
+    CHECK(f16_to_f32(summaries.means(1, kHeadDim)[0]) == 2.0f);      // means stay
   }
 }
 

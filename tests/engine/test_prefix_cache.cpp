@@ -14,6 +14,8 @@
 
 using namespace kv;
 
+using kvtest::bit_identical;
+
 namespace {
 
 constexpr int kLayers = 2, kQHeads = 4, kKvHeads = 2, kDim = 32, kPageTokens = 16;
@@ -93,10 +95,6 @@ SeqId cache_then_push_out(KVCache& cache, const std::vector<TokenId>& tokens) {
   const SeqId filler = cache.create_sequence();
   append(cache, filler, prompt(n, 70000), 0, n);
   return filler;
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace

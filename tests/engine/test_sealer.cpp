@@ -28,8 +28,8 @@ CacheConfig small_config(int residual_tokens) {
   return config;
 }
 
-struct Fixture {
-  explicit Fixture(int residual_tokens) : config(small_config(residual_tokens)) {}
+struct SealerFixture {
+  explicit SealerFixture(int residual_tokens) : config(small_config(residual_tokens)) {}
   CacheConfig config;
   PageLayout layout = cache_page_layout(config, Format::F16, Format::F16);
   PageLayout residual_layout = cache_page_layout(config, Format::F32, Format::F32);
@@ -42,7 +42,7 @@ struct Fixture {
 };
 
 // The stored row of token t of kv head h in (seq, layer), from a sealed page or the residual.
-std::vector<float> stored_k(Fixture& f, SeqId seq, int layer, int head, int t) {
+std::vector<float> stored_k(SealerFixture& f, SeqId seq, int layer, int head, int t) {
   const HeadPages& pages = f.table.layer(seq, layer, "test").heads[static_cast<std::size_t>(head)];
   const auto page = static_cast<std::size_t>(t / f.config.page_tokens);
   std::vector<float> row(32);
@@ -59,7 +59,7 @@ std::vector<float> stored_k(Fixture& f, SeqId seq, int layer, int head, int t) {
 }  // namespace
 
 TEST_CASE("the sealer seals full pages older than the residual window, head by head", "[engine][sealer]") {
-  Fixture f(20);
+  SealerFixture f(20);
   const SeqId seq = f.table.create();
   const int tokens = 70;  // 4 full pages and 6 tokens; 50 are older than the residual window
   const auto k = kvtest::random_values(static_cast<std::size_t>(tokens) * 2 * 32, 1);
@@ -93,7 +93,7 @@ TEST_CASE("the sealer seals full pages older than the residual window, head by h
 }
 
 TEST_CASE("the sealer replaces non-finite values by 0 and counts them", "[engine][sealer]") {
-  Fixture f(0);
+  SealerFixture f(0);
   const SeqId seq = f.table.create();
   std::vector<float> k(2 * 32, 1.0f), v(k.size(), 1.0f);
   k[3] = std::numeric_limits<float>::quiet_NaN();
@@ -103,7 +103,7 @@ TEST_CASE("the sealer replaces non-finite values by 0 and counts them", "[engine
 }
 
 TEST_CASE("a truncate into a sealed page returns its stored values to the residual", "[engine][sealer]") {
-  Fixture f(0);
+  SealerFixture f(0);
   const SeqId seq = f.table.create();
   const int tokens = 64;
   const auto k = kvtest::random_values(static_cast<std::size_t>(tokens) * 2 * 32, 3);

@@ -342,7 +342,7 @@ TEST_CASE("kvbench runs the accuracy suite's stories15M cases and attn-stats on 
                                                  dir.path + "/r.sqlite --heartbeat 0");
   INFO(run.text);
   REQUIRE(run.status == 0);
-  CHECK(kvtest::scalar(dir.path + "/r.sqlite", "SELECT count(DISTINCT case_name) FROM metric_values WHERE name = 'ppl'") == "2");
+  CHECK(kvtest::sql_value(dir.path + "/r.sqlite", "SELECT count(DISTINCT case_name) FROM metric_values WHERE name = 'ppl'") == "2");
   const kvtest::Output stats = kvtest::run_kvbench("attn-stats --model " + kvtest::stories15m_file("stories15M.bin") +
                                                    " --tokenizer " + kvtest::stories15m_file("tok32000.bin") + " --text " +
                                                    kvtest::model_file("tinystories-sample.txt") + " --max-windows 1");

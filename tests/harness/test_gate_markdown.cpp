@@ -10,17 +10,13 @@
 
 #include "compare_command.h"
 #include "gate_markdown.h"
+#include "test_support.h"
 
 using namespace kvbench;
 
-namespace {
+using kvtest::lines_of;
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+namespace {
 
 // The `|` a GFM table splits a row on: those not escaped with a backslash.
 int unescaped_pipes(const std::string& line) {

@@ -13,14 +13,14 @@ using namespace kvbench;
 
 namespace {
 
-struct Sample {
+struct StoriesSample {
   std::shared_ptr<const LlamaWeights> weights;
   std::vector<int> tokens;
 };
 
-const Sample& sample() {
-  static const Sample s = [] {
-    Sample x;
+const StoriesSample& sample() {
+  static const StoriesSample s = [] {
+    StoriesSample x;
     x.weights = std::make_shared<const LlamaWeights>(load_llama2c(kvtest::model_file("stories260K.bin")));
     const Tokenizer tok = load_llama2c_tokenizer(kvtest::model_file("tok512.bin"), 512);
     std::ifstream in(kvtest::model_file("tinystories-sample.txt"), std::ios::binary);

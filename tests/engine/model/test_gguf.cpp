@@ -22,7 +22,7 @@ void write_file(const std::string& path, const std::vector<std::byte>& bytes) {
 }
 
 // A tiny llama (dim 32, 2 heads, 1 kv head, hidden 64, 1 layer) with a byte-fallback vocab.
-struct Fixture {
+struct GgufFixture {
   std::uint32_t type = 0;  // tensor type of the matrices
   std::function<void(kvtest::GgufBuilder&)> extra_kv;
   std::string arch = "llama";
@@ -106,7 +106,7 @@ TEST_CASE("stories260K.gguf matches the llama2.c checkpoint", "[model]") {
 
 TEST_CASE("GGUF fixtures load in every supported version, alignment and type", "[model]") {
   const std::string path = kvtest::temp_path("fixture.gguf");
-  Fixture f32;
+  GgufFixture f32;
   write_file(path, f32.build(3));
   const GgufModel reference = load_gguf_llama(path);
   CHECK(reference.weights.config.kv_heads == 1);
@@ -122,7 +122,7 @@ TEST_CASE("GGUF fixtures load in every supported version, alignment and type", "
   // F16 and Q8_0 matrices stay in their format (dense layers dequantize panels); BF16 becomes f32.
   struct TypeCase { std::uint32_t type; float tolerance; DenseFormat kept; };
   for (TypeCase tc : {TypeCase{1, 5e-4f, DenseFormat::F16}, TypeCase{30, 4e-3f, DenseFormat::F32}, TypeCase{8, 6e-3f, DenseFormat::Q8}}) {
-    Fixture fixture;
+    GgufFixture fixture;
     fixture.type = tc.type;
     write_file(path, fixture.build());
     const GgufModel loaded = load_gguf_llama(path);
@@ -141,7 +141,7 @@ TEST_CASE("GGUF fixtures load in every supported version, alignment and type", "
     const std::vector<int> input = {1, 262, 259, 262};
     CHECK(logits_of(kept, input) == logits_of(std::make_shared<const LlamaWeights>(widened), input));
   }
-  Fixture shared;
+  GgufFixture shared;
   shared.with_output = false;
   write_file(path, shared.build());
   const GgufModel tied = load_gguf_llama(path);
@@ -151,7 +151,7 @@ TEST_CASE("GGUF fixtures load in every supported version, alignment and type", "
 
 TEST_CASE("Every truncation of a GGUF file is a clear error", "[model]") {
   const std::string path = kvtest::temp_path("cut.gguf");
-  const std::vector<std::byte> bytes = Fixture{}.build();
+  const std::vector<std::byte> bytes = GgufFixture{}.build();
   for (std::size_t size = 0; size < bytes.size(); size += (size < 8192 ? 13 : 997)) {
     write_file(path, std::vector<std::byte>(bytes.begin(), bytes.begin() + static_cast<long>(size)));
     CAPTURE(size);
@@ -167,7 +167,7 @@ TEST_CASE("Malformed GGUF files name what is wrong", "[model]") {
     CAPTURE(message);
     CHECK_THROWS_WITH(load_gguf_llama(path), Catch::Contains(path) && Catch::Contains(message));
   };
-  std::vector<std::byte> good = Fixture{}.build();
+  std::vector<std::byte> good = GgufFixture{}.build();
   auto patched = [&](std::size_t offset, std::uint32_t value) {
     std::vector<std::byte> b = good;
     std::memcpy(b.data() + offset, &value, 4);
@@ -176,10 +176,10 @@ TEST_CASE("Malformed GGUF files name what is wrong", "[model]") {
   expect(patched(0, 0x12345678), "bad magic");
   expect(patched(4, 1), "version 1");
   expect(patched(4, 4), "version 4");
-  Fixture arch;
+  GgufFixture arch;
   arch.arch = "gpt2";
   expect(arch.build(), "general.architecture");
-  Fixture tok;
+  GgufFixture tok;
   tok.extra_kv = [](kvtest::GgufBuilder& b) { b.kv_u32("llama.rope.dimension_count", 4); };
   expect(tok.build(), "partial rotary");
 

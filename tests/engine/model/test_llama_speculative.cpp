@@ -20,13 +20,13 @@ using kvtest::plain_greedy;
 
 namespace {
 
-struct Stories {
+struct SpeculativeModel {
   std::shared_ptr<const LlamaWeights> weights;
   ThreadPool pool{2};
 };
 
-Stories& stories() {
-  static Stories s{std::make_shared<const LlamaWeights>(load_llama2c(kvtest::model_file("stories260K.bin")))};
+SpeculativeModel& speculative_model() {
+  static SpeculativeModel s{std::make_shared<const LlamaWeights>(load_llama2c(kvtest::model_file("stories260K.bin")))};
   return s;
 }
 
@@ -36,7 +36,7 @@ CacheConfig cache_config(Format k, Format v) { return kvtest::speculative_cache_
 
 TEST_CASE("greedy speculation on stories260K produces plain greedy decoding's tokens, k = 1..8, both drafts",
           "[model][speculative]") {
-  Stories& s = stories();
+  SpeculativeModel& s = speculative_model();
   LlamaModel model(s.weights, 512, s.pool);
   const CacheConfig target_config = cache_config(Format::F32, Format::F32);
   const std::vector<int> prompt{1, 403, 407, 261};
@@ -72,7 +72,7 @@ TEST_CASE("greedy speculation on stories260K produces plain greedy decoding's to
 }
 
 TEST_CASE("a kv draft in the target's own format agrees with it, a shallow draft agrees less", "[model][speculative]") {
-  Stories& s = stories();
+  SpeculativeModel& s = speculative_model();
   LlamaModel model(s.weights, 512, s.pool);
   const std::vector<int> prompt{1};
   KVCache cache(cache_config(Format::F32, Format::F32));
@@ -91,7 +91,7 @@ TEST_CASE("a kv draft in the target's own format agrees with it, a shallow draft
 
 TEST_CASE("a tight L1 with an L2 tier during drafts and verifies: pages move, the tokens stay plain decoding's",
           "[model][speculative][memory]") {
-  Stories& s = stories();
+  SpeculativeModel& s = speculative_model();
   LlamaModel model(s.weights, 512, s.pool);
   kvtest::TempDir dir_plain("llama-spec-plain"), dir_spec("llama-spec-tiers");
   const auto tiered = [](const std::string& dir) {
@@ -148,7 +148,7 @@ TEST_CASE("the rejection rule leaves the target's distribution", "[model][specul
 }
 
 TEST_CASE("sampled speculation: seeded, reproducible, its counts consistent", "[model][speculative]") {
-  Stories& s = stories();
+  SpeculativeModel& s = speculative_model();
   LlamaModel model(s.weights, 512, s.pool);
   const SpeculativeSampling sampling{1.0f, 42};
   SpeculativeDecodeStats a_stats, b_stats;
@@ -165,7 +165,7 @@ TEST_CASE("sampled speculation: seeded, reproducible, its counts consistent", "[
 }
 
 TEST_CASE("speculation refuses a draft that does not fit, before any work", "[model][speculative]") {
-  Stories& s = stories();
+  SpeculativeModel& s = speculative_model();
   LlamaModel model(s.weights, 512, s.pool);
   KVCache cache(cache_config(Format::F32, Format::F32));
   const auto refused = [&](const LlamaDraft& draft, int k, const char* field) {

@@ -10,7 +10,7 @@ using namespace kv;
 
 namespace {
 
-constexpr int kPage = 4;
+constexpr int kIndexPageTokens = 4;
 constexpr std::uint64_t kScope = 77;
 
 std::vector<TokenId> tokens(int count, TokenId first = 100) {
@@ -26,7 +26,7 @@ std::vector<PageId> pages_of(int index, PageId base = 0) {
 }
 
 void cache_all(PrefixIndex& index, const std::vector<TokenId>& t, PageId base = 0) {
-  for (int page = 0; page < static_cast<int>(t.size()) / kPage; ++page) REQUIRE(index.insert(t, page, pages_of(page, base), 1));
+  for (int page = 0; page < static_cast<int>(t.size()) / kIndexPageTokens; ++page) REQUIRE(index.insert(t, page, pages_of(page, base), 1));
 }
 
 // Every key collides unless the parents differ: different tokens meet at the same key.
@@ -35,7 +35,7 @@ std::uint64_t weak_hash(std::uint64_t parent, std::uint64_t, std::span<const Tok
 }  // namespace
 
 TEST_CASE("a lookup finds the longest cached prefix in whole pages, never the partial page", "[prefix]") {
-  PrefixIndex index(kPage, kScope);
+  PrefixIndex index(kIndexPageTokens, kScope);
   const auto document = tokens(14);  // 3 whole pages and 2 tokens
   CHECK(index.lookup(document).pages() == 0);
   cache_all(index, document);
@@ -55,7 +55,7 @@ TEST_CASE("a lookup finds the longest cached prefix in whole pages, never the pa
 }
 
 TEST_CASE("the same tokens after a different prefix are another page", "[prefix]") {
-  PrefixIndex index(kPage, kScope);
+  PrefixIndex index(kIndexPageTokens, kScope);
   auto a = tokens(8, 0), b = tokens(8, 0);
   b[0] = 999;  // page 1 holds the same ids in both, after different first pages
   cache_all(index, a);
@@ -69,7 +69,7 @@ TEST_CASE("the same tokens after a different prefix are another page", "[prefix]
 }
 
 TEST_CASE("a hash collision never shares a page: the stored token ids decide", "[prefix]") {
-  PrefixIndex index(kPage, kScope, weak_hash);
+  PrefixIndex index(kIndexPageTokens, kScope, weak_hash);
   const auto a = tokens(8, 0), b = tokens(8, 50);
   cache_all(index, a);
   // b's first page has a's key; its tokens differ.
@@ -81,7 +81,7 @@ TEST_CASE("a hash collision never shares a page: the stored token ids decide", "
 }
 
 TEST_CASE("an insert needs its prefix cached and a free position", "[prefix]") {
-  PrefixIndex index(kPage, kScope);
+  PrefixIndex index(kIndexPageTokens, kScope);
   const auto t = tokens(12);
   CHECK_FALSE(index.insert(t, 1, pages_of(1), 1));  // page 0 is not cached
   REQUIRE(index.insert(t, 0, pages_of(0), 1));
@@ -91,7 +91,7 @@ TEST_CASE("an insert needs its prefix cached and a free position", "[prefix]") {
 }
 
 TEST_CASE("eviction drops leaves, least recently used first, and a parent becomes a leaf", "[prefix]") {
-  PrefixIndex index(kPage, kScope);
+  PrefixIndex index(kIndexPageTokens, kScope);
   const auto a = tokens(12, 0);
   auto b = tokens(12, 0);
   b[9] = 999;  // shares pages 0 and 1 with a, then branches
@@ -112,7 +112,7 @@ TEST_CASE("eviction drops leaves, least recently used first, and a parent become
 
 TEST_CASE("random prompts: every lookup agrees with a plain longest-common-prefix count", "[prefix]") {
   std::mt19937 rng(11);
-  PrefixIndex index(kPage, kScope);
+  PrefixIndex index(kIndexPageTokens, kScope);
   std::vector<std::vector<TokenId>> cached;
   for (int round = 0; round < 200; ++round) {
     // A prompt that continues a cached one for a while, over a vocabulary of 3 ids.
@@ -127,10 +127,10 @@ TEST_CASE("random prompts: every lookup agrees with a plain longest-common-prefi
     for (const auto& c : cached) {
       std::size_t same = 0;
       while (same < c.size() && same < prompt.size() && c[same] == prompt[same]) ++same;
-      expected = std::max(expected, same / kPage);
+      expected = std::max(expected, same / kIndexPageTokens);
     }
     REQUIRE(static_cast<std::size_t>(index.lookup(prompt).pages()) == expected);
-    for (int page = static_cast<int>(expected); page < static_cast<int>(prompt.size()) / kPage; ++page) {
+    for (int page = static_cast<int>(expected); page < static_cast<int>(prompt.size()) / kIndexPageTokens; ++page) {
       REQUIRE(index.insert(prompt, page, pages_of(page), static_cast<std::uint64_t>(round)));
     }
     cached.push_back(prompt);
