@@ -43,12 +43,12 @@ std::vector<DeviceRun> device_runs(ResultsStore& store, const std::vector<std::s
     RunFilter filter;
     filter.status = "complete";
     filter.tags = {"device=" + soc};
-    std::vector<RunRecord> tagged = list_runs(store, filter);
-    const auto newest = std::max_element(tagged.begin(), tagged.end(), [&](const RunRecord& a, const RunRecord& b) {
-      return (device_soc(a) == soc ? a.id : 0) < (device_soc(b) == soc ? b.id : 0);
-    });
-    if (newest == tagged.end() || device_soc(*newest) != soc) continue;
-    runs.push_back(DeviceRun{*newest, soc, measuring_machine(*newest), validation_rows(store, *newest)});
+    const std::vector<RunRecord> tagged = list_runs(store, filter);
+    const RunRecord* newest = nullptr;
+    for (const RunRecord& r : tagged) {
+      if ((newest == nullptr || newest->id < r.id) && device_soc(r) == soc) newest = &r;
+    }
+    if (newest != nullptr) runs.push_back(DeviceRun{*newest, soc, measuring_machine(*newest), validation_rows(store, *newest)});
   }
   return runs;
 }

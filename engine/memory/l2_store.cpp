@@ -32,7 +32,6 @@ constexpr const char* kDirPrefix = "kvbench-l2-";
 std::size_t align_up(std::size_t n) { return (n + kL2Align - 1) / kL2Align * kL2Align; }
 std::size_t align_down(std::size_t n) { return n / kL2Align * kL2Align; }
 
-
 std::string filesystem_name(long type) {
   switch (static_cast<unsigned long>(type)) {
     case 0x01021994ul: return "tmpfs";
