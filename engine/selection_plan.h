@@ -10,8 +10,9 @@
 
 namespace kv {
 
-// Why a page was kept: it holds a sink token, it overlaps the local window, or its score won.
-enum class KeepReason : std::uint8_t { Sink, Window, Score };
+// Why a page was kept: it holds a sink token, it overlaps the local window, its score won the
+// text budget, or it won its image's own budget (sparse/visual_budget.h).
+enum class KeepReason : std::uint8_t { Sink, Window, Score, Visual };
 
 struct HeadSelection {
   std::vector<int> pages;            // kept logical pages, ascending
@@ -21,10 +22,15 @@ struct HeadSelection {
 
 struct SelectionPlan {
   int total_pages = 0;
-  int budget_pages = 0;  // after the forced pages were fitted
+  int budget_pages = 0;         // the text budget, after the forced pages were fitted
+  int visual_budget_pages = 0;  // the images' budgets together, a head
   std::vector<HeadSelection> heads;
+  // One flag a page, set for image pages selected by their image's budget; empty: none. Such
+  // pages are neither forced nor middle pages (middle_scores leaves them out).
+  std::vector<std::uint8_t> visual;
 
   std::size_t kept_pages(int head) const { return heads[static_cast<std::size_t>(head)].pages.size(); }
+  bool is_visual(int page) const { return !visual.empty() && visual[static_cast<std::size_t>(page)] != 0; }
 };
 
 // One kv head's selection at one step (logical page indices, ascending) and the scores of its

@@ -22,7 +22,7 @@ std::vector<SelectionRecord> selection_records(const SelectionPlan* plan, std::s
       if (selection.reasons[i] != KeepReason::Score) forced[static_cast<std::size_t>(selection.pages[i])] = true;
     }
     for (int p = 0; p < plan->total_pages; ++p) {
-      if (!forced[static_cast<std::size_t>(p)]) record.middle_pages.push_back(p);
+      if (!forced[static_cast<std::size_t>(p)] && !plan->is_visual(p)) record.middle_pages.push_back(p);
     }
     record.middle_scores = selection.middle_scores;
   }
@@ -135,14 +135,14 @@ void MemoryAdvisor::remember_ranking(std::vector<std::vector<std::uint8_t>>& ran
     std::vector<std::uint8_t>& marks = ranked[h];
     if (marks.size() < total) marks.resize(total, 0);
     for (int page : head.pages) marks[static_cast<std::size_t>(page)] = 1;
-    // The middle pages (not forced) in page order: the pages the scores are of.
+    // The middle pages (neither forced nor an image's) in page order: the pages the scores are of.
     middle.clear();
     std::size_t next_kept = 0;
     for (std::size_t p = 0; p < total; ++p) {
       while (next_kept < head.pages.size() && static_cast<std::size_t>(head.pages[next_kept]) < p) ++next_kept;
       const bool forced = next_kept < head.pages.size() && static_cast<std::size_t>(head.pages[next_kept]) == p &&
                           head.reasons[next_kept] != KeepReason::Score;
-      if (!forced) middle.push_back(static_cast<int>(p));
+      if (!forced && !plan.is_visual(static_cast<int>(p))) middle.push_back(static_cast<int>(p));
     }
     const std::vector<float>& score = head.middle_scores;
     if (middle.size() != score.size()) continue;  // a selector without scores

@@ -48,6 +48,10 @@ void validate_sparse_policy(const SparsePolicy& p, std::string_view where_view) 
   if (!(p.decay > 0.0f && p.decay <= 1.0f)) fail("decay", "must be in (0, 1]");
   if (p.sample_every < 1) fail("sample_every", "must be >= 1");
   if (p.top_m < 1) fail("top_m", "must be >= 1");
+  if (p.visual.enabled()) {
+    if (p.selector == Selector::Full) fail("visual.budget", "selector full keeps every page: a visual budget needs a sparse selector");
+    validate_visual_budget(p.visual, where);
+  }
 }
 
 }  // namespace kv

@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+#include "sparse/visual_budget.h"
+
 namespace kv {
 
 enum class Selector : unsigned char {
@@ -33,6 +35,7 @@ struct SparsePolicy {
   bool sparse_prefill = false;
   int sample_every = 8;     // reference checks every k steps
   int top_m = 32;           // critical tokens per (layer, head) for critical_miss_rate
+  VisualBudget visual;      // image pages selected per image (off unless given)
 
   bool needs_budget() const { return selector != Selector::Full && selector != Selector::Window; }
 };

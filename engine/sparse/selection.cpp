@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <string>
 
 #include "runtime/error.h"
 
@@ -55,6 +56,23 @@ const std::vector<float>& component(const std::vector<std::vector<float>>* sourc
   return (*source)[static_cast<std::size_t>(head)];
 }
 
+// One flag a page for the images' pages; an image outside the context, out of order or
+// overlapping the one before is the caller's error.
+std::vector<std::uint8_t> visual_mask(const std::vector<ImagePages>& images, int pages) {
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(pages), 0);
+  int previous_last = 0;
+  for (const ImagePages& image : images) {
+    if (image.first < previous_last || image.last <= image.first || image.last > pages) {
+      throw InputError("plan_selection", "images",
+                       "pages [" + std::to_string(image.first) + ", " + std::to_string(image.last) + ") are not ascending, apart and inside the " +
+                           std::to_string(pages) + " pages of the context");
+    }
+    std::fill(mask.begin() + image.first, mask.begin() + image.last, std::uint8_t{1});
+    previous_last = image.last;
+  }
+  return mask;
+}
+
 }  // namespace
 
 SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& in, ThreadPool* pool) {
@@ -65,22 +83,37 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
   plan.total_pages = pages;
   plan.heads.resize(static_cast<std::size_t>(in.kv_heads));
   if (pages == 0) return plan;
-  // Forced pages: those holding a sink token or overlapping the window.
+  const std::vector<ImagePages> no_images;
+  const std::vector<ImagePages>& images = policy.visual.enabled() && in.images != nullptr ? *in.images : no_images;
+  if (!images.empty()) plan.visual = visual_mask(images, pages);
+  // Forced pages: those holding a sink token or overlapping the window (image pages are never
+  // recent text: the window does not force them).
   std::vector<KeepReason> forced(static_cast<std::size_t>(pages), KeepReason::Score);
   std::vector<std::uint8_t> is_forced(static_cast<std::size_t>(pages), 0);
   for (int p = 0; p < pinned.sink_pages; ++p) is_forced[static_cast<std::size_t>(p)] = 1, forced[static_cast<std::size_t>(p)] = KeepReason::Sink;
   for (int p = pinned.window_first; p < pages; ++p) {
+    if (plan.is_visual(p)) continue;
     if (is_forced[static_cast<std::size_t>(p)] == 0) forced[static_cast<std::size_t>(p)] = KeepReason::Window;
     is_forced[static_cast<std::size_t>(p)] = 1;
   }
-  const int forced_count = pinned.count();
+  const int forced_count = static_cast<int>(std::count(is_forced.begin(), is_forced.end(), std::uint8_t{1}));
+  const int image_pages = static_cast<int>(std::count(plan.visual.begin(), plan.visual.end(), std::uint8_t{1}));
+  const int text_pages = pages - image_pages;
   const int budget = policy.selector == Selector::Full ? pages
                      : policy.selector == Selector::Window ? forced_count
-                                                           : std::max(budget_in_pages(policy, pages), forced_count);
+                                                           : std::max(budget_in_pages(policy, text_pages), forced_count);
   plan.budget_pages = budget;
   std::vector<int> middle;
   for (int p = 0; p < pages; ++p) {
-    if (is_forced[static_cast<std::size_t>(p)] == 0) middle.push_back(p);
+    if (is_forced[static_cast<std::size_t>(p)] == 0 && !plan.is_visual(p)) middle.push_back(p);
+  }
+  // Each image's own budget, less its pages already forced (a sink page).
+  std::vector<int> image_take;
+  for (const ImagePages& image : images) {
+    int kept_forced = 0;
+    for (int p = image.first; p < image.last; ++p) kept_forced += is_forced[static_cast<std::size_t>(p)];
+    image_take.push_back(std::max(0, visual_pages_kept(policy.visual, image.count()) - kept_forced));
+    plan.visual_budget_pages += std::max(kept_forced, visual_pages_kept(policy.visual, image.count()));
   }
   std::vector<float> recency(static_cast<std::size_t>(pages));
   std::iota(recency.begin(), recency.end(), 0.0f);
@@ -90,7 +123,7 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
   const bool quest = policy.selector == Selector::Quest || policy.selector == Selector::Hybrid;
   const bool h2o = policy.selector == Selector::H2O || policy.selector == Selector::Hybrid;
   for (int h = 0; h < in.kv_heads; ++h) {
-    if (quest) bounds[static_cast<std::size_t>(h)] = &component(in.query_bound, h, pages, "query_bound");
+    if (quest || !images.empty()) bounds[static_cast<std::size_t>(h)] = &component(in.query_bound, h, pages, "query_bound");
     if (h2o) accumulated[static_cast<std::size_t>(h)] = &component(in.accumulated, h, pages, "accumulated");
   }
   // The `extra` best middle pages: highest score first, ties to the more recent page (a total
@@ -122,15 +155,31 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
     if (take > 0 && take < static_cast<int>(ranked.size())) std::nth_element(ranked.begin(), ranked.begin() + (take - 1), ranked.end(), better);
     std::vector<std::uint8_t> keep = is_forced;
     for (int i = 0; i < take; ++i) keep[static_cast<std::size_t>(ranked[static_cast<std::size_t>(i)])] = 1;
+    // Each image: its best pages by the query bound, ties to the later page.
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      const float* bound = bounds[h]->data();
+      const auto by_bound = [bound](int a, int b) { return bound[a] != bound[b] ? bound[a] > bound[b] : a > b; };
+      std::vector<int> candidates;
+      for (int p = images[i].first; p < images[i].last; ++p) {
+        if (is_forced[static_cast<std::size_t>(p)] == 0) candidates.push_back(p);
+      }
+      const int image_keep = std::min(image_take[i], static_cast<int>(candidates.size()));
+      if (image_keep > 0 && image_keep < static_cast<int>(candidates.size())) {
+        std::nth_element(candidates.begin(), candidates.begin() + (image_keep - 1), candidates.end(), by_bound);
+      }
+      for (int k = 0; k < image_keep; ++k) keep[static_cast<std::size_t>(candidates[static_cast<std::size_t>(k)])] = 1;
+    }
     HeadSelection& sel = plan.heads[h];
     sel.middle_scores.resize(middle.size());
     for (std::size_t i = 0; i < middle.size(); ++i) sel.middle_scores[i] = value[middle[i]];
-    sel.pages.reserve(static_cast<std::size_t>(budget));
-    sel.reasons.reserve(static_cast<std::size_t>(budget));
+    sel.pages.reserve(static_cast<std::size_t>(budget + plan.visual_budget_pages));
+    sel.reasons.reserve(static_cast<std::size_t>(budget + plan.visual_budget_pages));
     for (int p = 0; p < pages; ++p) {
       if (keep[static_cast<std::size_t>(p)] == 0) continue;
       sel.pages.push_back(p);
-      sel.reasons.push_back(is_forced[static_cast<std::size_t>(p)] != 0 ? forced[static_cast<std::size_t>(p)] : KeepReason::Score);
+      sel.reasons.push_back(is_forced[static_cast<std::size_t>(p)] != 0 ? forced[static_cast<std::size_t>(p)]
+                            : plan.is_visual(p)                      ? KeepReason::Visual
+                                                                     : KeepReason::Score);
     }
   };
   // A short plan costs less than waking a worker.

@@ -9,6 +9,7 @@
 // recency + gamma * bound, each term min-max normalised over the head's middle pages so the
 // weights compare like with like. GQA: one selection per kv head from the group's combined
 // score (the caller passes the max bound over the group's q heads and the summed attention).
+// With a visual budget, image pages are chosen per image instead (sparse/visual_budget.h).
 #pragma once
 
 #include <algorithm>
@@ -28,6 +29,10 @@ struct SelectionInput {
   // [kv head][page]; may be empty when the selector does not read them.
   const std::vector<std::vector<float>>* query_bound = nullptr;
   const std::vector<std::vector<float>>* accumulated = nullptr;
+  // The images' pages, ascending and apart. With the policy's visual budget on, each image's
+  // pages are chosen apart from the text by `query_bound` (which every selector then needs),
+  // and neither the window nor the text budget counts them; otherwise they are text pages.
+  const std::vector<ImagePages>* images = nullptr;
 };
 
 // The pages every decode step at `context_tokens` keeps whatever the scores say: the pages

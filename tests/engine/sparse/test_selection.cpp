@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "runtime/error.h"
 #include "sparse/selection.h"
 
 using namespace kv;
@@ -156,4 +157,103 @@ TEST_CASE("A budget at or below the pinned pages keeps no middle page, and only 
   // Sink and window pages that overlap count once.
   const PinnedPages overlap = pinned_pages(small, 300, 64);
   CHECK(overlap.count() == overlap.pages);
+}
+
+namespace {
+
+// 40 pages of 16 tokens: text [0, 8), image A [8, 18), text [18, 22), image B [22, 31) (its
+// last page partial in the sense of the workload: it still counts whole), text [31, 40).
+struct TwoImages {
+  static constexpr int kPageTokens = 16, kPages = 40, kHeads = 2;
+  std::vector<ImagePages> images{{8, 18}, {22, 31}};
+  std::vector<int> planted{13, 25};  // one relevant page an image
+  std::vector<std::vector<float>> bound, acc;
+
+  explicit TwoImages(std::uint32_t seed) : bound(random_scores(kHeads, kPages, seed)), acc(random_scores(kHeads, kPages, seed + 1)) {
+    for (auto& head : bound) {
+      for (const ImagePages& image : images) {
+        for (int p = image.first; p < image.last; ++p) head[static_cast<std::size_t>(p)] -= 20.0f;  // below every text page
+      }
+      for (int p : planted) head[static_cast<std::size_t>(p)] = -10.0f;  // the best of its image
+    }
+  }
+  SelectionInput input(bool with_images) const {
+    return {kPages * kPageTokens, kPageTokens, kHeads, &bound, &acc, with_images ? &images : nullptr};
+  }
+};
+
+bool image_page(const std::vector<ImagePages>& images, int page) {
+  return std::any_of(images.begin(), images.end(), [page](const ImagePages& i) { return page >= i.first && page < i.last; });
+}
+
+}  // namespace
+
+TEST_CASE("A visual budget keeps every image's own best pages, apart from the text budget and the window", "[sparse]") {
+  for (Selector sel : {Selector::Window, Selector::Quest, Selector::H2O, Selector::Recency, Selector::Hybrid}) {
+    for (std::uint32_t seed : {1u, 2u, 3u, 7u}) {
+      const TwoImages ctx(seed);
+      SparsePolicy p = policy(sel, 0.8f, 4, 200);  // the window, pages [27, 40), reaches back into image B
+      p.visual = {0.2f, 1};
+      CAPTURE(selector_name(sel), seed);
+      const SelectionPlan plan = plan_selection(p, ctx.input(true));
+      REQUIRE(plan.visual_budget_pages == 2 + 2);  // ceil(0.2 * 10), ceil(0.2 * 9)
+      // Text: 21 pages, of which the sink page and the window's 9 text pages [31, 40) are forced.
+      const int text_pages = TwoImages::kPages - 19, forced = 1 + 9;
+      REQUIRE(plan.budget_pages == (sel == Selector::Window ? forced : budget_in_pages(p, text_pages)));
+      REQUIRE(plan.budget_pages < text_pages);
+      for (const HeadSelection& head : plan.heads) {
+        for (std::size_t i = 0; i < ctx.images.size(); ++i) {
+          const ImagePages& image = ctx.images[i];
+          int kept = 0;
+          for (std::size_t k = 0; k < head.pages.size(); ++k) {
+            if (head.pages[k] < image.first || head.pages[k] >= image.last) continue;
+            ++kept;
+            REQUIRE(head.reasons[k] == KeepReason::Visual);
+          }
+          REQUIRE(kept == visual_pages_kept(p.visual, image.count()));
+          REQUIRE(std::binary_search(head.pages.begin(), head.pages.end(), ctx.planted[i]));
+        }
+        // The text: the forced pages and the text budget, never an image page.
+        int text_kept = 0;
+        for (int page : head.pages) text_kept += image_page(ctx.images, page) ? 0 : 1;
+        REQUIRE(text_kept == plan.budget_pages);
+        REQUIRE(head.middle_scores.size() == static_cast<std::size_t>(text_pages - forced));
+      }
+    }
+  }
+}
+
+TEST_CASE("Without a visual budget image pages are text pages, and without images a visual budget changes nothing", "[sparse]") {
+  for (Selector sel : {Selector::Quest, Selector::H2O, Selector::Hybrid}) {
+    const TwoImages ctx(11);
+    SparsePolicy text_only = policy(sel, 0.2f);
+    SparsePolicy with_visual = text_only;
+    with_visual.visual = {0.1f, 1};
+    CAPTURE(selector_name(sel));
+    const SelectionPlan base = plan_selection(text_only, ctx.input(false));
+    for (const SelectionPlan& same : {plan_selection(text_only, ctx.input(true)), plan_selection(with_visual, ctx.input(false))}) {
+      REQUIRE(same.budget_pages == base.budget_pages);
+      REQUIRE(same.visual.empty());
+      for (std::size_t h = 0; h < base.heads.size(); ++h) {
+        REQUIRE(same.heads[h].pages == base.heads[h].pages);
+        REQUIRE(same.heads[h].reasons == base.heads[h].reasons);
+        REQUIRE(same.heads[h].middle_scores == base.heads[h].middle_scores);
+      }
+    }
+  }
+}
+
+TEST_CASE("A visual budget needs the query bound, and images inside the context in order", "[sparse]") {
+  const TwoImages ctx(5);
+  SparsePolicy p = policy(Selector::H2O, 0.2f);
+  p.visual = {0.1f, 1};
+  SelectionInput no_bound = ctx.input(true);
+  no_bound.query_bound = nullptr;
+  CHECK_THROWS_AS(plan_selection(p, no_bound), InputError);
+  for (std::vector<ImagePages> bad : {std::vector<ImagePages>{{22, 31}, {8, 18}}, std::vector<ImagePages>{{8, 18}, {17, 20}},
+                                      std::vector<ImagePages>{{38, 41}}, std::vector<ImagePages>{{5, 5}}}) {
+    SelectionInput in = ctx.input(true);
+    in.images = &bad;
+    CHECK_THROWS_AS(plan_selection(p, in), InputError);
+  }
 }
