@@ -212,10 +212,12 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
     const int q_count = std::min(kPrefillQueryBlock, args.n_queries - q_begin);
     // Per-task buffers: [q_count][group] states, the block's queries and a dequantized page.
     static thread_local std::vector<float> own_states, queries, scratch;
-    float* states = ws.prefill_states.data() + task * task_floats;
+    float* states = nullptr;
     if (args.waves == nullptr) {
       own_states.resize(static_cast<std::size_t>(q_count) * group * stride);
       states = own_states.data();
+    } else {
+      states = ws.prefill_states.data() + task * task_floats;
     }
     queries.resize(static_cast<std::size_t>(q_count) * group * dim);
     scratch.resize(prefill_scratch_floats(dim));

@@ -40,6 +40,10 @@ struct IntScratch {
   alignas(32) std::int8_t w[kMaxIntVGroups][4][kMaxPageTokens + 32];
   float w_scale[kMaxIntVGroups][4];
   float w_shift[kMaxIntVGroups][4];  // midpoint * sum_t w8, per (group, head)
+
+  // A V group's weights as one run of bytes: the four-head layout runs across the head rows.
+  std::int8_t* group_weights(int grp) { return reinterpret_cast<std::int8_t*>(&w[grp]); }
+  const std::int8_t* group_weights(int grp) const { return reinterpret_cast<const std::int8_t*>(&w[grp]); }
 };
 IntScratch& int_scratch() {
   // local-exec (decode_simd_impl.h's scratch() says why).
@@ -314,7 +318,7 @@ inline void quantize_weights_pairs(const PageView& page, const float* p, const f
     __m256i w[4];
     for (int j = 0; j < 4; ++j) w[j] = _mm256_cvtps_epi32(_mm256_mul_ps(pv[j], scales[j]));
     total = _mm256_add_epi32(total, _mm256_add_epi32(_mm256_add_epi32(w[0], w[1]), _mm256_add_epi32(w[2], w[3])));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(s.w[grp][0] + 4 * t), pack_pairs(w[0], w[1], w[2], w[3]));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(s.group_weights(grp) + 4 * t), pack_pairs(w[0], w[1], w[2], w[3]));
   };
   const auto weights = [&](int t, __m256* pv) __attribute__((always_inline)) {
     for (int j = 0; j < 4; ++j) pv[j] = _mm256_mul_ps(_mm256_loadu_ps(p + (t + 2 * j) * 4), hinv);
@@ -414,7 +418,7 @@ void accumulate_block_int(const PageView& page, int c0, int grp, std::size_t row
   // (layouts: IntScratch::w).
   constexpr std::size_t kHeadStride = NG == 4 ? 2 : sizeof(s.w[0][0]);
   constexpr std::size_t kPairStride = NG == 4 ? 2 * NG : 2;
-  const std::int8_t* w = s.w[grp][0];
+  const std::int8_t* w = s.group_weights(grp);
   for (int t = 0; t < page.tokens; t += 2, rows += 2 * row_bytes, w += kPairStride) {
     if (t % kPrefetchTokensV == 0) prefetch.step();
     __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows));
