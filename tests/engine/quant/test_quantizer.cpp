@@ -73,7 +73,7 @@ TEST_CASE("Round-trip error stays within each format's bound", "[quant]") {
   for (Format f : kAllFormats) {
     for (int page_tokens : {16, 64, 256}) {
       for (int dim : {8, 32, 72, 128, 256}) {
-        for (int v_group : {8, 16, 24, 32, 48, 64}) {
+        for (int v_group : {8, 16, 24, 32, 48, 64, 96, 128}) {
           if (dim % std::min(v_group, dim) != 0) continue;
           const int tokens = page_tokens - (seed % 3 == 0 ? 5 : 0);  // some partial pages
           CAPTURE(format_name(f), page_tokens, dim, v_group, tokens);
