@@ -30,9 +30,8 @@ cd "$(dirname "$0")/.."
 build=${KVBENCH_AARCH64_BUILD:-build-aarch64}
 multiarch=/usr/lib/aarch64-linux-gnu
 
-# Unity batches (the heavy headers parsed once per 16 sources): a one-off build of the whole harness.
 cmake --no-warn-unused-cli -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 -DKVBENCH_ENGINE_ONLY=OFF -DKVBENCH_BUILD_TESTS=OFF -DKVBENCH_BREAK_NEON_KERNEL=OFF >/dev/null
+  -DKVBENCH_ENGINE_ONLY=OFF -DKVBENCH_BUILD_TESTS=OFF -DKVBENCH_BREAK_NEON_KERNEL=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target kvbench kvbench-micro
 
 rm -rf "$out/bin" "$out/lib"

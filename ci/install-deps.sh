@@ -24,7 +24,7 @@ packages=(
   libsqlite3-dev:arm64 libfmt-dev:arm64 libxxhash-dev:arm64 libbenchmark-dev:arm64  # ... and the whole
   libboost-iostreams-dev:arm64 libboost-filesystem-dev:arm64 libxml2-dev:arm64       # harness (ci/build-aarch64.sh)
   qemu-user               # ... and their tests run under qemu-aarch64
-  clang libclang-rt-14-dev  # libFuzzer targets
+  clang libclang-rt-14-dev  # the sanitizer tree and the libFuzzer targets
 )
 
 missing=()

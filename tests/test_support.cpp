@@ -19,6 +19,22 @@
 
 namespace kvtest {
 
+std::vector<kv::Isa> tested_isas() {
+  const std::vector<kv::Isa> supported = kv::supported_isas();
+  const char* named = std::getenv("KVBENCH_TEST_ISAS");
+  if (named == nullptr || *named == '\0') return supported;
+  std::vector<kv::Isa> tested;
+  std::stringstream list(named);
+  for (std::string name; std::getline(list, name, ',');) {
+    const kv::Isa isa = kv::parse_isa(name, "KVBENCH_TEST_ISAS");
+    if (std::find(supported.begin(), supported.end(), isa) == supported.end()) {
+      throw std::runtime_error("KVBENCH_TEST_ISAS names " + name + ", a path this CPU does not offer");
+    }
+    tested.push_back(isa);
+  }
+  return tested;
+}
+
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

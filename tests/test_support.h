@@ -7,7 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "runtime/isa.h"
+
 namespace kvtest {
+
+// The kernel paths a test compares with its reference: every path the CPU offers, or only
+// those named in KVBENCH_TEST_ISAS (comma-separated; a name the CPU does not offer fails the
+// test). ci/test.sh runs every path under the fullest qemu CPU model and, under the models that
+// lack an extension, only the paths that must run without it: what those models add is the
+// proof that a path uses no instruction it may not.
+std::vector<kv::Isa> tested_isas();
 
 // Normal values; with `offset_channels`, every 4th channel is shifted and scaled the way
 // post-RoPE key outlier channels are (a range that does not contain 0).

@@ -151,7 +151,7 @@ TEST_CASE("Every decode kernel matches the reference on random shapes", "[attent
           const TestPage second = make_page(kf, vf, page_tokens, dim, tokens, seed++, v_group);
           const auto q = queries(group, dim, seed++);
           std::vector<float> float_want, float_lse;
-          for (Isa isa : supported_isas()) {
+          for (Isa isa : kvtest::tested_isas()) {
             CAPTURE(isa_name(isa), format_name(kf), format_name(vf), dim, v_group, page_tokens, tokens, group);
             const PageKernels& kernels = page_kernels(isa);
             std::vector<float> got = empty_states(group, dim), want = empty_states(group, dim);
@@ -182,7 +182,7 @@ TEST_CASE("Every decode kernel matches the reference on random shapes", "[attent
   }
   const PageLayout q4 = PageLayout::make({64, 128, Format::Q4, Format::Q4, 32, false});
   bool any_integer = false;
-  for (Isa isa : supported_isas()) any_integer = any_integer || int_dot_paths(q4, isa).k;
+  for (Isa isa : kvtest::tested_isas()) any_integer = any_integer || int_dot_paths(q4, isa).k;
   CHECK((integer_cases > 0) == any_integer);
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("Every decode kernel matches the reference on random shapes", "[attent
 // time (40: two passes) and tiles four rows by four blocks (5, 13: remainders).
 TEST_CASE("Decode with many rows, as verification calls it, matches the reference", "[attention]") {
   std::uint32_t seed = 5000;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     const PageKernels& kernels = page_kernels(isa);
     for (int dim : {128, 256}) {
       // Every V group the integer value pass takes: 32, 64, 128 and the whole head.
@@ -231,7 +231,7 @@ TEST_CASE("Decode with many rows, as verification calls it, matches the referenc
 
 TEST_CASE("Every prefill kernel matches the reference with the causal mask", "[attention]") {
   std::uint32_t seed = 5000;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     const PageKernels& kernels = page_kernels(isa);
     for (auto [kf, vf] : format_pairs()) {
       for (int dim : {8, 64, 128}) {
@@ -265,7 +265,7 @@ TEST_CASE("Every prefill kernel matches the reference on random shapes, over sta
   std::mt19937 rng(4242);
   const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::uint32_t seed = 15000;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     const PageKernels& kernels = page_kernels(isa);
     for (int trial = 0; trial < 60; ++trial) {
       const Format kf = kAllFormats[static_cast<std::size_t>(pick(0, static_cast<int>(std::size(kAllFormats)) - 1))];
@@ -297,7 +297,7 @@ TEST_CASE("Every prefill kernel matches the reference on random shapes, over sta
 
 TEST_CASE("Every page_bounds kernel matches the reference on each page", "[attention]") {
   std::uint32_t seed = 9000;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     for (Format f : kAllFormats) {
       for (int dim : {8, 24, 64, 128, 256}) {
         for (int group : {1, 3, 4, 8}) {
@@ -329,7 +329,7 @@ TEST_CASE("Wide heads decode against the reference, with more V groups than the 
   // float value pass; groups of 64 make 8 and take the integer one. K stays on floats on x86
   // (> 256); Arm's integer K sums in int32, q8's 14-bit query nearest its limit here.
   std::uint32_t seed = 7000;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     for (Format kf : {Format::Q4, Format::Q8}) {
       for (int v_group : {32, 64}) {
         for (int tokens : {64, 37}) {
@@ -366,7 +366,7 @@ TEST_CASE("Integer dot products stay inside the format's own error against exact
     Format k, v;
     double bound;  // int error / format error
   };
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     for (const Case& c : {Case{Format::Q4, Format::Q4, 1.1}, Case{Format::Q8, Format::F32, 1.02}}) {
       for (int dim : {64, 128, 256}) {
         const PageLayout quantized = PageLayout::make({64, dim, c.k, c.v, 32, false});
@@ -456,7 +456,7 @@ TEST_CASE("Dispatch sends q8 and q4 to the integer instructions and float format
   // magnitude more than the kernels' bound: the result shows which code ran. Under qemu -cpu max
   // this covers dotprod and i8mm, under a CPU model without dotprod the NEON fallback.
   std::uint32_t seed = 12000;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     for (Format kf : {Format::Q4, Format::Q8, Format::F16, Format::F32}) {
       for (int dim : {64, 128}) {
         const DispatchProbe probe = dispatch_probe(kf, dim, seed++);

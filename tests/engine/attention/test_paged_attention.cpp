@@ -35,7 +35,7 @@ TEST_CASE("Paged attention equals dense reference attention on the gathered page
       const DenseKV dense = gather_pages_ref(shape, kv.views);
       REQUIRE(dense.ctx == s.ctx);
       std::vector<float> reference;
-      for (Isa isa : supported_isas()) {
+      for (Isa isa : kvtest::tested_isas()) {
         CAPTURE(isa_name(isa), format_name(f), s.q_heads, s.kv_heads, s.dim, s.page_tokens, s.ctx, s.n_queries);
         std::vector<float> got(q.size()), want(q.size());
         PagedAttentionArgs args;
@@ -99,7 +99,7 @@ TEST_CASE("Paged attention is bit-identical whatever the thread count", "[attent
 TEST_CASE("Paged attention in waves of resident pages is bit-identical to one pass, and reads only held pages",
           "[attention]") {
   ThreadPool pool(2);
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     for (Format f : {Format::F16, Format::Q4, Format::Q8}) {
       for (int n_queries : {1, 33}) {
         for (std::size_t wave_pages : {1, 3, 7}) {
@@ -181,7 +181,7 @@ TEST_CASE("Verification gives each query what a decode step at its position give
   AttentionWorkspace workspace;
   const int q_heads = 8, kv_heads = 2, dim = 64, page_tokens = 16, ctx = 7 * 16 + 5;
   const AttentionShape shape{q_heads, kv_heads, dim, 1.0f / std::sqrt(static_cast<float>(dim))};
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : kvtest::tested_isas()) {
     for (Format f : {Format::F32, Format::F16, Format::Q8, Format::Q4}) {
       for (int k : {2, 5, 16}) {
         for (bool subset : {false, true}) {
