@@ -49,7 +49,17 @@ const std::vector<std::vector<float>>& SparseDecoder::accumulated(SeqId seq, int
   return it == history_.end() ? empty : it->second.accumulated;
 }
 
+void SparseDecoder::set_images(SeqId seq, std::vector<ImagePages> images) {
+  if (policy_.visual.enabled()) check_visual_budget(policy_.visual, images, "sparse policy");
+  if (images.empty()) {
+    images_.erase(seq);
+  } else {
+    images_[seq] = std::move(images);
+  }
+}
+
 void SparseDecoder::forget(SeqId seq) {
+  images_.erase(seq);
   for (auto it = history_.begin(); it != history_.end();) {
     it = it->first.first == seq ? history_.erase(it) : std::next(it);
   }
@@ -87,11 +97,13 @@ SelectionPlan SparseDecoder::plan_step(SeqId seq, int layer, const float* q, Pha
     }
   }
   const std::uint64_t select_start = telemetry_ != nullptr ? monotonic_ns() : 0;
+  const auto images = images_.find(seq);
+  const bool visual = policy_.visual.enabled() && images != images_.end();
   std::vector<std::vector<float>> bounds;
-  if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid) {
+  if (policy_.selector == Selector::Quest || policy_.selector == Selector::Hybrid || visual) {
     bounds = quest_bounds(key_bounds_, g.head_dim, q, g.q_heads, page_kernels(cache_.isa()), &cache_.pool());
   }
-  const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc};
+  const SelectionInput input{context, page_tokens, g.kv_heads, &bounds, &acc, visual ? &images->second : nullptr};
   SelectionPlan plan = plan_selection(policy_, input, &cache_.pool());
   report_selection(phase, select_start, pages, !bounds.empty());
   return plan;

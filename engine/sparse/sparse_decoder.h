@@ -65,6 +65,11 @@ class SparseDecoder {
   }
   // Accumulated attention of (seq, layer): [kv head][page].
   const std::vector<std::vector<float>>& accumulated(SeqId seq, int layer) const;
+  // The image pages of seq (ascending and apart; every layer alike): with the policy's visual
+  // budget, each image's pages are then selected apart from the text (sparse/visual_budget.h).
+  // Throws InputError, naming the field, for a budget that cannot keep min_pages_per_image of
+  // an image.
+  void set_images(SeqId seq, std::vector<ImagePages> images);
   void forget(SeqId seq);
 
  private:
@@ -86,6 +91,7 @@ class SparseDecoder {
     int decayed_at = -1;
   };
   std::map<std::pair<SeqId, int>, History> history_;
+  std::map<SeqId, std::vector<ImagePages>> images_;  // per sequence, when it has images
   SelectionPlan last_plan_;
   int last_layer_ = -1, last_context_ = 0;  // of the last decode attend() (-1: none)
   std::vector<HeadKeyBounds> key_bounds_;  // this call's key bounds (buffers kept across calls)

@@ -7,6 +7,7 @@
 
 #include "model/synthetic.h"
 #include "engine/sparse/sparse_setup.h"
+#include "runtime/error.h"
 #include "sparse/sparse_decoder.h"
 #include "int_twin.h"
 #include "test_support.h"
@@ -187,4 +188,44 @@ TEST_CASE("memory danger's budget request is served once by every decoder on the
   for (SparseDecoder* d : {&first, &second}) d->attend(seq, 0, q.data(), out.data());
   CHECK(cache.budget_requests() == 1);
   CHECK(first.policy().budget == 0.25f);
+}
+
+TEST_CASE("A decoder told a sequence's images keeps each image's own pages under any selector", "[sparse]") {
+  Setup s(1024);  // 16 pages of 64 tokens; the next token opens a 17th
+  const std::vector<ImagePages> images{{2, 6}, {8, 12}};
+  SparsePolicy p = policy(Selector::H2O, 0.2f);  // a selector that reads no query bound of its own
+  p.visual = {0.25f, 1};
+  SparseDecoder decoder(s.cache, p);
+  decoder.set_images(s.seq, images);
+  const auto q = s.next_query();
+  std::vector<float> out(q.size());
+  decoder.attend(s.seq, 0, q.data(), out.data());
+  const SelectionPlan& plan = decoder.last_plan();
+  REQUIRE(plan.visual_budget_pages == 2);
+  for (const HeadSelection& head : plan.heads) {
+    for (const ImagePages& image : images) {
+      int kept = 0;
+      for (std::size_t i = 0; i < head.pages.size(); ++i) {
+        if (head.pages[i] < image.first || head.pages[i] >= image.last) continue;
+        ++kept;
+        CHECK(head.reasons[i] == KeepReason::Visual);
+      }
+      CHECK(kept == 1);
+    }
+  }
+  // Forgotten, the sequence's pages are all text again.
+  decoder.forget(s.seq);
+  const auto q2 = s.next_query();
+  decoder.attend(s.seq, 0, q2.data(), out.data());
+  CHECK(decoder.last_plan().visual.empty());
+  // A budget that keeps fewer than min_pages_per_image pages of an image is refused, named.
+  SparsePolicy strict = p;
+  strict.visual = {0.25f, 2};
+  SparseDecoder refusing(s.cache, strict);
+  try {
+    refusing.set_images(s.seq, images);
+    FAIL("not refused");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "visual.budget");
+  }
 }
