@@ -112,8 +112,9 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
   for (const ImagePages& image : images) {
     int kept_forced = 0;
     for (int p = image.first; p < image.last; ++p) kept_forced += is_forced[static_cast<std::size_t>(p)];
-    image_take.push_back(std::max(0, visual_pages_kept(policy.visual, image.count()) - kept_forced));
-    plan.visual_budget_pages += std::max(kept_forced, visual_pages_kept(policy.visual, image.count()));
+    const int image_budget = visual_pages_kept(policy.visual, image.count());
+    image_take.push_back(std::max(0, image_budget - kept_forced));
+    plan.visual_budget_pages += std::max(kept_forced, image_budget);
   }
   std::vector<float> recency(static_cast<std::size_t>(pages));
   std::iota(recency.begin(), recency.end(), 0.0f);
@@ -156,8 +157,8 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
     std::vector<std::uint8_t> keep = is_forced;
     for (int i = 0; i < take; ++i) keep[static_cast<std::size_t>(ranked[static_cast<std::size_t>(i)])] = 1;
     // Each image: its best pages by the query bound, ties to the later page.
+    const float* bound = images.empty() ? nullptr : bounds[h]->data();
     for (std::size_t i = 0; i < images.size(); ++i) {
-      const float* bound = bounds[h]->data();
       const auto by_bound = [bound](int a, int b) { return bound[a] != bound[b] ? bound[a] > bound[b] : a > b; };
       std::vector<int> candidates;
       for (int p = images[i].first; p < images[i].last; ++p) {
