@@ -279,6 +279,11 @@ void add_selection(Builder& b, const Inputs& in) {
   for (const char* name : {"attn_mass_recall", "oracle_mass_recall", "critical_miss_rate", "oracle_critical_miss_rate"}) {
     b.maybe(name, f.synthetic ? scalar(s, name) : std::nullopt, f.synthetic ? no_check : no_exact);
   }
+  const bool images = f.synthetic && f.has_images;
+  for (const char* name : {"visual_attn_mass_recall", "visual_oracle_mass_recall", "visual_token_drop"}) {
+    b.maybe(name, images ? scalar(s, name) : std::nullopt,
+            !f.synthetic ? no_exact : !images ? "the workload has no images" : no_check);
+  }
   b.maybe("needle_recall", f.has_needles ? scalar(s, "needle_recall") : std::nullopt,
           !f.has_needles ? (f.synthetic ? "the workload plants no needles" : "real text has no planted needles")
                          : "no sampled step asked for a needle");

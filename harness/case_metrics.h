@@ -23,6 +23,7 @@ struct RepetitionFacts {
   double token_drop_ratio = 0.0;      // the recorder's (Recorder::token_drop_ratio)
   bool synthetic = true;              // synthetic backend (else llama)
   bool has_needles = false;           // the script planted needles
+  bool has_images = false;            // the script holds visual tokens
   int model_layers = 0;               // the whole model's layers
   const kv::PageLayout* layout = nullptr;  // the policy's sealed page layout
   const kv::PageLayout* f16_layout = nullptr;  // the same geometry in f16 (compression ratio)

@@ -7,9 +7,11 @@
 
 #include "case_pricing.h"
 #include "device_conditions.h"
+#include "executor.h"
 #include "layer_sampling.h"
 #include "runtime/error.h"
 #include "runtime/isa.h"
+#include "sparse/visual_budget.h"
 #include "sparse_budget_check.h"
 #include "synthetic_block.h"
 
@@ -97,6 +99,20 @@ void check_sparse_budget(const SuiteConfig& suite, PreparedCase& c) {
                                    c.info.name(), reason));
 }
 
+// A visual budget must keep min_pages_per_image of every image the case holds.
+void check_case_visual_budget(const SuiteConfig& suite, const PreparedCase& c) {
+  const kv::VisualBudget& visual = c.policy->sparse.visual;
+  if (!visual.enabled()) return;
+  const Script& script = c.script.script;
+  const std::vector<kv::ImagePages> images = image_pages(script, c.policy->cache.page_tokens, script.positions);
+  try {
+    kv::check_visual_budget(visual, images, "visual");
+  } catch (const kv::InputError& e) {
+    throw kv::InputError(suite.file, policy_path(suite, c) + "/" + std::string(e.field()).replace(0, 7, "visual/"),
+                         fmt::format("case {}: {}", c.info.name(), e.reason()));
+  }
+}
+
 // A whole-model L1 budget must hold what no demotion can free; otherwise the run could only
 // overflow its cap, so it is refused before anything is written.
 void check_l1_budget(const SuiteConfig& suite, const PreparedCase& c) {
@@ -172,6 +188,7 @@ void prepare_case(const SuiteConfig& suite, PreparedCase& c, CaseModel& model, c
   target.synthetic = model.preset != nullptr;
   target.max_positions = model.max_positions;
   target.seed = suite.seed;
+  if (c.policy->sparse.visual.enabled()) target.image_page_tokens = c.policy->cache.page_tokens;
   if (!target.synthetic) {
     c.text = resolve_path(c.workload.text, models_dir, suite.base_dir);
     auto it = model.texts.find(c.text);
@@ -197,6 +214,7 @@ void prepare_case(const SuiteConfig& suite, PreparedCase& c, CaseModel& model, c
   if (c.script.skipped.empty()) {
     check_l1_budget(suite, c);
     check_sparse_budget(suite, c);
+    check_case_visual_budget(suite, c);
     check_synthetic(suite, c);
   }
 }

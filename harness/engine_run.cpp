@@ -316,6 +316,7 @@ EngineRun finish_run(const PreparedCase& c, Measurement& m, StepCollector& steps
   facts.recorder = &m.recorder;
   facts.synthetic = c.model->preset != nullptr;
   facts.has_needles = !script.needles.empty();
+  facts.has_images = !script.images.empty();
   facts.layout = &*m.layout;
   facts.f16_layout = &*m.f16_layout;
   facts.ttft_target_ms = c.workload.ttft_target_ms;

@@ -83,6 +83,27 @@ void read_sparse(Fields& f, kv::SparsePolicy& s, const std::string& file) {
   rethrow_at(file, f.path(), [&] { kv::validate_sparse_policy(s, "sparse"); });
 }
 
+// The policy's visual block: each image's pages selected apart from the text
+// (sparse/visual_budget.h). The pool's own formats and tier are not built yet; a block that asks
+// for them is refused rather than run with the text's.
+void read_visual(Fields& f, kv::SparsePolicy& s, const std::string& file) {
+  for (const char* field : {"k_format", "v_format", "v_group", "tier"}) {
+    if (f.has(field)) {
+      fail(file, f.at(field), "image pages are stored like text pages so far (the policy's k, v, v_group and tier); "
+                              "a visual format and tier of their own are not built yet");
+    }
+  }
+  if (!f.has("budget")) fail(file, f.at("budget"), "is required: the fraction of each image's pages a decode step keeps");
+  s.visual.budget = static_cast<float>(f.number("budget", 0.0));
+  if (!(s.visual.budget > 0.0f && s.visual.budget <= 1.0f)) fail(file, f.at("budget"), fmt::format("must be in (0, 1] ({})", f.number("budget", 0.0)));
+  s.visual.min_pages_per_image = static_cast<int>(f.integer("min_pages_per_image", 1, 1, 1 << 20));
+  f.done();
+  if (s.selector == kv::Selector::Full) {
+    fail(file, f.at("budget"), "the policy's sparse selector is full (it keeps every page): a visual budget needs a sparse selector");
+  }
+  rethrow_at(file, f.path(), [&] { kv::validate_visual_budget(s.visual, "visual"); });
+}
+
 void read_memory(Fields& f, kv::MemoryConfig& m, const std::string& base_dir, const std::string& file) {
   m.l0_bytes = f.size("l0_bytes", m.l0_bytes);
   m.l0_copy = f.boolean("l0_copy", m.l0_copy);
@@ -166,6 +187,10 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   if (const json* sparse = f.child("sparse")) {
     Fields s(*sparse, f.at("sparse"), file);
     read_sparse(s, p.sparse, file);
+  }
+  if (const json* visual = f.child("visual")) {
+    Fields v(*visual, f.at("visual"), file);
+    read_visual(v, p.sparse, file);
   }
   // Sinks and window stay in L1 whatever the tiers do.
   p.cache.memory.pin_sink_tokens = p.sparse.sinks;
@@ -548,6 +573,9 @@ json policy_json(const PolicyConfig& p) {
          {"sparse", sparse_json(p.sparse)},
          {"memory", memory_json(c.memory)}};
   if (!p.models.empty()) j["models"] = p.models;  // only when set, as "fetched"
+  if (p.sparse.visual.enabled()) {  // likewise
+    j["visual"] = {{"budget", shortest(p.sparse.visual.budget)}, {"min_pages_per_image", p.sparse.visual.min_pages_per_image}};
+  }
   if (c.prefix_cache) {  // only when set: policies without it keep their hash
     j["prefix_cache"] = true;
     j["prefix_cache_bytes"] = c.prefix_cache_bytes;

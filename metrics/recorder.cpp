@@ -77,6 +77,12 @@ void Recorder::on_selection_quality(const kv::SelectionQuality& quality) {
   ++quality_checks_;
   needles_ += static_cast<std::uint64_t>(quality.needles);
   needles_kept_ += static_cast<std::uint64_t>(quality.needles_kept);
+  if (quality.has_images) {
+    visual_recall_sum_ += quality.visual_mass_recall;
+    visual_oracle_sum_ += quality.visual_oracle_mass_recall;
+    visual_drop_sum_ += quality.visual_token_drop;
+    ++visual_checks_;
+  }
   RequestQuality& request = by_request_[request_];
   request.recall_sum += quality.attn_mass_recall;
   ++request.checks;
@@ -152,6 +158,12 @@ std::map<std::string, double> Recorder::scalars() const {
     out["oracle_critical_miss_rate"] = oracle_miss_sum_ / static_cast<double>(quality_checks_);
     out["attn_rel_error"] = rel_error_sum_ / static_cast<double>(quality_checks_);
     out["attn_cosine"] = cosine_sum_ / static_cast<double>(quality_checks_);
+  }
+  if (visual_checks_ > 0) {
+    const auto n = static_cast<double>(visual_checks_);
+    out["visual_attn_mass_recall"] = visual_recall_sum_ / n;
+    out["visual_oracle_mass_recall"] = visual_oracle_sum_ / n;
+    out["visual_token_drop"] = visual_drop_sum_ / n;
   }
   if (needles_ > 0) out["needle_recall"] = static_cast<double>(needles_kept_) / static_cast<double>(needles_);
   return out;

@@ -125,6 +125,9 @@ class Recorder final : public kv::Telemetry {
   std::uint64_t head_selections_ = 0;
   double recall_sum_ = 0.0, oracle_sum_ = 0.0, miss_sum_ = 0.0, oracle_miss_sum_ = 0.0, rel_error_sum_ = 0.0, cosine_sum_ = 0.0;
   std::uint64_t quality_checks_ = 0, needles_ = 0, needles_kept_ = 0;
+  // The checks of contexts with visual tokens.
+  double visual_recall_sum_ = 0.0, visual_oracle_sum_ = 0.0, visual_drop_sum_ = 0.0;
+  std::uint64_t visual_checks_ = 0;
   int request_ = 0;
   std::map<int, RequestQuality> by_request_;
 };

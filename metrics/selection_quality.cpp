@@ -29,6 +29,17 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
   quality.step = step;
   quality.layer = layer;
   const std::vector<std::vector<int>> needles = exact_.asked_needles();
+  // The visual tokens in the context, and the pages that hold any.
+  std::vector<bool> image_token(static_cast<std::size_t>(context), false);
+  std::vector<bool> image_page(static_cast<std::size_t>((context + page_tokens - 1) / page_tokens), false);
+  int image_tokens = 0;
+  for (const kv::ExactKV::TokenRange& image : exact_.image_tokens()) {
+    for (int t = std::max(image.begin, 0); t < std::min(image.end, context); ++t) {
+      image_token[static_cast<std::size_t>(t)] = true;
+      image_page[static_cast<std::size_t>(t / page_tokens)] = true;
+      ++image_tokens;
+    }
+  }
   // Each kv head is checked on its own (in parallel); drops are reported afterwards, in order.
   struct HeadCheck {
     double recall = 0.0, oracle = 0.0, missed = 0.0, oracle_missed = 0.0, rel_error = 0.0, cosine = 0.0;
@@ -36,6 +47,8 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
     std::vector<bool> needle_kept;
     std::vector<int> critical_tokens;  // every q head's exact top-m, for the oracle's misses
     std::vector<kv::TokenDropped> drops;
+    double image_mass = 0.0, image_held = 0.0, image_oracle = 0.0;  // summed over q heads
+    int image_tokens_kept = 0;
   };
   std::vector<HeadCheck> checks(static_cast<std::size_t>(g.kv_heads));
   cache.pool().parallel_for(static_cast<std::size_t>(g.kv_heads), [&](std::size_t head) {
@@ -62,6 +75,7 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
     std::vector<int> order(static_cast<std::size_t>(context));
     // Exact mass per page, summed over the head's q heads: the best pages to keep (oracle).
     std::vector<double> page_mass(static_cast<std::size_t>((context + page_tokens - 1) / page_tokens), 0.0);
+    std::vector<double> image_page_mass(image_tokens > 0 ? page_mass.size() : 0, 0.0);  // image tokens' mass only
     for (int qh = 0; qh < group; ++qh) {
       const float* qv = q + static_cast<std::size_t>(h * group + qh) * row;
       double best = -INFINITY;
@@ -80,6 +94,15 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
         page_mass[static_cast<std::size_t>(t / page_tokens)] += weights[static_cast<std::size_t>(t)];
       }
       check.recall += held;
+      if (image_tokens > 0) {
+        for (int t = 0; t < context; ++t) {
+          if (!image_token[static_cast<std::size_t>(t)]) continue;
+          const double w = weights[static_cast<std::size_t>(t)];
+          check.image_mass += w;
+          if (kept[static_cast<std::size_t>(t)]) check.image_held += w;
+          image_page_mass[static_cast<std::size_t>(t / page_tokens)] += w;
+        }
+      }
       // The exact output, against what the engine returned for this q head.
       std::fill(exact_out.begin(), exact_out.end(), 0.0);
       for (int t = 0; t < context; ++t) {
@@ -129,9 +152,23 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
     // The same critical tokens against the oracle's pages: what a perfect selector of the same
     // size would still drop.
     for (int t : check.critical_tokens) check.oracle_missed += oracle_page[static_cast<std::size_t>(t / page_tokens)] ? 0.0 : 1.0;
+    if (image_tokens > 0) {
+      // The visual oracle: as many image pages as the selection kept, the heaviest by image mass.
+      std::vector<double> image_masses;
+      std::size_t image_pages_kept = 0;
+      for (int p : plan.heads[head].pages) image_pages_kept += image_page[static_cast<std::size_t>(p)] ? 1 : 0;
+      for (std::size_t p = 0; p < image_page.size(); ++p) {
+        if (image_page[p]) image_masses.push_back(image_page_mass[p]);
+      }
+      std::partial_sort(image_masses.begin(), image_masses.begin() + static_cast<std::ptrdiff_t>(image_pages_kept), image_masses.end(),
+                        std::greater<>());
+      for (std::size_t i = 0; i < image_pages_kept; ++i) check.image_oracle += image_masses[i];
+      for (int t = 0; t < context; ++t) check.image_tokens_kept += image_token[static_cast<std::size_t>(t)] && kept[static_cast<std::size_t>(t)] ? 1 : 0;
+    }
   });
   double recall = 0.0, oracle = 0.0, missed = 0.0, oracle_missed = 0.0, rel_error = 0.0, cosine = 0.0;
   int criticals = 0;
+  double image_mass = 0.0, image_held = 0.0, image_oracle = 0.0, image_dropped = 0.0;
   std::vector<bool> needle_kept(needles.size(), true);
   for (const HeadCheck& check : checks) {
     recall += check.recall;
@@ -141,6 +178,10 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
     rel_error += check.rel_error;
     cosine += check.cosine;
     criticals += check.criticals;
+    image_mass += check.image_mass;
+    image_held += check.image_held;
+    image_oracle += check.image_oracle;
+    if (image_tokens > 0) image_dropped += 1.0 - static_cast<double>(check.image_tokens_kept) / image_tokens;
     for (std::size_t n = 0; n < needles.size(); ++n) needle_kept[n] = needle_kept[n] && check.needle_kept[n];
     if (sink_ != nullptr) {
       for (const kv::TokenDropped& drop : check.drops) sink_->on_token_dropped(drop);
@@ -152,6 +193,13 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
   quality.attn_cosine = cosine / g.q_heads;
   quality.critical_miss_rate = criticals > 0 ? missed / criticals : 0.0;
   quality.oracle_critical_miss_rate = criticals > 0 ? oracle_missed / criticals : 0.0;
+  if (image_tokens > 0) {
+    quality.has_images = true;
+    // No attention on any image token (underflow): nothing of it was lost.
+    quality.visual_mass_recall = image_mass > 0.0 ? image_held / image_mass : 1.0;
+    quality.visual_oracle_mass_recall = image_mass > 0.0 ? image_oracle / image_mass : 1.0;
+    quality.visual_token_drop = image_dropped / g.kv_heads;
+  }
   // A layer where no kv head serves a question-answering head is not asked: its needles are
   // not counted (neither kept nor lost).
   bool asked = false;

@@ -62,6 +62,15 @@ struct LinearCost {
 
 }  // namespace
 
+std::vector<kv::ImagePages> image_pages(const Script& script, int page_tokens, int length) {
+  std::vector<kv::ImagePages> pages;
+  for (const Script::TokenRange& image : script.images) {
+    if (image.end > length) break;
+    pages.push_back({image.begin / page_tokens, (image.end + page_tokens - 1) / page_tokens});
+  }
+  return pages;
+}
+
 Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecoder& decoder, double layer_scale,
                    std::function<void(int)> ask_needle, std::optional<LlamaRun> llama, ExecutionOptions options)
     : model_(model),
@@ -573,6 +582,10 @@ ExecutionResult Executor::run(const Script& script) {
         double& request_ttft = ttft[op.request];  // a request whose prompt all came from the cache still has one
         if (rest.tokens > 0) run_prefill(rest, result, request_ttft, before_decode);
         if (ask_needle_ && op.ask_needle >= 0) ask_needle_(-1);
+        // An image's prefill has ended: with a visual budget its pages are selected per image.
+        if (op.visual && decoder_.policy().visual.enabled()) {
+          decoder_.set_images(*seq_, image_pages(script, cache_.config().page_tokens, pos_));
+        }
         if (prompt_end == group_end && prompt_end_ < 0) {
           prompt_end_ = pos_;
           cache_prompt(prefix_ms);

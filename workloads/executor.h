@@ -174,6 +174,11 @@ struct LlamaRun {
   const std::vector<int>* tokens = nullptr;
 };
 
+// The pages of the script's images that end at or before position `length`, for a cache of
+// `page_tokens`-token pages: [begin / page, ceil(end / page)). An image's last page may be
+// partial; the text after it then shares that page, and is selected with the image.
+std::vector<kv::ImagePages> image_pages(const Script& script, int page_tokens, int length);
+
 class Executor {
  public:
   // ask_needle: the synthetic backend's question switch (index, -1 = none); may be empty.

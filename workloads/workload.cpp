@@ -257,13 +257,18 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     if (!target.synthetic) return skip("the llama backend has no vision encoder: visual tokens need the synthetic backend");
     const int segments = c.images + 1;
     const int text = c.context_tokens / segments;
-    const int total = c.context_tokens + c.images * (c.visual_tokens + kQuestionTokens + c.gen_tokens);
+    int total = c.context_tokens + c.images * (c.visual_tokens + kQuestionTokens + c.gen_tokens);
+    const std::size_t sequence_op = s.ops.size();
     s.ops.push_back(new_sequence(total));
     int pos = 0;
     std::vector<int> image_start;
     // Text segments around the images: one before each image and one after the last.
     for (int i = 0; i < c.images; ++i) {
-      const int lead = i == 0 ? c.context_tokens - text * c.images : text;
+      int lead = i == 0 ? c.context_tokens - text * c.images : text;
+      if (target.image_page_tokens > 0) {
+        const int page = target.image_page_tokens;
+        lead += (page - (pos + lead) % page) % page;
+      }
       s.ops.push_back(prefill(lead, 0, contents.fresh()));
       pos += lead;
       image_start.push_back(pos);
@@ -273,6 +278,8 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     }
     s.ops.push_back(prefill(text, 0, contents.fresh()));
     pos += text;
+    total = pos + c.images * (kQuestionTokens + c.gen_tokens);  // the pages' padding included
+    s.ops[sequence_op].length = total;
     // A small region of each image: the needle a question asks about.
     for (int i = 0; i < c.images; ++i) {
       s.needles.push_back(place(target.seed, 30 + static_cast<std::uint64_t>(i), image_start[static_cast<std::size_t>(i)],

@@ -107,6 +107,10 @@ struct ScriptTarget {
   int max_positions = 0;     // the longest sequence the model takes
   int text_tokens = 0;       // llama: tokens in the text
   std::uint64_t seed = 1;    // needle placement
+  // > 0: every image starts on a fresh page of this many tokens (a policy with a visual block
+  // selects an image's pages apart from the text's): the text before an image fills out its
+  // last page, so the sequence grows by less than a page an image. 0: images where they fall.
+  int image_page_tokens = 0;
 };
 
 struct ScriptOrSkip {

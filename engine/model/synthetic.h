@@ -146,6 +146,7 @@ class SyntheticModel : public ModelBackend, public ExactKV {
     value(sampled_[static_cast<std::size_t>(layer)], kv_head, pos, out);
   }
   std::vector<std::vector<int>> asked_needles() const override;
+  std::vector<TokenRange> image_tokens() const override;
   bool answers_questions(int layer, int kv_head) const override {
     return generator_->answers_questions(sampled_[static_cast<std::size_t>(layer)], kv_head);
   }

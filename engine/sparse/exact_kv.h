@@ -19,6 +19,12 @@ class ExactKV {
   // Whether kv head `kv_head` of `layer` serves a head that answers questions: a needle counts
   // as kept when every such kv head keeps all of its tokens.
   virtual bool answers_questions(int /*layer*/, int /*kv_head*/) const { return true; }
+  // The visual tokens' positions, [begin, end) per image, ascending (for the visual figures);
+  // empty for a text-only context.
+  struct TokenRange {
+    int begin = 0, end = 0;
+  };
+  virtual std::vector<TokenRange> image_tokens() const { return {}; }
 };
 
 }  // namespace kv

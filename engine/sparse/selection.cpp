@@ -101,7 +101,7 @@ SelectionPlan plan_selection(const SparsePolicy& policy, const SelectionInput& i
   const int text_pages = pages - image_pages;
   const int budget = policy.selector == Selector::Full ? pages
                      : policy.selector == Selector::Window ? forced_count
-                                                           : std::max(budget_in_pages(policy, text_pages), forced_count);
+                                                           : std::max(std::min(budget_in_pages(policy, pages), text_pages), forced_count);
   plan.budget_pages = budget;
   std::vector<int> middle;
   for (int p = 0; p < pages; ++p) {

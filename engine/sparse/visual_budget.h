@@ -3,7 +3,8 @@
 // An image's pages are selected apart from the text's: each image keeps its own top pages by
 // the query bound, `budget` of its pages (ceil), which must come to at least
 // `min_pages_per_image`, so that no text budget decides whether an image is seen at all. The
-// text budget is then a fraction of the text pages only.
+// text budget keeps its size (a fraction of the context's pages, as without the block) and is
+// spent on text pages alone: a case with and without the block selects as many text pages.
 #pragma once
 
 #include <string_view>

@@ -126,6 +126,12 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {with_synthetic(R"({"span_sigma": "wide"})"), "/models/0/synthetic/span_sigma", "must be a number"},
       {with_synthetic(R"({"diffuse": {"span_weight": 1}})"), "/models/0/synthetic/diffuse/span_weight", "unknown field"},
       {with_synthetic(R"({"statistics": "uniform-heads", "sink_mass": 0.9})"), "/models/0/synthetic/sink_mass", "tail"},
+      {suite(R"(, "visual": {"min_pages_per_image": 2})"), "/policies/0/visual/budget", "is required"},
+      {suite(R"(, "visual": {"budget": 0})"), "/policies/0/visual/budget", "must be in (0, 1]"},
+      {suite(R"(, "visual": {"budget": 0.1, "min_pages_per_image": 0})"), "/policies/0/visual/min_pages_per_image", ""},
+      {suite(R"(, "visual": {"budget": 0.1, "tier": "l2"})"), "/policies/0/visual/tier", "not built yet"},
+      {suite(R"(, "visual": {"budget": 0.1, "v_group": 128})"), "/policies/0/visual/v_group", "not built yet"},
+      {suite(R"(, "visual": {"budget": 0.1, "pages": 3})"), "/policies/0/visual/pages", "unknown field"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.path, c.reason);
@@ -429,6 +435,25 @@ TEST_CASE("a policy's speculative block: its defaults, and the resolved configur
   std::string both = text;
   both.replace(both.find("\"page_tokens\": 64"), 17, "\"page_tokens\": 64, \"prefix_cache\": true");
   CHECK_THROWS_WITH(parse_suite(both, "suite.json", "."), Catch::Contains("prefix_cache"));
+}
+
+TEST_CASE("a policy's visual block: a budget per image, named in the resolved configuration only when set", "[config]") {
+  const SuiteConfig s = parse_suite(suite(R"(, "visual": {"budget": 0.1})"), "suite.json", ".");
+  CHECK(s.policies[0].sparse.visual.budget == 0.1f);
+  CHECK(s.policies[0].sparse.visual.min_pages_per_image == 1);
+  CHECK(resolved_json(s).find(R"("visual":{"budget":0.1,"min_pages_per_image":1})") != std::string::npos);
+  CHECK(parse_suite(suite(R"(, "visual": {"budget": 0.25, "min_pages_per_image": 3})"), "suite.json", ".")
+            .policies[0].sparse.visual.min_pages_per_image == 3);
+  const SuiteConfig plain = parse_suite(suite(), "suite.json", ".");
+  CHECK_FALSE(plain.policies[0].sparse.visual.enabled());
+  CHECK(resolved_json(plain).find("\"visual\"") == std::string::npos);  // a policy without it keeps its hash
+  // Not with the full selector: it keeps every page.
+  std::string full = suite(R"(, "visual": {"budget": 0.1})");
+  const std::string sparse = R"("selector": "hybrid", "sinks": 4, "window": 256, "budget": 0.10)";
+  full.replace(full.find(sparse), sparse.size(), R"("selector": "full")");
+  const kv::InputError e = error_of(full);
+  CHECK(e.field() == "/policies/0/visual/budget");
+  CHECK_THAT(e.reason(), Catch::Contains("needs a sparse selector"));
 }
 
 TEST_CASE("a suite's device block: a start temperature and a timeout, named in the resolved configuration only when set", "[config]") {

@@ -76,3 +76,48 @@ TEST_CASE("sampled steps measure recall against exact attention and log dropped 
   CHECK(checked->oracle_critical_miss_rate == 0.0);
 }
 
+
+TEST_CASE("image tokens' figures: their mass kept against the oracle's, and the image tokens dropped", "[sparse][quality]") {
+  Setup s(1024, {{128, 384}, {512, 768}});  // pages [2, 6) and [8, 12) of 64 tokens
+  const std::vector<ImagePages> images{{2, 6}, {8, 12}};
+  std::vector<float> out(static_cast<std::size_t>(s.preset.q_heads) * s.preset.head_dim);
+  const auto checked = [&](const SparsePolicy& policy, bool hand_images) {
+    SparseDecoder decoder(s.cache, policy);
+    if (hand_images) decoder.set_images(s.seq, images);
+    QualityMonitor monitor(s.model, policy, nullptr);
+    const auto q = s.next_query();
+    decoder.attend(s.seq, 0, q.data(), out.data());
+    const auto quality = monitor.check(s.cache, decoder, q.data(), out.data());
+    REQUIRE(quality);
+    REQUIRE(quality->has_images);
+    CHECK(quality->visual_oracle_mass_recall >= quality->visual_mass_recall - 1e-9);
+    CHECK(quality->visual_oracle_mass_recall <= 1.0 + 1e-9);
+    return *quality;
+  };
+  // Every page: nothing of the images is lost.
+  const SelectionQuality full = checked(SparsePolicy{}, false);
+  CHECK(full.visual_mass_recall == Approx(1.0));
+  CHECK(full.visual_token_drop == 0.0);
+  // A visual budget of a quarter: one page of each image's four, every kv head; 3/4 of the
+  // image tokens dropped, whatever the scores.
+  SparsePolicy quarter = kvtest::policy(Selector::Hybrid, 0.1f);
+  quarter.visual = {0.25f, 1};
+  const SelectionQuality visual = checked(quarter, true);
+  CHECK(visual.visual_token_drop == Approx(0.75));
+  CHECK(visual.visual_mass_recall > 0.0);
+  CHECK(visual.visual_mass_recall < 1.0);
+  // The whole of each image.
+  quarter.visual = {1.0f, 1};
+  const SelectionQuality whole = checked(quarter, true);
+  CHECK(whole.visual_token_drop == 0.0);
+  CHECK(whole.visual_mass_recall == Approx(1.0));
+  // A text-only context states none of them.
+  Setup text(1024);
+  SparseDecoder decoder(text.cache, SparsePolicy{});
+  QualityMonitor monitor(text.model, SparsePolicy{}, nullptr);
+  const auto q = text.next_query();
+  decoder.attend(text.seq, 0, q.data(), out.data());
+  const auto quality = monitor.check(text.cache, decoder, q.data(), out.data());
+  REQUIRE(quality);
+  CHECK_FALSE(quality->has_images);
+}

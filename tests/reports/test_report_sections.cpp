@@ -131,6 +131,13 @@ TEST_CASE("report sections: sparse quality, Pareto and metadata", "[reports][sec
   const std::string sparse = rendered(sparse_section, m);
   CHECK(sparse.find("Critical tokens missed against the oracle") != std::string::npos);
   CHECK(sparse.find("0.0625") != std::string::npos);
+  CHECK(sparse.find("Image attention-mass recall") == std::string::npos);  // no case with images
+  m.host.cases[1].figures["visual_attn_mass_recall"] = {0.4375, "", false, false};
+  m.host.cases[1].figures["visual_oracle_mass_recall"] = {0.96875, "", false, false};
+  const std::string visual = rendered(sparse_section, m);
+  CHECK(visual.find("Image attention-mass recall against the oracle") != std::string::npos);
+  CHECK(visual.find("0.4375") != std::string::npos);
+  CHECK(visual.find("0.96875") != std::string::npos);
   // Two phones: on one b does not fit (faded, off the front), on the other both fit and the
   // front is the host's, so it joins the host's plot.
   const auto on = [](CaseView c, const std::string& soc, double fits) {

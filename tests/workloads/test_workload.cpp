@@ -286,6 +286,35 @@ TEST_CASE("multimodal: needles inside the images, one question each, the llama b
   CHECK_THAT(build_script(w, llama).skipped, Catch::Contains("vision encoder"));
 }
 
+TEST_CASE("multimodal for a visual pool: every image starts on a fresh page, the text before it padded", "[workloads]") {
+  WorkloadConfig w = workload("multimodal");
+  w.visual_tokens = 100;  // not a whole number of pages: an image's last page is partial
+  const Script plain = build_script(w, synthetic()).script;
+  for (int page : {16, 64}) {
+    ScriptTarget target = synthetic();
+    target.image_page_tokens = page;
+    const Script s = build_script(w, target).script;
+    CAPTURE(page);
+    REQUIRE(s.images.size() == 2);
+    int padding = 0;
+    for (std::size_t i = 0; i < s.images.size(); ++i) {
+      CHECK(s.images[i].begin % page == 0);
+      CHECK(s.images[i].end - s.images[i].begin == 100);
+      padding = s.images[i].begin - plain.images[i].begin;
+      CHECK(padding >= 0);
+      CHECK(padding < page * static_cast<int>(i + 1));  // less than a page an image
+      CHECK(s.needles[i] >= s.images[i].begin);
+      CHECK(s.needles[i] < s.images[i].end);
+    }
+    CHECK(s.positions == plain.positions + padding);
+    CHECK(s.ops.front().kind == OpKind::NewSequence);
+    CHECK(s.ops.front().length == s.positions);
+    CHECK(tokens_of(s, OpKind::Prefill) + tokens_of(s, OpKind::Decode) == s.positions);
+  }
+  // Without a page size, images fall where the text leaves them.
+  CHECK(plain.images[0].begin == 1024 - 2 * (1024 / 3));
+}
+
 TEST_CASE("perplexity: windows of the text from an empty cache, synthetic and oversized cases are skipped", "[workloads]") {
   ScriptTarget llama;
   llama.synthetic = false;

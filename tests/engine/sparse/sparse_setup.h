@@ -3,6 +3,7 @@
 // window.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "kv_cache.h"
@@ -20,14 +21,16 @@ struct Setup {
   SyntheticModel model;
   KVCache cache;
   SeqId seq;
-  explicit Setup(int ctx)
-      : model(preset, config(ctx), {4}, ctx + 64, pool), cache(cache_config(model.geometry())), seq(cache.create_sequence()) {
+  // images: visual tokens' positions (the generator makes them image patches).
+  explicit Setup(int ctx, std::vector<ImageRange> images = {})
+      : model(preset, config(ctx, std::move(images)), {4}, ctx + 64, pool), cache(cache_config(model.geometry())), seq(cache.create_sequence()) {
     StepBuffers buffers;
     run_step(model, cache, seq, nullptr, ctx, 0, buffers, StepAttention::AppendOnly);
   }
-  static SyntheticConfig config(int ctx) {
+  static SyntheticConfig config(int ctx, std::vector<ImageRange> images = {}) {
     SyntheticConfig c;
     c.calibration_ctx = ctx;
+    c.images = std::move(images);
     return c;
   }
   static CacheConfig cache_config(const ModelGeometry& g) {
