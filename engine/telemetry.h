@@ -107,8 +107,8 @@ struct SelectionQuality {
   double oracle_critical_miss_rate = 0.0;
   // The images' share (a context with visual tokens): the exact attention mass on image tokens
   // that the kept tokens hold, over all the mass on image tokens (summed over q heads, so heads
-  // that barely look at images weigh little); its ceiling, the image mass of the heaviest image
-  // pages, as many per kv head as the selection kept pages with image tokens; and the share of
+  // that barely look at images weigh little); its ceiling, the image mass of each image's
+  // heaviest pages, as many per kv head as the selection kept of that image; and the share of
   // image tokens not attended, mean over kv heads.
   bool has_images = false;
   double visual_mass_recall = 0.0;

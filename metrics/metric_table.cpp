@@ -153,7 +153,7 @@ std::vector<MetricDef> build_table() {
       {"visual_attn_mass_recall", "ratio", E, Hi, false,
        "Exact attention mass on image tokens held by the selected tokens / all the mass on image tokens (summed over q heads), mean over sampled checks of a context with images."},
       {"visual_oracle_mass_recall", "ratio", E, Hi, false,
-       "The most image mass any selection of as many image pages per kv head could hold (the heaviest by exact image mass): the ceiling of visual_attn_mass_recall."},
+       "The most image mass a selection of as many pages of each image per kv head could hold (each image's heaviest pages by exact image mass): the ceiling of visual_attn_mass_recall for the same pages per image. How pages are shared between images and text is oracle_mass_recall's ceiling."},
       {"visual_token_drop", "ratio", E, Lo, false, "Image tokens not attended, mean over kv heads and sampled checks of a context with images."},
       {"scale_drift_mean", "ratio", E, Lo, false, "Mean relative change of sealed pages' K channel ranges and V group absmax against prefill's reference."},
       {"scale_drift_max", "ratio", E, Lo, false, "Largest scale drift of any sealed page."},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <vector>
 
 namespace kvbench {
@@ -29,16 +30,18 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
   quality.step = step;
   quality.layer = layer;
   const std::vector<std::vector<int>> needles = exact_.asked_needles();
-  // The visual tokens in the context, and the pages that hold any.
+  // The visual tokens in the context, and the image each page with any belongs to (the first).
   std::vector<bool> image_token(static_cast<std::size_t>(context), false);
-  std::vector<bool> image_page(static_cast<std::size_t>((context + page_tokens - 1) / page_tokens), false);
-  int image_tokens = 0;
+  std::vector<int> image_of_page(static_cast<std::size_t>((context + page_tokens - 1) / page_tokens), -1);
+  int image_tokens = 0, images = 0;
   for (const kv::ExactKV::TokenRange& image : exact_.image_tokens()) {
     for (int t = std::max(image.begin, 0); t < std::min(image.end, context); ++t) {
       image_token[static_cast<std::size_t>(t)] = true;
-      image_page[static_cast<std::size_t>(t / page_tokens)] = true;
+      int& owner = image_of_page[static_cast<std::size_t>(t / page_tokens)];
+      if (owner < 0) owner = images;
       ++image_tokens;
     }
+    ++images;
   }
   // Each kv head is checked on its own (in parallel); drops are reported afterwards, in order.
   struct HeadCheck {
@@ -153,16 +156,24 @@ kv::SelectionQuality QualityMonitor::measure(kv::KVCache& cache, const kv::Selec
     // size would still drop.
     for (int t : check.critical_tokens) check.oracle_missed += oracle_page[static_cast<std::size_t>(t / page_tokens)] ? 0.0 : 1.0;
     if (image_tokens > 0) {
-      // The visual oracle: as many image pages as the selection kept, the heaviest by image mass.
-      std::vector<double> image_masses;
-      std::size_t image_pages_kept = 0;
-      for (int p : plan.heads[head].pages) image_pages_kept += image_page[static_cast<std::size_t>(p)] ? 1 : 0;
-      for (std::size_t p = 0; p < image_page.size(); ++p) {
-        if (image_page[p]) image_masses.push_back(image_page_mass[p]);
+      // The visual oracle: of each image, as many pages as the selection kept of it, the
+      // heaviest by image mass. It rates the choice within each image; how pages are shared
+      // between images (and text) is oracle_mass_recall's question.
+      std::vector<std::vector<double>> image_masses(static_cast<std::size_t>(images));
+      std::vector<std::size_t> kept_of(static_cast<std::size_t>(images), 0);
+      for (int p : plan.heads[head].pages) {
+        const int owner = image_of_page[static_cast<std::size_t>(p)];
+        if (owner >= 0) ++kept_of[static_cast<std::size_t>(owner)];
       }
-      std::partial_sort(image_masses.begin(), image_masses.begin() + static_cast<std::ptrdiff_t>(image_pages_kept), image_masses.end(),
-                        std::greater<>());
-      for (std::size_t i = 0; i < image_pages_kept; ++i) check.image_oracle += image_masses[i];
+      for (std::size_t p = 0; p < image_of_page.size(); ++p) {
+        if (image_of_page[p] >= 0) image_masses[static_cast<std::size_t>(image_of_page[p])].push_back(image_page_mass[p]);
+      }
+      for (std::size_t i = 0; i < image_masses.size(); ++i) {
+        std::vector<double>& masses = image_masses[i];
+        const auto n = static_cast<std::ptrdiff_t>(std::min(kept_of[i], masses.size()));
+        std::partial_sort(masses.begin(), masses.begin() + n, masses.end(), std::greater<>());
+        check.image_oracle += std::accumulate(masses.begin(), masses.begin() + n, 0.0);
+      }
       for (int t = 0; t < context; ++t) check.image_tokens_kept += image_token[static_cast<std::size_t>(t)] && kept[static_cast<std::size_t>(t)] ? 1 : 0;
     }
   });
