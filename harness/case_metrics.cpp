@@ -192,6 +192,9 @@ void add_memory(Builder& b, const Inputs& in) {
   const double f16_per_token = static_cast<double>(f.f16_layout->bytes) / f.f16_layout->page_tokens * f.kv_heads * f.model_layers;
   b.value("kv_bytes_per_token", per_token);
   b.value("kv_compression_ratio", f16_per_token / per_token);
+  b.maybe("visual_kv_bytes_per_image",
+          f.has_images ? std::optional<double>(f.image_pages * static_cast<double>(f.layout->bytes) * f.kv_heads * f.model_layers) : std::nullopt,
+          "the workload has no images");
 }
 
 // Offload.

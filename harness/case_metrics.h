@@ -24,6 +24,7 @@ struct RepetitionFacts {
   bool synthetic = true;              // synthetic backend (else llama)
   bool has_needles = false;           // the script planted needles
   bool has_images = false;            // the script holds visual tokens
+  double image_pages = 0.0;           // pages an image takes, mean over the script's images
   int model_layers = 0;               // the whole model's layers
   const kv::PageLayout* layout = nullptr;  // the policy's sealed page layout
   const kv::PageLayout* f16_layout = nullptr;  // the same geometry in f16 (compression ratio)

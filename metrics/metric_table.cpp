@@ -99,6 +99,8 @@ std::vector<MetricDef> build_table() {
       {"peak_rss_bytes", "bytes", H, Lo, false, "Peak resident set of the process during the repetition (generator and checks included)."},
       {"kv_bytes_per_token", "bytes", E, Lo, false, "Stored KV bytes per token over all layers and kv heads (sealed page layout)."},
       {"kv_compression_ratio", "ratio", E, Hi, false, "F16 page bytes per token / kv_bytes_per_token."},
+      {"visual_kv_bytes_per_image", "bytes", E, Lo, false,
+       "Stored KV bytes of the pages holding one image's tokens, over all layers and kv heads (sealed page layout; whole pages, shared with text where an image does not start on a fresh page), mean over the case's images. Image pages take the policy's K and V formats."},
       {"swap_in_bytes", "bytes", E, Lo, true, "Page bytes loaded from L2, demand and prefetch, for the whole model (sampled layers scaled)."},
       {"swap_out_bytes", "bytes", E, Lo, true, "Page bytes demoted to L2 for the whole model (sampled layers scaled)."},
       {"l2_bytes_written", "bytes", E, Lo, true,

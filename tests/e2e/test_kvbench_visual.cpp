@@ -65,6 +65,10 @@ TEST_CASE("a visual block keeps every image's own pages and states the image fig
     CHECK(oracle <= 1.0 + 1e-9);
     CHECK(sql_value(db, "SELECT clock FROM metric_values WHERE name = 'visual_token_drop' AND run_id = " + std::to_string(run)) == "exact");
   }
+  // The pages of an image: 9 once it starts on a fresh page; 10 where it starts at token 342
+  // (pages 5 to 14) and shares its first and last with text.
+  CHECK(figure(db, 2, "visual_kv_bytes_per_image") == 9 * 64 * figure(db, 2, "kv_bytes_per_token"));
+  CHECK(figure(db, 1, "visual_kv_bytes_per_image") == 10 * 64 * figure(db, 1, "kv_bytes_per_token"));
   // With the block, each image keeps ceil(10% of 9) = 1 page a kv head at every step: 128 of
   // its 1152 image tokens.
   CHECK(figure(db, 2, "visual_token_drop") == Approx(1.0 - 128.0 / 1152.0).margin(1e-12));
@@ -101,7 +105,9 @@ TEST_CASE("a text-only case runs the same with and without a visual block", "[e2
   kvtest::write_file(suite, visual_suite(kRag, R"(, "visual": {"budget": 0.5})"));
   REQUIRE(run_kvbench("run --suite " + suite + " --db " + db).status == 0);
   // No images: the image figures are absent, saying why.
-  CHECK(sql_value(db, "SELECT na_reason FROM metric_values WHERE name = 'visual_token_drop' AND run_id = 2") == "the workload has no images");
+  for (const char* name : {"visual_token_drop", "visual_kv_bytes_per_image"}) {
+    CHECK(sql_value(db, "SELECT na_reason FROM metric_values WHERE name = '" + std::string(name) + "' AND run_id = 2") == "the workload has no images");
+  }
   CHECK(figure(db, 1, "attn_mass_recall") > 0.0);
   for (const char* clock : {"exact", "model"}) {
     CAPTURE(clock);
