@@ -257,9 +257,8 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     if (!target.synthetic) return skip("the llama backend has no vision encoder: visual tokens need the synthetic backend");
     const int segments = c.images + 1;
     const int text = c.context_tokens / segments;
-    int total = c.context_tokens + c.images * (c.visual_tokens + kQuestionTokens + c.gen_tokens);
     const std::size_t sequence_op = s.ops.size();
-    s.ops.push_back(new_sequence(total));
+    s.ops.push_back(new_sequence(0));  // its length once the text's padding is known
     int pos = 0;
     std::vector<int> image_start;
     // Text segments around the images: one before each image and one after the last.
@@ -278,7 +277,7 @@ ScriptOrSkip build_script(const WorkloadConfig& c, const ScriptTarget& target) {
     }
     s.ops.push_back(prefill(text, 0, contents.fresh()));
     pos += text;
-    total = pos + c.images * (kQuestionTokens + c.gen_tokens);  // the pages' padding included
+    const int total = pos + c.images * (kQuestionTokens + c.gen_tokens);
     s.ops[sequence_op].length = total;
     // A small region of each image: the needle a question asks about.
     for (int i = 0; i < c.images; ++i) {

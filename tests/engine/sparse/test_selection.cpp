@@ -224,6 +224,20 @@ TEST_CASE("A visual budget keeps every image's own best pages, apart from the te
   }
 }
 
+TEST_CASE("A text budget larger than the text pages keeps every text page and no image page beyond the visual budget", "[sparse]") {
+  const TwoImages ctx(5);
+  SparsePolicy p = policy(Selector::Quest, 0.8f, 4, 64);  // 32 of 40 pages, above the 21 text pages
+  p.visual = {0.1f, 1};
+  const SelectionPlan plan = plan_selection(p, ctx.input(true));
+  REQUIRE(plan.budget_pages == TwoImages::kPages - 19);
+  for (const HeadSelection& head : plan.heads) {
+    REQUIRE(head.pages.size() == static_cast<std::size_t>(plan.budget_pages + plan.visual_budget_pages));
+    int text_kept = 0;
+    for (int page : head.pages) text_kept += image_page(ctx.images, page) ? 0 : 1;
+    REQUIRE(text_kept == TwoImages::kPages - 19);
+  }
+}
+
 TEST_CASE("Without a visual budget image pages are text pages, and without images a visual budget changes nothing", "[sparse]") {
   for (Selector sel : {Selector::Quest, Selector::H2O, Selector::Hybrid}) {
     const TwoImages ctx(11);
