@@ -31,7 +31,8 @@ struct SelectionInput {
   const std::vector<std::vector<float>>* accumulated = nullptr;
   // The images' pages, ascending and apart. With the policy's visual budget on, each image's
   // pages are chosen apart from the text by `query_bound` (which every selector then needs),
-  // and neither the window nor the text budget counts them; otherwise they are text pages.
+  // the window never forces them and the text budget (still a fraction of all the context's
+  // pages) is spent on the other pages alone; otherwise they are text pages.
   const std::vector<ImagePages>* images = nullptr;
 };
 

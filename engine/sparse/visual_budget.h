@@ -3,8 +3,8 @@
 // An image's pages are selected apart from the text's: each image keeps its own top pages by
 // the query bound, `budget` of its pages (ceil), which must come to at least
 // `min_pages_per_image`, so that no text budget decides whether an image is seen at all. The
-// text budget keeps its size (a fraction of the context's pages, as without the block) and is
-// spent on text pages alone: a case with and without the block selects as many text pages.
+// text budget is still a fraction of all the context's pages (image pages counted, as without
+// the block), spent on text pages alone and capped at them.
 #pragma once
 
 #include <string_view>

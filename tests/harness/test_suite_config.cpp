@@ -128,7 +128,7 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {with_synthetic(R"({"statistics": "uniform-heads", "sink_mass": 0.9})"), "/models/0/synthetic/sink_mass", "tail"},
       {suite(R"(, "visual": {"min_pages_per_image": 2})"), "/policies/0/visual/budget", "is required"},
       {suite(R"(, "visual": {"budget": 0})"), "/policies/0/visual/budget", "must be in (0, 1]"},
-      {suite(R"(, "visual": {"budget": 0.1, "min_pages_per_image": 0})"), "/policies/0/visual/min_pages_per_image", ""},
+      {suite(R"(, "visual": {"budget": 0.1, "min_pages_per_image": 0})"), "/policies/0/visual/min_pages_per_image", "0 must be in 1.."},
       {suite(R"(, "visual": {"budget": 0.1, "tier": "l2"})"), "/policies/0/visual/tier", "not built yet"},
       {suite(R"(, "visual": {"budget": 0.1, "v_group": 128})"), "/policies/0/visual/v_group", "not built yet"},
       {suite(R"(, "visual": {"budget": 0.1, "pages": 3})"), "/policies/0/visual/pages", "unknown field"},

@@ -111,6 +111,8 @@ TEST_CASE("image tokens' figures: their mass kept against the oracle's, and the 
   const SelectionQuality whole = checked(quarter, true);
   CHECK(whole.visual_token_drop == 0.0);
   CHECK(whole.visual_mass_recall == Approx(1.0));
+  CHECK(whole.visual_oracle_mass_recall == Approx(1.0));
+  CHECK(full.visual_oracle_mass_recall == Approx(1.0));
   // A text-only context states none of them.
   Setup text(1024);
   SparseDecoder decoder(text.cache, SparsePolicy{});
