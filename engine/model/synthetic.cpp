@@ -98,11 +98,7 @@ std::vector<std::vector<int>> SyntheticModel::asked_needles() const {
   return {generator_->needle_tokens(asked_needle_)};
 }
 
-std::vector<ExactKV::TokenRange> SyntheticModel::image_tokens() const {
-  std::vector<TokenRange> images;
-  for (const ImageRange& image : config_.images) images.push_back({image.begin, image.end});
-  return images;
-}
+std::vector<ExactKV::TokenRange> SyntheticModel::image_tokens() const { return config_.images; }
 
 void SyntheticModel::key(int model_layer, int kv_head, int pos, float* out) const {
   float c[256], s[256];  // head_dim <= 512: at most 256 RoPE pairs

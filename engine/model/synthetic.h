@@ -67,9 +67,7 @@ struct HeadMix {
   float image_suppression = 6.0f;    // logits off the rest of an image its question is about
 };
 
-struct ImageRange {
-  int begin = 0, end = 0;  // visual tokens [begin, end)
-};
+using ImageRange = ExactKV::TokenRange;  // visual tokens [begin, end)
 
 struct SyntheticConfig {
   SyntheticStatistics statistics = SyntheticStatistics::Published;
