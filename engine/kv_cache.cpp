@@ -196,7 +196,11 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   nan_inf_replaced_ += replaced;
   if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
   if (config_.memory.l1_bytes > 0) update_memory_pressure();
-  const TrafficCounters moved = sealed_pool_.traffic() - traffic_before;
+  report_demotions(traffic_before);
+}
+
+void KVCache::report_demotions(const TrafficCounters& before) {
+  const TrafficCounters moved = sealed_pool_.traffic() - before;
   if (telemetry_ != nullptr && moved.demotions != 0) {
     OpCounts ops;
     ops.write(Tier::L2, config_.k_format, moved.swap_out_bytes);
@@ -205,8 +209,47 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   }
 }
 
-void KVCache::seal(SeqId seq, int layer) {
-  const Sealer::Sealed sealed = sealer_.seal_ready(seq, layer, phase_);
+int KVCache::seal_image(SeqId seq, int begin, int end) {
+  const char* api = "KVCache::seal_image";
+  std::vector<LayerPages>& layers = table_.layers(seq, api);
+  if (tentative(seq)) throw InputError(api, "seq", "the sequence has tentative tokens: an image is sealed from its prompt");
+  const int tokens_per_page = config_.page_tokens;
+  if (begin < 0 || begin % tokens_per_page != 0) {
+    throw InputError(api, "begin", std::to_string(begin) + " is not on a page boundary: an image starts on a fresh page of " +
+                                       std::to_string(tokens_per_page) + " tokens");
+  }
+  if (end <= begin) throw InputError(api, "end", std::to_string(end) + " must be after begin " + std::to_string(begin));
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].length < end) {
+      throw InputError(api, "end", "layer " + std::to_string(l) + " holds " + std::to_string(layers[l].length) +
+                                       " tokens: an image is sealed once its prefill has ended (" + std::to_string(end) + ")");
+    }
+    if (!layers[l].images.empty() && layers[l].images.back().last * tokens_per_page > begin) {
+      throw InputError(api, "begin", std::to_string(begin) + " lies in an image sealed before");
+    }
+  }
+  // Its whole pages only: a last page it shares with the text after it stays a text page.
+  const ImagePages pages{begin / tokens_per_page, end / tokens_per_page};
+  if (pages.count() == 0) return 0;
+  const TrafficCounters traffic_before = sealed_pool_.traffic();
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const int layer = static_cast<int>(l);
+    seal(seq, layer, pages.last * tokens_per_page);
+    LayerPages& state = layers[l];
+    state.images.push_back(pages);
+    for (HeadPages& head : state.heads) {
+      for (int p = pages.first; p < pages.last; ++p) sealed_pool_.seal_read_only(head.sealed[static_cast<std::size_t>(p)]);
+      // Image pages leave the text window (MemoryAdvisor::update_pins).
+      advisor_.update_pins(state.length, head.sealed, head.pins);
+    }
+  }
+  update_memory_pressure();
+  report_demotions(traffic_before);
+  return pages.count();
+}
+
+void KVCache::seal(SeqId seq, int layer, int through_tokens) {
+  const Sealer::Sealed sealed = sealer_.seal_ready(seq, layer, phase_, through_tokens);
   if (sealed.events.empty()) return;
   LayerPages& state = table_.layer(seq, layer, "KVCache::append");
   for (HeadPages& head : state.heads) advisor_.update_pins(state.length, head.sealed, head.pins);
@@ -466,9 +509,22 @@ void KVCache::truncate(SeqId seq, int new_length) {
   if (new_length < 0 || new_length > longest) {
     throw InputError("KVCache::truncate", "new_length", std::to_string(new_length) + " must be in 0.." + std::to_string(longest));
   }
+  // Checked for every layer before any is cut: an image's read-only pages go whole or stay.
+  const int tokens_per_page = config_.page_tokens;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    for (const ImagePages& image : layers[l].images) {
+      if (new_length > image.first * tokens_per_page && new_length < image.last * tokens_per_page) {
+        throw InputError("KVCache::truncate", "new_length",
+                         std::to_string(new_length) + " cuts into the image sealed read-only at tokens " +
+                             std::to_string(image.first * tokens_per_page) + ".." + std::to_string(image.last * tokens_per_page) +
+                             " (layer " + std::to_string(l) + "): cut before or after it");
+      }
+    }
+  }
   for (std::size_t l = 0; l < layers.size(); ++l) {
     LayerPages& layer = layers[l];
     if (layer.length <= new_length) continue;
+    std::erase_if(layer.images, [&](const ImagePages& image) { return image.first * tokens_per_page >= new_length; });
     sealer_.truncate(seq, static_cast<int>(l), new_length);
     layer.history.clear();
     layer.ranked.clear();

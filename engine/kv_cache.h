@@ -85,7 +85,17 @@ class KVCache {
   // out like q. One query runs the fused decode kernel, more run the chunked prefill.
   void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options = {});
   // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
+  // Throws InputError for a cut inside an image's read-only pages (seal_image), before any
+  // layer is cut; a cut before the image drops it whole.
   void truncate(SeqId seq, int new_length);
+  // An image's prefill has ended (tokens [begin, end) of every layer, begin on a page boundary):
+  // its whole pages are sealed now, however recent (residual_tokens does not keep them), and
+  // become read-only - never written, requantized or cut into again, never part of the text
+  // window that memory pins. A last page the image shares with the text after it stays a text
+  // page. Returns the image's read-only pages a layer. Throws InputError (field begin or end)
+  // for a range off a page boundary, not yet appended or overlapping an earlier image, and for
+  // a tentative sequence.
+  int seal_image(SeqId seq, int begin, int end);
 
   // The prefix cache (CacheConfig::prefix_cache; prefix_cache.h). The longest whole-page prefix
   // of `tokens` an earlier prompt left cached: a plan, nothing shared yet (empty when the cache
@@ -156,7 +166,9 @@ class KVCache {
   ThreadPool& pool() { return pool_; }
 
  private:
-  void seal(SeqId seq, int layer);
+  void seal(SeqId seq, int layer, int through_tokens = 0);
+  // Telemetry of the demotions sealing caused since `before` (they are the caller's traffic).
+  void report_demotions(const TrafficCounters& before);
   bool requantize_page(PageId id);
   void apply_relief(const TieredPool::Relief& relief);
   void update_memory_pressure();

@@ -39,6 +39,7 @@ void PageTable::copy_into(SeqId child_id, SeqId parent_id) {
     LayerPages& to = child[l];
     to.length = from.length;
     to.sealed_tokens = from.sealed_tokens;
+    to.images = from.images;
     for (std::size_t h = 0; h < from.heads.size(); ++h) {
       const HeadPages& src = from.heads[h];
       HeadPages& dst = to.heads[h];

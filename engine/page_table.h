@@ -58,6 +58,8 @@ struct LayerPages {
   std::vector<std::vector<int>> taken_up;
   // How well the previous layer's take-up foretold this layer's reads.
   NextLayerAgreement from_previous_layer;
+  // The images sealed read-only (KVCache::seal_image), in order: each image's whole pages.
+  std::vector<ImagePages> images;
 };
 
 struct PageOwner {

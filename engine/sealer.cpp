@@ -120,10 +120,12 @@ void Sealer::seal_page(int layer, int head, int logical_page, Phase phase, PageI
   header->checksum = page_checksum(to, dst);
 }
 
-Sealer::Sealed Sealer::seal_ready(SeqId seq, int layer, Phase phase) {
+Sealer::Sealed Sealer::seal_ready(SeqId seq, int layer, Phase phase, int through_tokens) {
   LayerPages& state = table_.layer(seq, layer, "KVCache::append");
   const int tokens_per_page = config_.page_tokens;
-  const int ready = std::max(0, (state.length - state.sealed_tokens - config_.residual_tokens) / tokens_per_page);
+  const int through = std::min(through_tokens, state.length);
+  const int ready = std::max({0, (state.length - state.sealed_tokens - config_.residual_tokens) / tokens_per_page,
+                              (through - state.sealed_tokens) / tokens_per_page});
   Sealed sealed;
   if (ready == 0) return sealed;
   const int heads = config_.geometry.kv_heads;

@@ -37,8 +37,9 @@ class Sealer {
     std::vector<PageSealed> events;  // head after head, pages in order
     OpCounts ops;                     // residual read, sealed pages written, values quantized
   };
-  // Seals the layer's ready residual pages (none: an empty result).
-  Sealed seal_ready(SeqId seq, int layer, Phase phase);
+  // Seals the layer's ready residual pages (none: an empty result); with through_tokens, also
+  // every whole page before that position, however new (an image's pages at its end).
+  Sealed seal_ready(SeqId seq, int layer, Phase phase, int through_tokens = 0);
 
   // Cuts (seq, layer) to new_length tokens (shorter than its length).
   void truncate(SeqId seq, int layer, int new_length);

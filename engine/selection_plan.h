@@ -14,6 +14,15 @@ namespace kv {
 // text budget, or it won its image's own budget (sparse/visual_budget.h).
 enum class KeepReason : std::uint8_t { Sink, Window, Score, Visual };
 
+// An image's logical pages [first, last): an image starts on a fresh page, its last page may
+// be partial (the selection's view) or be left out (the cache's read-only pages: whole pages).
+struct ImagePages {
+  int first = 0;
+  int last = 0;
+
+  int count() const { return last - first; }
+};
+
 struct HeadSelection {
   std::vector<int> pages;            // kept logical pages, ascending
   std::vector<KeepReason> reasons;   // one per kept page

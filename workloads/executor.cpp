@@ -71,6 +71,18 @@ std::vector<kv::ImagePages> image_pages(const Script& script, int page_tokens, i
   return pages;
 }
 
+namespace {
+
+// The image whose prefill op ends at `position` (an image's tokens are one op).
+const Script::TokenRange& ended_image(const Script& script, int position) {
+  for (const Script::TokenRange& image : script.images) {
+    if (image.end == position) return image;
+  }
+  throw std::invalid_argument("script: an image's prefill that ends at " + std::to_string(position) + " where no image ends");
+}
+
+}  // namespace
+
 Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecoder& decoder, double layer_scale,
                    std::function<void(int)> ask_needle, std::optional<LlamaRun> llama, ExecutionOptions options)
     : model_(model),
@@ -582,8 +594,11 @@ ExecutionResult Executor::run(const Script& script) {
         double& request_ttft = ttft[op.request];  // a request whose prompt all came from the cache still has one
         if (rest.tokens > 0) run_prefill(rest, result, request_ttft, before_decode);
         if (ask_needle_ && op.ask_needle >= 0) ask_needle_(-1);
-        // An image's prefill has ended: with a visual budget its pages are selected per image.
+        // An image's prefill has ended: with a visual block its whole pages are sealed
+        // read-only, and its pages are selected per image.
         if (op.visual && decoder_.policy().visual.enabled()) {
+          const Script::TokenRange& image = ended_image(script, pos_);
+          cache_.seal_image(*seq_, image.begin, image.end);
           decoder_.set_images(*seq_, image_pages(script, cache_.config().page_tokens, pos_));
         }
         if (prompt_end == group_end && prompt_end_ < 0) {

@@ -63,7 +63,8 @@ void MemoryAdvisor::update_pins(int length, const std::vector<PageId>& sealed, s
   const int window_start = length - config_.pin_window_tokens;
   for (std::size_t p = 0; p < sealed.size(); ++p) {
     const int first = static_cast<int>(p) * page_tokens_;
-    const bool want = first < config_.pin_sink_tokens || first + page_tokens_ > window_start;
+    // An image's page is never recent text: the window pins text pages only.
+    const bool want = first < config_.pin_sink_tokens || (first + page_tokens_ > window_start && !pool_.read_only(sealed[p]));
     if (want == static_cast<bool>(pins[p])) continue;
     if (want) {
       pins[p] = PagePin(pool_, sealed[p]);

@@ -15,6 +15,7 @@ namespace kv {
 
 struct TieredPool::Page {
   bool long_tail = false;  // requantized to INT2: a long-tail frame
+  bool read_only = false;  // sealed for good (an image's page): never written or requantized again
   std::byte* frame = nullptr;  // L1 copy
   L2Slot slot = kNoSlot;       // L2 copy
   std::atomic<std::uint32_t> version{0};
@@ -170,6 +171,7 @@ void TieredPool::release(PageId id) {
   page.pins = 0;
   importance_[id] = 0.0f;
   page.prefetched = false;
+  page.read_only = false;
   page.predicted_at = 0;
   page.version.fetch_add(2);  // a reused id never matches a reader's old version
   free_ids_.push_back(id);
@@ -189,7 +191,22 @@ void TieredPool::place(PageId id, std::byte* frame, bool long_tail) {
   residence_[id] = {frame, long_tail};
 }
 
-std::byte* TieredPool::frame(PageId id) { return at(id).frame; }
+std::byte* TieredPool::frame(PageId id) {
+  Page& page = at(id);
+  if (page.read_only) throw InputError("TieredPool::frame", "page", read_only_reason(id));
+  return page.frame;
+}
+
+void TieredPool::seal_read_only(PageId id) {
+  KV_ASSERT(at(id).refcount > 0, "read-only sealing of a free page");
+  at(id).read_only = true;
+}
+
+bool TieredPool::read_only(PageId id) const { return at(id).read_only; }
+
+std::string TieredPool::read_only_reason(PageId id) {
+  return "page " + std::to_string(id) + " is sealed read-only (an image's page): it is never written again";
+}
 const std::byte* TieredPool::frame(PageId id) const { return residence(id).frame; }
 
 void TieredPool::pin(PageId id) {
@@ -676,7 +693,10 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
     const auto lock = lock_loads();
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
-      if (page.refcount != 1 || page.frame == nullptr || page.long_tail || page.pins > 0 || held(id) || page.load.in_flight()) continue;
+      if (page.refcount != 1 || page.frame == nullptr || page.long_tail || page.read_only || page.pins > 0 || held(id) ||
+          page.load.in_flight()) {
+        continue;
+      }
       candidates.push_back({id, importance_[id], use_[id].last_used, false, 1, false});
     }
   }
@@ -685,6 +705,7 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
 
 std::byte* TieredPool::begin_requantize(PageId id) {
   Page& page = at(id);
+  if (page.read_only) throw InputError("TieredPool::begin_requantize", "page", read_only_reason(id));
   KV_ASSERT(page.frame != nullptr && !page.long_tail && !held(id), "requantization of a page that is not a resident full-size page");
   if (migrator_ != nullptr) migrator_->consume(page.load);  // a finished, unconsumed prefetch
   page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while rewritten

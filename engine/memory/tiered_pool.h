@@ -166,6 +166,7 @@ class TieredPool {
   void retain(PageId id);
   void release(PageId id);
   // The L1 frame of a resident page (a new page's, to fill it), or nullptr when in L2 only.
+  // Throws InputError for a read-only page: its bytes are never written again.
   std::byte* frame(PageId id);
   const std::byte* frame(PageId id) const;
   // Where a page lives, from a dense array (a page's full record is ~100 bytes, and building a
@@ -295,6 +296,11 @@ class TieredPool {
   const std::byte* requantize_source() const;
   void finish_requantize(PageId id);
   bool long_tail(PageId id) const;  // the page is in a long-tail frame
+  // A filled page is sealed for good (an image's page, written once at prefill): frame() and
+  // begin_requantize() refuse it from now on (InputError naming the page) and danger's long tail
+  // never plans it. Its bytes still move between tiers, verified like any page's. Until released.
+  void seal_read_only(PageId id);
+  bool read_only(PageId id) const;
 
   // For tests: the version of a page's frame (odd while the migrator writes it).
   std::uint32_t version(PageId id) const;
@@ -310,6 +316,7 @@ class TieredPool {
   void place(PageId id, std::byte* frame, bool long_tail);
   const Page& at(PageId id) const;
   bool held(PageId id) const;
+  static std::string read_only_reason(PageId id);
   std::byte* take_frame(bool long_tail);
   void give_frame(std::byte* frame, bool long_tail);
   std::size_t class_bytes(bool long_tail) const;

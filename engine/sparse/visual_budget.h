@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "selection_plan.h"
+
 namespace kv {
 
 struct VisualBudget {
@@ -17,15 +19,6 @@ struct VisualBudget {
   int min_pages_per_image = 1;  // the fewest pages the budget may keep of any image
 
   bool enabled() const { return budget != 0.0f; }
-};
-
-// An image's logical pages [first, last): an image starts on a fresh page, its last page may
-// be partial.
-struct ImagePages {
-  int first = 0;
-  int last = 0;
-
-  int count() const { return last - first; }
 };
 
 // The pages kept of an image of `pages` pages: ceil(budget * pages), within [1, pages].

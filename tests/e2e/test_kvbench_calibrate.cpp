@@ -19,7 +19,7 @@ using kvtest::sql;
 namespace {
 
 // One case that seals pages, selects and swaps to L2 (a tight L1 cap).
-const char* const kSuite = R"({"name": "calib", "repetitions": 2, "warmup": 0,
+const char* const kCalibrationSuite = R"({"name": "calib", "repetitions": 2, "warmup": 0,
     "models": [{"name": "syn-7b", "backend": "synthetic", "preset": "llama-7b-gqa", "sample_layers": 1}],
     "workloads": [{"name": "rag-2k", "kind": "rag", "context_tokens": 2048, "gen_tokens": 8}],
     "policies": [{"name": "q4-tight", "k": "q4", "v": "q4", "residual_tokens": 64,
@@ -31,7 +31,7 @@ const char* const kSuite = R"({"name": "calib", "repetitions": 2, "warmup": 0,
 TEST_CASE("kvbench calibrate writes the host profile the next run uses", "[e2e][whole-runs][calibrate]") {
   const kvtest::TempDir dir("kvbench-e2e-calibrate");
   const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/calib.json";
-  kvtest::write_file(suite, kSuite);
+  kvtest::write_file(suite, kCalibrationSuite);
   Output out = run_kvbench("calibrate --db " + db + " --min-seconds 0.01 --quick");
   INFO(out.text);
   REQUIRE(out.status == 0);

@@ -148,6 +148,61 @@ TEST_CASE("A synthetic prompt that ends by full_prefill_positions attends every 
 
 namespace {
 
+// Pages sealed during prefill, head by head (Telemetry::on_page_sealed).
+struct PrefillSeals final : kv::Telemetry {
+  int pages = 0;
+  void on_page_sealed(const kv::PageSealed& event) override { pages += event.phase == kv::Phase::Prefill ? 1 : 0; }
+  void on_nan_inf(int, std::uint64_t) override {}
+  void on_kernel(kv::KernelKind, kv::Isa) override {}
+  void on_ops(kv::Phase, const kv::OpCounts&) override {}
+};
+
+}  // namespace
+
+TEST_CASE("With a visual block an image's whole pages are sealed as its prefill ends, whatever the residual keeps",
+          "[workloads]") {
+  const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
+  kv::ThreadPool pool(2);
+  WorkloadConfig w;
+  w.name = w.kind = "multimodal";
+  w.images = 2;
+  w.visual_tokens = 160;  // two whole pages of 64 and a partial third, which stays a text page
+  w.context_tokens = 512;
+  w.gen_tokens = 2;
+  for (const bool visual : {false, true}) {
+    CAPTURE(visual);
+    ScriptTarget target;
+    target.max_positions = 2048;
+    target.image_page_tokens = visual ? 64 : 0;
+    const Script script = build_script(with_defaults(w, 2048), target).script;
+    REQUIRE(script.images.size() == 2);
+    kv::SyntheticConfig config;
+    config.calibration_ctx = script.positions;
+    config.needles = script.needles;
+    for (const Script::TokenRange& image : script.images) config.images.push_back({image.begin, image.end});
+    kv::SyntheticModel model(preset, config, {12}, script.positions, pool);
+    kv::CacheConfig cache_config;
+    cache_config.geometry = model.geometry();
+    cache_config.page_tokens = 64;
+    cache_config.residual_tokens = 4096;  // longer than the script: only an image's end seals a page
+    PrefillSeals seals;
+    kv::KVCache cache(cache_config, &seals);
+    kv::SparsePolicy policy;
+    policy.selector = kv::Selector::Quest;
+    policy.budget = 0.5f;
+    policy.window = 64;
+    if (visual) policy.visual.budget = 0.5f;
+    kv::SparseDecoder decoder(cache, policy);
+    Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, ExecutionOptions{});
+    executor.run(script);
+    // The second image's whole pages and every page before them, each kv head.
+    const int expected = visual ? (script.images[1].begin / 64 + 2) * model.geometry().kv_heads : 0;
+    CHECK(seals.pages == expected);
+  }
+}
+
+namespace {
+
 // The exact source of the sparse decoder's checks, slowed by a known time per check: what a
 // costly measurement looks like to the executor.
 class SleepingExact final : public kv::ExactKV {

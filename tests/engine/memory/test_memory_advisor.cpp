@@ -174,6 +174,22 @@ TEST_CASE("the advisor pins the sink and window pages and follows the window", "
   CHECK(pool.pinned_bytes() == 0);  // nothing is ever demoted, so nothing is pinned
 }
 
+TEST_CASE("the advisor's window pins text pages only: an image's read-only pages are never recent", "[memory][advisor]") {
+  const MemoryConfig config = capped();
+  TieredPool pool(kPage, 64, config);
+  const MemoryAdvisor advisor(pool, config, 16);
+  std::vector<PageId> sealed;
+  for (int p = 0; p < 8; ++p) sealed.push_back(pool.allocate());
+  pool.seal_read_only(sealed[5]);
+  pool.seal_read_only(sealed[6]);
+  std::vector<PagePin> pins(sealed.size());
+  advisor.update_pins(8 * 16, sealed, pins);  // window: pages 4..7, of which 5 and 6 are an image's
+  for (std::size_t p = 0; p < sealed.size(); ++p) CHECK(pool.pinned(sealed[p]) == (p == 0 || p == 4 || p == 7));
+  pool.seal_read_only(sealed[0]);
+  advisor.update_pins(8 * 16, sealed, pins);
+  CHECK(pool.pinned(sealed[0]));  // a sink stays a sink
+}
+
 TEST_CASE("the advisor sets importance or accumulates attention mass with decay", "[memory][advisor]") {
   const MemoryConfig config = capped();
   TieredPool pool(kPage, 64, config);

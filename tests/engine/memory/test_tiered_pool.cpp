@@ -422,3 +422,40 @@ TEST_CASE("memory config: bad fields are named", "[memory][tiers]") {
   c.prefetch_lookahead = -1;
   CHECK_THROWS_WITH(validate_memory_config(c), Catch::Contains("prefetch_lookahead"));
 }
+
+TEST_CASE("a read-only page refuses writes and requantization, moves through L2 intact and is writable once reused",
+          "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-read-only");
+  TieredPool pool(kPage, 64, tiered(dir.path, 32));
+  pool.set_long_tail(kPage / 4);
+  const auto ids = allocate(pool, 60);
+  for (int i = 0; i < 20; ++i) pool.seal_read_only(ids[static_cast<std::size_t>(i)]);
+  CHECK(pool.read_only(ids[0]));
+  CHECK_FALSE(pool.read_only(ids[20]));
+  CHECK_THROWS_WITH(pool.frame(ids[0]), Catch::Contains("TieredPool::frame") && Catch::Contains("page") &&
+                                            Catch::Contains("read-only"));
+  CHECK_THROWS_WITH(pool.begin_requantize(ids[1]), Catch::Contains("TieredPool::begin_requantize") && Catch::Contains("read-only"));
+  CHECK(pool.version(ids[1]) % 2 == 0);  // the refused rewrite left no mark
+  const TieredPool& reader = pool;
+  CHECK(reader.frame(ids[19]) != nullptr);  // reading stays open
+  // Demoted to L2 and loaded back like any page, checksummed on the way: the same bytes.
+  pool.relieve_pressure();
+  std::vector<PageId> cold;
+  for (int i = 0; i < 20; ++i) {
+    if (!pool.resident(ids[static_cast<std::size_t>(i)])) cold.push_back(ids[static_cast<std::size_t>(i)]);
+  }
+  REQUIRE_FALSE(cold.empty());
+  std::vector<const std::byte*> frames;
+  pool.acquire(cold, frames);
+  for (std::size_t i = 0; i < cold.size(); ++i) {
+    CHECK(holds(frames[i], cold[i]));
+    CHECK(pool.read_only(cold[i]));
+  }
+  pool.end_step({});
+  // Released and reused, the id is an ordinary page again.
+  pool.release(ids[5]);
+  const PageId reused = pool.allocate();
+  REQUIRE(reused == ids[5]);
+  CHECK_FALSE(pool.read_only(reused));
+  CHECK(pool.frame(reused) != nullptr);
+}

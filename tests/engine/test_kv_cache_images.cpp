@@ -1,0 +1,157 @@
+// An image's pages in the cache: sealed read-only when its prefill ends (KVCache::seal_image).
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "attention/attention_ref.h"
+#include "kv_cache.h"
+#include "runtime/error.h"
+#include "int_twin.h"
+#include "test_support.h"
+
+using namespace kv;
+
+namespace {
+
+constexpr int kImageKvHeads = 2, kImageQHeads = 4, kImageDim = 32, kImagePage = 16;
+
+CacheConfig image_config(Format f, int residual) {
+  CacheConfig c;
+  c.geometry = {2, kImageQHeads, kImageKvHeads, kImageDim, 4096};
+  c.k_format = f;
+  c.v_format = f;
+  c.page_tokens = kImagePage;
+  c.residual_tokens = residual;
+  c.threads = 2;
+  return c;
+}
+
+// n random tokens appended to every layer of seq.
+void append_all(KVCache& cache, SeqId seq, int n, std::uint32_t seed) {
+  const auto k = kvtest::random_keys(n, kImageKvHeads, kImageDim, seed);
+  const auto v = kvtest::random_values(static_cast<std::size_t>(n) * kImageKvHeads * kImageDim, seed + 1);
+  for (int l = 0; l < cache.config().geometry.layers; ++l) cache.append(seq, l, k.data(), v.data(), n);
+}
+
+std::size_t sealed_pages(const KVCache& cache, SeqId seq, int layer) {
+  std::size_t sealed = 0;
+  const auto views = cache.page_views(seq, layer);
+  for (const PageView& view : views[0]) sealed += view.layout != &cache.residual_layout() ? 1 : 0;
+  return sealed;
+}
+
+}  // namespace
+
+TEST_CASE("an image's whole pages are sealed at its end however recent, and attention reads them as stored", "[engine][images]") {
+  KVCache cache(image_config(Format::Q4, 64));
+  const SeqId seq = cache.create_sequence();
+  append_all(cache, seq, kImagePage, 1);     // text: page 0
+  append_all(cache, seq, 40, 3);        // an image: tokens 16..55, pages 1 and 2 whole, page 3 shared
+  CHECK(sealed_pages(cache, seq, 0) == 0);  // all within the 64-token residual
+  CHECK(cache.seal_image(seq, kImagePage, kImagePage + 40) == 2);
+  for (int layer = 0; layer < 2; ++layer) {
+    CHECK(sealed_pages(cache, seq, layer) == 3);  // the text page before it too: sealed pages come first
+    CHECK(cache.length(seq, layer) == 56);
+  }
+  append_all(cache, seq, 20, 5);  // the text after it: the image's shared page stays a text page
+  CHECK(sealed_pages(cache, seq, 0) == 3);
+  // Attention over the stored pages agrees with the exact reference over the same values.
+  const ModelGeometry& g = cache.config().geometry;
+  const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
+  const auto views = cache.page_views(seq, 0);
+  const DenseKV dense = gather_pages_ref(shape, views);
+  REQUIRE(dense.ctx == 76);
+  const auto q = kvtest::random_values(static_cast<std::size_t>(kImageQHeads) * kImageDim, 9);
+  std::vector<float> out(q.size()), expected(q.size());
+  cache.attend(seq, 0, q.data(), 1, out.data());
+  // Where the decode kernel takes integer dot products, through their twin (int_twin.h).
+  const bool integer = kvtest::integer_decode(cache.isa(), views);
+  if (integer) {
+    expected = kvtest::twin_decode(cache.isa(), shape, views, q.data());
+  } else {
+    attention_ref(shape, q.data(), 1, dense.k.data(), dense.v.data(), dense.ctx, expected.data());
+  }
+  CHECK(kvtest::relative_error(out, expected) < (integer ? kvtest::kTwinTolerance : 2e-5f));
+}
+
+TEST_CASE("a truncate into an image's read-only pages is refused before any layer is cut", "[engine][images]") {
+  KVCache cache(image_config(Format::Q8, 0));
+  const SeqId seq = cache.create_sequence();
+  append_all(cache, seq, 2 * kImagePage, 1);
+  append_all(cache, seq, 3 * kImagePage, 3);  // an image: pages 2..4
+  append_all(cache, seq, 10, 5);
+  REQUIRE(cache.seal_image(seq, 2 * kImagePage, 5 * kImagePage) == 3);
+  for (const int cut : {2 * kImagePage + 1, 3 * kImagePage, 5 * kImagePage - 1}) {
+    CAPTURE(cut);
+    CHECK_THROWS_WITH(cache.truncate(seq, cut), Catch::Contains("KVCache::truncate") && Catch::Contains("new_length") &&
+                                                    Catch::Contains("cuts into the image sealed read-only at tokens 32..80"));
+    CHECK(cache.length(seq, 0) == 5 * kImagePage + 10);
+    CHECK(cache.length(seq, 1) == 5 * kImagePage + 10);
+  }
+  // A fork holds the same image: the same refusal.
+  const SeqId child = cache.fork(seq);
+  CHECK_THROWS_AS(cache.truncate(child, 4 * kImagePage), InputError);
+  // Cut after the image: allowed; before it: the image goes whole, and a new one may be sealed there.
+  cache.truncate(seq, 5 * kImagePage);
+  CHECK(cache.length(seq, 0) == 5 * kImagePage);
+  cache.truncate(seq, 2 * kImagePage);
+  CHECK(cache.length(seq, 1) == 2 * kImagePage);
+  append_all(cache, seq, 2 * kImagePage, 7);
+  CHECK(cache.seal_image(seq, 2 * kImagePage, 4 * kImagePage) == 2);
+  CHECK_THROWS_AS(cache.truncate(seq, 3 * kImagePage), InputError);
+  cache.truncate(child, 2 * kImagePage);  // the child's own image goes whole too
+  CHECK(cache.length(child, 0) == 2 * kImagePage);
+}
+
+TEST_CASE("seal_image: bad ranges get clear errors and change nothing", "[engine][images]") {
+  KVCache cache(image_config(Format::Q4, 0));
+  const SeqId seq = cache.create_sequence();
+  append_all(cache, seq, 4 * kImagePage, 1);
+  CHECK_THROWS_WITH(cache.seal_image(seq, 8, 40), Catch::Contains("KVCache::seal_image") && Catch::Contains("begin") &&
+                                                       Catch::Contains("page boundary"));
+  CHECK_THROWS_WITH(cache.seal_image(seq, kImagePage, kImagePage), Catch::Contains("end") && Catch::Contains("after begin"));
+  CHECK_THROWS_WITH(cache.seal_image(seq, kImagePage, 5 * kImagePage), Catch::Contains("end") && Catch::Contains("holds 64 tokens"));
+  CHECK_THROWS_WITH(cache.seal_image(99, 0, kImagePage), Catch::Contains("seq"));
+  CHECK(cache.seal_image(seq, kImagePage, 10 + kImagePage) == 0);  // smaller than a page: nothing is whole
+  REQUIRE(cache.seal_image(seq, kImagePage, 3 * kImagePage) == 2);
+  CHECK_THROWS_WITH(cache.seal_image(seq, 2 * kImagePage, 4 * kImagePage), Catch::Contains("begin") && Catch::Contains("image sealed before"));
+  cache.truncate(seq, 3 * kImagePage + 5);  // the image stays: nothing was cut into it
+  const SeqId speculating = cache.create_sequence();
+  append_all(cache, speculating, 2 * kImagePage, 3);
+  cache.begin_tentative(speculating);
+  CHECK_THROWS_WITH(cache.seal_image(speculating, 0, kImagePage), Catch::Contains("seq") && Catch::Contains("tentative"));
+}
+
+TEST_CASE("danger's long tail requantizes text pages only: an image's pages keep their format", "[memory][engine][images]") {
+  constexpr int kImagePrompt = 1500, kImageText = 160, kImage = 640;
+  CacheConfig config = image_config(Format::Q8, 0);
+  config.geometry = {2, 8, kImageKvHeads, 64, 4096};
+  const PageLayout q8 = PageLayout::make({kImagePage, 64, Format::Q8, Format::Q8, 32, false});
+  // No L2 tier and an L1 cap below the context: only requantization can make room.
+  config.memory.l1_bytes = static_cast<std::size_t>(kImagePrompt / kImagePage) * kImageKvHeads * 2 * q8.bytes * 8 / 10;
+  config.memory.pin_window_tokens = 64;
+  KVCache cache(config);
+  const SeqId seq = cache.create_sequence();
+  auto append = [&](int n, std::uint32_t seed) {
+    const auto k = kvtest::random_keys(n, kImageKvHeads, 64, seed);
+    const auto v = kvtest::random_values(static_cast<std::size_t>(n) * kImageKvHeads * 64, seed + 1);
+    for (int l = 0; l < 2; ++l) cache.append(seq, l, k.data(), v.data(), n);
+  };
+  append(kImageText, 1);
+  append(kImage, 3);
+  REQUIRE(cache.seal_image(seq, kImageText, kImageText + kImage) == kImage / kImagePage);
+  append(kImagePrompt - kImageText - kImage, 5);
+  REQUIRE(cache.stats().memory.requantized_pages > 0);
+  for (int layer = 0; layer < 2; ++layer) {
+    const auto views = cache.page_views(seq, layer);
+    for (const auto& head : views) {
+      int text_q2 = 0;
+      for (std::size_t p = 0; p < head.size(); ++p) {
+        const bool image = p >= kImageText / kImagePage && p < (kImageText + kImage) / kImagePage;
+        if (image) CHECK(head[p].layout->k_format == Format::Q8);
+        if (!image) text_q2 += head[p].layout->k_format == Format::Q2 ? 1 : 0;
+      }
+      CHECK(text_q2 > 0);
+    }
+  }
+}
