@@ -209,55 +209,76 @@ void KVCache::report_demotions(const TrafficCounters& before) {
   }
 }
 
-int KVCache::seal_image(SeqId seq, int begin, int end) {
-  const char* api = "KVCache::seal_image";
+int KVCache::add_image(SeqId seq, int begin, int end) {
+  const char* api = "KVCache::add_image";
   std::vector<LayerPages>& layers = table_.layers(seq, api);
-  if (tentative(seq)) throw InputError(api, "seq", "the sequence has tentative tokens: an image is sealed from its prompt");
+  if (tentative(seq)) throw InputError(api, "seq", "the sequence has tentative tokens: an image belongs to its prompt");
   const int tokens_per_page = config_.page_tokens;
   if (begin < 0 || begin % tokens_per_page != 0) {
     throw InputError(api, "begin", std::to_string(begin) + " is not on a page boundary: an image starts on a fresh page of " +
                                        std::to_string(tokens_per_page) + " tokens");
   }
   if (end <= begin) throw InputError(api, "end", std::to_string(end) + " must be after begin " + std::to_string(begin));
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    if (layers[l].length < end) {
-      throw InputError(api, "end", "layer " + std::to_string(l) + " holds " + std::to_string(layers[l].length) +
-                                       " tokens: an image is sealed once its prefill has ended (" + std::to_string(end) + ")");
-    }
-    if (!layers[l].images.empty() && layers[l].images.back().last * tokens_per_page > begin) {
-      throw InputError(api, "begin", std::to_string(begin) + " lies in an image sealed before");
-    }
+  if (end > config_.geometry.max_seq) {
+    throw InputError(api, "end", std::to_string(end) + " is beyond max_seq " + std::to_string(config_.geometry.max_seq));
+  }
+  // Every layer holds the same images: the first layer's last one is every layer's.
+  const std::vector<ImagePages>& known = layers.front().images;
+  if (!known.empty() && known.back().last * tokens_per_page > begin) {
+    throw InputError(api, "begin", std::to_string(begin) + " lies in an image added before (its pages end at token " +
+                                       std::to_string(known.back().last * tokens_per_page) + ")");
   }
   // Its whole pages only: a last page it shares with the text after it stays a text page.
   const ImagePages pages{begin / tokens_per_page, end / tokens_per_page};
   if (pages.count() == 0) return 0;
   const TrafficCounters traffic_before = sealed_pool_.traffic();
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    const int layer = static_cast<int>(l);
-    seal(seq, layer, pages.last * tokens_per_page);
     LayerPages& state = layers[l];
     state.images.push_back(pages);
-    for (HeadPages& head : state.heads) {
-      for (int p = pages.first; p < pages.last; ++p) sealed_pool_.seal_read_only(head.sealed[static_cast<std::size_t>(p)]);
-      // Image pages leave the text window (MemoryAdvisor::update_pins).
-      advisor_.update_pins(state.length, head.sealed, head.pins);
-    }
+    // Pages already sealed (shared from a cached prefix or a fork's parent) are read-only now;
+    // the rest as they seal.
+    mark_image_pages(state, 0);
+    seal_pages(seq, static_cast<int>(l));
+    for (HeadPages& head : state.heads) advisor_.update_pins(state.length, head.sealed, head.pins);
   }
+  // After every layer's pages are read-only: relief never picks one of them.
   update_memory_pressure();
   report_demotions(traffic_before);
   return pages.count();
 }
 
-void KVCache::seal(SeqId seq, int layer, int through_tokens) {
-  const Sealer::Sealed sealed = sealer_.seal_ready(seq, layer, phase_, through_tokens);
-  if (sealed.events.empty()) return;
+void KVCache::mark_image_pages(LayerPages& state, int from_page) {
+  const int sealed = state.sealed_tokens / config_.page_tokens;
+  for (const ImagePages& image : state.images) {
+    const int last = std::min(image.last, sealed);
+    for (int p = std::max(image.first, from_page); p < last; ++p) {
+      for (HeadPages& head : state.heads) sealed_pool_.seal_read_only(head.sealed[static_cast<std::size_t>(p)]);
+    }
+  }
+}
+
+bool KVCache::seal_pages(SeqId seq, int layer) {
   LayerPages& state = table_.layer(seq, layer, "KVCache::append");
+  // An image's whole pages seal as soon as they fill, however recent: they never change.
+  const int full_pages = state.length / config_.page_tokens;
+  int through = 0;
+  for (const ImagePages& image : state.images) {
+    if (full_pages > image.first) through = std::min(full_pages, image.last) * config_.page_tokens;
+  }
+  const int sealed_before = state.sealed_tokens / config_.page_tokens;
+  const Sealer::Sealed sealed = sealer_.seal_ready(seq, layer, phase_, through);
+  if (sealed.events.empty()) return false;
+  mark_image_pages(state, sealed_before);
   for (HeadPages& head : state.heads) advisor_.update_pins(state.length, head.sealed, head.pins);
-  update_memory_pressure();
   if (telemetry_ != nullptr) {
     for (const PageSealed& event : sealed.events) telemetry_->on_page_sealed(event);
     telemetry_->on_ops(phase_, sealed.ops);
   }
+  return true;
+}
+
+void KVCache::seal(SeqId seq, int layer) {
+  if (seal_pages(seq, layer)) update_memory_pressure();
 }
 
 std::vector<std::vector<PageView>> KVCache::page_views(SeqId seq, int layer) const {
@@ -509,22 +530,21 @@ void KVCache::truncate(SeqId seq, int new_length) {
   if (new_length < 0 || new_length > longest) {
     throw InputError("KVCache::truncate", "new_length", std::to_string(new_length) + " must be in 0.." + std::to_string(longest));
   }
-  // Checked for every layer before any is cut: an image's read-only pages go whole or stay.
+  // Before any layer is cut (every layer holds the same images): an image's read-only pages go
+  // whole or stay.
   const int tokens_per_page = config_.page_tokens;
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    for (const ImagePages& image : layers[l].images) {
-      if (new_length > image.first * tokens_per_page && new_length < image.last * tokens_per_page) {
-        throw InputError("KVCache::truncate", "new_length",
-                         std::to_string(new_length) + " cuts into the image sealed read-only at tokens " +
-                             std::to_string(image.first * tokens_per_page) + ".." + std::to_string(image.last * tokens_per_page) +
-                             " (layer " + std::to_string(l) + "): cut before or after it");
-      }
+  for (const ImagePages& image : layers.front().images) {
+    if (new_length > image.first * tokens_per_page && new_length < image.last * tokens_per_page) {
+      throw InputError("KVCache::truncate", "new_length",
+                       std::to_string(new_length) + " cuts into the read-only pages of the image at tokens " +
+                           std::to_string(image.first * tokens_per_page) + ".." + std::to_string(image.last * tokens_per_page) +
+                           ": cut before or after them");
     }
   }
   for (std::size_t l = 0; l < layers.size(); ++l) {
     LayerPages& layer = layers[l];
-    if (layer.length <= new_length) continue;
     std::erase_if(layer.images, [&](const ImagePages& image) { return image.first * tokens_per_page >= new_length; });
+    if (layer.length <= new_length) continue;
     sealer_.truncate(seq, static_cast<int>(l), new_length);
     layer.history.clear();
     layer.ranked.clear();
@@ -537,6 +557,7 @@ void KVCache::truncate(SeqId seq, int new_length) {
 CacheStats KVCache::stats() const {
   CacheStats stats;
   stats.sealed_pages = sealed_pool_.live_pages();
+  stats.read_only_pages = sealed_pool_.read_only_pages();
   stats.residual_pages = residual_pool_.live_pages();
   stats.sealed_bytes = stats.sealed_pages * layout_.bytes;
   stats.residual_bytes = stats.residual_pages * residual_layout_.bytes;

@@ -60,6 +60,7 @@ struct AttendOptions {
 
 struct CacheStats {
   std::size_t sealed_pages = 0;      // live physical pages (shared pages count once)
+  std::size_t read_only_pages = 0;   // of them, an image's (add_image)
   std::size_t residual_pages = 0;
   std::size_t sealed_bytes = 0;
   std::size_t residual_bytes = 0;
@@ -85,17 +86,19 @@ class KVCache {
   // out like q. One query runs the fused decode kernel, more run the chunked prefill.
   void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options = {});
   // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
-  // Throws InputError for a cut inside an image's read-only pages (seal_image), before any
-  // layer is cut; a cut before the image drops it whole.
+  // Throws InputError, before any layer is cut, for a cut inside an image's read-only pages
+  // (add_image); a cut before the image drops it whole.
   void truncate(SeqId seq, int new_length);
-  // An image's prefill has ended (tokens [begin, end) of every layer, begin on a page boundary):
-  // its whole pages are sealed now, however recent (residual_tokens does not keep them), and
-  // become read-only - never written, requantized or cut into again, never part of the text
-  // window that memory pins. A last page the image shares with the text after it stays a text
-  // page. Returns the image's read-only pages a layer. Throws InputError (field begin or end)
-  // for a range off a page boundary, not yet appended or overlapping an earlier image, and for
-  // a tentative sequence.
-  int seal_image(SeqId seq, int begin, int end);
+  // Tokens [begin, end) of the sequence are an image's (begin on a page boundary), declared
+  // before they are appended: each whole page of it is sealed as soon as it fills, however
+  // recent (residual_tokens does not hold it back; the text pages before it seal first), and is
+  // read-only from then on - never written, requantized or cut into again, never part of the
+  // text window that memory pins. A last page the image shares with the text after it stays a
+  // text page. Pages of it already sealed (shared from a cached prefix) become read-only at
+  // once. Returns the image's read-only pages a layer. Throws InputError (field begin, end or
+  // seq) for a range off a page boundary, beyond max_seq or overlapping an earlier image, and
+  // for a tentative sequence.
+  int add_image(SeqId seq, int begin, int end);
 
   // The prefix cache (CacheConfig::prefix_cache; prefix_cache.h). The longest whole-page prefix
   // of `tokens` an earlier prompt left cached: a plan, nothing shared yet (empty when the cache
@@ -166,7 +169,12 @@ class KVCache {
   ThreadPool& pool() { return pool_; }
 
  private:
-  void seal(SeqId seq, int layer, int through_tokens = 0);
+  // Seals the layer's ready pages (an image's as soon as they fill); seal() then relieves memory
+  // pressure, seal_pages() leaves that to the caller. seal_pages returns whether it sealed any.
+  void seal(SeqId seq, int layer);
+  bool seal_pages(SeqId seq, int layer);
+  // The layer's image pages sealed at or after logical page `from_page` become read-only.
+  void mark_image_pages(LayerPages& state, int from_page);
   // Telemetry of the demotions sealing caused since `before` (they are the caller's traffic).
   void report_demotions(const TrafficCounters& before);
   bool requantize_page(PageId id);

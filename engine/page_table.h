@@ -58,7 +58,7 @@ struct LayerPages {
   std::vector<std::vector<int>> taken_up;
   // How well the previous layer's take-up foretold this layer's reads.
   NextLayerAgreement from_previous_layer;
-  // The images sealed read-only (KVCache::seal_image), in order: each image's whole pages.
+  // The images added (KVCache::add_image), in order: each image's whole pages, read-only once sealed.
   std::vector<ImagePages> images;
 };
 

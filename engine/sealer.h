@@ -2,7 +2,8 @@
 // sequence). A residual page is sealed - quantized into the configured K/V formats, watched by
 // its head's calibration - when it is full and all its tokens are older than the
 // `residual_tokens` most recent ones; residual_tokens = 0 seals a page as soon as it fills, and
-// the open (partial) page is always full precision. A truncate that reaches into a sealed page
+// the open (partial) page is always full precision. The owner may ask for every whole page before
+// a position at once (an image's, KVCache::add_image). A truncate that reaches into a sealed page
 // returns the page's kept tokens, as stored (dequantized), to the residual.
 #pragma once
 

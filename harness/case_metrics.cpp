@@ -195,6 +195,15 @@ void add_memory(Builder& b, const Inputs& in) {
   b.maybe("visual_kv_bytes_per_image",
           f.has_images ? std::optional<double>(f.image_pages * static_cast<double>(f.layout->bytes) * f.kv_heads * f.model_layers) : std::nullopt,
           "the workload has no images");
+  // Only a visual block tells the pool which pages are an image's (KVCache::add_image).
+  b.maybe("visual_pages_resident",
+          f.has_images && f.visual_pool && mem.decode_steps > 0
+              ? std::optional<double>(static_cast<double>(mem.read_only_resident_sum) / static_cast<double>(mem.decode_steps) * layers)
+              : std::nullopt,
+          !f.has_images  ? "the workload has no images"
+          : !f.visual_pool ? "the policy has no visual block: image pages are not told apart"
+                           : "no decode step",
+          scaled);
 }
 
 // Offload.

@@ -25,6 +25,7 @@ struct RepetitionFacts {
   bool has_needles = false;           // the script planted needles
   bool has_images = false;            // the script holds visual tokens
   double image_pages = 0.0;           // pages an image takes, mean over the script's images
+  bool visual_pool = false;           // the policy's visual block: images sealed read-only
   int model_layers = 0;               // the whole model's layers
   const kv::PageLayout* layout = nullptr;  // the policy's sealed page layout
   const kv::PageLayout* f16_layout = nullptr;  // the same geometry in f16 (compression ratio)

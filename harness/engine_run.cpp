@@ -320,6 +320,7 @@ EngineRun finish_run(const PreparedCase& c, Measurement& m, StepCollector& steps
   facts.image_pages = 0.0;
   for (const kv::ImagePages& image : image_pages(script, c.policy->cache.page_tokens, script.positions)) facts.image_pages += image.count();
   if (facts.has_images) facts.image_pages /= static_cast<double>(script.images.size());
+  facts.visual_pool = c.policy->sparse.visual.enabled();
   facts.layout = &*m.layout;
   facts.f16_layout = &*m.f16_layout;
   facts.ttft_target_ms = c.workload.ttft_target_ms;

@@ -71,18 +71,6 @@ std::vector<kv::ImagePages> image_pages(const Script& script, int page_tokens, i
   return pages;
 }
 
-namespace {
-
-// The image whose prefill op ends at `position` (an image's tokens are one op).
-const Script::TokenRange& ended_image(const Script& script, int position) {
-  for (const Script::TokenRange& image : script.images) {
-    if (image.end == position) return image;
-  }
-  throw std::invalid_argument("script: an image's prefill that ends at " + std::to_string(position) + " where no image ends");
-}
-
-}  // namespace
-
 Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecoder& decoder, double layer_scale,
                    std::function<void(int)> ask_needle, std::optional<LlamaRun> llama, ExecutionOptions options)
     : model_(model),
@@ -140,6 +128,7 @@ void Executor::new_sequence(const Op& op) {
   }
   if (lockstep_) lockstep_->begin_sequence(op.length);
   pos_ = 0;
+  next_image_ = 0;
   offset_ = op.stream_offset;
   tokens_.clear();
   pending_.reset();
@@ -590,17 +579,19 @@ ExecutionResult Executor::run(const Script& script) {
         rest.tokens -= skipped;
         skip -= skipped;
         const bool before_decode = prompt_end == group_end && prompt_end != ops_end && prompt_end->kind == OpKind::Decode;
+        // With a visual block the cache knows an image's pages before they seal (read-only).
+        const bool visual = op.visual && decoder_.policy().visual.enabled();
+        if (visual) {
+          if (next_image_ >= script.images.size()) throw std::invalid_argument("script: more image prefills than images");
+          const Script::TokenRange& image = script.images[next_image_++];
+          cache_.add_image(*seq_, image.begin, image.end);
+        }
         if (ask_needle_ && op.ask_needle >= 0) ask_needle_(op.ask_needle);  // a question's prompt asks it
         double& request_ttft = ttft[op.request];  // a request whose prompt all came from the cache still has one
         if (rest.tokens > 0) run_prefill(rest, result, request_ttft, before_decode);
         if (ask_needle_ && op.ask_needle >= 0) ask_needle_(-1);
-        // An image's prefill has ended: with a visual block its whole pages are sealed
-        // read-only, and its pages are selected per image.
-        if (op.visual && decoder_.policy().visual.enabled()) {
-          const Script::TokenRange& image = ended_image(script, pos_);
-          cache_.seal_image(*seq_, image.begin, image.end);
-          decoder_.set_images(*seq_, image_pages(script, cache_.config().page_tokens, pos_));
-        }
+        // An image's prefill has ended: its pages are selected per image.
+        if (visual) decoder_.set_images(*seq_, image_pages(script, cache_.config().page_tokens, pos_));
         if (prompt_end == group_end && prompt_end_ < 0) {
           prompt_end_ = pos_;
           cache_prompt(prefix_ms);

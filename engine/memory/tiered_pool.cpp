@@ -171,6 +171,7 @@ void TieredPool::release(PageId id) {
   page.pins = 0;
   importance_[id] = 0.0f;
   page.prefetched = false;
+  read_only_live_ -= page.read_only ? 1 : 0;
   page.read_only = false;
   page.predicted_at = 0;
   page.version.fetch_add(2);  // a reused id never matches a reader's old version
@@ -186,6 +187,13 @@ void TieredPool::unused_prefetch(const Page& page) {
 
 void TieredPool::place(PageId id, std::byte* frame, bool long_tail) {
   Page& page = at(id);
+  if (page.read_only && (frame != nullptr) != (page.frame != nullptr)) {
+    if (frame != nullptr) {
+      ++read_only_resident_;
+    } else {
+      --read_only_resident_;
+    }
+  }
   page.frame = frame;
   page.long_tail = long_tail;
   residence_[id] = {frame, long_tail};
@@ -198,8 +206,12 @@ std::byte* TieredPool::frame(PageId id) {
 }
 
 void TieredPool::seal_read_only(PageId id) {
-  KV_ASSERT(at(id).refcount > 0, "read-only sealing of a free page");
-  at(id).read_only = true;
+  Page& page = at(id);
+  KV_ASSERT(page.refcount > 0, "read-only sealing of a free page");
+  if (page.read_only) return;
+  if (page.frame != nullptr) ++read_only_resident_;
+  ++read_only_live_;
+  page.read_only = true;
 }
 
 bool TieredPool::read_only(PageId id) const { return at(id).read_only; }
@@ -455,6 +467,7 @@ void TieredPool::finish_step(const std::vector<PageId>& predicted) {
   }
   if (step_kind_ != StepKind::Prefill) {
     ++stats_.decode_steps;
+    stats_.read_only_resident_sum += read_only_resident_;
     stats_.decode_read_ios += sample_.read_ios;
   }
   const std::uint64_t now = monotonic_ns();
@@ -584,7 +597,9 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free, bool spare_predi
     const Page& page = pages_[id];
     if (page.pins > 0) continue;
     if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-    if (spare_predicted && page.predicted_at > step_) continue;
+    // An image's page a coming step is predicted to read stays, even to leave warning: it is
+    // read by every question about the image, and reloading it would stall that step.
+    if (page.predicted_at > step_ && (spare_predicted || page.read_only)) continue;
     candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.long_tail), page.predicted_at > step_});
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());

@@ -104,6 +104,7 @@ struct MemoryStats {
   std::uint64_t next_layer_offered = 0, next_layer_read = 0, next_layer_predicted = 0;
   std::uint64_t decode_read_ios = 0;   // L2 read I/Os completed during decode steps (timing-dependent)
   std::uint64_t decode_steps = 0;      // decode attention calls (one per layer and token)
+  std::uint64_t read_only_resident_sum = 0;  // read-only (image) pages with an L1 copy, summed over the decode calls
   std::uint64_t l2_read_ios = 0, l2_device_bytes_read = 0;
   std::uint64_t summary_index_bytes = 0;  // peak of the page-summary index in L1 (part of the external bytes)
   std::uint64_t demotions = 0;         // pages written to L2
@@ -298,9 +299,12 @@ class TieredPool {
   bool long_tail(PageId id) const;  // the page is in a long-tail frame
   // A filled page is sealed for good (an image's page, written once at prefill): frame() and
   // begin_requantize() refuse it from now on (InputError naming the page) and danger's long tail
-  // never plans it. Its bytes still move between tiers, verified like any page's. Until released.
+  // never plans it, and while a coming step is predicted to read it, pressure relief never
+  // demotes it (not even to leave warning; other pages go first). Its bytes still move between
+  // tiers, verified like any page's. Until released.
   void seal_read_only(PageId id);
   bool read_only(PageId id) const;
+  std::size_t read_only_pages() const { return read_only_live_; }
 
   // For tests: the version of a page's frame (odd while the migrator writes it).
   std::uint32_t version(PageId id) const;
@@ -358,6 +362,8 @@ class TieredPool {
   std::vector<Residence> residence_;  // pages_[id].frame and .long_tail, one dense entry per id
   std::vector<PageId> free_ids_;
   std::size_t live_ = 0, peak_live_ = 0;
+  std::size_t read_only_resident_ = 0;  // read-only pages with an L1 frame
+  std::size_t read_only_live_ = 0;      // read-only pages
   std::size_t pinned_pages_ = 0;
   std::uint64_t step_ = 0;
   // Per id, dense like residence_ (a decode step touches every page it reads): acquire() holds

@@ -72,6 +72,12 @@ TEST_CASE("a visual block keeps every image's own pages and states the image fig
   // With the block, each image keeps ceil(10% of 9) = 1 page a kv head at every step: 128 of
   // its 1152 image tokens.
   CHECK(figure(db, 2, "visual_token_drop") == Approx(1.0 - 128.0 / 1152.0).margin(1e-12));
+  // Without an L1 cap every image page stays resident: 2 images x 9 pages x 2 kv heads x 24
+  // layers (one sampled, scaled). Without the block the pool does not know them.
+  CHECK(figure(db, 2, "visual_pages_resident") == 2 * 9 * 2 * 24);
+  CHECK(sql_value(db, "SELECT clock || ' ' || extrapolated FROM metric_values WHERE name = 'visual_pages_resident' AND run_id = 2") == "exact 1");
+  CHECK(sql_value(db, "SELECT na_reason FROM metric_values WHERE name = 'visual_pages_resident' AND run_id = 1") ==
+        "the policy has no visual block: image pages are not told apart");
 }
 
 TEST_CASE("a visual budget an image cannot meet is refused before anything is written", "[e2e]") {
@@ -105,7 +111,7 @@ TEST_CASE("a text-only case runs the same with and without a visual block", "[e2
   kvtest::write_file(suite, visual_suite(kRag, R"(, "visual": {"budget": 0.5})"));
   REQUIRE(run_kvbench("run --suite " + suite + " --db " + db).status == 0);
   // No images: the image figures are absent, saying why.
-  for (const char* name : {"visual_token_drop", "visual_kv_bytes_per_image"}) {
+  for (const char* name : {"visual_token_drop", "visual_kv_bytes_per_image", "visual_pages_resident"}) {
     CHECK(sql_value(db, "SELECT na_reason FROM metric_values WHERE name = '" + std::string(name) + "' AND run_id = 2") == "the workload has no images");
   }
   CHECK(figure(db, 1, "attn_mass_recall") > 0.0);

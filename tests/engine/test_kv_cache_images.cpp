@@ -1,4 +1,4 @@
-// An image's pages in the cache: sealed read-only when its prefill ends (KVCache::seal_image).
+// An image's pages in the cache: sealed as they fill and read-only (KVCache::add_image).
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -42,19 +42,26 @@ std::size_t sealed_pages(const KVCache& cache, SeqId seq, int layer) {
 
 }  // namespace
 
-TEST_CASE("an image's whole pages are sealed at its end however recent, and attention reads them as stored", "[engine][images]") {
+TEST_CASE("an image's whole pages seal as they fill however recent, read-only, and attention reads them as stored",
+          "[engine][images]") {
   KVCache cache(image_config(Format::Q4, 64));
   const SeqId seq = cache.create_sequence();
-  append_all(cache, seq, kImagePage, 1);     // text: page 0
-  append_all(cache, seq, 40, 3);        // an image: tokens 16..55, pages 1 and 2 whole, page 3 shared
-  CHECK(sealed_pages(cache, seq, 0) == 0);  // all within the 64-token residual
-  CHECK(cache.seal_image(seq, kImagePage, kImagePage + 40) == 2);
+  append_all(cache, seq, kImagePage, 1);  // text: page 0
+  // An image at tokens 16..55: pages 1 and 2 whole, page 3 shared with the text after it.
+  CHECK(cache.add_image(seq, kImagePage, kImagePage + 40) == 2);
+  CHECK(sealed_pages(cache, seq, 0) == 0);  // nothing of it yet; the text stays in the 64-token residual
+  append_all(cache, seq, 20, 3);
+  CHECK(sealed_pages(cache, seq, 0) == 2);  // page 1 filled: sealed, and the text page before it
+  CHECK(cache.stats().read_only_pages == 1 * kImageKvHeads * 2);
+  append_all(cache, seq, 20, 5);
   for (int layer = 0; layer < 2; ++layer) {
-    CHECK(sealed_pages(cache, seq, layer) == 3);  // the text page before it too: sealed pages come first
+    CHECK(sealed_pages(cache, seq, layer) == 3);
     CHECK(cache.length(seq, layer) == 56);
   }
-  append_all(cache, seq, 20, 5);  // the text after it: the image's shared page stays a text page
+  CHECK(cache.stats().read_only_pages == 2 * kImageKvHeads * 2);
+  append_all(cache, seq, 20, 7);  // the text after it: the image's shared page stays a text page
   CHECK(sealed_pages(cache, seq, 0) == 3);
+  CHECK(cache.stats().read_only_pages == 2 * kImageKvHeads * 2);
   // Attention over the stored pages agrees with the exact reference over the same values.
   const ModelGeometry& g = cache.config().geometry;
   const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
@@ -72,62 +79,89 @@ TEST_CASE("an image's whole pages are sealed at its end however recent, and atte
     attention_ref(shape, q.data(), 1, dense.k.data(), dense.v.data(), dense.ctx, expected.data());
   }
   CHECK(kvtest::relative_error(out, expected) < (integer ? kvtest::kTwinTolerance : 2e-5f));
+  // Released, the pages are ordinary again.
+  cache.release(seq);
+  CHECK(cache.stats().read_only_pages == 0);
 }
 
-TEST_CASE("a truncate into an image's read-only pages is refused before any layer is cut", "[engine][images]") {
+TEST_CASE("an image's pages shared from a cached prefix become read-only when the image is added", "[engine][images]") {
+  CacheConfig config = image_config(Format::Q8, 0);
+  config.prefix_cache = true;
+  KVCache cache(config);
+  std::vector<TokenId> prompt(6 * kImagePage);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(i % 97);
+  const SeqId first = cache.create_sequence();
+  append_all(cache, first, static_cast<int>(prompt.size()), 1);
+  REQUIRE(cache.cache_prefix(first, prompt) > 0);
+  cache.release(first);  // its pages live on in the prefix cache, ordinary pages
+  REQUIRE(cache.stats().read_only_pages == 0);
+  const SeqId second = cache.create_sequence();
+  const PrefixPlan plan = cache.lookup_prefix(prompt);
+  REQUIRE(plan.tokens() >= 5 * kImagePage);
+  cache.share_prefix(second, plan);
+  CHECK(cache.add_image(second, kImagePage, 4 * kImagePage + 3) == 3);
+  CHECK(cache.stats().read_only_pages == 3 * kImageKvHeads * 2);
+  CHECK_THROWS_AS(cache.truncate(second, 2 * kImagePage), InputError);
+}
+
+TEST_CASE("a truncate into an image's read-only pages is refused and cuts nothing", "[engine][images]") {
   KVCache cache(image_config(Format::Q8, 0));
   const SeqId seq = cache.create_sequence();
   append_all(cache, seq, 2 * kImagePage, 1);
-  append_all(cache, seq, 3 * kImagePage, 3);  // an image: pages 2..4
+  REQUIRE(cache.add_image(seq, 2 * kImagePage, 5 * kImagePage) == 3);  // pages 2..4
+  append_all(cache, seq, 3 * kImagePage, 3);
   append_all(cache, seq, 10, 5);
-  REQUIRE(cache.seal_image(seq, 2 * kImagePage, 5 * kImagePage) == 3);
   for (const int cut : {2 * kImagePage + 1, 3 * kImagePage, 5 * kImagePage - 1}) {
     CAPTURE(cut);
     CHECK_THROWS_WITH(cache.truncate(seq, cut), Catch::Contains("KVCache::truncate") && Catch::Contains("new_length") &&
-                                                    Catch::Contains("cuts into the image sealed read-only at tokens 32..80"));
+                                                    Catch::Contains("cuts into the read-only pages of the image at tokens 32..80"));
     CHECK(cache.length(seq, 0) == 5 * kImagePage + 10);
     CHECK(cache.length(seq, 1) == 5 * kImagePage + 10);
   }
   // A fork holds the same image: the same refusal.
   const SeqId child = cache.fork(seq);
   CHECK_THROWS_AS(cache.truncate(child, 4 * kImagePage), InputError);
-  // Cut after the image: allowed; before it: the image goes whole, and a new one may be sealed there.
+  // Cut after the image: allowed; before it: the image goes whole, and a new one may be added there.
   cache.truncate(seq, 5 * kImagePage);
   CHECK(cache.length(seq, 0) == 5 * kImagePage);
+  CHECK_THROWS_AS(cache.truncate(seq, 3 * kImagePage), InputError);  // the image stayed
   cache.truncate(seq, 2 * kImagePage);
   CHECK(cache.length(seq, 1) == 2 * kImagePage);
+  CHECK(cache.add_image(seq, 2 * kImagePage, 4 * kImagePage) == 2);
   append_all(cache, seq, 2 * kImagePage, 7);
-  CHECK(cache.seal_image(seq, 2 * kImagePage, 4 * kImagePage) == 2);
   CHECK_THROWS_AS(cache.truncate(seq, 3 * kImagePage), InputError);
   cache.truncate(child, 2 * kImagePage);  // the child's own image goes whole too
   CHECK(cache.length(child, 0) == 2 * kImagePage);
 }
 
-TEST_CASE("seal_image: bad ranges get clear errors and change nothing", "[engine][images]") {
+TEST_CASE("add_image: bad ranges get clear errors and change nothing", "[engine][images]") {
   KVCache cache(image_config(Format::Q4, 0));
   const SeqId seq = cache.create_sequence();
   append_all(cache, seq, 4 * kImagePage, 1);
-  CHECK_THROWS_WITH(cache.seal_image(seq, 8, 40), Catch::Contains("KVCache::seal_image") && Catch::Contains("begin") &&
-                                                       Catch::Contains("page boundary"));
-  CHECK_THROWS_WITH(cache.seal_image(seq, kImagePage, kImagePage), Catch::Contains("end") && Catch::Contains("after begin"));
-  CHECK_THROWS_WITH(cache.seal_image(seq, kImagePage, 5 * kImagePage), Catch::Contains("end") && Catch::Contains("holds 64 tokens"));
-  CHECK_THROWS_WITH(cache.seal_image(99, 0, kImagePage), Catch::Contains("seq"));
-  CHECK(cache.seal_image(seq, kImagePage, 10 + kImagePage) == 0);  // smaller than a page: nothing is whole
-  REQUIRE(cache.seal_image(seq, kImagePage, 3 * kImagePage) == 2);
-  CHECK_THROWS_WITH(cache.seal_image(seq, 2 * kImagePage, 4 * kImagePage), Catch::Contains("begin") && Catch::Contains("image sealed before"));
-  cache.truncate(seq, 3 * kImagePage + 5);  // the image stays: nothing was cut into it
+  CHECK_THROWS_WITH(cache.add_image(seq, 8, 40), Catch::Contains("KVCache::add_image") && Catch::Contains("begin") &&
+                                                      Catch::Contains("page boundary"));
+  CHECK_THROWS_WITH(cache.add_image(seq, kImagePage, kImagePage), Catch::Contains("end") && Catch::Contains("after begin"));
+  CHECK_THROWS_WITH(cache.add_image(seq, kImagePage, 5000), Catch::Contains("end") && Catch::Contains("max_seq 4096"));
+  CHECK_THROWS_WITH(cache.add_image(99, 0, kImagePage), Catch::Contains("seq"));
+  CHECK(cache.stats().read_only_pages == 0);
+  cache.truncate(seq, 3 * kImagePage + 5);  // no image: any cut
+  CHECK(cache.add_image(seq, 8 * kImagePage, 10 + 8 * kImagePage) == 0);  // smaller than a page: nothing is whole
+  REQUIRE(cache.add_image(seq, kImagePage, 3 * kImagePage) == 2);
+  CHECK(cache.stats().read_only_pages == 2 * kImageKvHeads * 2);
+  CHECK_THROWS_WITH(cache.add_image(seq, 2 * kImagePage, 4 * kImagePage),
+                    Catch::Contains("begin") && Catch::Contains("lies in an image added before"));
   const SeqId speculating = cache.create_sequence();
   append_all(cache, speculating, 2 * kImagePage, 3);
   cache.begin_tentative(speculating);
-  CHECK_THROWS_WITH(cache.seal_image(speculating, 0, kImagePage), Catch::Contains("seq") && Catch::Contains("tentative"));
+  CHECK_THROWS_WITH(cache.add_image(speculating, 0, kImagePage), Catch::Contains("seq") && Catch::Contains("tentative"));
 }
 
-TEST_CASE("danger's long tail requantizes text pages only: an image's pages keep their format", "[memory][engine][images]") {
-  constexpr int kImagePrompt = 1500, kImageText = 160, kImage = 640;
+TEST_CASE("danger's long tail requantizes text pages only, even while an image is being appended", "[memory][engine][images]") {
+  constexpr int kImagePrompt = 1500, kImageText = 160, kImage = 1120;
   CacheConfig config = image_config(Format::Q8, 0);
   config.geometry = {2, 8, kImageKvHeads, 64, 4096};
   const PageLayout q8 = PageLayout::make({kImagePage, 64, Format::Q8, Format::Q8, 32, false});
-  // No L2 tier and an L1 cap below the context: only requantization can make room.
+  // No L2 tier and an L1 cap the image's own append crosses: only requantization can make room.
   config.memory.l1_bytes = static_cast<std::size_t>(kImagePrompt / kImagePage) * kImageKvHeads * 2 * q8.bytes * 8 / 10;
   config.memory.pin_window_tokens = 64;
   KVCache cache(config);
@@ -138,10 +172,10 @@ TEST_CASE("danger's long tail requantizes text pages only: an image's pages keep
     for (int l = 0; l < 2; ++l) cache.append(seq, l, k.data(), v.data(), n);
   };
   append(kImageText, 1);
+  REQUIRE(cache.add_image(seq, kImageText, kImageText + kImage) == kImage / kImagePage);
   append(kImage, 3);
-  REQUIRE(cache.seal_image(seq, kImageText, kImageText + kImage) == kImage / kImagePage);
+  REQUIRE(cache.stats().memory.requantized_pages > 0);  // danger came during the image's append
   append(kImagePrompt - kImageText - kImage, 5);
-  REQUIRE(cache.stats().memory.requantized_pages > 0);
   for (int layer = 0; layer < 2; ++layer) {
     const auto views = cache.page_views(seq, layer);
     for (const auto& head : views) {

@@ -159,7 +159,7 @@ struct PrefillSeals final : kv::Telemetry {
 
 }  // namespace
 
-TEST_CASE("With a visual block an image's whole pages are sealed as its prefill ends, whatever the residual keeps",
+TEST_CASE("With a visual block an image's whole pages seal as they fill, whatever the residual keeps, and stay read-only",
           "[workloads]") {
   const kv::SyntheticPreset& preset = kv::find_synthetic_preset("qwen-0.5b-gqa", "test");
   kv::ThreadPool pool(2);
@@ -169,11 +169,14 @@ TEST_CASE("With a visual block an image's whole pages are sealed as its prefill 
   w.visual_tokens = 160;  // two whole pages of 64 and a partial third, which stays a text page
   w.context_tokens = 512;
   w.gen_tokens = 2;
-  for (const bool visual : {false, true}) {
-    CAPTURE(visual);
+  struct Case {
+    bool visual, prefix_cache;
+  };
+  for (const Case c : {Case{false, false}, Case{true, false}, Case{true, true}}) {
+    CAPTURE(c.visual, c.prefix_cache);
     ScriptTarget target;
     target.max_positions = 2048;
-    target.image_page_tokens = visual ? 64 : 0;
+    target.image_page_tokens = c.visual ? 64 : 0;
     const Script script = build_script(with_defaults(w, 2048), target).script;
     REQUIRE(script.images.size() == 2);
     kv::SyntheticConfig config;
@@ -184,20 +187,33 @@ TEST_CASE("With a visual block an image's whole pages are sealed as its prefill 
     kv::CacheConfig cache_config;
     cache_config.geometry = model.geometry();
     cache_config.page_tokens = 64;
-    cache_config.residual_tokens = 4096;  // longer than the script: only an image's end seals a page
+    // Longer than the script: only an image seals a page. With the prefix cache, 0: the prompt's
+    // pages are cached, and the measured run takes the images from the cache.
+    cache_config.residual_tokens = c.prefix_cache ? 0 : 4096;
+    cache_config.prefix_cache = c.prefix_cache;
     PrefillSeals seals;
     kv::KVCache cache(cache_config, &seals);
     kv::SparsePolicy policy;
     policy.selector = kv::Selector::Quest;
     policy.budget = 0.5f;
     policy.window = 64;
-    if (visual) policy.visual.budget = 0.5f;
+    if (c.visual) policy.visual.budget = 0.5f;
     kv::SparseDecoder decoder(cache, policy);
-    Executor executor(model, cache, decoder, 1.0, [&](int i) { model.ask_needle(i); }, std::nullopt, ExecutionOptions{});
-    executor.run(script);
-    // The second image's whole pages and every page before them, each kv head.
-    const int expected = visual ? (script.images[1].begin / 64 + 2) * model.geometry().kv_heads : 0;
-    CHECK(seals.pages == expected);
+    const auto ask = [&](int i) { model.ask_needle(i); };
+    const int kv_heads = model.geometry().kv_heads;
+    if (c.prefix_cache) {
+      Executor(model, cache, decoder, 1.0, ask, std::nullopt, ExecutionOptions{}).run(warm_script(script));
+      const ExecutionResult result = Executor(model, cache, decoder, 1.0, ask, std::nullopt, ExecutionOptions{}).run(script);
+      REQUIRE(result.prefix_hit_tokens.size() == 2);  // a question an image, one sequence
+      CHECK(result.prefix_hit_tokens[0] > script.images[1].end);  // both images came from the cache
+      // The cached pages of both images, read-only: 2 whole pages each, every kv head.
+      CHECK(cache.stats().read_only_pages == static_cast<std::size_t>(2 * 2 * kv_heads));
+    } else {
+      Executor(model, cache, decoder, 1.0, ask, std::nullopt, ExecutionOptions{}).run(script);
+      // The second image's whole pages and every page before them, each kv head.
+      CHECK(seals.pages == (c.visual ? (script.images[1].begin / 64 + 2) * kv_heads : 0));
+      CHECK(cache.stats().read_only_pages == 0);  // the sequence was released at the end
+    }
   }
 }
 

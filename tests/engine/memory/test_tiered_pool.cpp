@@ -193,6 +193,26 @@ TEST_CASE("pressure relief spares predicted pages down to the target and takes t
     CHECK(pool.stats().l1_used_bytes == 84 * kPage);
     CHECK(pool.stats().level == PressureLevel::Safe);
   }
+  SECTION("every page predicted, all but the newest an image's: the text page goes, no image page") {
+    for (std::size_t i = 0; i + 1 < ids.size(); ++i) pool.seal_read_only(ids[i]);
+    pool.advise(ids, 10);
+    pool.relieve_pressure();
+    CHECK_FALSE(pool.resident(ids.back()));
+    for (std::size_t i = 0; i + 1 < ids.size(); ++i) CHECK(pool.resident(ids[i]));
+    CHECK(pool.stats().l1_used_bytes == 84 * kPage);
+  }
+  SECTION("every page predicted and an image's: none goes, even to leave warning") {
+    for (PageId id : ids) pool.seal_read_only(id);
+    pool.advise(ids, 10);
+    pool.relieve_pressure();
+    for (PageId id : ids) CHECK(pool.resident(id));
+    CHECK(pool.stats().l1_used_bytes == 85 * kPage);
+  }
+  SECTION("image pages not predicted go like any other") {
+    for (PageId id : ids) pool.seal_read_only(id);
+    pool.relieve_pressure();
+    CHECK(pool.stats().l1_used_bytes == 75 * kPage);
+  }
 }
 
 TEST_CASE("prefetch takes room from the read cache, never a page predicted for a coming step", "[memory][tiers]") {
@@ -439,7 +459,14 @@ TEST_CASE("a read-only page refuses writes and requantization, moves through L2 
   const TieredPool& reader = pool;
   CHECK(reader.frame(ids[19]) != nullptr);  // reading stays open
   // Demoted to L2 and loaded back like any page, checksummed on the way: the same bytes.
-  pool.relieve_pressure();
+  // A decode call counts the image pages resident once it ends (after its pressure relief).
+  const auto resident_images = [&] {
+    return static_cast<std::uint64_t>(std::count_if(ids.begin(), ids.begin() + 20, [&](PageId id) { return pool.resident(id); }));
+  };
+  pool.set_step_kind(StepKind::Decode);
+  pool.end_step({});
+  const std::uint64_t first = resident_images();
+  CHECK(pool.stats().read_only_resident_sum == first);
   std::vector<PageId> cold;
   for (int i = 0; i < 20; ++i) {
     if (!pool.resident(ids[static_cast<std::size_t>(i)])) cold.push_back(ids[static_cast<std::size_t>(i)]);
@@ -452,6 +479,8 @@ TEST_CASE("a read-only page refuses writes and requantization, moves through L2 
     CHECK(pool.read_only(cold[i]));
   }
   pool.end_step({});
+  CHECK(pool.stats().read_only_resident_sum == first + resident_images());
+  CHECK(pool.stats().decode_steps == 2);
   // Released and reused, the id is an ordinary page again.
   pool.release(ids[5]);
   const PageId reused = pool.allocate();
