@@ -258,7 +258,7 @@ void KVCache::mark_image_pages(LayerPages& state, int from_page) {
 }
 
 bool KVCache::seal_pages(SeqId seq, int layer) {
-  LayerPages& state = table_.layer(seq, layer, "KVCache::append");
+  LayerPages& state = table_.layer(seq, layer, "KVCache::seal_pages");
   // An image's whole pages seal as soon as they fill, however recent: they never change.
   const int full_pages = state.length / config_.page_tokens;
   int through = 0;

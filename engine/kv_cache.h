@@ -95,9 +95,10 @@ class KVCache {
   // read-only from then on - never written, requantized or cut into again, never part of the
   // text window that memory pins. A last page the image shares with the text after it stays a
   // text page. Pages of it already sealed (shared from a cached prefix) become read-only at
-  // once. Returns the image's read-only pages a layer. Throws InputError (field begin, end or
-  // seq) for a range off a page boundary, beyond max_seq or overlapping an earlier image, and
-  // for a tentative sequence.
+  // once, as they are (a page danger requantized before stays so). Returns the image's
+  // read-only pages a layer. Throws InputError (field begin, end or seq) for a range off a page
+  // boundary, beyond max_seq or starting inside an earlier image's whole pages, and for a
+  // tentative sequence.
   int add_image(SeqId seq, int begin, int end);
 
   // The prefix cache (CacheConfig::prefix_cache; prefix_cache.h). The longest whole-page prefix

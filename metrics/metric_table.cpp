@@ -102,9 +102,10 @@ std::vector<MetricDef> build_table() {
       {"visual_kv_bytes_per_image", "bytes", E, Lo, false,
        "Stored KV bytes of the pages holding one image's tokens, over all layers and kv heads (sealed page layout; whole pages, shared with text where an image does not start on a fresh page), mean over the case's images. Image pages take the policy's K and V formats."},
       {"visual_pages_resident", "pages", E, No, true,
-       "Image pages with an L1 copy after each decode attention call, mean over those calls, every kv head of the whole "
-       "model (sampled layers scaled). Only a policy with a visual block seals images read-only and counts them; without an "
-       "L1 cap every image page is resident."},
+       "An image's whole pages (read-only with a visual block; a last page shared with text is not one) with an L1 frame "
+       "after each decode attention call, mean over those calls, every kv head of the whole model (sampled layers scaled); "
+       "pages the prefix cache holds count too. Only a policy with a visual block tells image pages apart; without an L1 "
+       "cap every image page is resident."},
       {"swap_in_bytes", "bytes", E, Lo, true, "Page bytes loaded from L2, demand and prefetch, for the whole model (sampled layers scaled)."},
       {"swap_out_bytes", "bytes", E, Lo, true, "Page bytes demoted to L2 for the whole model (sampled layers scaled)."},
       {"l2_bytes_written", "bytes", E, Lo, true,

@@ -259,7 +259,9 @@ class Executor {
   std::mt19937_64 accept_rng_;
   int prompt_end_ = -1;      // the first prompt's length, once run; -1 before
   int pos_ = 0;
-  std::size_t next_image_ = 0;  // the script's next image, with a visual block (images are prefilled in order)
+  // With a visual block: the script's next image. Images are prefilled in order, and a script's
+  // images are positions of each sequence that holds them (as image_pages() takes them).
+  std::size_t next_image_ = 0;
   int offset_ = 0;  // stream position of pos 0
   int request_ = 0; // the request of the op being run
   std::optional<LockstepScorer> lockstep_;  // the llama side

@@ -64,8 +64,9 @@ class MemoryAdvisor {
       : pool_(pool), config_(config), page_tokens_(page_tokens), layers_(layers) {}
 
   // One kv head of `length` tokens: its sealed pages holding a sink token (the first
-  // pin_sink_tokens) or overlapping the window (the last pin_window_tokens; read-only image
-  // pages never count as recent) are pinned, the others not. Without an L1 cap nothing is ever demoted, and nothing is pinned.
+  // pin_sink_tokens) or overlapping the window (the last pin_window_tokens; an image's read-only
+  // pages never count as recent) are pinned, the others not. Without an L1 cap nothing is ever
+  // demoted, and nothing is pinned.
   void update_pins(int length, const std::vector<PageId>& sealed, std::vector<PagePin>& pins) const;
   // After a decode step: a head's pages take the selector's importance (its step's mass
   // included), `given[p]` for logical page p.

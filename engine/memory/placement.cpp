@@ -17,8 +17,11 @@ std::vector<PageId> plan_demotion(std::vector<DemotionCandidate> candidates, std
   for (std::size_t i = 0; i < candidates.size(); ++i) keep[i] = retention(candidates[i], now);
   std::vector<std::size_t> order(candidates.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
+  // Unpredicted pages, then predicted ones, then predicted image pages: an image is read by
+  // every question about it, so its predicted pages go only when nothing else can.
+  const auto rank = [&](std::size_t i) { return (candidates[i].predicted ? 1 : 0) + (candidates[i].predicted && candidates[i].image ? 1 : 0); };
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (candidates[a].predicted != candidates[b].predicted) return candidates[b].predicted;
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
     if (keep[a] != keep[b]) return keep[a] < keep[b];
     if (candidates[a].clean != candidates[b].clean) return candidates[a].clean;
     if (candidates[a].last_used != candidates[b].last_used) return candidates[a].last_used < candidates[b].last_used;

@@ -20,6 +20,7 @@ struct DemotionCandidate {
   bool clean = false;         // an L2 copy exists: demotion only drops the L1 copy
   std::size_t bytes = 0;
   bool predicted = false;     // the next step is predicted to read it: demoted last
+  bool image = false;         // an image's read-only page: when predicted, after every other page
 };
 
 // Retention of a page: importance plus a recency term 1 / (1 + age in steps), so a page that
@@ -27,8 +28,8 @@ struct DemotionCandidate {
 double retention(const DemotionCandidate& page, std::uint64_t now);
 
 // The lowest-retention pages whose bytes add up to at least bytes_to_free (at most
-// max_pages), pages predicted for the next step last; ties go to clean pages (no write), then
-// to the older page, then the lower id.
+// max_pages), pages predicted for the next step last and predicted image pages after them; ties
+// go to clean pages (no write), then to the older page, then the lower id.
 std::vector<PageId> plan_demotion(std::vector<DemotionCandidate> candidates, std::uint64_t now,
                                   std::size_t bytes_to_free, std::size_t max_pages);
 

@@ -597,10 +597,9 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free, bool spare_predi
     const Page& page = pages_[id];
     if (page.pins > 0) continue;
     if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
-    // An image's page a coming step is predicted to read stays, even to leave warning: it is
-    // read by every question about the image, and reloading it would stall that step.
-    if (page.predicted_at > step_ && (spare_predicted || page.read_only)) continue;
-    candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.long_tail), page.predicted_at > step_});
+    if (spare_predicted && page.predicted_at > step_) continue;
+    candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.long_tail),
+                          page.predicted_at > step_, page.read_only});
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
   const std::uint64_t before = l1_used();

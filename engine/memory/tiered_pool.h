@@ -299,9 +299,9 @@ class TieredPool {
   bool long_tail(PageId id) const;  // the page is in a long-tail frame
   // A filled page is sealed for good (an image's page, written once at prefill): frame() and
   // begin_requantize() refuse it from now on (InputError naming the page) and danger's long tail
-  // never plans it, and while a coming step is predicted to read it, pressure relief never
-  // demotes it (not even to leave warning; other pages go first). Its bytes still move between
-  // tiers, verified like any page's. Until released.
+  // never plans it, and while a coming step is predicted to read it, demotion takes it after
+  // every other page (predicted text pages included) and the read cache never drops it. Its
+  // bytes still move between tiers, verified like any page's. Until released.
   void seal_read_only(PageId id);
   bool read_only(PageId id) const;
   std::size_t read_only_pages() const { return read_only_live_; }

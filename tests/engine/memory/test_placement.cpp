@@ -20,6 +20,18 @@ TEST_CASE("demotion takes the lowest retention: unimportant and old first, clean
   CHECK(retention(pages[2], now) > retention(pages[4], now));
 }
 
+TEST_CASE("demotion takes predicted pages last, and a predicted image page after every other", "[memory][placement]") {
+  const std::uint64_t now = 100;
+  std::vector<DemotionCandidate> pages = {
+      {0, 0.0f, 10, false, 10, true, true},    // old, predicted, an image's
+      {1, 5.0f, 99, false, 10, true, false},   // important, recent, predicted text
+      {2, 9.0f, 99, false, 10, false, true},   // an image's, not predicted: like any page
+      {3, 0.0f, 10, false, 10, false, false},  // old, unimportant
+  };
+  CHECK(plan_demotion(pages, now, 1000, 10) == std::vector<PageId>{3, 2, 1, 0});
+  CHECK(plan_demotion(pages, now, 30, 10) == std::vector<PageId>{3, 2, 1});
+}
+
 TEST_CASE("prefetch predicts recently dropped pages, then the best runners-up", "[memory][placement]") {
   SelectionRecord before{{0, 5, 9, 15}, {1, 2, 3, 5, 7, 9, 11}, {}};
   SelectionRecord now{{0, 5, 11, 15}, {1, 2, 3, 5, 7, 9, 11}, {0.1f, 0.9f, 0.3f, 1.0f, 0.8f, 0.5f, 0.95f}};
