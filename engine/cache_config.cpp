@@ -8,7 +8,9 @@
 
 namespace kv {
 
-PageLayout cache_page_layout(const CacheConfig& config, Format k, Format v) {
+namespace {
+
+PageLayoutSpec layout_spec(const CacheConfig& config, Format k, Format v) {
   PageLayoutSpec spec;
   spec.page_tokens = config.page_tokens;
   spec.head_dim = config.geometry.head_dim;
@@ -16,6 +18,17 @@ PageLayout cache_page_layout(const CacheConfig& config, Format k, Format v) {
   spec.v_format = v;
   spec.v_group = config.v_group;
   spec.pad_to_4k = config.pad_pages_to_4k;
+  return spec;
+}
+
+}  // namespace
+
+PageLayout cache_page_layout(const CacheConfig& config, Format k, Format v) { return PageLayout::make(layout_spec(config, k, v)); }
+
+PageLayout visual_page_layout(const CacheConfig& config) {
+  if (!config.visual.own) return cache_page_layout(config, config.k_format, config.v_format);
+  PageLayoutSpec spec = layout_spec(config, config.visual.k_format, config.visual.v_format);
+  spec.v_group = config.visual.v_group;
   return PageLayout::make(spec);
 }
 
@@ -61,10 +74,18 @@ void validate_cache_config(const CacheConfig& config) {
     throw InputError(where, "softmax_scale", "must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   }
   validate_memory_config(config.memory);
-  if (!config.memory.l2.dir.empty() && layout.bytes > config.memory.l2.batch_bytes) {
+  std::size_t largest = layout.bytes;
+  if (config.visual.own) {
+    try {
+      largest = std::max(largest, visual_page_layout(config).bytes);
+    } catch (const InputError& e) {
+      throw InputError(where, "visual." + std::string(e.field()), e.reason());
+    }
+  }
+  if (!config.memory.l2.dir.empty() && largest > config.memory.l2.batch_bytes) {
     throw InputError("memory config", "l2_batch_bytes",
                      std::to_string(config.memory.l2.batch_bytes) + " is smaller than one page (" +
-                         std::to_string(layout.bytes) + " bytes)");
+                         std::to_string(largest) + " bytes)");
   }
 }
 

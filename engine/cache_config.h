@@ -13,6 +13,15 @@
 
 namespace kv {
 
+// An image's whole pages in K/V formats and a V group of their own (the policy's visual block).
+// Without it (`own` false) they take the policy's, like text.
+struct VisualPageFormat {
+  bool own = false;
+  Format k_format = Format::Q4;
+  Format v_format = Format::Q4;
+  int v_group = 128;
+};
+
 struct CacheConfig {
   ModelGeometry geometry;
   Format k_format = Format::F16;
@@ -36,6 +45,7 @@ struct CacheConfig {
   std::size_t prefix_cache_bytes = 0;
   // Names the model whose K/V the cache holds: pages of different models never share.
   std::uint64_t model_key = 0;
+  VisualPageFormat visual;
 };
 
 // Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.
@@ -44,6 +54,8 @@ void validate_cache_config(const CacheConfig& config);
 // The page layout of `config` with K and V stored as `k` and `v` (the sealed pages', the F32
 // residual's, the INT2 long tail's).
 PageLayout cache_page_layout(const CacheConfig& config, Format k, Format v);
+// An image's whole pages' layout: the visual formats where the config has them, else the sealed one.
+PageLayout visual_page_layout(const CacheConfig& config);
 // Page frames are aligned for direct I/O when pages are padded to 4 KiB.
 std::size_t cache_page_alignment(const CacheConfig& config);
 

@@ -25,24 +25,30 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
       layout_(cache_page_layout(config, config.k_format, config.v_format)),
       residual_layout_(cache_page_layout(config, Format::F32, Format::F32)),
       long_tail_layout_(cache_page_layout(config, Format::Q2, Format::Q2)),
+      visual_layout_(visual_page_layout(config)),
       pool_(config.threads),
       kernels_(&page_kernels(resolve_isa(config.isa))),
       sealed_pool_(layout_.bytes, cache_page_alignment(config), config.memory),
       residual_pool_(residual_layout_.bytes, cache_page_alignment(config), kPagesPerSlab),
       table_(config.geometry, sealed_pool_, residual_pool_, residual_layout_.bytes),
-      sealer_(config_, {&layout_, &residual_layout_, &long_tail_layout_}, table_, sealed_pool_, residual_pool_, pool_, telemetry),
+      sealer_(config_, layouts(), table_, sealed_pool_, residual_pool_, pool_, telemetry),
       advisor_(sealed_pool_, config_.memory, config.page_tokens, config.geometry.layers),
-      resident_({&layout_, &residual_layout_, &long_tail_layout_}, config.page_tokens, config.geometry.head_dim, sealed_pool_,
+      resident_(layouts(), config.page_tokens, config.geometry.head_dim, sealed_pool_,
                 residual_pool_),
       call_(config.memory.l0_bytes) {
   if (config_.softmax_scale == 0.0f) config_.softmax_scale = 1.0f / std::sqrt(static_cast<float>(config.geometry.head_dim));
   if (config_.memory.l1_bytes > 0 && long_tail_layout_.bytes < layout_.bytes) {
     sealed_pool_.set_long_tail(long_tail_layout_.bytes);
   }
+  if (config_.visual.own) sealed_pool_.set_visual_bytes(visual_layout_.bytes);
   if (config_.prefix_cache) prefix_ = std::make_unique<PrefixCache>(config_, table_, sealed_pool_, layout_.bytes);
 }
 
 KVCache::~KVCache() = default;
+
+CacheLayouts KVCache::layouts() const {
+  return {&layout_, &residual_layout_, &long_tail_layout_, config_.visual.own ? &visual_layout_ : nullptr};
+}
 
 SeqId KVCache::create_sequence() { return table_.create(); }
 
@@ -377,8 +383,23 @@ void KVCache::report_attention(const LayerPages& state, int n_queries, bool plan
     }
     macs = static_cast<std::uint64_t>(n_queries) * attended * static_cast<std::uint64_t>(g.group()) * g.head_dim;
   }
-  ops.mac(config_.k_format, macs);
-  ops.mac(config_.v_format, macs);
+  // Image pages in formats of their own take their share of the multiply-adds in those formats.
+  std::uint64_t tokens = 0, visual_tokens = 0;
+  if (config_.visual.own) {
+    for (const auto& head : views) {
+      for (const PageView& page : head) {
+        tokens += static_cast<std::uint64_t>(page.tokens);
+        if (page.layout == &visual_layout_) visual_tokens += static_cast<std::uint64_t>(page.tokens);
+      }
+    }
+  }
+  const std::uint64_t visual_macs = visual_tokens > 0 ? macs / tokens * visual_tokens + macs % tokens * visual_tokens / tokens : 0;
+  ops.mac(config_.k_format, macs - visual_macs);
+  ops.mac(config_.v_format, macs - visual_macs);
+  if (visual_macs > 0) {
+    ops.mac(visual_layout_.k_format, visual_macs);
+    ops.mac(visual_layout_.v_format, visual_macs);
+  }
   ops.softmax_exps = macs / static_cast<std::uint64_t>(g.head_dim);
   ops.write(Tier::L0, config_.k_format, resident_.read_bytes());
   ops.read(Tier::L2, config_.k_format, moved.swap_in_bytes);

@@ -165,6 +165,8 @@ class KVCache {
   const CacheConfig& config() const { return config_; }
   const PageLayout& layout() const { return layout_; }
   const PageLayout& residual_layout() const { return residual_layout_; }
+  // An image's whole pages' layout (KVCache::add_image): the visual formats, or layout().
+  const PageLayout& visual_layout() const { return visual_layout_; }
   Isa isa() const { return kernels_->isa; }
   CacheStats stats() const;
   ThreadPool& pool() { return pool_; }
@@ -191,12 +193,14 @@ class KVCache {
                           const AttendOptions& options);
   void report_attention(const LayerPages& state, int n_queries, bool planned, const TrafficCounters& moved);
   void forward_memory_reports();
+  CacheLayouts layouts() const;  // the pages' layouts by frame class
 
   CacheConfig config_;
   Telemetry* telemetry_;
   PageLayout layout_;
   PageLayout residual_layout_;
   PageLayout long_tail_layout_;  // q2/q2: danger requantizes the long tail into it
+  PageLayout visual_layout_;     // an image's whole pages (the sealed layout without visual formats)
   ThreadPool pool_;
   const PageKernels* kernels_;
   TieredPool sealed_pool_;

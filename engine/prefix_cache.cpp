@@ -31,7 +31,13 @@ std::uint64_t prefix_scope(const CacheConfig& config) {
                                            static_cast<std::uint64_t>(config.residual_tokens),
                                            static_cast<std::uint64_t>(config.pad_pages_to_4k),
                                            outlier_bits};
-  return XXH3_64bits(words.data(), sizeof words);
+  const std::uint64_t scope = XXH3_64bits(words.data(), sizeof words);
+  if (!config.visual.own) return scope;
+  // Image pages in formats of their own are other bytes for the same tokens.
+  const std::array<std::uint64_t, 4> visual{scope, static_cast<std::uint64_t>(config.visual.k_format),
+                                            static_cast<std::uint64_t>(config.visual.v_format),
+                                            static_cast<std::uint64_t>(config.visual.v_group)};
+  return XXH3_64bits(visual.data(), sizeof visual);
 }
 
 PrefixCache::PrefixCache(const CacheConfig& config, PageTable& table, TieredPool& sealed, std::size_t page_bytes)

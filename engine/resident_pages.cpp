@@ -10,7 +10,7 @@ PageView ResidentPages::view_of(const LayerPages& layer, std::size_t head, std::
   const HeadPages& pages = layer.heads[head];
   if (page < pages.sealed.size()) {
     const TieredPool::Residence where = sealed_.residence(pages.sealed[page]);
-    return {where.long_tail ? layouts_.long_tail : layouts_.sealed, where.frame, page_tokens_,
+    return {layouts_.of(where.cls), where.frame, page_tokens_,
             pages.summaries.bounds(page, head_dim_), static_cast<int>(page) * page_tokens_,
             pages.summaries.means(page, head_dim_)};
   }

@@ -8,17 +8,14 @@
 #include <vector>
 
 #include "attention/attend_call.h"
+#include "cache_layouts.h"
 #include "page_table.h"
 
 namespace kv {
 
 class ResidentPages final : public PageAccess {
  public:
-  struct Layouts {
-    const PageLayout* sealed = nullptr;
-    const PageLayout* residual = nullptr;
-    const PageLayout* long_tail = nullptr;
-  };
+  using Layouts = CacheLayouts;
   ResidentPages(Layouts layouts, int page_tokens, int head_dim, TieredPool& sealed, const PagePool& residual)
       : layouts_(layouts), page_tokens_(page_tokens), head_dim_(head_dim), sealed_(sealed), residual_(residual) {}
 

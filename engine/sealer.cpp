@@ -42,7 +42,8 @@ Sealer::Sealer(const CacheConfig& config, Layouts layouts, PageTable& table, Tie
       pool_(pool),
       telemetry_(telemetry),
       calibration_(static_cast<std::size_t>(config.geometry.layers) * config.geometry.kv_heads,
-                   Calibration(config.outlier_factor)) {}
+                   Calibration(config.outlier_factor)),
+      visual_calibration_(layouts.visual != nullptr ? calibration_.size() : 0, Calibration(config.outlier_factor)) {}
 
 std::uint64_t Sealer::append(LayerPages& state, const float* k, const float* v, int n_tokens) {
   const PageLayout& layout = *layouts_.residual;
@@ -98,10 +99,11 @@ void Sealer::widen_key_bounds(std::byte* page, const float* key) const {
   }
 }
 
-void Sealer::seal_page(int layer, int head, int logical_page, Phase phase, PageId residual, PageId sealed,
+void Sealer::seal_page(int layer, int head, int logical_page, Phase phase, bool image, PageId residual, PageId sealed,
                        PageSealed& event, std::uint16_t* means) {
   const PageLayout& from = *layouts_.residual;
-  const PageLayout& to = *layouts_.sealed;
+  const bool visual = image && layouts_.visual != nullptr;
+  const PageLayout& to = visual ? *layouts_.visual : *layouts_.sealed;
   const std::byte* src = residual_.data(residual);
   std::byte* dst = sealed_.frame(sealed);
   const float* k = from.at<float>(src, from.k_data);
@@ -109,7 +111,8 @@ void Sealer::seal_page(int layer, int head, int logical_page, Phase phase, PageI
   page_means(k, v, config_.page_tokens, config_.geometry.head_dim, means);
   PageStats stats;
   quantize_page(to, k, v, config_.page_tokens, dst, &stats);
-  Calibration& calibration = calibration_[static_cast<std::size_t>(layer) * config_.geometry.kv_heads + head];
+  const std::size_t at = static_cast<std::size_t>(layer) * config_.geometry.kv_heads + static_cast<std::size_t>(head);
+  Calibration& calibration = visual ? visual_calibration_[at] : calibration_[at];
   event.layer = layer;
   event.kv_head = head;
   event.logical_page = logical_page;
@@ -132,19 +135,32 @@ Sealer::Sealed Sealer::seal_ready(SeqId seq, int layer, Phase phase, int through
   // The pool is single-threaded: allocate destinations first, quantize in parallel per head
   // (each head's calibration sees its pages in order), then report in a fixed order.
   std::vector<PageId> targets(static_cast<std::size_t>(heads) * ready);
+  const int first_logical = state.sealed_tokens / tokens_per_page;
+  // Which of the pages are an image's whole pages (KVCache::add_image declared them).
+  std::vector<bool> image(static_cast<std::size_t>(ready), false);
+  int image_pages = 0;
+  for (const ImagePages& pages : state.images) {
+    for (int p = std::max(pages.first, first_logical); p < std::min(pages.last, first_logical + ready); ++p) {
+      image[static_cast<std::size_t>(p - first_logical)] = true;
+      ++image_pages;
+    }
+  }
+  const bool visual = layouts_.visual != nullptr;
+  const auto class_of = [&](int p) { return visual && image[static_cast<std::size_t>(p)] ? FrameClass::Visual : FrameClass::Page; };
   const std::uint64_t alloc_start = telemetry_ != nullptr ? monotonic_ns() : 0;
-  sealed_.make_room(targets.size());
-  for (PageId& id : targets) id = sealed_.allocate();
+  const int visual_pages = visual ? image_pages : 0;
+  sealed_.make_room(static_cast<std::size_t>(heads) * (static_cast<std::size_t>(ready - visual_pages) * sealed_.class_bytes(FrameClass::Page) +
+                                                        static_cast<std::size_t>(visual_pages) * sealed_.class_bytes(FrameClass::Visual)));
+  for (std::size_t slot = 0; slot < targets.size(); ++slot) targets[slot] = sealed_.allocate(class_of(static_cast<int>(slot % ready)));
   const std::uint64_t quant_start = telemetry_ != nullptr ? monotonic_ns() : 0;
   sealed.events.resize(targets.size());
   const auto summary = 2 * static_cast<std::size_t>(config_.geometry.head_dim);
   std::vector<std::uint16_t> means(targets.size() * summary);
-  const int first_logical = state.sealed_tokens / tokens_per_page;
   pool_.parallel_for(static_cast<std::size_t>(heads), [&](std::size_t h) {
     const HeadPages& head = state.heads[h];
     for (int p = 0; p < ready; ++p) {
       const std::size_t slot = h * static_cast<std::size_t>(ready) + static_cast<std::size_t>(p);
-      seal_page(layer, static_cast<int>(h), first_logical + p, phase, head.residual[static_cast<std::size_t>(p)],
+      seal_page(layer, static_cast<int>(h), first_logical + p, phase, image[static_cast<std::size_t>(p)], head.residual[static_cast<std::size_t>(p)],
                 targets[slot], sealed.events[slot], means.data() + slot * summary);
     }
   });
@@ -157,7 +173,7 @@ Sealer::Sealed Sealer::seal_ready(SeqId seq, int layer, Phase phase, int through
     HeadPages& head = state.heads[static_cast<std::size_t>(h)];
     for (int p = 0; p < ready; ++p) {
       const std::size_t slot = static_cast<std::size_t>(h) * ready + p;
-      table_.push_sealed(seq, layer, h, targets[slot], *layouts_.sealed, means.data() + slot * summary);
+      table_.push_sealed(seq, layer, h, targets[slot], *layouts_.of(class_of(p)), means.data() + slot * summary);
       residual_.release(head.residual[static_cast<std::size_t>(p)]);
     }
     head.residual.erase(head.residual.begin(), head.residual.begin() + ready);
@@ -165,11 +181,17 @@ Sealer::Sealed Sealer::seal_ready(SeqId seq, int layer, Phase phase, int through
   state.sealed_tokens += ready * tokens_per_page;
   const auto pages = static_cast<std::uint64_t>(targets.size());
   sealed.ops.read(Tier::L1, Format::F32, pages * layouts_.residual->k_read_bytes(tokens_per_page) * 2);
-  sealed.ops.write(Tier::L1, config_.k_format, pages * layouts_.sealed->k_read_bytes(tokens_per_page));
-  sealed.ops.write(Tier::L1, config_.v_format, pages * layouts_.sealed->v_read_bytes(tokens_per_page));
-  const std::uint64_t values = pages * static_cast<std::uint64_t>(tokens_per_page) * config_.geometry.head_dim;
-  sealed.ops.quantized_values[static_cast<int>(config_.k_format)] += values;
-  sealed.ops.quantized_values[static_cast<int>(config_.v_format)] += values;
+  const auto count_writes = [&](const PageLayout& layout, std::uint64_t n) {
+    if (n == 0) return;
+    sealed.ops.write(Tier::L1, layout.k_format, n * layout.k_read_bytes(tokens_per_page));
+    sealed.ops.write(Tier::L1, layout.v_format, n * layout.v_read_bytes(tokens_per_page));
+    const std::uint64_t values = n * static_cast<std::uint64_t>(tokens_per_page) * config_.geometry.head_dim;
+    sealed.ops.quantized_values[static_cast<int>(layout.k_format)] += values;
+    sealed.ops.quantized_values[static_cast<int>(layout.v_format)] += values;
+  };
+  const auto visual_sealed = static_cast<std::uint64_t>(heads) * static_cast<std::uint64_t>(visual_pages);
+  count_writes(*layouts_.sealed, pages - visual_sealed);
+  if (visual) count_writes(*layouts_.visual, visual_sealed);
   return sealed;
 }
 
@@ -213,7 +235,7 @@ void Sealer::truncate(SeqId seq, int layer, int new_length) {
       std::vector<const std::byte*> frame;
       const PageId source = head.sealed[static_cast<std::size_t>(page)];
       sealed_.acquire({source}, frame);
-      const PageView src{sealed_.long_tail(source) ? layouts_.long_tail : layouts_.sealed, frame[0], tokens_per_page};
+      const PageView src{layouts_.of(sealed_.frame_class(source)), frame[0], tokens_per_page};
       for (int t = 0; t < kept; ++t) {
         float* key = residual.at<float>(dst, residual.k_data) + t * dim;
         dequantize_k_row_ref(src, t, key);

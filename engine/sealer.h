@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache_config.h"
+#include "cache_layouts.h"
 #include "page_table.h"
 #include "quant/calibration.h"
 #include "runtime/thread_pool.h"
@@ -20,11 +21,9 @@ namespace kv {
 
 class Sealer {
  public:
-  struct Layouts {
-    const PageLayout* sealed = nullptr;
-    const PageLayout* residual = nullptr;
-    const PageLayout* long_tail = nullptr;  // a sealed page requantized in danger
-  };
+  // layouts.visual set: an image's whole pages seal in it, in frames of their own class, and
+  // calibrate apart from the text (image K/V are not the text's distribution).
+  using Layouts = CacheLayouts;
   // Everything given outlives the sealer; `telemetry` may be null.
   Sealer(const CacheConfig& config, Layouts layouts, PageTable& table, TieredPool& sealed, PagePool& residual,
          ThreadPool& pool, Telemetry* telemetry);
@@ -49,8 +48,9 @@ class Sealer {
   PageId new_residual_page();
   void clear_key_bounds(std::byte* page) const;
   void widen_key_bounds(std::byte* page, const float* key) const;
-  void seal_page(int layer, int head, int logical_page, Phase phase, PageId residual, PageId sealed, PageSealed& event,
-                 std::uint16_t* means);
+  // image: an image's whole page (sealed in the visual layout where there is one).
+  void seal_page(int layer, int head, int logical_page, Phase phase, bool image, PageId residual, PageId sealed,
+                 PageSealed& event, std::uint16_t* means);
 
   const CacheConfig& config_;
   Layouts layouts_;
@@ -59,7 +59,8 @@ class Sealer {
   PagePool& residual_;
   ThreadPool& pool_;
   Telemetry* telemetry_;
-  std::vector<Calibration> calibration_;  // [layer][kv_head]
+  std::vector<Calibration> calibration_;         // [layer][kv_head]
+  std::vector<Calibration> visual_calibration_;  // [layer][kv_head] of image pages; empty without a visual layout
 };
 
 }  // namespace kv

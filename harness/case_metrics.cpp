@@ -192,8 +192,13 @@ void add_memory(Builder& b, const Inputs& in) {
   const double f16_per_token = static_cast<double>(f.f16_layout->bytes) / f.f16_layout->page_tokens * f.kv_heads * f.model_layers;
   b.value("kv_bytes_per_token", per_token);
   b.value("kv_compression_ratio", f16_per_token / per_token);
+  // Only a visual block stores an image's whole pages in the visual layout; a page it shares
+  // with text is a text page.
+  const double whole_pages = f.visual_pool && f.visual_layout->bytes != f.layout->bytes ? f.image_whole_pages : 0.0;
+  const double image_page_bytes = whole_pages * static_cast<double>(f.visual_layout->bytes) +
+                                  (f.image_pages - whole_pages) * static_cast<double>(f.layout->bytes);
   b.maybe("visual_kv_bytes_per_image",
-          f.has_images ? std::optional<double>(f.image_pages * static_cast<double>(f.layout->bytes) * f.kv_heads * f.model_layers) : std::nullopt,
+          f.has_images ? std::optional<double>(image_page_bytes * f.kv_heads * f.model_layers) : std::nullopt,
           "the workload has no images");
   // Only a visual block tells the pool which pages are an image's (KVCache::add_image).
   b.maybe("visual_pages_resident",

@@ -25,10 +25,12 @@ struct RepetitionFacts {
   bool has_needles = false;           // the script planted needles
   bool has_images = false;            // the script holds visual tokens
   double image_pages = 0.0;           // pages an image takes, mean over the script's images
+  double image_whole_pages = 0.0;     // of them, pages the image fills alone (the visual pool's), the same mean
   bool visual_pool = false;           // the policy's visual block: images sealed read-only
   int model_layers = 0;               // the whole model's layers
   const kv::PageLayout* layout = nullptr;  // the policy's sealed page layout
   const kv::PageLayout* f16_layout = nullptr;  // the same geometry in f16 (compression ratio)
+  const kv::PageLayout* visual_layout = nullptr;  // an image's whole pages' (the sealed one without visual formats)
   int kv_heads = 0;
   double ttft_target_ms = 0.0, tpot_target_ms = 0.0;
   std::uint64_t peak_rss_bytes = 0;   // 0: unmeasurable

@@ -49,11 +49,14 @@ bool v_group_fits(int head_dim, int v_group) { return head_dim % std::min(v_grou
 // A policy's V group must divide the head of every model it runs on.
 void check_v_group(const SuiteConfig& suite, const PreparedCase& c) {
   const int head_dim = c.model->preset != nullptr ? c.model->preset->head_dim : c.model->llama.weights->config.head_dim();
-  const int v_group = c.policy->cache.v_group;
-  if (v_group_fits(head_dim, v_group)) return;
-  throw kv::InputError(suite.file, policy_path(suite, c) + "/v_group",
-                       fmt::format("case {}: {} does not divide head_dim {} of model '{}' (V groups that do: {})", c.info.name(),
-                                   v_group, head_dim, c.model->config->name, kv::v_group_choices(head_dim)));
+  const auto check = [&](int v_group, const std::string& field) {
+    if (v_group_fits(head_dim, v_group)) return;
+    throw kv::InputError(suite.file, policy_path(suite, c) + field,
+                         fmt::format("case {}: {} does not divide head_dim {} of model '{}' (V groups that do: {})", c.info.name(),
+                                     v_group, head_dim, c.model->config->name, kv::v_group_choices(head_dim)));
+  };
+  check(c.policy->cache.v_group, "/v_group");
+  if (c.policy->cache.visual.own) check(c.policy->cache.visual.v_group, "/visual/v_group");
 }
 
 // A synthetic case whose generator cannot be built from its model's block with its script's

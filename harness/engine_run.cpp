@@ -64,7 +64,7 @@ class Measurement {
   Recorder recorder;
   RepetitionFacts facts;
   ExecutionResult result;
-  std::optional<kv::PageLayout> layout, f16_layout;
+  std::optional<kv::PageLayout> layout, f16_layout, visual_layout;
   kv::soc::ModelWork model_work_per_token;
 
   void restart_peak_rss() { rss_reset_ = reset_peak_rss(); }
@@ -96,6 +96,7 @@ class Measurement {
     facts.cache = cache.stats();
     facts.token_drop_ratio = recorder.token_drop_ratio();
     layout = cache.layout();
+    visual_layout = cache.visual_layout();
     const kv::PageLayoutSpec spec{config.page_tokens, config.geometry.head_dim, kv::Format::F16, kv::Format::F16, config.v_group,
                                   config.pad_pages_to_4k};
     f16_layout = kv::PageLayout::make(spec);
@@ -319,10 +320,19 @@ EngineRun finish_run(const PreparedCase& c, Measurement& m, StepCollector& steps
   facts.has_images = !script.images.empty();
   facts.image_pages = 0.0;
   for (const kv::ImagePages& image : image_pages(script, c.policy->cache.page_tokens, script.positions)) facts.image_pages += image.count();
-  if (facts.has_images) facts.image_pages /= static_cast<double>(script.images.size());
+  facts.image_whole_pages = 0.0;
+  const int page_tokens = c.policy->cache.page_tokens;
+  for (const Script::TokenRange& image : script.images) {
+    if (image.end <= script.positions) facts.image_whole_pages += std::max(0, image.end / page_tokens - image.begin / page_tokens);
+  }
+  if (facts.has_images) {
+    facts.image_pages /= static_cast<double>(script.images.size());
+    facts.image_whole_pages /= static_cast<double>(script.images.size());
+  }
   facts.visual_pool = c.policy->sparse.visual.enabled();
   facts.layout = &*m.layout;
   facts.f16_layout = &*m.f16_layout;
+  facts.visual_layout = &*m.visual_layout;
   facts.ttft_target_ms = c.workload.ttft_target_ms;
   facts.tpot_target_ms = c.workload.tpot_target_ms;
 

@@ -84,14 +84,25 @@ void read_sparse(Fields& f, kv::SparsePolicy& s, const std::string& file) {
 }
 
 // The policy's visual block: each image's pages selected apart from the text
-// (sparse/visual_budget.h). The pool's own formats and tier are not built yet; a block that asks
-// for them is refused rather than run with the text's.
-void read_visual(Fields& f, kv::SparsePolicy& s, const std::string& file) {
-  for (const char* field : {"k_format", "v_format", "v_group", "tier"}) {
-    if (f.has(field)) {
-      fail(file, f.at(field), "image pages are stored like text pages so far (the policy's k, v, v_group and tier); "
-                              "a visual format and tier of their own are not built yet");
-    }
+// (sparse/visual_budget.h), stored in K/V formats and a V group of their own where it names any
+// (unnamed ones are the policy's). A tier of their own is not built yet: a block that asks for
+// one is refused rather than run in the text's.
+void read_visual(Fields& f, PolicyConfig& p, const std::string& file) {
+  kv::SparsePolicy& s = p.sparse;
+  if (f.has("tier")) {
+    fail(file, f.at("tier"), "image pages live in the text's tiers so far (the policy's memory block); a tier of their own is not built yet");
+  }
+  kv::VisualPageFormat& format = p.cache.visual;
+  format.own = f.has("k_format") || f.has("v_format") || f.has("v_group");
+  if (format.own) {
+    const std::string k = f.string("k_format", std::string(kv::format_name(p.cache.k_format)));
+    const std::string v = f.string("v_format", std::string(kv::format_name(p.cache.v_format)));
+    rethrow_at(file, f.path(), [&] {
+      format.k_format = kv::parse_format(k, "visual", "k_format");
+      format.v_format = kv::parse_format(v, "visual", "v_format");
+    });
+    format.v_group = static_cast<int>(f.integer("v_group", p.cache.v_group, 8, 512));
+    if (format.v_group % 8 != 0) fail(file, f.at("v_group"), "must be a multiple of 8 (and divide each model's head_dim)");
   }
   if (!f.has("budget")) fail(file, f.at("budget"), "is required: the fraction of each image's pages a decode step keeps");
   s.visual.budget = static_cast<float>(f.number("budget", 0.0));
@@ -190,7 +201,7 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   }
   if (const json* visual = f.child("visual")) {
     Fields v(*visual, f.at("visual"), file);
-    read_visual(v, p.sparse, file);
+    read_visual(v, p, file);
   }
   // Sinks and window stay in L1 whatever the tiers do.
   p.cache.memory.pin_sink_tokens = p.sparse.sinks;
@@ -575,6 +586,11 @@ json policy_json(const PolicyConfig& p) {
   if (!p.models.empty()) j["models"] = p.models;  // only when set, as "fetched"
   if (p.sparse.visual.enabled()) {  // likewise
     j["visual"] = {{"budget", shortest(p.sparse.visual.budget)}, {"min_pages_per_image", p.sparse.visual.min_pages_per_image}};
+    if (c.visual.own) {  // only when set: blocks without formats of their own keep their hash
+      j["visual"]["k_format"] = std::string(kv::format_name(c.visual.k_format));
+      j["visual"]["v_format"] = std::string(kv::format_name(c.visual.v_format));
+      j["visual"]["v_group"] = c.visual.v_group;
+    }
   }
   if (c.prefix_cache) {  // only when set: policies without it keep their hash
     j["prefix_cache"] = true;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "runtime/error.h"
+
 namespace kv {
 
 namespace {
@@ -16,11 +18,17 @@ constexpr std::size_t kSlabBytes = 2u << 20;
 
 void FrameArena::SlabFree::operator()(std::byte* p) const { std::free(p); }
 
-FrameArena::FrameArena(std::size_t page_bytes, std::size_t alignment) : page_bytes_(page_bytes), alignment_(alignment) {}
+FrameArena::FrameArena(std::size_t page_bytes, std::size_t alignment) : alignment_(alignment) { bytes_.fill(page_bytes); }
 
-std::byte* FrameArena::take(bool small) {
-  auto& free = free_[small ? 1 : 0];
-  const std::size_t bytes = class_bytes(small);
+void FrameArena::set_class_bytes(FrameClass cls, std::size_t bytes) {
+  KV_ASSERT(bytes > 0 && bytes % alignment_ == 0, "a frame class must be a multiple of the alignment");
+  KV_ASSERT(free_[static_cast<std::size_t>(cls)].empty(), "a frame class is sized before its first frame");
+  bytes_[static_cast<std::size_t>(cls)] = bytes;
+}
+
+std::byte* FrameArena::take(FrameClass cls) {
+  auto& free = free_[static_cast<std::size_t>(cls)];
+  const std::size_t bytes = class_bytes(cls);
   if (free.empty()) {
     const std::size_t count = std::max<std::size_t>(1, kSlabBytes / bytes);
     const std::size_t slab = (count * bytes + kSlabBytes - 1) / kSlabBytes * kSlabBytes;
@@ -38,9 +46,9 @@ std::byte* FrameArena::take(bool small) {
   return frame;
 }
 
-void FrameArena::give(std::byte* frame, bool small) {
-  free_[small ? 1 : 0].push_back(frame);
-  used_bytes_ -= class_bytes(small);
+void FrameArena::give(std::byte* frame, FrameClass cls) {
+  free_[static_cast<std::size_t>(cls)].push_back(frame);
+  used_bytes_ -= class_bytes(cls);
 }
 
 }  // namespace kv

@@ -14,7 +14,7 @@
 namespace kv {
 
 struct TieredPool::Page {
-  bool long_tail = false;  // requantized to INT2: a long-tail frame
+  FrameClass cls = FrameClass::Page;  // the frame's class (LongTail: requantized to INT2)
   bool read_only = false;  // sealed for good (an image's page): never written or requantized again
   std::byte* frame = nullptr;  // L1 copy
   L2Slot slot = kNoSlot;       // L2 copy
@@ -111,17 +111,15 @@ const TieredPool::Page& TieredPool::at(PageId id) const {
 
 std::uint64_t TieredPool::l1_used() const { return frames_.used_bytes() + external_bytes_; }
 
-std::size_t TieredPool::class_bytes(bool long_tail) const { return frames_.class_bytes(long_tail); }
-
-std::byte* TieredPool::take_frame(bool long_tail) {
-  std::byte* frame = frames_.take(long_tail);
+std::byte* TieredPool::take_frame(FrameClass cls) {
+  std::byte* frame = frames_.take(cls);
   stats_.peak_l1_bytes = std::max(stats_.peak_l1_bytes, l1_used());
   return frame;
 }
 
-void TieredPool::give_frame(std::byte* frame, bool long_tail) { frames_.give(frame, long_tail); }
+void TieredPool::give_frame(std::byte* frame, FrameClass cls) { frames_.give(frame, cls); }
 
-PageId TieredPool::allocate() {
+PageId TieredPool::allocate(FrameClass cls) {
   PageId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -136,7 +134,7 @@ PageId TieredPool::allocate() {
     importance_.resize(pages_.size());
   }
   Page& page = pages_[id];
-  place(id, take_frame(false), false);
+  place(id, take_frame(cls), cls);
   page.refcount = 1;
   use_[id] = {0, step_};
   ++live_;
@@ -144,8 +142,7 @@ PageId TieredPool::allocate() {
   return id;
 }
 
-void TieredPool::make_room(std::size_t pages) {
-  const std::size_t bytes = pages * page_bytes_;
+void TieredPool::make_room(std::size_t bytes) {
   if (recall_pending_) recall_unwritten();
   if (store_ == nullptr || config_.l1_bytes == 0 || l1_used() + bytes <= config_.l1_bytes) return;
   demote_bytes(l1_used() + bytes - config_.l1_bytes);
@@ -163,9 +160,9 @@ void TieredPool::release(PageId id) {
   KV_ASSERT(!held(id), "release of a page the current step holds");
   if (migrator_ != nullptr) migrator_->settle(page.load);
   if (page.prefetched) unused_prefetch(page);
-  if (page.frame != nullptr) give_frame(page.frame, page.long_tail);
+  if (page.frame != nullptr) give_frame(page.frame, page.cls);
   if (page.slot != kNoSlot) store_->release(page.slot);
-  place(id, nullptr, false);
+  place(id, nullptr, FrameClass::Page);
   pinned_pages_ -= page.pins > 0 ? 1 : 0;
   page.slot = kNoSlot;
   page.pins = 0;
@@ -182,10 +179,10 @@ void TieredPool::release(PageId id) {
 void TieredPool::unused_prefetch(const Page& page) {
   ++stats_.prefetch_unused;
   ++sample_.prefetch_unused;
-  stats_.prefetch_unused_bytes += class_bytes(page.long_tail);
+  stats_.prefetch_unused_bytes += class_bytes(page.cls);
 }
 
-void TieredPool::place(PageId id, std::byte* frame, bool long_tail) {
+void TieredPool::place(PageId id, std::byte* frame, FrameClass cls) {
   Page& page = at(id);
   if (page.read_only && (frame != nullptr) != (page.frame != nullptr)) {
     if (frame != nullptr) {
@@ -195,8 +192,8 @@ void TieredPool::place(PageId id, std::byte* frame, bool long_tail) {
     }
   }
   page.frame = frame;
-  page.long_tail = long_tail;
-  residence_[id] = {frame, long_tail};
+  page.cls = cls;
+  residence_[id] = {frame, cls};
 }
 
 std::byte* TieredPool::frame(PageId id) {
@@ -231,7 +228,6 @@ void TieredPool::unpin(PageId id) {
 bool TieredPool::pinned(PageId id) const { return at(id).pins > 0; }
 std::uint32_t TieredPool::version(PageId id) const { return at(id).version.load(); }
 bool TieredPool::resident(PageId id) const { return at(id).frame != nullptr; }
-bool TieredPool::long_tail(PageId id) const { return residence(id).long_tail; }
 
 std::unique_lock<std::mutex> TieredPool::lock_loads() {
   return migrator_ != nullptr ? migrator_->lock() : std::unique_lock<std::mutex>();
@@ -240,10 +236,10 @@ std::unique_lock<std::mutex> TieredPool::lock_loads() {
 void TieredPool::start_load(PageId id, Migrator::LoadKind kind) {
   const bool demand = kind == Migrator::LoadKind::Demand;
   Page& page = at(id);
-  if (demand && config_.l1_bytes > 0 && l1_used() + page_bytes_ > config_.l1_bytes) {
+  if (demand && config_.l1_bytes > 0 && l1_used() + class_bytes(page.cls) > config_.l1_bytes) {
     demote_bytes(page_bytes_ * config_.demote_batch_pages);
   }
-  place(id, take_frame(page.long_tail), page.long_tail);
+  place(id, take_frame(page.cls), page.cls);
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
   stats_.swap_in_bytes += bytes;
   (demand ? stats_.demand_bytes : stats_.prefetch_bytes) += bytes;
@@ -323,8 +319,8 @@ void TieredPool::acquire(const std::vector<PageId>& ids, std::vector<const std::
     const std::string error = migrator_->consume(page.load);
     if (!error.empty()) {
       // The page has no intact copy: give back its frame so a retry reloads it, then report.
-      give_frame(page.frame, page.long_tail);
-      place(id, nullptr, page.long_tail);
+      give_frame(page.frame, page.cls);
+      place(id, nullptr, page.cls);
       release_acquired();
       throw InputError(store_->path(), "l2 read", error);
     }
@@ -422,7 +418,7 @@ std::size_t TieredPool::drop_read_cache(std::size_t bytes) {
     if (residence_[id].frame == nullptr || held(id)) continue;
     const Page& page = pages_[id];
     if (page.pins > 0 || page.slot == kNoSlot || page.predicted_at > step_) continue;
-    candidates.push_back({id, importance_[id], use_[id].last_used, true, class_bytes(page.long_tail), false});
+    candidates.push_back({id, importance_[id], use_[id].last_used, true, class_bytes(page.cls), false});
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes, pages_.size());
   const std::uint64_t before = l1_used();
@@ -439,7 +435,7 @@ std::size_t TieredPool::room_pages() const {
 std::size_t TieredPool::predicted_resident_bytes() const {
   std::size_t bytes = 0;
   for (PageId id = 0; id < pages_.size(); ++id) {
-    if (residence_[id].frame != nullptr && pages_[id].predicted_at > step_ && pages_[id].pins == 0) bytes += class_bytes(residence_[id].long_tail);
+    if (residence_[id].frame != nullptr && pages_[id].predicted_at > step_ && pages_[id].pins == 0) bytes += class_bytes(residence_[id].cls);
   }
   return bytes;
 }
@@ -510,7 +506,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     Page& page = at(id);
     if (page.slot == kNoSlot) {
       if (l2_stopped_) continue;
-      const L2Slot slot = store_->append(page.frame, class_bytes(page.long_tail));
+      const L2Slot slot = store_->append(page.frame, class_bytes(page.cls));
       if (slot == kNoSlot) {
         l2_stopped_ = true;
         if (!store_->failed()) event(MemoryEvent::Kind::L2Full, "the L2 store reached l2_max_bytes");
@@ -519,16 +515,16 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
       page.slot = slot;
       page.demoted_at = stats_.swap_out_bytes;
       ++stats_.demotions;
-      stats_.swap_out_bytes += class_bytes(page.long_tail);
-      sample_.swap_out_bytes += class_bytes(page.long_tail);
+      stats_.swap_out_bytes += class_bytes(page.cls);
+      sample_.swap_out_bytes += class_bytes(page.cls);
     } else {
       ++stats_.drops;
     }
     if (page.prefetched) unused_prefetch(page);
     page.prefetched = false;
     migrator_->settle(page.load);
-    give_frame(page.frame, page.long_tail);
-    place(id, nullptr, page.long_tail);
+    give_frame(page.frame, page.cls);
+    place(id, nullptr, page.cls);
   }
   if (store_->failed()) l2_failed();
 }
@@ -567,7 +563,7 @@ void TieredPool::recall_unwritten() {
     }
     migrator_->settle(page.load);  // a queued prefetch is cancelled: its frame holds nothing yet
     const bool intact = page.frame != nullptr && (before == Migrator::Load::State::None || before == Migrator::Load::State::Done);
-    if (page.frame == nullptr) place(id, take_frame(page.long_tail), page.long_tail);
+    if (page.frame == nullptr) place(id, take_frame(page.cls), page.cls);
     if (!intact) {
       page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while written
       store_->read(page.slot, page.frame);  // from the batch in memory
@@ -598,7 +594,7 @@ std::size_t TieredPool::demote_bytes(std::size_t bytes_to_free, bool spare_predi
     if (page.pins > 0) continue;
     if (l2_stopped_ && page.slot == kNoSlot) continue;  // only clean copies can go
     if (spare_predicted && page.predicted_at > step_) continue;
-    candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.long_tail),
+    candidates.push_back({id, importance_[id], use_[id].last_used, page.slot != kNoSlot, class_bytes(page.cls),
                           page.predicted_at > step_, page.read_only});
   }
   const std::vector<PageId> plan = plan_demotion(std::move(candidates), step_, bytes_to_free, pages_.size());
@@ -636,9 +632,9 @@ PressureState TieredPool::pressure_state() const {
   s.has_l2 = store_ != nullptr;
   s.l2_stopped = l2_stopped_;
   s.overflowing = overflowing_;
-  s.long_tail = frames_.small_bytes() > 0;
+  s.long_tail = long_tail_enabled_;
   s.page_bytes = page_bytes_;
-  s.small_page_bytes = frames_.small_bytes();
+  s.small_page_bytes = long_tail_enabled_ ? class_bytes(FrameClass::LongTail) : 0;
   return s;
 }
 
@@ -707,7 +703,8 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
     const auto lock = lock_loads();
     for (PageId id = 0; id < pages_.size(); ++id) {
       const Page& page = pages_[id];
-      if (page.refcount != 1 || page.frame == nullptr || page.long_tail || page.read_only || page.pins > 0 || held(id) ||
+      // Only the policy's pages: a long-tail page is requantized already, an image's is read-only.
+      if (page.refcount != 1 || page.frame == nullptr || page.cls != FrameClass::Page || page.read_only || page.pins > 0 || held(id) ||
           page.load.in_flight()) {
         continue;
       }
@@ -720,18 +717,18 @@ std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
 std::byte* TieredPool::begin_requantize(PageId id) {
   Page& page = at(id);
   if (page.read_only) throw InputError("TieredPool::begin_requantize", "page", read_only_reason(id));
-  KV_ASSERT(page.frame != nullptr && !page.long_tail && !held(id), "requantization of a page that is not a resident full-size page");
+  KV_ASSERT(page.frame != nullptr && page.cls == FrameClass::Page && !held(id), "requantization of a page that is not a resident full-size page");
   if (migrator_ != nullptr) migrator_->consume(page.load);  // a finished, unconsumed prefetch
   page.version.fetch_add(1, std::memory_order_acq_rel);  // odd while rewritten
   std::byte* old = page.frame;
-  place(id, take_frame(true), true);
+  place(id, take_frame(FrameClass::LongTail), FrameClass::LongTail);
   requantize_source_ = old;
   return page.frame;
 }
 
 void TieredPool::finish_requantize(PageId id) {
   Page& page = at(id);
-  give_frame(requantize_source_, false);
+  give_frame(requantize_source_, FrameClass::Page);
   requantize_source_ = nullptr;
   if (page.slot != kNoSlot) {  // the L2 copy holds the old values
     store_->release(page.slot);

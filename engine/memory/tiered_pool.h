@@ -157,13 +157,13 @@ class TieredPool {
   TieredPool(const TieredPool&) = delete;
   TieredPool& operator=(const TieredPool&) = delete;
 
-  // A new page with an L1 frame (refcount 1). May demote others first; never fails for lack
-  // of L1 (the overflow is an event).
-  PageId allocate();
-  // Demotes until `pages` new pages fit under the L1 cap (as far as demotion can go): a batch of
-  // pages allocated together - a prefill chunk being sealed - must fit like one page loaded on
+  // A new page with an L1 frame of the class (refcount 1). May demote others first; never fails
+  // for lack of L1 (the overflow is an event).
+  PageId allocate(FrameClass cls = FrameClass::Page);
+  // Demotes until `bytes` of new frames fit under the L1 cap (as far as demotion can go): a batch
+  // of pages allocated together - a prefill chunk being sealed - must fit like one page loaded on
   // demand. Pages allocated but not yet filled are never demoted: call this before allocating.
-  void make_room(std::size_t pages);
+  void make_room(std::size_t bytes);
   void retain(PageId id);
   void release(PageId id);
   // The L1 frame of a resident page (a new page's, to fill it), or nullptr when in L2 only.
@@ -174,7 +174,7 @@ class TieredPool {
   // long sequence's page views every step would touch all of them).
   struct Residence {
     const std::byte* frame = nullptr;  // nullptr: in L2 only
-    bool long_tail = false;            // a long-tail (requantized, INT2) frame
+    FrameClass cls = FrameClass::Page;  // its layout (a long-tail or an image's page, or the policy's)
   };
   // Inline: decode steps ask for every page they view.
   Residence residence(PageId id) const {
@@ -184,6 +184,7 @@ class TieredPool {
   std::size_t live_pages() const { return live_; }
   std::size_t peak_live_pages() const { return peak_live_; }
   std::size_t page_bytes() const { return page_bytes_; }
+  std::size_t class_bytes(FrameClass cls) const { return frames_.class_bytes(cls); }
   // L1 bytes that demotion can never free: pinned pages and the external (residual) bytes.
   std::size_t pinned_bytes() const { return pinned_pages_ * page_bytes_ + external_bytes_; }
   // Pages that fit in L1 below the warning watermark beside what demotion cannot free (pinned
@@ -289,14 +290,20 @@ class TieredPool {
   std::vector<MemorySample> take_samples();
   // Danger's second remedy: the owner declares the byte size of a long-tail (INT2) page, and
   // relief then plans pages for it to requantize (Relief::pages).
-  void set_long_tail(std::size_t small_page_bytes) { frames_.set_small_bytes(small_page_bytes); }
+  void set_long_tail(std::size_t small_page_bytes) {
+    frames_.set_class_bytes(FrameClass::LongTail, small_page_bytes);
+    long_tail_enabled_ = true;
+  }
+  // The byte size of an image's page in the visual block's formats (allocate(FrameClass::Visual)).
+  void set_visual_bytes(std::size_t bytes) { frames_.set_class_bytes(FrameClass::Visual, bytes); }
   // A resident full-size page gets a long-tail frame (returned, to fill); its old bytes stay
   // readable at requantize_source() until finish_requantize(), which frees them and drops a
   // stale L2 copy. The page's version is odd in between.
   std::byte* begin_requantize(PageId id);
   const std::byte* requantize_source() const;
   void finish_requantize(PageId id);
-  bool long_tail(PageId id) const;  // the page is in a long-tail frame
+  bool long_tail(PageId id) const { return frame_class(id) == FrameClass::LongTail; }
+  FrameClass frame_class(PageId id) const { return residence(id).cls; }
   // A filled page is sealed for good (an image's page, written once at prefill): frame() and
   // begin_requantize() refuse it from now on (InputError naming the page) and danger's long tail
   // never plans it, and while a coming step is predicted to read it, demotion takes it after
@@ -317,13 +324,12 @@ class TieredPool {
   Page& at(PageId id);
   void unused_prefetch(const Page& page);  // a prefetched page goes unread
   // Sets a page's frame and frame class, in its record and in residence_.
-  void place(PageId id, std::byte* frame, bool long_tail);
+  void place(PageId id, std::byte* frame, FrameClass cls);
   const Page& at(PageId id) const;
   bool held(PageId id) const;
   static std::string read_only_reason(PageId id);
-  std::byte* take_frame(bool long_tail);
-  void give_frame(std::byte* frame, bool long_tail);
-  std::size_t class_bytes(bool long_tail) const;
+  std::byte* take_frame(FrameClass cls);
+  void give_frame(std::byte* frame, FrameClass cls);
   std::vector<PageId> plan_long_tail(std::size_t max_pages);
   std::uint64_t l1_used() const;
   // Loads the predicted pages that are in L2, most likely first, into the L1 room above the
@@ -356,10 +362,11 @@ class TieredPool {
   // L1 frames, carved from slabs as needed (the arena never exceeds its peak).
   FrameArena frames_;
   std::byte* requantize_source_ = nullptr;
+  bool long_tail_enabled_ = false;  // set_long_tail() was called
   std::size_t external_bytes_ = 0;
 
   std::deque<Page> pages_;  // stable addresses: the migrator holds pointers
-  std::vector<Residence> residence_;  // pages_[id].frame and .long_tail, one dense entry per id
+  std::vector<Residence> residence_;  // pages_[id].frame and .cls, one dense entry per id
   std::vector<PageId> free_ids_;
   std::size_t live_ = 0, peak_live_ = 0;
   std::size_t read_only_resident_ = 0;  // read-only pages with an L1 frame

@@ -189,3 +189,89 @@ TEST_CASE("danger's long tail requantizes text pages only, even while an image i
     }
   }
 }
+
+namespace {
+
+// Records which pages were sealed with a calibration reference (Telemetry needs every hook).
+struct ImageSealLog : Telemetry {
+  std::vector<PageSealed> sealed;
+  void on_page_sealed(const PageSealed& e) override { sealed.push_back(e); }
+  void on_nan_inf(int, std::uint64_t) override {}
+  void on_kernel(KernelKind, Isa) override {}
+  void on_ops(Phase, const OpCounts&) override {}
+};
+
+}  // namespace
+
+TEST_CASE("an image's whole pages in formats of their own: their own frames and layout, calibrated apart, read as stored",
+          "[engine][images]") {
+  CacheConfig config = image_config(Format::Q8, 0);
+  config.v_group = 8;
+  config.visual = {true, Format::Q4, Format::Q4, 32};
+  ImageSealLog log;
+  KVCache cache(config, &log);
+  REQUIRE(cache.visual_layout().k_format == Format::Q4);
+  REQUIRE(cache.visual_layout().v_group == 32);
+  REQUIRE(cache.visual_layout().bytes < cache.layout().bytes);
+  const SeqId seq = cache.create_sequence();
+  append_all(cache, seq, 2 * kImagePage, 1);  // text: pages 0, 1 (their calibration's reference)
+  REQUIRE(cache.add_image(seq, 2 * kImagePage, 5 * kImagePage + 4) == 3);  // pages 2..4; page 5 shared with text
+  append_all(cache, seq, 3 * kImagePage + 4, 3);
+  append_all(cache, seq, 2 * kImagePage, 5);
+  for (int layer = 0; layer < 2; ++layer) {
+    const auto views = cache.page_views(seq, layer);
+    for (const auto& head : views) {
+      REQUIRE(head.size() == 8);
+      for (std::size_t p = 0; p < 7; ++p) {
+        CAPTURE(layer, p);
+        CHECK(head[p].layout == (p >= 2 && p < 5 ? &cache.visual_layout() : &cache.layout()));
+      }
+    }
+  }
+  // The image's first page has no reference: text pages never calibrate image pages.
+  std::vector<int> first_image_with_reference, text_with_reference;
+  for (const PageSealed& e : log.sealed) {
+    if (e.logical_page == 2) first_image_with_reference.push_back(e.health.has_reference ? 1 : 0);
+    if (e.logical_page == 5) text_with_reference.push_back(e.health.has_reference ? 1 : 0);
+  }
+  CHECK(first_image_with_reference == std::vector<int>(2 * kImageKvHeads, 0));
+  CHECK(text_with_reference == std::vector<int>(2 * kImageKvHeads, 1));
+  // Attention over the mixed pages agrees with the exact reference over the values as stored.
+  const ModelGeometry& g = cache.config().geometry;
+  const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
+  for (std::uint32_t seed : {9u, 19u}) {
+    const auto views = cache.page_views(seq, 1);
+    const DenseKV dense = gather_pages_ref(shape, views);
+    REQUIRE(dense.ctx == 7 * kImagePage + 4);
+    const auto q = kvtest::random_values(static_cast<std::size_t>(kImageQHeads) * kImageDim, seed);
+    std::vector<float> out(q.size()), expected(q.size());
+    cache.attend(seq, 1, q.data(), 1, out.data());
+    const bool integer = kvtest::integer_decode(cache.isa(), views);
+    if (integer) {
+      expected = kvtest::twin_decode(cache.isa(), shape, views, q.data());
+    } else {
+      attention_ref(shape, q.data(), 1, dense.k.data(), dense.v.data(), dense.ctx, expected.data());
+    }
+    CHECK(kvtest::relative_error(out, expected) < (integer ? kvtest::kTwinTolerance : 2e-5f));
+  }
+  // Their frames are their own class's size: L1 holds 5 text and 3 image pages per head and layer.
+  const CacheStats stats = cache.stats();
+  CHECK(stats.read_only_pages == 3 * kImageKvHeads * 2);
+  const std::size_t frames = stats.memory.l1_used_bytes - (stats.residual_pages * cache.residual_layout().bytes) -
+                             stats.memory.summary_index_bytes;
+  CHECK(frames == 2 * kImageKvHeads * (4 * cache.layout().bytes + 3 * cache.visual_layout().bytes));
+  // A cut before the image gives its frames back to their class.
+  cache.truncate(seq, 2 * kImagePage);
+  CHECK(cache.stats().read_only_pages == 0);
+  cache.release(seq);
+  CHECK(cache.stats().memory.l1_used_bytes == 0);
+}
+
+TEST_CASE("a visual V group that does not divide the head is refused naming visual.v_group", "[engine][images]") {
+  CacheConfig config = image_config(Format::Q4, 0);
+  config.visual = {true, Format::Q4, Format::Q4, 24};
+  CHECK_THROWS_WITH(KVCache(config), Catch::Contains("cache config") && Catch::Contains("visual.v_group") &&
+                                         Catch::Contains("does not divide head_dim 32"));
+  config.visual.v_group = 0;
+  CHECK_THROWS_WITH(KVCache(config), Catch::Contains("visual.v_group"));
+}

@@ -489,3 +489,45 @@ TEST_CASE("a read-only page refuses writes and requantization, moves through L2 
   CHECK_FALSE(pool.read_only(reused));
   CHECK(pool.frame(reused) != nullptr);
 }
+
+TEST_CASE("image frames are their own size class: counted at their size, through L2 intact, back to their class",
+          "[memory][tiers]") {
+  constexpr std::size_t kImageFrame = kPage / 2;
+  kvtest::TempDir dir("tiers-visual");
+  TieredPool pool(kPage, 64, tiered(dir.path, 32));
+  pool.set_visual_bytes(kImageFrame);
+  const auto text = allocate(pool, 10);
+  std::vector<PageId> images;
+  for (int i = 0; i < 20; ++i) {
+    images.push_back(pool.allocate(FrameClass::Visual));
+    std::memset(pool.frame(images.back()), static_cast<int>(images.back() * 7 + 1) & 0xFF, kImageFrame);
+    pool.seal_read_only(images.back());
+  }
+  CHECK(pool.frame_class(images[0]) == FrameClass::Visual);
+  CHECK(pool.frame_class(text[0]) == FrameClass::Page);
+  CHECK(pool.stats().l1_used_bytes == 10 * kPage + 20 * kImageFrame);
+  // Over the cap: demoted to L2 at their size, and back intact in a frame of their class.
+  const auto more = allocate(pool, 20);
+  pool.relieve_pressure();
+  std::vector<PageId> cold;
+  for (PageId id : images) {
+    if (!pool.resident(id)) cold.push_back(id);
+  }
+  REQUIRE_FALSE(cold.empty());
+  std::vector<const std::byte*> frames;
+  const std::uint64_t swapped_in = pool.stats().swap_in_bytes;
+  pool.acquire(cold, frames);
+  for (std::size_t i = 0; i < cold.size(); ++i) {
+    CAPTURE(i);
+    const auto expected = static_cast<std::byte>((cold[i] * 7 + 1) & 0xFF);
+    CHECK(frames[i][0] == expected);
+    CHECK(frames[i][kImageFrame - 1] == expected);
+    CHECK(pool.frame_class(cold[i]) == FrameClass::Visual);
+  }
+  CHECK(pool.stats().swap_in_bytes - swapped_in == cold.size() * kImageFrame);
+  pool.end_step({});
+  for (PageId id : text) pool.release(id);
+  for (PageId id : more) pool.release(id);
+  for (PageId id : images) pool.release(id);
+  CHECK(pool.stats().l1_used_bytes == 0);
+}
