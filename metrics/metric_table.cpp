@@ -100,7 +100,8 @@ std::vector<MetricDef> build_table() {
       {"kv_bytes_per_token", "bytes", E, Lo, false, "Stored KV bytes per token over all layers and kv heads (sealed page layout)."},
       {"kv_compression_ratio", "ratio", E, Hi, false, "F16 page bytes per token / kv_bytes_per_token."},
       {"visual_kv_bytes_per_image", "bytes", E, Lo, false,
-       "Stored KV bytes of the pages holding one image's tokens, over all layers and kv heads (sealed page layout; whole pages, shared with text where an image does not start on a fresh page), mean over the case's images. Image pages take the policy's K and V formats."},
+       "Stored KV bytes of the pages holding one image's tokens, over all layers and kv heads (whole pages, shared with text where an image does not start on a fresh page), mean over the case's images. "
+       "With a visual block that names formats of its own the pages the image fills alone are in those (visual.k_format, v_format, v_group); every other page in the policy's."},
       {"visual_pages_resident", "pages", E, No, true,
        "An image's whole pages (read-only with a visual block; a last page shared with text is not one) with an L1 frame "
        "after each decode attention call, mean over those calls, every kv head of the whole model (sampled layers scaled); "

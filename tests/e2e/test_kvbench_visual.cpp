@@ -1,13 +1,14 @@
 // A policy's visual block: a multimodal case selects each image's pages apart from the text
 // (images start on a fresh page, each keeps its own share), states the image figures, and a
-// budget an image cannot meet is refused before anything is written. A text-only case runs the
-// same with and without the block.
+// budget an image cannot meet is refused before anything is written; with formats of its own an
+// image's pages take its bytes. A text-only case runs the same with and without the block.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <string>
 
 #include "e2e/e2e_support.h"
+#include "quant/page_layout.h"
 #include "test_support.h"
 
 using kvtest::Output;
@@ -78,6 +79,22 @@ TEST_CASE("a visual block keeps every image's own pages and states the image fig
   CHECK(sql_value(db, "SELECT clock || ' ' || extrapolated FROM metric_values WHERE name = 'visual_pages_resident' AND run_id = 2") == "exact 1");
   CHECK(sql_value(db, "SELECT na_reason FROM metric_values WHERE name = 'visual_pages_resident' AND run_id = 1") ==
         "the policy has no visual block: image pages are not told apart");
+
+  // Image pages in formats of their own (q4 with one V scale per head): fewer bytes an image
+  // than the text's q4 with V groups of 32, the same selection.
+  kvtest::write_file(suite, visual_suite(kMultimodal, R"(, "visual": {"budget": 0.1, "k_format": "q4", "v_format": "q4", "v_group": 64})"));
+  out = run_kvbench("run --suite " + suite + " --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(sql_value(db, "SELECT json_extract(config_json, '$.policies[0].visual.v_group') FROM runs WHERE id = 3") == "64");
+  const kv::PageLayout visual = kv::PageLayout::make({64, 64, kv::Format::Q4, kv::Format::Q4, 64, false});
+  const kv::PageLayout text = kv::PageLayout::make({64, 64, kv::Format::Q4, kv::Format::Q4, 32, false});
+  REQUIRE(visual.bytes < text.bytes);
+  CHECK(figure(db, 3, "visual_kv_bytes_per_image") == 9.0 * static_cast<double>(visual.bytes) * 2 * 24);
+  CHECK(figure(db, 2, "visual_kv_bytes_per_image") == 9.0 * static_cast<double>(text.bytes) * 2 * 24);
+  CHECK(figure(db, 3, "kv_bytes_per_token") == figure(db, 2, "kv_bytes_per_token"));  // the text's pages
+  CHECK(figure(db, 3, "visual_token_drop") == figure(db, 2, "visual_token_drop"));
+  CHECK(figure(db, 3, "visual_pages_resident") == 2 * 9 * 2 * 24);
 }
 
 TEST_CASE("a visual budget an image cannot meet is refused before anything is written", "[e2e]") {
@@ -90,7 +107,9 @@ TEST_CASE("a visual budget an image cannot meet is refused before anything is wr
   for (const Case& c : {Case{R"({"budget": 0.1, "min_pages_per_image": 2})", "/policies/0/visual/budget",
                              "case m/mm-2i/q4-hybrid/host: 0.1 keeps 1 page(s) of an image, below min_pages_per_image 2 (image 1 has 9 pages)"},
                         Case{R"({"budget": 1, "min_pages_per_image": 10})", "/policies/0/visual/min_pages_per_image",
-                             "case m/mm-2i/q4-hybrid/host: 10 is more than an image holds (image 1 has 9 pages)"}}) {
+                             "case m/mm-2i/q4-hybrid/host: 10 is more than an image holds (image 1 has 9 pages)"},
+                        Case{R"({"budget": 0.1, "v_group": 48})", "/policies/0/visual/v_group",
+                             "case m/mm-2i/q4-hybrid/host: 48 does not divide head_dim 64 of model 'm' (V groups that do: 8, 16, 32, 64)"}}) {
     kvtest::write_file(suite, visual_suite(kMultimodal, R"(, "visual": )" + c.block));
     for (const char* flags : {"", " --check"}) {
       const Output out = run_kvbench("run --suite " + suite + " --db " + db + flags);
@@ -108,7 +127,7 @@ TEST_CASE("a text-only case runs the same with and without a visual block", "[e2
   const std::string suite = dir.path + "/rag.json";
   kvtest::write_file(suite, visual_suite(kRag, ""));
   REQUIRE(run_kvbench("run --suite " + suite + " --db " + db).status == 0);
-  kvtest::write_file(suite, visual_suite(kRag, R"(, "visual": {"budget": 0.5})"));
+  kvtest::write_file(suite, visual_suite(kRag, R"(, "visual": {"budget": 0.5, "k_format": "f16", "v_format": "q8", "v_group": 64})"));
   REQUIRE(run_kvbench("run --suite " + suite + " --db " + db).status == 0);
   // No images: the image figures are absent, saying why.
   for (const char* name : {"visual_token_drop", "visual_kv_bytes_per_image", "visual_pages_resident"}) {

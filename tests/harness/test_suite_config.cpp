@@ -130,7 +130,9 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite(R"(, "visual": {"budget": 0})"), "/policies/0/visual/budget", "must be in (0, 1]"},
       {suite(R"(, "visual": {"budget": 0.1, "min_pages_per_image": 0})"), "/policies/0/visual/min_pages_per_image", "0 must be in 1.."},
       {suite(R"(, "visual": {"budget": 0.1, "tier": "l2"})"), "/policies/0/visual/tier", "not built yet"},
-      {suite(R"(, "visual": {"budget": 0.1, "v_group": 128})"), "/policies/0/visual/v_group", "not built yet"},
+      {suite(R"(, "visual": {"budget": 0.1, "v_group": 12})"), "/policies/0/visual/v_group", "must be a multiple of 8"},
+      {suite(R"(, "visual": {"budget": 0.1, "k_format": "q3"})"), "/policies/0/visual/k_format", "unknown format 'q3'"},
+      {suite(R"(, "visual": {"budget": 0.1, "v_format": 4})"), "/policies/0/visual/v_format", "string"},
       {suite(R"(, "visual": {"budget": 0.1, "pages": 3})"), "/policies/0/visual/pages", "unknown field"},
   };
   for (const Case& c : cases) {
@@ -447,6 +449,21 @@ TEST_CASE("a policy's visual block: a budget per image, named in the resolved co
   const SuiteConfig plain = parse_suite(suite(), "suite.json", ".");
   CHECK_FALSE(plain.policies[0].sparse.visual.enabled());
   CHECK(resolved_json(plain).find("\"visual\"") == std::string::npos);  // a policy without it keeps its hash
+  // Formats of its own: the ones it names, the policy's for the rest, named in the resolved
+  // configuration only when set.
+  const SuiteConfig own = parse_suite(suite(R"(, "visual": {"budget": 0.1, "v_group": 128})"), "suite.json", ".");
+  const kv::VisualPageFormat& format = own.policies[0].cache.visual;
+  CHECK(format.own);
+  CHECK(format.k_format == kv::Format::Q4);
+  CHECK(format.v_format == kv::Format::Q4);
+  CHECK(format.v_group == 128);
+  CHECK(resolved_json(own).find(R"("visual":{"budget":0.1,"k_format":"q4","min_pages_per_image":1,"v_format":"q4","v_group":128})") !=
+        std::string::npos);
+  const kv::VisualPageFormat f16 = parse_suite(suite(R"(, "visual": {"budget": 0.1, "k_format": "f16"})"), "suite.json", ".")
+                                       .policies[0].cache.visual;
+  CHECK(f16.k_format == kv::Format::F16);
+  CHECK(f16.v_group == 32);
+  CHECK_FALSE(s.policies[0].cache.visual.own);
   // Not with the full selector: it keeps every page.
   std::string full = suite(R"(, "visual": {"budget": 0.1})");
   const std::string sparse = R"("selector": "hybrid", "sinks": 4, "window": 256, "budget": 0.10)";
