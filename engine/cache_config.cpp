@@ -82,6 +82,9 @@ void validate_cache_config(const CacheConfig& config) {
       throw InputError(where, "visual." + std::string(e.field()), e.reason());
     }
   }
+  if (config.visual.tier == VisualTier::L2 && config.memory.l2.dir.empty()) {
+    throw InputError(where, "visual.tier", "l2 needs an L2 tier (memory.l2.dir, with an L1 cap)");
+  }
   if (!config.memory.l2.dir.empty() && largest > config.memory.l2.batch_bytes) {
     throw InputError("memory config", "l2_batch_bytes",
                      std::to_string(config.memory.l2.batch_bytes) + " is smaller than one page (" +

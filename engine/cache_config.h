@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "attention/paged_attention.h"
 #include "geometry.h"
@@ -13,13 +14,18 @@
 
 namespace kv {
 
-// An image's whole pages in K/V formats and a V group of their own (the policy's visual block).
-// Without it (`own` false) they take the policy's, like text.
-struct VisualPageFormat {
+// Where an image's whole pages live once sealed: in L1 like text pages (demoted under pressure),
+// or written to L2 at once and read from there (L1 holds them only as a read cache).
+enum class VisualTier : std::uint8_t { L1, L2 };
+
+// An image's whole pages (the policy's visual block): K/V formats and a V group of their own
+// (`own`; without, the policy's, like text) and their tier.
+struct VisualPages {
   bool own = false;
   Format k_format = Format::Q4;
   Format v_format = Format::Q4;
   int v_group = 128;
+  VisualTier tier = VisualTier::L1;
 };
 
 struct CacheConfig {
@@ -45,7 +51,7 @@ struct CacheConfig {
   std::size_t prefix_cache_bytes = 0;
   // Names the model whose K/V the cache holds: pages of different models never share.
   std::uint64_t model_key = 0;
-  VisualPageFormat visual;
+  VisualPages visual;
 };
 
 // Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.

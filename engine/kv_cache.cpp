@@ -255,12 +255,19 @@ int KVCache::add_image(SeqId seq, int begin, int end) {
 
 void KVCache::mark_image_pages(LayerPages& state, int from_page) {
   const int sealed = state.sealed_tokens / config_.page_tokens;
+  std::vector<PageId> marked;
   for (const ImagePages& image : state.images) {
     const int last = std::min(image.last, sealed);
     for (int p = std::max(image.first, from_page); p < last; ++p) {
-      for (HeadPages& head : state.heads) sealed_pool_.seal_read_only(head.sealed[static_cast<std::size_t>(p)]);
+      for (HeadPages& head : state.heads) {
+        const PageId id = head.sealed[static_cast<std::size_t>(p)];
+        sealed_pool_.seal_read_only(id);
+        marked.push_back(id);
+      }
     }
   }
+  // Their home is L2: written there as they seal, before relief weighs L1 (text stays in L1).
+  if (config_.visual.tier == VisualTier::L2 && !marked.empty()) sealed_pool_.write_out(marked);
 }
 
 bool KVCache::seal_pages(SeqId seq, int layer) {

@@ -176,7 +176,8 @@ class KVCache {
   // pressure, seal_pages() leaves that to the caller. seal_pages returns whether it sealed any.
   void seal(SeqId seq, int layer);
   bool seal_pages(SeqId seq, int layer);
-  // The layer's image pages sealed at or after logical page `from_page` become read-only.
+  // The layer's image pages sealed at or after logical page `from_page` become read-only (and,
+  // with visual.tier l2, leave L1 for L2).
   void mark_image_pages(LayerPages& state, int from_page);
   // Telemetry of the demotions sealing caused since `before` (they are the caller's traffic).
   void report_demotions(const TrafficCounters& before);

@@ -32,6 +32,7 @@ kv::CacheConfig draft_cache_config(const kv::CacheConfig& target, const Speculat
   draft.k_format = speculative.draft_k_format;
   draft.v_format = speculative.draft_v_format;
   draft.memory = kv::MemoryConfig{};
+  draft.visual = kv::VisualPages{};  // the draft's copy is its own formats, in its own uncapped L1
   draft.prefix_cache = false;
   draft.prefix_cache_bytes = 0;
   return draft;

@@ -85,14 +85,14 @@ void read_sparse(Fields& f, kv::SparsePolicy& s, const std::string& file) {
 
 // The policy's visual block: each image's pages selected apart from the text
 // (sparse/visual_budget.h), stored in K/V formats and a V group of their own where it names any
-// (unnamed ones are the policy's). A tier of their own is not built yet: a block that asks for
-// one is refused rather than run in the text's.
+// (unnamed ones are the policy's), in L1 or L2 (`tier`; l2 needs an L1 cap, checked once the
+// memory block is read).
 void read_visual(Fields& f, PolicyConfig& p, const std::string& file) {
   kv::SparsePolicy& s = p.sparse;
-  if (f.has("tier")) {
-    fail(file, f.at("tier"), "image pages live in the text's tiers so far (the policy's memory block); a tier of their own is not built yet");
-  }
-  kv::VisualPageFormat& format = p.cache.visual;
+  kv::VisualPages& format = p.cache.visual;
+  const std::string tier = f.string("tier", "l1");
+  if (tier != "l1" && tier != "l2") fail(file, f.at("tier"), "'" + tier + "' is not a tier of image pages (l1 or l2)");
+  format.tier = tier == "l2" ? kv::VisualTier::L2 : kv::VisualTier::L1;
   format.own = f.has("k_format") || f.has("v_format") || f.has("v_group");
   if (format.own) {
     const std::string k = f.string("k_format", std::string(kv::format_name(p.cache.k_format)));
@@ -209,6 +209,9 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   if (const json* memory = f.child("memory")) {
     Fields m(*memory, f.at("memory"), file);
     read_memory(m, p.cache.memory, base_dir, file);
+  }
+  if (p.cache.visual.tier == kv::VisualTier::L2 && p.cache.memory.l1_bytes == 0) {
+    fail(file, f.at("visual") + "/tier", "l2 needs an L1 cap (memory.l1_bytes): without one the policy has no L2 tier");
   }
   if (const json* speculative = f.child("speculative")) {
     Fields s(*speculative, f.at("speculative"), file);
@@ -586,6 +589,7 @@ json policy_json(const PolicyConfig& p) {
   if (!p.models.empty()) j["models"] = p.models;  // only when set, as "fetched"
   if (p.sparse.visual.enabled()) {  // likewise
     j["visual"] = {{"budget", shortest(p.sparse.visual.budget)}, {"min_pages_per_image", p.sparse.visual.min_pages_per_image}};
+    if (c.visual.tier == kv::VisualTier::L2) j["visual"]["tier"] = "l2";  // likewise
     if (c.visual.own) {  // only when set: blocks without formats of their own keep their hash
       j["visual"]["k_format"] = std::string(kv::format_name(c.visual.k_format));
       j["visual"]["v_format"] = std::string(kv::format_name(c.visual.v_format));

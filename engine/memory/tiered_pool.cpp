@@ -213,6 +213,23 @@ void TieredPool::seal_read_only(PageId id) {
 
 bool TieredPool::read_only(PageId id) const { return at(id).read_only; }
 
+std::size_t TieredPool::write_out(const std::vector<PageId>& ids) {
+  if (store_ == nullptr) return 0;
+  if (recall_pending_) recall_unwritten();
+  std::vector<PageId> plan;
+  for (PageId id : ids) {
+    const Page& page = at(id);
+    if (page.frame == nullptr || page.pins > 0 || held(id)) continue;
+    if (l2_stopped_ && page.slot == kNoSlot) continue;
+    plan.push_back(id);
+  }
+  std::sort(plan.begin(), plan.end());  // sealing order: read together later, they lie together
+  demote(plan);
+  std::size_t left = 0;
+  for (PageId id : plan) left += at(id).frame == nullptr ? 1 : 0;
+  return left;
+}
+
 std::string TieredPool::read_only_reason(PageId id) {
   return "page " + std::to_string(id) + " is sealed read-only (an image's page): it is never written again";
 }

@@ -310,6 +310,11 @@ class TieredPool {
   // every other page (predicted text pages included) and the read cache never drops it. Its
   // bytes still move between tiers, verified like any page's. Until released.
   void seal_read_only(PageId id);
+  // Pages whose home is L2 (an image's with visual.tier l2): each resident one that is neither
+  // pinned nor held is written to L2 now (a clean copy is just dropped) and leaves L1; later
+  // loads bring it back as a clean copy, which the read cache drops at no cost. Without L2, or
+  // once L2 stopped taking writes, the pages stay. Returns how many left L1.
+  std::size_t write_out(const std::vector<PageId>& ids);
   bool read_only(PageId id) const;
   std::size_t read_only_pages() const { return read_only_live_; }
 

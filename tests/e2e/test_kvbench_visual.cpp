@@ -95,6 +95,30 @@ TEST_CASE("a visual block keeps every image's own pages and states the image fig
   CHECK(figure(db, 3, "kv_bytes_per_token") == figure(db, 2, "kv_bytes_per_token"));  // the text's pages
   CHECK(figure(db, 3, "visual_token_drop") == figure(db, 2, "visual_token_drop"));
   CHECK(figure(db, 3, "visual_pages_resident") == 2 * 9 * 2 * 24);
+
+  // In L2 (an L1 cap far above the context): the image pages, and only they, are written there
+  // as they seal, and come back as a read cache; the same selection.
+  kvtest::write_file(suite, visual_suite(kMultimodal, R"(, "visual": {"budget": 0.1, "k_format": "q4", "v_format": "q4", "v_group": 64, "tier": "l2"},
+                  "memory": {"l1_bytes": "1GiB"})"));
+  out = run_kvbench("run --suite " + suite + " --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(sql_value(db, "SELECT json_extract(config_json, '$.policies[0].visual.tier') FROM runs WHERE id = 4") == "l2");
+  CHECK(figure(db, 4, "swap_out_bytes") == 2 * figure(db, 4, "visual_kv_bytes_per_image"));
+  CHECK(figure(db, 4, "swap_in_bytes") > 0.0);
+  CHECK(figure(db, 4, "visual_token_drop") == figure(db, 3, "visual_token_drop"));
+  CHECK(figure(db, 4, "attn_mass_recall") == figure(db, 3, "attn_mass_recall"));
+  // Under a cap that holds the text but not the images (11 MiB with both in L1): L1 stays within
+  // it, image pages come back as they are selected, the same selection.
+  REQUIRE(figure(db, 3, "peak_l1_bytes") > 10.0 * (1 << 20));
+  kvtest::write_file(suite, visual_suite(kMultimodal, R"(, "visual": {"budget": 0.1, "k_format": "q4", "v_format": "q4", "v_group": 64, "tier": "l2"},
+                  "memory": {"l1_bytes": "10MiB", "l0_bytes": "1MiB"})"));
+  out = run_kvbench("run --suite " + suite + " --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(figure(db, 5, "peak_l1_bytes") <= 10.0 * (1 << 20));
+  CHECK(figure(db, 5, "visual_pages_resident") < 2 * 9 * 2 * 24);
+  CHECK(figure(db, 5, "attn_mass_recall") == figure(db, 3, "attn_mass_recall"));
 }
 
 TEST_CASE("a visual budget an image cannot meet is refused before anything is written", "[e2e]") {

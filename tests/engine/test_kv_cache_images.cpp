@@ -275,3 +275,53 @@ TEST_CASE("a visual V group that does not divide the head is refused naming visu
   config.visual.v_group = 0;
   CHECK_THROWS_WITH(KVCache(config), Catch::Contains("visual.v_group"));
 }
+
+TEST_CASE("with visual.tier l2 an image's pages leave L1 for L2 as they seal and attention reads them back as stored",
+          "[memory][engine][images]") {
+  kvtest::TempDir dir("images-l2");
+  CacheConfig config = image_config(Format::Q8, 0);
+  config.visual = {true, Format::Q4, Format::Q4, 32, VisualTier::L1};
+  config.memory.l1_bytes = 64u << 20;  // far from pressure: only the tier moves pages
+  config.memory.l2.dir = dir.path;
+  config.memory.l2.segment_bytes = 4u << 20;
+  config.memory.l2.batch_bytes = 256u << 10;
+  KVCache in_l1(config);
+  config.visual.tier = VisualTier::L2;
+  KVCache in_l2(config);
+  for (KVCache* cache : {&in_l1, &in_l2}) {
+    const SeqId seq = cache->create_sequence();
+    append_all(*cache, seq, 2 * kImagePage, 1);
+    REQUIRE(cache->add_image(seq, 2 * kImagePage, 5 * kImagePage) == 3);
+    append_all(*cache, seq, 3 * kImagePage, 3);
+    append_all(*cache, seq, 2 * kImagePage + 5, 5);
+  }
+  const SeqId seq = 0;
+  for (int layer = 0; layer < 2; ++layer) {
+    for (const auto& head : in_l2.page_views(seq, layer)) {
+      for (std::size_t p = 0; p < 7; ++p) {
+        CAPTURE(layer, p);
+        CHECK((head[p].data == nullptr) == (p >= 2 && p < 5));  // only the image's pages left L1
+      }
+    }
+  }
+  const MemoryStats written = in_l2.stats().memory;
+  CHECK(written.demotions == 3 * kImageKvHeads * 2);
+  CHECK(written.swap_out_bytes == written.demotions * in_l2.visual_layout().bytes);
+  CHECK(in_l1.stats().memory.demotions == 0);
+  CHECK(in_l2.stats().read_only_pages == 3 * kImageKvHeads * 2);
+  // Loaded back (checksummed) on demand, they give the very output of the same pages kept in L1.
+  for (std::uint32_t seed : {9u, 19u}) {
+    const auto q = kvtest::random_values(static_cast<std::size_t>(kImageQHeads) * kImageDim, seed);
+    for (int layer = 0; layer < 2; ++layer) {
+      std::vector<float> from_l1(q.size()), from_l2(q.size());
+      in_l1.attend(seq, layer, q.data(), 1, from_l1.data());
+      in_l2.attend(seq, layer, q.data(), 1, from_l2.data());
+      CHECK(from_l2 == from_l1);
+    }
+  }
+  CHECK(in_l2.stats().memory.demand_loads >= 3 * kImageKvHeads);
+  // An l2 tier needs an L2 store.
+  config.memory.l2.dir.clear();
+  config.memory.l1_bytes = 0;
+  CHECK_THROWS_WITH(KVCache(config), Catch::Contains("visual.tier") && Catch::Contains("needs an L2 tier"));
+}

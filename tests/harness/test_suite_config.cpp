@@ -129,7 +129,9 @@ TEST_CASE("malformed suites are refused with the file, the JSON path and the rea
       {suite(R"(, "visual": {"min_pages_per_image": 2})"), "/policies/0/visual/budget", "is required"},
       {suite(R"(, "visual": {"budget": 0})"), "/policies/0/visual/budget", "must be in (0, 1]"},
       {suite(R"(, "visual": {"budget": 0.1, "min_pages_per_image": 0})"), "/policies/0/visual/min_pages_per_image", "0 must be in 1.."},
-      {suite(R"(, "visual": {"budget": 0.1, "tier": "l2"})"), "/policies/0/visual/tier", "not built yet"},
+      {suite(R"(, "visual": {"budget": 0.1, "tier": "flash"})"), "/policies/0/visual/tier", "'flash' is not a tier of image pages (l1 or l2)"},
+      {suite(R"(, "visual": {"budget": 0.1, "tier": "l2"})").replace(suite().find("\"l1_bytes\": \"256MiB\", "), 22, ""), "/policies/0/visual/tier",
+       "l2 needs an L1 cap (memory.l1_bytes)"},
       {suite(R"(, "visual": {"budget": 0.1, "v_group": 12})"), "/policies/0/visual/v_group", "must be a multiple of 8"},
       {suite(R"(, "visual": {"budget": 0.1, "k_format": "q3"})"), "/policies/0/visual/k_format", "unknown format 'q3'"},
       {suite(R"(, "visual": {"budget": 0.1, "v_format": 4})"), "/policies/0/visual/v_format", "string"},
@@ -452,18 +454,26 @@ TEST_CASE("a policy's visual block: a budget per image, named in the resolved co
   // Formats of its own: the ones it names, the policy's for the rest, named in the resolved
   // configuration only when set.
   const SuiteConfig own = parse_suite(suite(R"(, "visual": {"budget": 0.1, "v_group": 128})"), "suite.json", ".");
-  const kv::VisualPageFormat& format = own.policies[0].cache.visual;
+  const kv::VisualPages& format = own.policies[0].cache.visual;
   CHECK(format.own);
   CHECK(format.k_format == kv::Format::Q4);
   CHECK(format.v_format == kv::Format::Q4);
   CHECK(format.v_group == 128);
   CHECK(resolved_json(own).find(R"("visual":{"budget":0.1,"k_format":"q4","min_pages_per_image":1,"v_format":"q4","v_group":128})") !=
         std::string::npos);
-  const kv::VisualPageFormat f16 = parse_suite(suite(R"(, "visual": {"budget": 0.1, "k_format": "f16"})"), "suite.json", ".")
+  const kv::VisualPages f16 = parse_suite(suite(R"(, "visual": {"budget": 0.1, "k_format": "f16"})"), "suite.json", ".")
                                        .policies[0].cache.visual;
   CHECK(f16.k_format == kv::Format::F16);
   CHECK(f16.v_group == 32);
   CHECK_FALSE(s.policies[0].cache.visual.own);
+  // A tier of their own: named only when l2.
+  CHECK(s.policies[0].cache.visual.tier == kv::VisualTier::L1);
+  const SuiteConfig l2 = parse_suite(suite(R"(, "visual": {"budget": 0.1, "tier": "l2"})"), "suite.json", ".");
+  CHECK(l2.policies[0].cache.visual.tier == kv::VisualTier::L2);
+  CHECK_FALSE(l2.policies[0].cache.visual.own);
+  CHECK(resolved_json(l2).find(R"("visual":{"budget":0.1,"min_pages_per_image":1,"tier":"l2"})") != std::string::npos);
+  CHECK(parse_suite(suite(R"(, "visual": {"budget": 0.1, "tier": "l1"})"), "suite.json", ".").policies[0].cache.visual.tier ==
+        kv::VisualTier::L1);
   // Not with the full selector: it keeps every page.
   std::string full = suite(R"(, "visual": {"budget": 0.1})");
   const std::string sparse = R"("selector": "hybrid", "sinks": 4, "window": 256, "budget": 0.10)";

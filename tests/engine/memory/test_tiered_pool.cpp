@@ -531,3 +531,37 @@ TEST_CASE("image frames are their own size class: counted at their size, through
   for (PageId id : images) pool.release(id);
   CHECK(pool.stats().l1_used_bytes == 0);
 }
+
+TEST_CASE("write_out: pages whose home is L2 leave L1 unless pinned or held, a clean copy just dropped", "[memory][tiers]") {
+  kvtest::TempDir dir("tiers-write-out");
+  TieredPool pool(kPage, 64, tiered(dir.path, 64));
+  const auto ids = allocate(pool, 8);
+  pool.pin(ids[0]);
+  std::vector<const std::byte*> frames;
+  pool.acquire({ids[1]}, frames);  // held by the step in flight
+  CHECK(pool.write_out({ids[0], ids[1], ids[2], ids[3]}) == 2);
+  CHECK(pool.resident(ids[0]));
+  CHECK(pool.resident(ids[1]));
+  CHECK_FALSE(pool.resident(ids[2]));
+  CHECK_FALSE(pool.resident(ids[3]));
+  CHECK(pool.resident(ids[4]));  // not asked
+  pool.end_step({});
+  MemoryStats stats = pool.stats();
+  CHECK(stats.demotions == 2);
+  CHECK(stats.swap_out_bytes == 2 * kPage);
+  CHECK(stats.l1_used_bytes == 6 * kPage);
+  // Back on demand, intact; written out again, the clean copy is dropped and nothing rewritten.
+  pool.acquire({ids[2]}, frames);
+  CHECK(holds(frames[0], ids[2]));
+  pool.end_step({});
+  CHECK(pool.write_out({ids[2]}) == 1);
+  stats = pool.stats();
+  CHECK(stats.demotions == 2);
+  CHECK(stats.drops == 1);
+  pool.unpin(ids[0]);
+  // Without an L2 tier nothing moves.
+  TieredPool flat(kPage, 64, MemoryConfig{});
+  const auto kept = allocate(flat, 2);
+  CHECK(flat.write_out(kept) == 0);
+  CHECK(flat.resident(kept[0]));
+}
