@@ -40,6 +40,27 @@ std::size_t sealed_pages(const KVCache& cache, SeqId seq, int layer) {
   return sealed;
 }
 
+// One decode step of `layer` over its stored pages (a context of `context` tokens) against the
+// exact reference over the values as stored; where the decode kernel takes integer dot products,
+// through their twin (int_twin.h).
+void check_decode_against_reference(KVCache& cache, SeqId seq, int layer, int context, std::uint32_t seed) {
+  const ModelGeometry& g = cache.config().geometry;
+  const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
+  const auto views = cache.page_views(seq, layer);
+  const DenseKV dense = gather_pages_ref(shape, views);
+  REQUIRE(dense.ctx == context);
+  const auto q = kvtest::random_values(static_cast<std::size_t>(kImageQHeads) * kImageDim, seed);
+  std::vector<float> out(q.size()), expected(q.size());
+  cache.attend(seq, layer, q.data(), 1, out.data());
+  const bool integer = kvtest::integer_decode(cache.isa(), views);
+  if (integer) {
+    expected = kvtest::twin_decode(cache.isa(), shape, views, q.data());
+  } else {
+    attention_ref(shape, q.data(), 1, dense.k.data(), dense.v.data(), dense.ctx, expected.data());
+  }
+  CHECK(kvtest::relative_error(out, expected) < (integer ? kvtest::kTwinTolerance : 2e-5f));
+}
+
 }  // namespace
 
 TEST_CASE("an image's whole pages seal as they fill however recent, read-only, and attention reads them as stored",
@@ -63,22 +84,7 @@ TEST_CASE("an image's whole pages seal as they fill however recent, read-only, a
   CHECK(sealed_pages(cache, seq, 0) == 3);
   CHECK(cache.stats().read_only_pages == 2 * kImageKvHeads * 2);
   // Attention over the stored pages agrees with the exact reference over the same values.
-  const ModelGeometry& g = cache.config().geometry;
-  const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
-  const auto views = cache.page_views(seq, 0);
-  const DenseKV dense = gather_pages_ref(shape, views);
-  REQUIRE(dense.ctx == 76);
-  const auto q = kvtest::random_values(static_cast<std::size_t>(kImageQHeads) * kImageDim, 9);
-  std::vector<float> out(q.size()), expected(q.size());
-  cache.attend(seq, 0, q.data(), 1, out.data());
-  // Where the decode kernel takes integer dot products, through their twin (int_twin.h).
-  const bool integer = kvtest::integer_decode(cache.isa(), views);
-  if (integer) {
-    expected = kvtest::twin_decode(cache.isa(), shape, views, q.data());
-  } else {
-    attention_ref(shape, q.data(), 1, dense.k.data(), dense.v.data(), dense.ctx, expected.data());
-  }
-  CHECK(kvtest::relative_error(out, expected) < (integer ? kvtest::kTwinTolerance : 2e-5f));
+  check_decode_against_reference(cache, seq, 0, 76, 9);
   // Released, the pages are ordinary again.
   cache.release(seq);
   CHECK(cache.stats().read_only_pages == 0);
@@ -237,24 +243,8 @@ TEST_CASE("an image's whole pages in formats of their own: their own frames and 
   CHECK(first_image_with_reference == std::vector<int>(2 * kImageKvHeads, 0));
   CHECK(text_with_reference == std::vector<int>(2 * kImageKvHeads, 1));
   // Attention over the mixed pages agrees with the exact reference over the values as stored.
-  const ModelGeometry& g = cache.config().geometry;
-  const AttentionShape shape{g.q_heads, g.kv_heads, g.head_dim, cache.config().softmax_scale};
-  for (std::uint32_t seed : {9u, 19u}) {
-    const auto views = cache.page_views(seq, 1);
-    const DenseKV dense = gather_pages_ref(shape, views);
-    REQUIRE(dense.ctx == 7 * kImagePage + 4);
-    const auto q = kvtest::random_values(static_cast<std::size_t>(kImageQHeads) * kImageDim, seed);
-    std::vector<float> out(q.size()), expected(q.size());
-    cache.attend(seq, 1, q.data(), 1, out.data());
-    const bool integer = kvtest::integer_decode(cache.isa(), views);
-    if (integer) {
-      expected = kvtest::twin_decode(cache.isa(), shape, views, q.data());
-    } else {
-      attention_ref(shape, q.data(), 1, dense.k.data(), dense.v.data(), dense.ctx, expected.data());
-    }
-    CHECK(kvtest::relative_error(out, expected) < (integer ? kvtest::kTwinTolerance : 2e-5f));
-  }
-  // Their frames are their own class's size: L1 holds 5 text and 3 image pages per head and layer.
+  for (std::uint32_t seed : {9u, 19u}) check_decode_against_reference(cache, seq, 1, 7 * kImagePage + 4, seed);
+  // Their frames are their own class's size: L1 holds 4 text and 3 image pages per head and layer.
   const CacheStats stats = cache.stats();
   CHECK(stats.read_only_pages == 3 * kImageKvHeads * 2);
   const std::size_t frames = stats.memory.l1_used_bytes - (stats.residual_pages * cache.residual_layout().bytes) -
