@@ -243,9 +243,9 @@ int KVCache::add_image(SeqId seq, int begin, int end) {
     state.images.push_back(pages);
     // Pages already sealed (shared from a cached prefix or a fork's parent) are read-only now;
     // the rest as they seal.
-    mark_image_pages(state, 0);
+    const std::vector<PageId> sealed_before = mark_image_pages(state, pages.first);
     seal_pages(seq, static_cast<int>(l));
-    for (HeadPages& head : state.heads) advisor_.update_pins(state.length, head.sealed, head.pins);
+    update_image_layer(state, sealed_before);
   }
   // After every layer's pages are read-only: relief never picks one of them.
   update_memory_pressure();
@@ -253,7 +253,7 @@ int KVCache::add_image(SeqId seq, int begin, int end) {
   return pages.count();
 }
 
-void KVCache::mark_image_pages(LayerPages& state, int from_page) {
+std::vector<PageId> KVCache::mark_image_pages(LayerPages& state, int from_page) {
   const int sealed = state.sealed_tokens / config_.page_tokens;
   std::vector<PageId> marked;
   for (const ImagePages& image : state.images) {
@@ -266,6 +266,13 @@ void KVCache::mark_image_pages(LayerPages& state, int from_page) {
       }
     }
   }
+  return marked;
+}
+
+void KVCache::update_image_layer(LayerPages& state, const std::vector<PageId>& marked) {
+  // The window's pins first: they leave image pages out (an image is never recent text), and a
+  // sink page stays in L1 whatever its tier.
+  for (HeadPages& head : state.heads) advisor_.update_pins(state.length, head.sealed, head.pins);
   // Their home is L2: written there as they seal, before relief weighs L1 (text stays in L1).
   if (config_.visual.tier == VisualTier::L2 && !marked.empty()) sealed_pool_.write_out(marked);
 }
@@ -281,8 +288,7 @@ bool KVCache::seal_pages(SeqId seq, int layer) {
   const int sealed_before = state.sealed_tokens / config_.page_tokens;
   const Sealer::Sealed sealed = sealer_.seal_ready(seq, layer, phase_, through);
   if (sealed.events.empty()) return false;
-  mark_image_pages(state, sealed_before);
-  for (HeadPages& head : state.heads) advisor_.update_pins(state.length, head.sealed, head.pins);
+  update_image_layer(state, mark_image_pages(state, sealed_before));
   if (telemetry_ != nullptr) {
     for (const PageSealed& event : sealed.events) telemetry_->on_page_sealed(event);
     telemetry_->on_ops(phase_, sealed.ops);

@@ -176,9 +176,12 @@ class KVCache {
   // pressure, seal_pages() leaves that to the caller. seal_pages returns whether it sealed any.
   void seal(SeqId seq, int layer);
   bool seal_pages(SeqId seq, int layer);
-  // The layer's image pages sealed at or after logical page `from_page` become read-only (and,
-  // with visual.tier l2, leave L1 for L2).
-  void mark_image_pages(LayerPages& state, int from_page);
+  // The layer's image pages sealed at or after logical page `from_page` become read-only;
+  // returns them.
+  std::vector<PageId> mark_image_pages(LayerPages& state, int from_page);
+  // After pages of the layer were marked: the window's pins, then (visual.tier l2) the marked
+  // pages leave L1 for L2.
+  void update_image_layer(LayerPages& state, const std::vector<PageId>& marked);
   // Telemetry of the demotions sealing caused since `before` (they are the caller's traffic).
   void report_demotions(const TrafficCounters& before);
   bool requantize_page(PageId id);

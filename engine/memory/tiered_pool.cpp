@@ -111,6 +111,8 @@ const TieredPool::Page& TieredPool::at(PageId id) const {
 
 std::uint64_t TieredPool::l1_used() const { return frames_.used_bytes() + external_bytes_; }
 
+std::size_t TieredPool::room_bytes(FrameClass cls) const { return std::max(page_bytes_, class_bytes(cls)); }
+
 std::byte* TieredPool::take_frame(FrameClass cls) {
   std::byte* frame = frames_.take(cls);
   stats_.peak_l1_bytes = std::max(stats_.peak_l1_bytes, l1_used());
@@ -216,11 +218,13 @@ bool TieredPool::read_only(PageId id) const { return at(id).read_only; }
 std::size_t TieredPool::write_out(const std::vector<PageId>& ids) {
   if (store_ == nullptr) return 0;
   if (recall_pending_) recall_unwritten();
+  if (l2_stopped_) return 0;
   std::vector<PageId> plan;
   for (PageId id : ids) {
     const Page& page = at(id);
-    if (page.frame == nullptr || page.pins > 0 || held(id)) continue;
-    if (l2_stopped_ && page.slot == kNoSlot) continue;
+    // A page with an L2 copy is home already (an L1 copy is the read cache's), and one a coming
+    // step is predicted to read stays like any predicted page.
+    if (page.frame == nullptr || page.slot != kNoSlot || page.pins > 0 || held(id) || page.predicted_at > step_) continue;
     plan.push_back(id);
   }
   std::sort(plan.begin(), plan.end());  // sealing order: read together later, they lie together
@@ -254,7 +258,7 @@ void TieredPool::start_load(PageId id, Migrator::LoadKind kind) {
   const bool demand = kind == Migrator::LoadKind::Demand;
   Page& page = at(id);
   if (demand && config_.l1_bytes > 0 && l1_used() + class_bytes(page.cls) > config_.l1_bytes) {
-    demote_bytes(page_bytes_ * config_.demote_batch_pages);
+    demote_bytes(room_bytes(page.cls) * config_.demote_batch_pages);
   }
   place(id, take_frame(page.cls), page.cls);
   const std::uint64_t bytes = store_->slot_bytes(page.slot);
@@ -414,14 +418,14 @@ void TieredPool::prefetch(const std::vector<PageId>& predicted) {
   std::size_t missing = 0;
   for (PageId id : predicted) {
     const Page& page = at(id);
-    if (page.frame == nullptr && page.slot != kNoSlot) missing += page_bytes_;
+    if (page.frame == nullptr && page.slot != kNoSlot) missing += room_bytes(page.cls);
   }
   if (missing == 0) return;
   if (l1_used() + missing > ceiling) drop_read_cache(l1_used() + missing - ceiling);
   for (PageId id : predicted) {
     Page& page = at(id);
     if (page.frame != nullptr || page.slot == kNoSlot) continue;
-    if (l1_used() + page_bytes_ > ceiling) break;
+    if (l1_used() + room_bytes(page.cls) > ceiling) break;
     use_[id].last_used = step_;
     page.prefetched = true;
     ++stats_.prefetch_loads;

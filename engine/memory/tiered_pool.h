@@ -310,10 +310,10 @@ class TieredPool {
   // every other page (predicted text pages included) and the read cache never drops it. Its
   // bytes still move between tiers, verified like any page's. Until released.
   void seal_read_only(PageId id);
-  // Pages whose home is L2 (an image's with visual.tier l2): each resident one that is neither
-  // pinned nor held is written to L2 now (a clean copy is just dropped) and leaves L1; later
-  // loads bring it back as a clean copy, which the read cache drops at no cost. Without L2, or
-  // once L2 stopped taking writes, the pages stay. Returns how many left L1.
+  // Pages whose home is L2 (an image's with visual.tier l2): each one with no L2 copy yet that
+  // is resident and neither pinned, held nor predicted for a coming step is written to L2 now and
+  // leaves L1; later loads bring it back as a clean copy, which the read cache drops at no cost.
+  // Without L2, or once L2 stopped taking writes, nothing moves. Returns how many left L1.
   std::size_t write_out(const std::vector<PageId>& ids);
   bool read_only(PageId id) const;
   std::size_t read_only_pages() const { return read_only_live_; }
@@ -333,6 +333,9 @@ class TieredPool {
   const Page& at(PageId id) const;
   bool held(PageId id) const;
   static std::string read_only_reason(PageId id);
+  // L1 room a frame of the class is reckoned at: a full page, or the class's size where larger
+  // (an image page in a wider format).
+  std::size_t room_bytes(FrameClass cls) const;
   std::byte* take_frame(FrameClass cls);
   void give_frame(std::byte* frame, FrameClass cls);
   std::vector<PageId> plan_long_tail(std::size_t max_pages);

@@ -310,6 +310,19 @@ TEST_CASE("with visual.tier l2 an image's pages leave L1 for L2 as they seal and
     }
   }
   CHECK(in_l2.stats().memory.demand_loads >= 3 * kImageKvHeads);
+  // A second image: only its own pages are written; the first one's copies loaded back stay.
+  std::size_t resident_before = 0;
+  for (const auto& head : in_l2.page_views(seq, 0)) resident_before += head[2].data != nullptr ? 1 : 0;
+  REQUIRE(resident_before == kImageKvHeads);
+  append_all(in_l2, seq, 8 * kImagePage - in_l2.length(seq, 0), 7);
+  REQUIRE(in_l2.add_image(seq, 8 * kImagePage, 10 * kImagePage) == 2);
+  append_all(in_l2, seq, 2 * kImagePage + 1, 9);
+  CHECK(in_l2.stats().memory.demotions == written.demotions + 2 * kImageKvHeads * 2);
+  for (const auto& head : in_l2.page_views(seq, 0)) {
+    CHECK(head[2].data != nullptr);
+    CHECK(head[8].data == nullptr);
+    CHECK(head[9].data == nullptr);
+  }
   // An l2 tier needs an L2 store.
   config.memory.l2.dir.clear();
   config.memory.l1_bytes = 0;

@@ -532,36 +532,71 @@ TEST_CASE("image frames are their own size class: counted at their size, through
   CHECK(pool.stats().l1_used_bytes == 0);
 }
 
-TEST_CASE("write_out: pages whose home is L2 leave L1 unless pinned or held, a clean copy just dropped", "[memory][tiers]") {
+TEST_CASE("write_out: pages whose home is L2 leave L1 unless pinned, held, predicted or already in L2", "[memory][tiers]") {
   kvtest::TempDir dir("tiers-write-out");
   TieredPool pool(kPage, 64, tiered(dir.path, 64));
   const auto ids = allocate(pool, 8);
   pool.pin(ids[0]);
+  pool.mark_predicted({ids[4]}, 1);
   std::vector<const std::byte*> frames;
   pool.acquire({ids[1]}, frames);  // held by the step in flight
-  CHECK(pool.write_out({ids[0], ids[1], ids[2], ids[3]}) == 2);
+  CHECK(pool.write_out({ids[0], ids[1], ids[2], ids[3], ids[4]}) == 2);
   CHECK(pool.resident(ids[0]));
   CHECK(pool.resident(ids[1]));
   CHECK_FALSE(pool.resident(ids[2]));
   CHECK_FALSE(pool.resident(ids[3]));
-  CHECK(pool.resident(ids[4]));  // not asked
+  CHECK(pool.resident(ids[4]));
+  CHECK(pool.resident(ids[5]));  // not asked
   pool.end_step({});
   MemoryStats stats = pool.stats();
   CHECK(stats.demotions == 2);
   CHECK(stats.swap_out_bytes == 2 * kPage);
   CHECK(stats.l1_used_bytes == 6 * kPage);
-  // Back on demand, intact; written out again, the clean copy is dropped and nothing rewritten.
+  // Back on demand, intact: a clean copy, the read cache's to drop, not written out again.
   pool.acquire({ids[2]}, frames);
   CHECK(holds(frames[0], ids[2]));
   pool.end_step({});
-  CHECK(pool.write_out({ids[2]}) == 1);
-  stats = pool.stats();
-  CHECK(stats.demotions == 2);
-  CHECK(stats.drops == 1);
+  CHECK(pool.write_out({ids[2]}) == 0);
+  CHECK(pool.resident(ids[2]));
+  CHECK(pool.stats().demotions == 2);
   pool.unpin(ids[0]);
   // Without an L2 tier nothing moves.
   TieredPool flat(kPage, 64, MemoryConfig{});
   const auto kept = allocate(flat, 2);
   CHECK(flat.write_out(kept) == 0);
   CHECK(flat.resident(kept[0]));
+}
+
+TEST_CASE("image frames larger than text frames: loads on demand keep L1 within the cap", "[memory][tiers]") {
+  constexpr std::size_t kWide = 3 * kPage;
+  kvtest::TempDir dir("tiers-visual-wide");
+  MemoryConfig config = tiered(dir.path, 16);
+  config.demote_batch_pages = 1;
+  config.prefetch_lookahead = 0;
+  config.warning_free = 0.01;  // relief leaves less room than one image frame
+  config.target_free = 0.02;
+  TieredPool pool(kPage, 64, config);
+  pool.set_visual_bytes(kWide);
+  std::vector<PageId> images;
+  for (int i = 0; i < 12; ++i) {  // as the sealer does: room first, then the frame
+    pool.make_room(kWide);
+    images.push_back(pool.allocate(FrameClass::Visual));
+    std::memset(pool.frame(images.back()), static_cast<int>(images.back() * 7 + 1) & 0xFF, kWide);
+    pool.relieve_pressure();
+    pool.make_room(kPage);
+    allocate(pool, 1);  // text pages between them: demotion may free one text page at a time
+    pool.relieve_pressure();
+  }
+  CHECK(pool.stats().peak_l1_bytes <= 16 * kPage);
+  REQUIRE(pool.stats().demotions > 0);
+  for (int round = 0; round < 2; ++round) {
+    for (PageId id : images) {
+      std::vector<const std::byte*> frames;
+      pool.acquire({id}, frames);
+      CHECK(frames[0][kWide - 1] == static_cast<std::byte>((id * 7 + 1) & 0xFF));
+      CHECK(pool.stats().l1_used_bytes <= 16 * kPage);
+      pool.end_step({});
+    }
+  }
+  CHECK(pool.stats().peak_l1_bytes <= 16 * kPage);
 }
