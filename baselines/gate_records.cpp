@@ -17,8 +17,7 @@ void ResultsStore::set_baseline(const std::string& name, std::int64_t run_id, co
 bool ResultsStore::remove_baseline(const std::string& name) {
   WriteTransaction tx(*this);
   Query remove(*this, "DELETE FROM baselines WHERE name = ?");
-  remove.bind(1, name).run();
-  const bool removed = sqlite3_changes(db_) > 0;
+  const bool removed = remove.bind(1, name).run_counting_changes() > 0;
   tx.commit();
   return removed;
 }
@@ -27,10 +26,10 @@ std::int64_t ResultsStore::add_verdict(const VerdictRecord& v) {
   WriteTransaction tx(*this);
   Query insert(*this,
                    "INSERT INTO verdicts (created_at, baseline_run, candidate_run, outcome, regressed, improved, inconclusive,"
-                   " rules_json, rows_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                   " rules_json, rows_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   insert.bind(1, now_utc()).bind(2, v.baseline_run).bind(3, v.candidate_run).bind(4, v.outcome).bind(5, v.regressed);
-  insert.bind(6, v.improved).bind(7, v.inconclusive).bind(8, v.rules_json).bind(9, v.rows_json).run();
-  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  insert.bind(6, v.improved).bind(7, v.inconclusive).bind(8, v.rules_json).bind(9, v.rows_json);
+  const std::int64_t id = insert.insert_returning_id();
   tx.commit();
   return id;
 }
@@ -39,9 +38,9 @@ std::int64_t ResultsStore::add_ack(std::int64_t run_id, std::int64_t baseline_ru
                                    const std::string& metric, const std::string& reason) {
   WriteTransaction tx(*this);
   Query insert(*this,
-                   "INSERT INTO acks (run_id, baseline_run, case_glob, metric_glob, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)");
-  insert.bind(1, run_id).bind(2, baseline_run).bind(3, case_glob).bind(4, metric).bind(5, reason).bind(6, now_utc()).run();
-  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+                   "INSERT INTO acks (run_id, baseline_run, case_glob, metric_glob, reason, created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id");
+  insert.bind(1, run_id).bind(2, baseline_run).bind(3, case_glob).bind(4, metric).bind(5, reason).bind(6, now_utc());
+  const std::int64_t id = insert.insert_returning_id();
   tx.commit();
   return id;
 }
@@ -49,8 +48,7 @@ std::int64_t ResultsStore::add_ack(std::int64_t run_id, std::int64_t baseline_ru
 bool ResultsStore::remove_ack(std::int64_t id) {
   WriteTransaction tx(*this);
   Query remove(*this, "DELETE FROM acks WHERE id = ?");
-  remove.bind(1, id).run();
-  const bool removed = sqlite3_changes(db_) > 0;
+  const bool removed = remove.bind(1, id).run_counting_changes() > 0;
   tx.commit();
   return removed;
 }

@@ -18,31 +18,35 @@ namespace kvbench {
 namespace {
 
 bool has_table(ResultsStore& store, const char* name) {
-  Query q(store, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?");
+  Query q(store, store.on_server() ? "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+                                   : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?");
   q.bind(1, std::string(name));
   return q.step() && q.int64(0) > 0;
 }
 
 
-constexpr const char* kRunColumns =
-    "SELECT r.id, r.status, r.pid, r.boot_id, r.started_at, coalesce(r.ended_at, ''), r.tags,"
-    " coalesce(json_extract(r.meta_json, '$.suite'), ''), r.git_sha, r.git_dirty, r.config_hash, r.config_json, r.meta_json,"
-    " (SELECT count(*) FROM cases c WHERE c.run_id = r.id) FROM runs r";
+std::string run_columns(ResultsStore& store) {
+  const SqlDialect d = store.connection().dialect();
+  return "SELECT r.id, r.status, " + run_writer_sql(d, "r") + ", r.started_at, coalesce(r.ended_at, ''), r.tags, coalesce(" +
+         json_text_sql(d, "r.meta_json", "suite") +
+         ", ''), r.git_sha, r.git_dirty, r.config_hash, r.config_json, r.meta_json,"
+         " (SELECT count(*) FROM cases c WHERE c.run_id = r.id) FROM runs r";
+}
 
-RunRecord run_of(const Query& q) {
+RunRecord run_of(const Query& q, bool on_server) {
   RunRecord r;
   r.id = q.int64(0);
-  r.status = reported_run_status(q.text(1), q.int64(2), q.text(3));
-  r.started_at = q.text(4);
-  r.ended_at = q.text(5);
-  r.tags = split_tags(q.text(6));
-  r.suite = q.text(7);
-  r.git_sha = q.text(8);
-  r.git_dirty = q.int64(9) != 0;
-  r.config_hash = q.text(10);
-  r.config_json = q.text(11);
-  r.meta_json = q.text(12);
-  r.cases = static_cast<int>(q.int64(13));
+  r.status = reported_run_status(q.text(1), run_writer_at(q, 2), on_server);
+  r.started_at = q.text(6);
+  r.ended_at = q.text(7);
+  r.tags = split_tags(q.text(8));
+  r.suite = q.text(9);
+  r.git_sha = q.text(10);
+  r.git_dirty = q.int64(11) != 0;
+  r.config_hash = q.text(12);
+  r.config_json = q.text(13);
+  r.meta_json = q.text(14);
+  r.cases = static_cast<int>(q.int64(15));
   return r;
 }
 
@@ -54,10 +58,10 @@ std::string run_meta_text(const RunRecord& run, const char* key) {
 }
 
 std::vector<RunRecord> list_runs(ResultsStore& store, const RunFilter& filter) {
-  Query q(store, (std::string(kRunColumns) + " ORDER BY r.id").c_str());
+  Query q(store, run_columns(store) + " ORDER BY r.id");
   std::vector<RunRecord> runs;
   while (q.step()) {
-    RunRecord r = run_of(q);
+    RunRecord r = run_of(q, store.on_server());
     const auto has = [&](const std::string& tag) { return std::find(r.tags.begin(), r.tags.end(), tag) != r.tags.end(); };
     if (!filter.status.empty() && r.status != filter.status) continue;
     if (!filter.suite.empty() && r.suite != filter.suite) continue;
@@ -71,10 +75,10 @@ std::vector<RunRecord> list_runs(ResultsStore& store, const RunFilter& filter) {
 }
 
 RunRecord get_run(ResultsStore& store, std::int64_t id, const std::string& what) {
-  Query q(store, (std::string(kRunColumns) + " WHERE r.id = ?").c_str());
+  Query q(store, run_columns(store) + " WHERE r.id = ?");
   q.bind(1, id);
   if (!q.step()) throw kv::InputError(store.path(), what, fmt::format("no run {} in this database", id));
-  return run_of(q);
+  return run_of(q, store.on_server());
 }
 
 std::int64_t resolve_run(ResultsStore& store, const std::string& selector, const std::string& flag) {

@@ -14,20 +14,64 @@
 
 #include "runtime/error.h"
 #include "sql_query.h"
+#include "store_location.h"
 #include "store_schema.h"
 
 namespace kvbench {
 
 namespace {
 
-int read_user_version(ResultsStore& store) {
-  Query user_version(store, "PRAGMA user_version");
-  return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
+// The schema version: SQLite keeps it in the file header (user_version), PostgreSQL in a table
+// of its own (0 where there is none yet).
+int read_schema_version(ResultsStore& store) {
+  if (store.connection().dialect() == SqlDialect::Sqlite) {
+    Query user_version(store, "PRAGMA user_version");
+    return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
+  }
+  {
+    Query has(store, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'kvbench_schema'");
+    if (!has.step() || has.int64(0) == 0) return 0;
+  }
+  Query version(store, "SELECT max(version) FROM kvbench_schema");
+  return version.step() && !version.null(0) ? static_cast<int>(version.int64(0)) : 0;
 }
 
 std::int64_t table_count(ResultsStore& store) {
-  Query tables(store, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  Query tables(store, store.connection().dialect() == SqlDialect::Sqlite
+                          ? "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                          : "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()");
   return tables.step() ? tables.int64(0) : 0;
+}
+
+void check_readable_version(const std::string& path, int version, std::int64_t tables) {
+  if (version > kSchemaVersion) {
+    throw kv::InputError(path, "schema_version",
+                         "the database has schema version " + std::to_string(version) + "; this kvbench reads up to " +
+                             std::to_string(kSchemaVersion) + " (use a newer kvbench)");
+  }
+  if (version == 0) {
+    throw kv::InputError(path, "schema_version",
+                         tables > 0 ? "not a kvbench database (tables without a kvbench schema version)"
+                                    : "not a kvbench database (no kvbench schema; `kvbench run --db` creates one)");
+  }
+  if (version < kOldestReadableSchema) {
+    throw kv::InputError(path, "schema_version",
+                         "schema version " + std::to_string(version) + " is older than the readers take; any `kvbench run --db` on it migrates it");
+  }
+}
+
+constexpr const char* kSeriesInsert = "INSERT INTO series (case_id, repetition, name, step, value)";
+constexpr const char* kHistogramInsert = "INSERT INTO histograms (case_id, repetition, name, bin, count)";
+
+void add_series_rows(BatchInsert& insert, std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    insert.add({case_id, std::int64_t{repetition}, name, static_cast<std::int64_t>(i), stored_real(values[i])});
+  }
+}
+
+void add_histogram_rows(BatchInsert& insert, std::int64_t case_id, int repetition, const std::string& name,
+                        const std::vector<std::int64_t>& counts) {
+  for (std::size_t i = 0; i < counts.size(); ++i) insert.add({case_id, std::int64_t{repetition}, name, static_cast<std::int64_t>(i), counts[i]});
 }
 
 }  // namespace
@@ -70,6 +114,10 @@ std::string now_utc() {
 }
 
 ResultsStore::ResultsStore(const std::string& path, Access access) : path_(path), access_(access) {
+  if (is_postgres_uri(path)) {
+    open_postgres();
+    return;
+  }
   if (access == Access::ReadOnly) {
     open_read_only();
     return;
@@ -81,6 +129,7 @@ ResultsStore::ResultsStore(const std::string& path, Access access) : path_(path)
     db_ = nullptr;
     throw kv::InputError(path, "database", "cannot open: " + reason);
   }
+  conn_ = sqlite_connection(db_);
   sqlite3_busy_timeout(db_, 30000);
   try {
     // Two processes creating one database at once: switching a new file to WAL and creating
@@ -103,8 +152,7 @@ ResultsStore::ResultsStore(const std::string& path, Access access) : path_(path)
     exec("PRAGMA foreign_keys = ON");
   } catch (const std::runtime_error& e) {
     const int code = sqlite3_errcode(db_) & 0xff;
-    sqlite3_close(db_);
-    db_ = nullptr;
+    close();
     if (const auto* input = dynamic_cast<const kv::InputError*>(&e)) throw *input;
     if (code == SQLITE_READONLY) {
       throw kv::InputError(path, "--db", std::string("cannot write: ") + e.what() +
@@ -116,8 +164,7 @@ ResultsStore::ResultsStore(const std::string& path, Access access) : path_(path)
     mark_abandoned_runs();
   } catch (...) {
     // A constructor that throws runs no destructor: the connection is closed here.
-    sqlite3_close(db_);
-    db_ = nullptr;
+    close();
     throw;
   }
 }
@@ -130,57 +177,55 @@ void ResultsStore::open_read_only() {
   // file) the database is opened immutable: nothing can be writing it then either.
   for (const bool immutable : {false, true}) {
     const std::string uri = "file:" + path_ + (immutable ? "?immutable=1" : "");
-    sqlite3_close(db_);
-    db_ = nullptr;
+    close();
     if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
       const std::string reason = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
       db_ = nullptr;
       throw kv::InputError(path_, "--db", "cannot open: " + reason);
     }
+    conn_ = sqlite_connection(db_);
     sqlite3_busy_timeout(db_, 30000);
     try {
-      schema_version_ = read_user_version(*this);
-      const std::int64_t tables = table_count(*this);
-      if (schema_version_ > kSchemaVersion) {
-        throw kv::InputError(path_, "schema_version",
-                             "the database has schema version " + std::to_string(schema_version_) +
-                                 "; this kvbench reads up to " + std::to_string(kSchemaVersion) + " (use a newer kvbench)");
-      }
-      if (schema_version_ == 0) {
-        throw kv::InputError(path_, "schema_version",
-                             tables > 0 ? "not a kvbench database (tables without a kvbench schema version)"
-                                        : "not a kvbench database (no kvbench schema; `kvbench run --db` creates one)");
-      }
-      if (schema_version_ < kOldestReadableSchema) {
-        throw kv::InputError(path_, "schema_version",
-                             "schema version " + std::to_string(schema_version_) +
-                                 " is older than the readers take; any `kvbench run --db` on it migrates it");
-      }
+      schema_version_ = read_schema_version(*this);
+      check_readable_version(path_, schema_version_, table_count(*this));
       return;
     } catch (const DatabaseError& e) {
       // No -shm index where it cannot be created: the immutable open next.
       const int code = sqlite3_errcode(db_) & 0xff;
       if (!immutable && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN)) continue;
-      sqlite3_close(db_);
-      db_ = nullptr;
+      close();
       throw;
     } catch (const kv::InputError&) {
-      sqlite3_close(db_);
-      db_ = nullptr;
+      close();
       throw;
     } catch (const std::runtime_error& e) {
       const int code = sqlite3_errcode(db_) & 0xff;
       if (!immutable && (code == SQLITE_READONLY || code == SQLITE_CANTOPEN)) continue;
       const std::string reason = e.what();
-      sqlite3_close(db_);
-      db_ = nullptr;
+      close();
       throw kv::InputError(path_, "--db", "cannot read: " + reason);
     }
   }
 }
 
-ResultsStore::~ResultsStore() { sqlite3_close(db_); }
+void ResultsStore::open_postgres() {
+  conn_ = postgres_connection(path_);
+  if (access_ == Access::ReadOnly) {
+    schema_version_ = read_schema_version(*this);
+    check_readable_version(path_, schema_version_, table_count(*this));
+    return;
+  }
+  migrate();
+  mark_abandoned_runs();
+}
+
+void ResultsStore::close() {
+  conn_.reset();
+  db_ = nullptr;
+}
+
+ResultsStore::~ResultsStore() = default;
 
 void throw_sqlite_failure(sqlite3* db, const std::string& what, const std::string& message) {
   const std::string reason = !message.empty() ? message : sqlite3_errmsg(db);
@@ -203,37 +248,47 @@ void throw_sqlite_failure(sqlite3* db, const std::string& what, const std::strin
   }
 }
 
-void ResultsStore::exec(const char* sql) {
-  char* error = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
-    const std::string message = error != nullptr ? error : sqlite3_errmsg(db_);
-    sqlite3_free(error);
-    throw_sqlite_failure(db_, sql, message);
-  }
-}
+void ResultsStore::exec(const std::string& sql) { conn_->exec(sql); }
 
 void ResultsStore::migrate() { migrate_to(kSchemaVersion); }
 
 void ResultsStore::migrate_to(int target) {
   WriteTransaction tx(*this);
-  int version = read_user_version(*this);
+  const bool postgres = conn_->dialect() == SqlDialect::Postgres;
+  // Writers of many machines may create a server's schema at once: one at a time, in the
+  // transaction (SQLite's BEGIN IMMEDIATE already serialises them).
+  if (postgres) exec("SELECT pg_advisory_xact_lock(46046046)");
+  int version = read_schema_version(*this);
   const int found = version;
   if (version > kSchemaVersion) {
     throw kv::InputError(path_, "schema_version",
                          "the database has schema version " + std::to_string(version) + "; this kvbench reads up to " +
                              std::to_string(kSchemaVersion) + " (use a newer kvbench)");
   }
-  if (version == 0) {
-    if (table_count(*this) > 0) {
-      throw kv::InputError(path_, "schema_version", "not a kvbench database (tables without a kvbench schema version)");
-    }
-    exec(schema_step(1).c_str());
-    version = 1;
+  if (version == 0 && table_count(*this) > 0) {
+    throw kv::InputError(path_, "schema_version", "not a kvbench database (tables without a kvbench schema version)");
   }
-  // Each version's migration, in order (store_schema.h).
-  for (; version < target; ++version) exec(schema_step(version + 1).c_str());
-  // A database already at the version is not written: opening it changes none of its bytes.
-  if (version != found) exec(("PRAGMA user_version = " + std::to_string(version)).c_str());
+  if (postgres) {
+    // A server's schema is created at the current version, rendered from the same migrations
+    // (store_schema.h); a server at an older version takes each later step rendered alike.
+    if (version == 0) {
+      exec(postgres_schema());
+      exec("CREATE TABLE kvbench_schema (version INTEGER NOT NULL)");
+      exec("INSERT INTO kvbench_schema (version) VALUES (0)");
+      version = kSchemaVersion;
+    }
+    for (; version < target; ++version) exec(postgres_step(version + 1));
+    if (version != found) exec("UPDATE kvbench_schema SET version = " + std::to_string(version));
+  } else {
+    if (version == 0) {
+      exec(schema_step(1));
+      version = 1;
+    }
+    // Each version's migration, in order (store_schema.h).
+    for (; version < target; ++version) exec(schema_step(version + 1));
+    // A database already at the version is not written: opening it changes none of its bytes.
+    if (version != found) exec("PRAGMA user_version = " + std::to_string(version));
+  }
   tx.commit();
   schema_version_ = version;
 }
@@ -249,6 +304,7 @@ ResultsStore::ResultsStore(const std::string& path, Access, int version) : path_
     db_ = nullptr;
     throw std::runtime_error("create_at_version: cannot create " + path);
   }
+  conn_ = sqlite_connection(db_);
   exec("PRAGMA journal_mode = WAL");
   migrate_to(version);
 }
@@ -257,20 +313,20 @@ std::int64_t ResultsStore::begin_run(const RunInfo& info) {
   WriteTransaction tx(*this);
   const std::string now = now_utc();
   Query insert(*this,
-                   "INSERT INTO runs (started_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
-                   " config_hash, tags, meta_json) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  insert.bind(1, now).bind(2, static_cast<std::int64_t>(::getpid())).bind(3, boot_id()).bind(4, now);
-  insert.bind(5, info.git_sha).bind(6, info.git_dirty ? 1 : 0).bind(7, info.config_json).bind(8, info.config_hash);
-  insert.bind(9, join_tags(info.tags)).bind(10, info.meta_json);
-  insert.run();
-  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+               "INSERT INTO runs (started_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
+               " config_hash, tags, meta_json) VALUES (?, 'running', ?, ?, " + now_sql(conn_->dialect()) + ", ?, ?, ?, ?, ?, ?) RETURNING id");
+  insert.bind(1, now).bind(2, static_cast<std::int64_t>(::getpid())).bind(3, boot_id());
+  insert.bind(4, info.git_sha).bind(5, info.git_dirty ? 1 : 0).bind(6, info.config_json).bind(7, info.config_hash);
+  insert.bind(8, join_tags(info.tags)).bind(9, info.meta_json);
+  const std::int64_t id = insert.insert_returning_id();
   tx.commit();
   return id;
 }
 
 void ResultsStore::heartbeat(std::int64_t run_id) {
-  Query update(*this, "UPDATE runs SET heartbeat_at = ? WHERE id = ?");
-  update.bind(1, now_utc()).bind(2, run_id).run();
+  // The database's clock, not this machine's: liveness across machines compares beats with it.
+  Query update(*this, "UPDATE runs SET heartbeat_at = " + now_sql(conn_->dialect()) + " WHERE id = ?");
+  update.bind(1, run_id).run();
 }
 
 void ResultsStore::finish_run(std::int64_t run_id, RunStatus status) {
@@ -282,11 +338,11 @@ std::int64_t ResultsStore::add_case(std::int64_t run_id, const CaseInfo& info) {
   WriteTransaction tx(*this);
   Query insert(*this,
                    "INSERT INTO cases (run_id, name, model, workload, policy, soc, skipped_reason, status)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   insert.bind(1, run_id).bind(2, info.name()).bind(3, info.model).bind(4, info.workload).bind(5, info.policy);
   insert.bind(6, info.soc).bind(7, info.skipped_reason);
-  insert.bind(8, std::string(info.skipped_reason.empty() ? "running" : "skipped")).run();
-  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  insert.bind(8, std::string(info.skipped_reason.empty() ? "running" : "skipped"));
+  const std::int64_t id = insert.insert_returning_id();
   tx.commit();
   return id;
 }
@@ -297,12 +353,22 @@ void ResultsStore::finish_case(std::int64_t case_id, CaseStatus status, const st
 }
 
 void ResultsStore::add_repetition(std::int64_t case_id, const RepetitionRecord& record) {
+  const auto start = std::chrono::steady_clock::now();
   WriteTransaction tx(*this);
   insert_metrics(case_id, record.metrics);
-  for (const auto& [name, values] : record.series) insert_series(case_id, record.repetition, name, values);
-  for (const auto& [name, counts] : record.histograms) insert_histogram(case_id, record.repetition, name, counts);
+  // One batch per table for the whole repetition: on a server each statement is a round trip.
+  {
+    BatchInsert series(*this, kSeriesInsert, 5);
+    for (const auto& [name, values] : record.series) add_series_rows(series, case_id, record.repetition, name, values);
+    series.flush();
+    BatchInsert histograms(*this, kHistogramInsert, 5);
+    for (const auto& [name, counts] : record.histograms) add_histogram_rows(histograms, case_id, record.repetition, name, counts);
+    histograms.flush();
+  }
   insert_events(case_id, record.repetition, record.events);
   tx.commit();
+  ++writes_.repetitions;
+  writes_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void ResultsStore::add_histogram(std::int64_t case_id, int repetition, const std::string& name,
@@ -314,10 +380,9 @@ void ResultsStore::add_histogram(std::int64_t case_id, int repetition, const std
 
 void ResultsStore::insert_histogram(std::int64_t case_id, int repetition, const std::string& name,
                                     const std::vector<std::int64_t>& counts) {
-  Query insert(*this, "INSERT INTO histograms (case_id, repetition, name, bin, count) VALUES (?, ?, ?, ?, ?)");
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    insert.bind(1, case_id).bind(2, repetition).bind(3, name).bind(4, static_cast<std::int64_t>(i)).bind(5, counts[i]).run();
-  }
+  BatchInsert insert(*this, kHistogramInsert, 5);
+  add_histogram_rows(insert, case_id, repetition, name, counts);
+  insert.flush();
 }
 
 void ResultsStore::add_events(std::int64_t case_id, int repetition, const std::vector<RunEvent>& events) {
@@ -327,10 +392,12 @@ void ResultsStore::add_events(std::int64_t case_id, int repetition, const std::v
 }
 
 void ResultsStore::insert_events(std::int64_t case_id, int repetition, const std::vector<RunEvent>& events) {
-  Query insert(*this, "INSERT INTO events (case_id, repetition, step, kind, detail, data) VALUES (?, ?, ?, ?, ?, ?)");
+  // Rows go in the events' order: readers order by insertion (rowid).
+  BatchInsert insert(*this, "INSERT INTO events (case_id, repetition, step, kind, detail, data)", 6);
   for (const RunEvent& e : events) {
-    insert.bind(1, case_id).bind(2, repetition).bind(3, e.step).bind(4, std::string(e.name())).bind(5, describe(e)).bind(6, event_data(e)).run();
+    insert.add({case_id, std::int64_t{repetition}, static_cast<std::int64_t>(e.step), std::string(e.name()), describe(e), event_data(e)});
   }
+  insert.flush();
 }
 
 std::string ResultsStore::event_data_sql(const std::string& alias) const {
@@ -344,21 +411,14 @@ void ResultsStore::add_metrics(std::int64_t case_id, const std::vector<MetricRec
 }
 
 void ResultsStore::insert_metrics(std::int64_t case_id, const std::vector<MetricRecord>& metrics) {
-  Query insert(*this,
-                   "INSERT INTO metrics (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  BatchInsert insert(*this, "INSERT INTO metrics (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)", 9);
   for (const MetricRecord& m : metrics) {
     if (m.repetition < 1) throw std::invalid_argument("metric " + m.name + ": repetitions count from 1");
     if (!m.value && m.na_reason.empty()) throw std::invalid_argument("metric " + m.name + ": a missing value needs na_reason");
-    insert.bind(1, case_id).bind(2, m.repetition).bind(3, m.name);
-    if (m.value) {
-      insert.bind(4, *m.value);
-    } else {
-      insert.bind_null(4);
-    }
-    insert.bind(5, m.na_reason).bind(6, m.unit).bind(7, std::string(clock_name(m.clock)));
-    insert.bind(8, m.extrapolated ? 1 : 0).bind(9, m.noisy ? 1 : 0).run();
+    insert.add({case_id, std::int64_t{m.repetition}, m.name, m.value ? stored_real(*m.value) : SqlValue{}, m.na_reason, m.unit,
+                std::string(clock_name(m.clock)), std::int64_t{m.extrapolated ? 1 : 0}, std::int64_t{m.noisy ? 1 : 0}});
   }
+  insert.flush();
 }
 
 void ResultsStore::add_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values) {
@@ -368,10 +428,9 @@ void ResultsStore::add_series(std::int64_t case_id, int repetition, const std::s
 }
 
 void ResultsStore::insert_series(std::int64_t case_id, int repetition, const std::string& name, const std::vector<double>& values) {
-  Query insert(*this, "INSERT INTO series (case_id, repetition, name, step, value) VALUES (?, ?, ?, ?, ?)");
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    insert.bind(1, case_id).bind(2, repetition).bind(3, name).bind(4, static_cast<std::int64_t>(i)).bind(5, values[i]).run();
-  }
+  BatchInsert insert(*this, kSeriesInsert, 5);
+  add_series_rows(insert, case_id, repetition, name, values);
+  insert.flush();
 }
 
 }  // namespace kvbench

@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "metric_table.h"
 #include "runtime/error.h"
 #include "run_event.h"
+#include "sql_backend.h"
 
 namespace kvbench {
 
@@ -78,6 +80,12 @@ struct RepetitionRecord {
   std::vector<RunEvent> events;
 };
 
+// What writing repetitions cost: their count and the time add_repetition took (host clock).
+struct StoreWrites {
+  int repetitions = 0;
+  double seconds = 0.0;
+};
+
 struct RunRow {
   std::int64_t id = 0;
   RunStatus status = RunStatus::Running;  // as reported: a running run whose process is gone reads aborted
@@ -124,6 +132,7 @@ class ResultsStore {
   void add_events(std::int64_t case_id, int repetition, const std::vector<RunEvent>& events);
   void add_histogram(std::int64_t case_id, int repetition, const std::string& name, const std::vector<std::int64_t>& counts);
   void finish_case(std::int64_t case_id, CaseStatus status, const std::string& error = "");
+  StoreWrites writes() const { return writes_; }
 
   // A named baseline points at a run (replacing an earlier one of that name); remove: whether
   // there was one.
@@ -152,7 +161,11 @@ class ResultsStore {
   std::vector<RunRow> runs();
   // Marks aborted the running runs whose process is gone; returns how many.
   int mark_abandoned_runs();
+  // The SQLite handle of a file store (tests), nullptr for a server.
   sqlite3* db() { return db_; }
+  SqlConnection& connection() { return *conn_; }
+  bool on_server() const { return conn_->dialect() == SqlDialect::Postgres; }
+  // The file, or the server's URI without its password.
   const std::string& path() const { return path_; }
   int schema_version() const { return schema_version_; }
   // The SQL expression of the stored fields of events row `alias` (JSON text): its data column,
@@ -165,7 +178,9 @@ class ResultsStore {
 
  private:
   ResultsStore(const std::string& path, Access, int version);  // create_at_version
-  void exec(const char* sql);
+  void exec(const std::string& sql);
+  void open_postgres();
+  void close();
   void migrate();
   void migrate_to(int version);
   void open_read_only();
@@ -177,13 +192,35 @@ class ResultsStore {
   std::string path_;
   Access access_ = Access::ReadWrite;
   int schema_version_ = 0;
-  sqlite3* db_ = nullptr;
+  std::unique_ptr<SqlConnection> conn_;
+  sqlite3* db_ = nullptr;  // conn_'s handle for a file store
+  StoreWrites writes_;
 };
 
-// Whether a `running` run's process is gone: another boot, or no such pid.
-bool run_process_gone(std::int64_t pid, const std::string& run_boot_id);
-// The status readers show: a `running` run whose process is gone is reported aborted.
-std::string reported_run_status(const std::string& stored, std::int64_t pid, const std::string& run_boot_id);
+// How long a run on a server may go without a heartbeat before it is taken for abandoned, unless
+// the run states its own (`kvbench run --heartbeat-timeout`, kept in its metadata).
+inline constexpr int kDefaultHeartbeatTimeoutS = 120;
+
+// What tells whether a `running` run's writer is alive: its process (on this machine) and, on a
+// server that many machines write, its last heartbeat by the server's clock.
+struct RunWriter {
+  std::int64_t pid = 0;
+  std::string boot_id;
+  std::int64_t beat_age_s = 0;  // seconds since its last heartbeat, by the database's clock
+  std::int64_t timeout_s = kDefaultHeartbeatTimeoutS;
+};
+// SQL for the four columns of a RunWriter of runs row `alias` (pid, boot_id, beat age, timeout).
+std::string run_writer_sql(SqlDialect dialect, const std::string& alias);
+// The RunWriter of those four columns from column `first`.
+class Query;
+RunWriter run_writer_at(const Query& q, int first);
+
+// Whether a `running` run's writer is gone. In a file: another boot, or no such pid. On a server
+// (another machine may be writing): this machine's own runs by pid at once, and any run whose
+// heartbeat is older than its timeout.
+bool run_writer_gone(const RunWriter& writer, bool on_server);
+// The status readers show: a `running` run whose writer is gone is reported aborted.
+std::string reported_run_status(const std::string& stored, const RunWriter& writer, bool on_server);
 
 // The kernel's boot id (/proc/sys/kernel/random/boot_id), "" when unreadable.
 std::string boot_id();

@@ -72,8 +72,7 @@ std::set<std::int64_t> newest_complete(const std::vector<RetentionRun>& runs, in
 std::int64_t run_delete(ResultsStore& store, const char* sql, std::int64_t run_id) {
   Query q(store, sql);
   q.bind(1, run_id);
-  q.step();
-  return sqlite3_changes(store.db());
+  return q.run_counting_changes();
 }
 
 // Every row that refers to a run, children first, then the run. The order matters: with
@@ -99,14 +98,7 @@ bool still_removable(ResultsStore& store, std::int64_t run_id) {
   return q.step() && q.int64(0) != 0;
 }
 
-void exec(ResultsStore& store, const char* sql) {
-  char* error = nullptr;
-  if (sqlite3_exec(store.db(), sql, nullptr, nullptr, &error) != SQLITE_OK) {
-    const std::string message = error != nullptr ? error : sqlite3_errmsg(store.db());
-    sqlite3_free(error);
-    throw_sqlite_failure(store.db(), sql, message);
-  }
-}
+void exec(ResultsStore& store, const char* sql) { store.connection().exec(sql); }
 
 std::int64_t pragma_value(ResultsStore& store, const char* sql) {
   Query q(store, sql);
@@ -163,7 +155,15 @@ PrunePlan plan_prune(const RetentionInput& input, const PruneOptions& options) {
   return plan;
 }
 
-std::uint64_t database_bytes(const std::string& path) {
+std::uint64_t database_bytes(ResultsStore& store) {
+  if (store.on_server()) {
+    Query size(store, "SELECT pg_database_size(current_database())");
+    return size.step() ? static_cast<std::uint64_t>(size.int64(0)) : 0;
+  }
+  return database_file_bytes(store.path());
+}
+
+std::uint64_t database_file_bytes(const std::string& path) {
   std::uint64_t bytes = 0;
   for (const std::string& file : {path, path + "-wal"}) {
     std::error_code ec;
@@ -178,8 +178,9 @@ PruneResult apply_prune(ResultsStore& store, const PrunePlan& plan) {
   PruneResult result;
   // A run whose process died since the store was opened reads `running` until marked.
   store.mark_abandoned_runs();
-  exec(store, "PRAGMA wal_checkpoint(TRUNCATE)");
-  result.bytes_before = database_bytes(store.path());
+  const bool file = !store.on_server();
+  if (file) exec(store, "PRAGMA wal_checkpoint(TRUNCATE)");
+  result.bytes_before = database_bytes(store);
   std::map<std::string, std::int64_t> rows;
   {
     WriteTransaction tx(store);
@@ -198,15 +199,16 @@ PruneResult apply_prune(ResultsStore& store, const PrunePlan& plan) {
   // too, so a prune whose VACUUM was interrupted finishes the next time.
   // The removal is committed by now: a VACUUM that fails (another writer held the database
   // past the busy timeout) is reported, not thrown.
-  if (!result.removed.empty() || pragma_value(store, "PRAGMA freelist_count") > 0) {
+  // A server's VACUUM reclaims the deleted rows' space for new rows (its autovacuum would too).
+  if (!result.removed.empty() || (file && pragma_value(store, "PRAGMA freelist_count") > 0)) {
     try {
       exec(store, "VACUUM");
-      exec(store, "PRAGMA wal_checkpoint(TRUNCATE)");
+      if (file) exec(store, "PRAGMA wal_checkpoint(TRUNCATE)");
     } catch (const std::runtime_error& e) {
       result.vacuum_error = e.what();
     }
   }
-  result.bytes_after = database_bytes(store.path());
+  result.bytes_after = database_bytes(store);
   return result;
 }
 

@@ -70,7 +70,9 @@ struct PruneResult {
 // Needs a store opened for writing.
 PruneResult apply_prune(ResultsStore& store, const PrunePlan& plan);
 
-// The size of the database file and its WAL, in bytes.
-std::uint64_t database_bytes(const std::string& path);
+// The database's size in bytes: a file's with its WAL, a server database's as the server counts it.
+std::uint64_t database_bytes(ResultsStore& store);
+// The size of a database file and its WAL, in bytes.
+std::uint64_t database_file_bytes(const std::string& path);
 
 }  // namespace kvbench

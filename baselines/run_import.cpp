@@ -11,18 +11,19 @@ namespace kvbench {
 
 namespace {
 
-// Every row `select` (one ? for the source case id) returns, inserted by `insert` after the new
-// case id (its first parameter), column for column.
+// Every row `select` (one ? for the source case id) returns, inserted by `insert` (its head:
+// "INSERT INTO table (columns)") after the new case id (its first column), column for column.
 void copy_rows(ResultsStore& source, const char* select, std::int64_t source_case, ResultsStore& target, const char* insert,
                std::int64_t target_case) {
   Query rows(source, select);
   rows.bind(1, source_case);
-  Query write(target, insert);
+  BatchInsert write(target, insert, rows.columns() + 1);
   while (rows.step()) {
-    write.bind(1, target_case);
-    for (int c = 0; c < rows.columns(); ++c) write.bind_column(c + 2, rows, c);
-    write.run();
+    std::vector<SqlValue> row{target_case};
+    for (int c = 0; c < rows.columns(); ++c) row.push_back(rows.value(c));
+    write.add(std::move(row));
   }
+  write.flush();
 }
 
 std::int64_t copy_case(const ImportedCase& from, ResultsStore& target, std::int64_t run_id) {
@@ -32,22 +33,20 @@ std::int64_t copy_case(const ImportedCase& from, ResultsStore& target, std::int6
   if (!row.step()) throw kv::InputError(source.path(), "case", fmt::format("no case {} in this database", from.case_id));
   Query insert(target,
                "INSERT INTO cases (run_id, name, model, workload, policy, soc, skipped_reason, status, error)"
-               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   insert.bind(1, run_id);
   for (int c = 0; c < 8; ++c) insert.bind_column(c + 2, row, c);
-  insert.run();
-  const std::int64_t id = sqlite3_last_insert_rowid(target.db());
+  const std::int64_t id = insert.insert_returning_id();
   copy_rows(source, "SELECT repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics WHERE case_id = ?", from.case_id,
             target,
-            "INSERT INTO metrics (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO metrics (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)",
             id);
   copy_rows(source, "SELECT repetition, name, step, value FROM series WHERE case_id = ?", from.case_id, target,
-            "INSERT INTO series (case_id, repetition, name, step, value) VALUES (?, ?, ?, ?, ?)", id);
+            "INSERT INTO series (case_id, repetition, name, step, value)", id);
   copy_rows(source, "SELECT repetition, name, bin, count FROM histograms WHERE case_id = ?", from.case_id, target,
-            "INSERT INTO histograms (case_id, repetition, name, bin, count) VALUES (?, ?, ?, ?, ?)", id);
+            "INSERT INTO histograms (case_id, repetition, name, bin, count)", id);
   copy_rows(source, "SELECT repetition, step, kind, detail, data FROM events WHERE case_id = ? ORDER BY rowid", from.case_id, target,
-            "INSERT INTO events (case_id, repetition, step, kind, detail, data) VALUES (?, ?, ?, ?, ?, ?)", id);
+            "INSERT INTO events (case_id, repetition, step, kind, detail, data)", id);
   return id;
 }
 
@@ -65,13 +64,12 @@ std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std:
   WriteTransaction tx(target);
   Query insert(target,
                "INSERT INTO runs (started_at, ended_at, status, pid, boot_id, heartbeat_at, git_sha, git_dirty, config_json,"
-               " config_hash, tags, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               " config_hash, tags, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
   insert.bind(1, run.started_at).bind(2, run.ended_at).bind(3, std::string(run_status_name(run.status)));
   insert.bind(4, static_cast<std::int64_t>(::getpid())).bind(5, boot_id()).bind(6, run.ended_at);
   insert.bind(7, run.info.git_sha).bind(8, run.info.git_dirty ? 1 : 0).bind(9, run.info.config_json).bind(10, run.info.config_hash);
   insert.bind(11, join_tags(run.info.tags)).bind(12, run.info.meta_json);
-  insert.run();
-  const std::int64_t run_id = sqlite3_last_insert_rowid(target.db());
+  const std::int64_t run_id = insert.insert_returning_id();
   for (const ImportedCase& c : cases) copy_case(c, target, run_id);
   tx.commit();
   return run_id;

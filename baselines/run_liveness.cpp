@@ -1,5 +1,5 @@
-// Whether a run's writer is still alive, on this machine: a `running` run whose boot id is not
-// this boot's, or whose pid is gone, was abandoned (results_store.h).
+// Whether a run's writer is still alive (results_store.h): by its process on this machine, and
+// on a server also by its heartbeat, which is all another machine can see.
 #include <signal.h>
 
 #include <cerrno>
@@ -11,13 +11,35 @@
 
 namespace kvbench {
 
-bool run_process_gone(std::int64_t pid, const std::string& run_boot_id) {
-  if (run_boot_id != boot_id()) return true;
-  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+std::string run_writer_sql(SqlDialect dialect, const std::string& alias) {
+  const std::string& a = alias;
+  const std::string timeout = std::to_string(kDefaultHeartbeatTimeoutS);
+  // A file is written from one machine: its pid and boot id decide, the beat is not read.
+  if (dialect == SqlDialect::Sqlite) return a + ".pid, " + a + ".boot_id, 0, 0";
+  return a + ".pid, " + a + ".boot_id, CAST(extract(epoch FROM now() - CAST(" + a + ".heartbeat_at AS timestamptz)) AS BIGINT), coalesce(CAST(" +
+         json_text_sql(dialect, a + ".meta_json", "heartbeat_timeout_s") + " AS BIGINT), " + timeout + ")";
 }
 
-std::string reported_run_status(const std::string& stored, std::int64_t pid, const std::string& run_boot_id) {
-  if (stored == "running" && run_process_gone(pid, run_boot_id)) return "aborted";
+RunWriter run_writer_at(const Query& q, int first) {
+  RunWriter w;
+  w.pid = q.int64(first);
+  w.boot_id = q.text(first + 1);
+  w.beat_age_s = q.int64(first + 2);
+  w.timeout_s = q.int64(first + 3);
+  return w;
+}
+
+bool run_writer_gone(const RunWriter& writer, bool on_server) {
+  if (writer.boot_id == boot_id()) {
+    if (::kill(static_cast<pid_t>(writer.pid), 0) != 0 && errno == ESRCH) return true;
+  } else if (!on_server) {
+    return true;
+  }
+  return on_server && writer.beat_age_s > writer.timeout_s;
+}
+
+std::string reported_run_status(const std::string& stored, const RunWriter& writer, bool on_server) {
+  if (stored == "running" && run_writer_gone(writer, on_server)) return "aborted";
   return stored;
 }
 
@@ -30,11 +52,12 @@ std::string boot_id() {
 
 std::vector<RunRow> ResultsStore::runs() {
   std::vector<RunRow> rows;
-  Query select(*this, "SELECT id, status, started_at, coalesce(ended_at, ''), tags, pid, boot_id FROM runs ORDER BY id");
+  Query select(*this, "SELECT r.id, r.status, r.started_at, coalesce(r.ended_at, ''), r.tags, " + run_writer_sql(conn_->dialect(), "r") +
+                          " FROM runs r ORDER BY r.id");
   while (select.step()) {
     RunRow row;
     row.id = select.int64(0);
-    row.status = parse_run_status(reported_run_status(select.text(1), select.int64(5), select.text(6))).value_or(RunStatus::Aborted);
+    row.status = parse_run_status(reported_run_status(select.text(1), run_writer_at(select, 5), on_server())).value_or(RunStatus::Aborted);
     row.started_at = select.text(2);
     row.ended_at = select.text(3);
     row.tags = split_tags(select.text(4));
@@ -47,9 +70,9 @@ int ResultsStore::mark_abandoned_runs() {
   WriteTransaction tx(*this);
   std::vector<std::int64_t> gone;
   {
-    Query select(*this, "SELECT id, pid, boot_id FROM runs WHERE status = 'running'");
+    Query select(*this, "SELECT r.id, " + run_writer_sql(conn_->dialect(), "r") + " FROM runs r WHERE r.status = 'running'");
     while (select.step()) {
-      if (run_process_gone(select.int64(1), select.text(2))) gone.push_back(select.int64(0));
+      if (run_writer_gone(run_writer_at(select, 1), on_server())) gone.push_back(select.int64(0));
     }
   }
   Query update(*this, "UPDATE runs SET status = 'aborted', ended_at = ? WHERE id = ? AND status = 'running'");

@@ -1,7 +1,6 @@
 #include "run_view.h"
 
 #include <fmt/format.h>
-#include <sqlite3.h>
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -16,20 +15,19 @@ namespace kvbench {
 namespace {
 
 void load_header(ResultsStore& store, RunView& view) {
-  Query q(store,
-          "SELECT status, pid, boot_id, started_at, coalesce(ended_at, ''), git_sha, git_dirty, config_hash, tags, meta_json,"
-          " config_json FROM runs WHERE id = ?");
+  Query q(store, "SELECT r.status, r.started_at, coalesce(r.ended_at, ''), r.git_sha, r.git_dirty, r.config_hash, r.tags, r.meta_json,"
+                 " r.config_json, " + run_writer_sql(store.connection().dialect(), "r") + " FROM runs r WHERE r.id = ?");
   q.bind(1, view.id);
   if (!q.step()) throw kv::InputError(store.path(), "RUN_ID", fmt::format("no run {} in this database", view.id));
-  view.status = reported_run_status(q.text(0), q.int64(1), q.text(2));
-  view.started_at = q.text(3);
-  view.ended_at = q.text(4);
-  view.git_sha = q.text(5);
-  view.git_dirty = q.int64(6) != 0;
-  view.config_hash = q.text(7);
-  view.tags = q.text(8);
-  const auto meta = nlohmann::json::parse(q.text(9), nullptr, false);
-  const auto config = nlohmann::json::parse(q.text(10), nullptr, false);
+  view.status = reported_run_status(q.text(0), run_writer_at(q, 9), store.on_server());
+  view.started_at = q.text(1);
+  view.ended_at = q.text(2);
+  view.git_sha = q.text(3);
+  view.git_dirty = q.int64(4) != 0;
+  view.config_hash = q.text(5);
+  view.tags = q.text(6);
+  const auto meta = nlohmann::json::parse(q.text(7), nullptr, false);
+  const auto config = nlohmann::json::parse(q.text(8), nullptr, false);
   if (meta.is_object()) {
     view.suite = meta.value("suite", "");
     view.cpu_model = meta.value("cpu_model", "");

@@ -1,92 +1,110 @@
-// A prepared statement with bound parameters and a write transaction, for the store's readers
-// and retention (internal to baselines/).
+// A prepared statement with bound parameters and a write transaction, for the store's writers,
+// readers and retention (internal to baselines/). The SQL is one text for every backend
+// (sql_backend.h); failures throw as the store's do (DatabaseError for the database's own
+// condition, std::runtime_error for a bug).
 #pragma once
 
-#include <sqlite3.h>
-
+#include <cmath>
 #include <cstdint>
-#include <stdexcept>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "results_store.h"
+#include "sql_backend.h"
 
 namespace kvbench {
 
-// A prepared statement with bound parameters; every binding and step is checked (a failure
-// throws like any other of the store's: throw_sqlite_failure).
 class Query {
  public:
-  Query(ResultsStore& store, const std::string& sql) : Query(store, sql.c_str()) {}
-  Query(ResultsStore& store, const char* sql) : db_(store.db()) {
-    if (sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw_sqlite_failure(db_, "prepare");
-  }
-  ~Query() { sqlite3_finalize(stmt_); }
+  Query(ResultsStore& store, const std::string& sql) : stmt_(store.connection().prepare(sql)) {}
   Query(const Query&) = delete;
   Query& operator=(const Query&) = delete;
-  Query& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
-  Query& bind(int i, int v) { return check(sqlite3_bind_int(stmt_, i, v)); }
-  Query& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
-  Query& bind(int i, const std::string& v) {
-    return check(sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-  }
-  Query& bind_null(int i) { return check(sqlite3_bind_null(stmt_, i)); }
+  Query& bind(int i, std::int64_t v) { return set(i, v); }
+  Query& bind(int i, int v) { return set(i, static_cast<std::int64_t>(v)); }
+  // NaN is stored as NULL on every backend (SQLite has no NaN); readers map NULL back.
+  Query& bind(int i, double v) { return std::isnan(v) ? bind_null(i) : set(i, v); }
+  Query& bind(int i, const std::string& v) { return set(i, v); }
+  Query& bind_null(int i) { return set(i, std::monostate{}); }
   // Column c of `row`'s current row, bound as it is stored (its type and value, NULL included).
-  Query& bind_column(int i, const Query& row, int c) { return check(sqlite3_bind_value(stmt_, i, sqlite3_column_value(row.stmt_, c))); }
+  Query& bind_column(int i, const Query& row, int c) { return set(i, row.stmt_->value(c)); }
   // Steps a write to its end and makes the statement ready for new bindings.
   void run() {
     while (step()) {
     }
-    check(sqlite3_reset(stmt_));
+    stmt_->reset();
   }
-  bool step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc != SQLITE_DONE) throw_sqlite_failure(db_, "step");
-    return false;
+  // Runs an INSERT ... RETURNING id and gives the new row's id.
+  std::int64_t insert_returning_id() {
+    if (!step()) throw std::logic_error("insert_returning_id: the statement returned no row");
+    const std::int64_t id = int64(0);
+    run();
+    return id;
   }
-  bool null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
-  std::int64_t int64(int c) const { return sqlite3_column_int64(stmt_, c); }
-  int columns() const { return sqlite3_column_count(stmt_); }
-  double real(int c) const { return sqlite3_column_double(stmt_, c); }
-  std::string text(int c) const {
-    const auto* s = sqlite3_column_text(stmt_, c);
-    return s == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(s));
+  // Runs a write and gives how many rows it changed.
+  std::int64_t run_counting_changes() {
+    while (step()) {
+    }
+    const std::int64_t changed = stmt_->changes();
+    stmt_->reset();
+    return changed;
   }
+  bool step() { return stmt_->step(); }
+  bool null(int c) const { return stmt_->null(c); }
+  std::int64_t int64(int c) const { return stmt_->int64(c); }
+  int columns() const { return stmt_->columns(); }
+  double real(int c) const { return stmt_->real(c); }
+  std::string text(int c) const { return stmt_->text(c); }
+  SqlValue value(int c) const { return stmt_->value(c); }
 
  private:
-  Query& check(int rc) {
-    if (rc != SQLITE_OK) throw_sqlite_failure(db_, "bind");
+  Query& set(int i, const SqlValue& v) {
+    stmt_->bind(i, v);
     return *this;
   }
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
+  std::unique_ptr<SqlStatement> stmt_;
 };
 
-// A write transaction that rolls back unless committed; BEGIN IMMEDIATE takes the write lock up
-// front, so concurrent writers queue on the busy timeout instead of deadlocking.
+// Rows inserted many at a time: one statement of up to kRowsPerStatement rows of VALUES, so a
+// repetition's thousands of series points cost a handful of round trips to a server instead of
+// one each. add() takes a row's values in column order; flush() writes the rest (call it before
+// the transaction commits: rows not flushed are not written).
+class BatchInsert {
+ public:
+  // `head`: "INSERT INTO table (columns...)"; `columns`: how many values a row has.
+  BatchInsert(ResultsStore& store, std::string head, int columns) : store_(store), head_(std::move(head)), columns_(columns) {}
+  BatchInsert(const BatchInsert&) = delete;
+  BatchInsert& operator=(const BatchInsert&) = delete;
+  void add(std::vector<SqlValue> row);
+  void flush();
+
+ private:
+  void flush_arrays(std::size_t rows);
+  static void bind_value(Query& insert, int at, const SqlValue& v);
+  static constexpr int kRowsPerStatement = 256;  // SQLite: 256 rows of 9 values stay under its 32,766 parameters
+  static constexpr int kRowsPerArrays = 8192;
+  ResultsStore& store_;
+  std::string head_;
+  int columns_;
+  std::vector<SqlValue> pending_;
+};
+
+// A write transaction that rolls back unless committed.
 class WriteTransaction {
  public:
-  explicit WriteTransaction(ResultsStore& store) : db_(store.db()) { exec("BEGIN IMMEDIATE"); }
+  explicit WriteTransaction(ResultsStore& store) : connection_(store.connection()) { connection_.begin_write(); }
   ~WriteTransaction() {
-    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (!done_) connection_.rollback();
   }
   WriteTransaction(const WriteTransaction&) = delete;
   WriteTransaction& operator=(const WriteTransaction&) = delete;
   void commit() {
-    exec("COMMIT");
+    connection_.commit();
     done_ = true;
   }
 
  private:
-  void exec(const char* sql) {
-    char* error = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
-      const std::string message = error != nullptr ? error : sqlite3_errmsg(db_);
-      sqlite3_free(error);
-      throw_sqlite_failure(db_, sql, message);
-    }
-  }
-  sqlite3* db_;
+  SqlConnection& connection_;
   bool done_ = false;
 };
 

@@ -12,6 +12,18 @@ namespace kvbench {
 // database at v - 1 to v.
 const std::string& schema_step(int version);
 
+// The same schema on PostgreSQL, rendered from the steps above rather than written a second
+// time: the tables, indexes and views a SQLite database has after every step, in PostgreSQL's
+// types (identity ids, 64-bit integers, double precision, text compared byte by byte as SQLite
+// does) and in an order that creates a table before those that refer to it. A table without an
+// id keeps its insertion order in a `rowid` column, as SQLite's implicit one does. A case's
+// figures (metrics, series, histograms, events) keep no foreign key to it there: a server
+// checks one row by row, at more than the cost of the write.
+const std::string& postgres_schema();
+// A server at version - 1 migrated to `version`: the step rendered alike (a step that rebuilds a
+// table has no such rendering; none after version 7 does).
+std::string postgres_step(int version);
+
 // The fields of an events row (JSON text, metrics/run_event.h) as an SQL expression of its kind
 // and the text schemas before 7 stored; the v7 migration applies it once, and read-only opens of
 // older databases as they read.

@@ -9,6 +9,8 @@ packages=(
   catch2                  # Catch2 2.13 (v2): unit and end-to-end tests
   nlohmann-json3-dev      # configs, JSON exports
   libsqlite3-dev sqlite3  # results store (the CLI is used by end-to-end tests)
+  libpq-dev               # results store on a PostgreSQL server (--db postgresql://...)
+  postgresql              # ... and the server its end-to-end test starts (tests/e2e/postgres_test.sh)
   libfmt-dev              # formatting (libstdc++ 12 has no <format>)
   libcli11-dev            # command line
   libxxhash-dev           # L2 page checksums

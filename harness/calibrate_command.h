@@ -6,10 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "store_location.h"
+
 namespace kvbench {
 
 struct CalibrateOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string out;     // "": socs/host.json beside the database
   std::string l2_dir;  // "": l2/ beside the database or the --out file (created)
   double min_seconds = 0.25;

@@ -10,6 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "runtime/error.h"
+#include "store_location.h"
+
 namespace kvbench {
 
 // --model, --tokenizer and --text of the commands that run a real model over a text.
@@ -18,6 +21,25 @@ inline void add_real_model_options(CLI::App* cmd, std::string& model, std::strin
   cmd->add_option("--model", model, "llama2.c checkpoint (.bin) or GGUF file")->required();
   cmd->add_option("--tokenizer", tokenizer, "llama2.c tokenizer (.bin); GGUF files carry their own");
   cmd->add_option("--text", text, text_help)->required();
+}
+
+// An option naming a results database (--db, --into, --balance-from): a file, or a PostgreSQL URI
+// whose password is dropped as it is parsed, so nothing after the command line (messages, --json,
+// a run's metadata, a child process) sees it. Only CLI11's own errors leave parsing as usage
+// errors, so an unparsable URI's InputError (naming it without its password) becomes the
+// option's message: "--db: URI: reason".
+inline CLI::Option* add_db_option(CLI::App* cmd, const std::string& flag, std::string& db, const std::string& help) {
+  const CLI::Validator redact(
+      [flag](std::string& value) -> std::string {
+        try {
+          value = without_password(value, flag);
+        } catch (const kv::InputError& error) {
+          return fmt::format("{}: {}", error.where(), error.reason());
+        }
+        return "";
+      },
+      "");
+  return cmd->add_option(flag, db, help)->transform(redact);
 }
 
 inline CLI::Validator whole_number_in(long lo, long hi) {

@@ -14,6 +14,7 @@
 
 #include "builtin_gate_rules.h"
 #include "cli.h"
+#include "cli_checks.h"
 #include "gate_markdown.h"
 #include "human_units.h"
 #include "model_loader.h"
@@ -322,7 +323,7 @@ void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
   o.show->add_option("NAME", o.name, "baseline name")->required();
   o.rm = o.baseline_cmd->add_subcommand("rm", "Remove a baseline name (the run stays)");
   o.rm->add_option("NAME", o.name, "baseline name")->required();
-  for (CLI::App* sub : {o.set, o.list, o.show, o.rm}) sub->add_option("--db", o.db, "results database")->capture_default_str();
+  for (CLI::App* sub : {o.set, o.list, o.show, o.rm}) add_db_option(sub, "--db", o.db, "results database")->capture_default_str();
 
   o.ack = app.add_subcommand("ack", "Accept a regression: it stops failing the gate for that candidate and later ones against its baseline");
   o.ack->require_subcommand(0, 1);
@@ -334,12 +335,12 @@ void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
   o.ack_list = o.ack->add_subcommand("list", "Every acknowledgement");
   o.ack_rm = o.ack->add_subcommand("rm", "Remove an acknowledgement");
   o.ack_rm->add_option("ACK_ID", o.ack_id, "its id (`kvbench ack list`)")->required();
-  for (CLI::App* cmd : {o.ack, o.ack_list, o.ack_rm}) cmd->add_option("--db", o.db, "results database")->capture_default_str();
+  for (CLI::App* cmd : {o.ack, o.ack_list, o.ack_rm}) add_db_option(cmd, "--db", o.db, "results database")->capture_default_str();
 
   const auto common = [&](CLI::App* cmd) {
     cmd->add_option("--baseline", o.baseline, "baseline run selector: id, latest, latest:TAG, latest:suite=NAME or a baseline name")->required();
     cmd->add_option("--candidate", o.candidate, "candidate run selector (the same forms)")->required();
-    cmd->add_option("--db", o.db, "results database")->capture_default_str();
+    add_db_option(cmd, "--db", o.db, "results database")->capture_default_str();
     cmd->add_option("--rules", o.rules, "gate rules JSON (default: the built-in configs/gate.json)");
     cmd->add_flag("--require-same-config", o.require_same_config, "refuse case pairs whose resolved configuration differs");
     cmd->add_flag("--allow-machine-change", o.allow_machine_change, "gate host timings across CPUs or kernel paths (with a caveat)");

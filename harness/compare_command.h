@@ -10,6 +10,7 @@
 #include "comparison_record.h"
 #include "results_store.h"
 #include "run_comparison.h"
+#include "store_location.h"
 
 namespace kvbench {
 
@@ -19,7 +20,7 @@ inline constexpr int kExitUnreliable = 5;
 inline constexpr int kExitNeedsBaseline = 6;
 
 struct CompareCommandOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string baseline, candidate;  // run selectors
   std::string format = "table";     // compare: table | json | markdown | junit
   bool all = false;                 // compare: unchanged and not-gated rows too

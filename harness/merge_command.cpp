@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "cli_checks.h"
 #include "results_reader.h"
 #include "run_import.h"
 #include "run_metadata.h"
@@ -167,18 +168,23 @@ nlohmann::json merged_meta(const MergePlan& plan, const std::vector<ShardRun>& r
   return meta;
 }
 
+// Shards are files that `run --shard` wrote; --into may be a server, which is never one of them.
 void check_paths(const MergeOptions& o) {
   std::error_code ec;
+  const bool into_file = !is_postgres_uri(o.into);
   const fs::path into(o.into);
-  if (into.has_parent_path() && !fs::is_directory(into.parent_path(), ec)) {
+  if (into_file && into.has_parent_path() && !fs::is_directory(into.parent_path(), ec)) {
     throw kv::InputError(o.into, "--into", "its directory does not exist (" + into.parent_path().string() + ")");
   }
   std::set<fs::path> seen;
   for (const std::string& path : o.shards) {
+    if (is_postgres_uri(path)) {
+      throw kv::InputError(without_password(path, "SHARD"), "SHARD", "a shard is a database file that `run --shard` wrote, not a server");
+    }
     if (!fs::exists(path, ec)) throw kv::InputError(path, "SHARD", "does not exist");
     const fs::path canonical = fs::weakly_canonical(path, ec);
     if (!seen.insert(canonical).second) throw kv::InputError(path, "SHARD", "given twice");
-    if (fs::exists(o.into, ec) && fs::equivalent(o.into, path, ec)) {
+    if (into_file && fs::exists(o.into, ec) && fs::equivalent(o.into, path, ec)) {
       throw kv::InputError(o.into, "--into", "is also a shard file: merge into another database");
     }
   }
@@ -189,7 +195,7 @@ void check_paths(const MergeOptions& o) {
 void add_merge_command(CLI::App& app, MergeOptions& o) {
   o.command = app.add_subcommand("merge", "Join the shard runs of one run group (`run --shard I/N --run-group ID`) into one run of another database");
   o.command->add_option("SHARD", o.shards, "the shards' databases")->required();
-  o.command->add_option("--into", o.into, "the database that gets the merged run (created when absent)")->required();
+  add_db_option(o.command, "--into", o.into, "the database that gets the merged run (created when absent)")->required();
   o.command->add_option("--run-group", o.run_group, "the run group to merge (default: the only one the shard files hold)");
   o.command->add_flag("--allow-partial", o.allow_partial,
                       "merge even when shards are missing, failed, aborted or interrupted: the run is tagged partial and its "

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "cli.h"
+#include "cli_checks.h"
 #include "human_units.h"
 #include "results_reader.h"
 #include "results_store.h"
@@ -35,7 +36,7 @@ const char* direction(Better b) { return b == Better::Lower ? "lower is better" 
 void add_pareto_command(CLI::App& app, ParetoOptions& o) {
   o.command = app.add_subcommand("pareto", "The policies no other beats on every objective, per model, workload and SoC of a run");
   o.command->add_option("--run", o.run, kRunSelectorHelp)->capture_default_str();
-  o.command->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.command, "--db", o.db, "results database")->capture_default_str();
   o.command->add_option("--soc", o.soc, "only this SoC's cases");
   o.command->add_option("--x", o.x, "first objective (a metric)")->capture_default_str();
   o.command->add_option("--y", o.y, "second objective: an accuracy figure such as ppl_delta_pct, attn_rel_error or attn_mass_recall")

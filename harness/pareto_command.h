@@ -11,11 +11,12 @@
 
 #include "pareto.h"
 #include "run_view.h"
+#include "store_location.h"
 
 namespace kvbench {
 
 struct ParetoOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string run = "latest";
   std::string soc;  // "": every SoC of the run
   std::string x = "kv_bytes_per_token", y, z;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cli.h"
+#include "cli_checks.h"
 #include "human_units.h"
 #include "retention.h"
 #include "runtime/error.h"
@@ -66,7 +67,7 @@ void add_prune_command(CLI::App& app, PruneCommandOptions& o) {
   o.command->add_option("--older-than", o.older_than, "remove runs started at least DAYS days ago (a whole number)")->required();
   o.command->add_option("--keep", o.keep, "always keep the newest N complete runs of each suite")->capture_default_str();
   o.command->add_flag("--dry-run", o.dry_run, "list what would be removed and change nothing");
-  o.command->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.command, "--db", o.db, "results database")->capture_default_str();
 }
 
 int run_prune(const PruneCommandOptions& o) {
@@ -84,7 +85,7 @@ int run_prune(const PruneCommandOptions& o) {
   if (o.dry_run) {
     fmt::print("would remove {}:\n", runs_text(plan.remove.size()));
     for (const RetentionRun& r : plan.remove) fmt::print("{}\n", run_line(r));
-    fmt::print("dry run: nothing changed; the database holds {}\n", bytes_text(database_bytes(o.db)));
+    fmt::print("dry run: nothing changed; the database holds {}\n", bytes_text(database_bytes(store)));
     return kExitOk;
   }
   print_result(apply_prune(store, plan));

@@ -8,10 +8,12 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "store_location.h"
+
 namespace kvbench {
 
 struct PruneCommandOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string older_than;  // days, validated by run_prune
   std::string keep = "5";  // complete runs per suite
   bool dry_run = false;

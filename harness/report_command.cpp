@@ -19,7 +19,7 @@ namespace kvbench {
 
 void add_report_command(CLI::App& app, ReportCommandOptions& o) {
   o.command = app.add_subcommand("report", "Write a run as one self-contained HTML page with plots (DIR/index.html)");
-  o.command->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.command, "--db", o.db, "results database")->capture_default_str();
   o.command->add_option("--run", o.run, std::string(kRunSelectorHelp) + " (default: the latest complete run)");
   o.command->add_option("--baseline", o.baseline, "compare with this run (default: the baseline of the run's stored gate verdict)");
   o.command->add_option("--history", o.history, "trends: the suite's last N complete runs")->check(whole_number_in(1, 10000))->capture_default_str();

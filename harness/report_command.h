@@ -7,10 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "store_location.h"
+
 namespace kvbench {
 
 struct ReportCommandOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string run = "latest:complete";
   std::string baseline;
   int history = 30;

@@ -65,7 +65,7 @@ SuiteConfig find_suite(const std::string& name_or_path) {
 namespace {
 
 void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
-  cmd->add_option("--db", o.run.db_path, "results database")->capture_default_str();
+  add_db_option(cmd, "--db", o.run.db_path, "results database")->capture_default_str();
   cmd->add_option("--tag", o.run.tags, "tag the run (repeatable)")
       ->check(CLI::Validator([](std::string& tag) { return name_problem(tag, true); }, "TAG"));
   cmd->add_option("--repetitions", o.run.repetitions, "override the suite's repetitions")->check(whole_number_in(1, 1000));
@@ -81,6 +81,11 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--heartbeat", o.run.heartbeat_s,
                   "in a log (stderr not a terminal): a line at least every this many seconds inside a long repetition (0: none)")
       ->check(number_in(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-timeout", o.run.heartbeat_timeout_s,
+                  "on a PostgreSQL store: seconds without a heartbeat after which any kvbench takes this run for abandoned "
+                  "(marked aborted by the next writer; the run beats four times as often)")
+      ->check(whole_number_in(2, 86400))
       ->capture_default_str();
   cmd->add_flag("--wide", o.wide, "print the summary as one table, however wide (default: fit the terminal, 120 columns in a log)");
   cmd->add_flag("--check", o.run.check_only,
@@ -100,9 +105,9 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
           },
           "PROFILE"));
   cmd->add_option("--run-group", o.run.run_group, "with --shard: the name the shards of one run share (tagged run-group=ID)");
-  cmd->add_option("--balance-from", o.run.balance_from,
-                  "with --shard: the database whose previous run of the suite balances the shards (default: --db); every "
-                  "shard of a group must balance from the same history");
+  add_db_option(cmd, "--balance-from", o.run.balance_from,
+                "with --shard: the database whose previous run of the suite balances the shards (default: --db); every "
+                "shard of a group must balance from the same history");
 }
 
 }  // namespace
@@ -142,7 +147,7 @@ std::vector<std::string> parse_soc_list(const std::string& text) {
 void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.list = app.add_subcommand("list", "List what the results database holds (read-only)");
   o.list->add_option("what", o.what, "runs, baselines or acks")->required()->check(CLI::IsMember({"runs", "baselines", "acks"}));
-  o.list->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.list, "--db", o.db, "results database")->capture_default_str();
   o.list->add_flag("--json", o.json, "print them as a JSON array");
   o.list->add_option("--status", o.status, "runs: only runs with this status")
       ->check(CLI::IsMember({"running", "complete", "failed", "aborted", "interrupted"}));
@@ -151,7 +156,7 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.list->add_option("--last", o.last, "runs: only the newest N runs")->check(CLI::PositiveNumber);
   o.show = app.add_subcommand("show", "A run's metadata and per-case medians (read-only)");
   o.show->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
-  o.show->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.show, "--db", o.db, "results database")->capture_default_str();
   o.show->add_option("--metrics", o.metrics, "comma-separated metric names for the columns (\"all\": every metric)");
   o.show->add_flag("--json", o.json, "print the same medians as JSON");
   o.show->add_flag("--wide", o.wide, "one table, however wide (default: fit the terminal, 120 columns in a log)");
@@ -160,7 +165,7 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
       ->capture_default_str();
   o.exporter = app.add_subcommand("export", "Export a run's metrics as JSON or CSV (read-only)");
   o.exporter->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
-  o.exporter->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.exporter, "--db", o.db, "results database")->capture_default_str();
   o.exporter->add_option("--format", o.format, "json or csv")->check(CLI::IsMember({"json", "csv"}))->capture_default_str();
   o.exporter->add_option("--out", o.out, "output file (default: stdout)");
 }
@@ -169,7 +174,8 @@ std::string run_json(const RunSummary& s) {
   return json{{"run_id", s.run_id},   {"status", run_status_name(s.status)},
               {"db", s.db},           {"cases", s.cases},
               {"skipped", s.skipped}, {"failed", s.failed},
-              {"degraded", s.degraded}, {"stored_repetitions", s.stored_repetitions}}
+              {"degraded", s.degraded}, {"stored_repetitions", s.stored_repetitions},
+              {"store_writes", {{"repetitions", s.store_writes.repetitions}, {"seconds", s.store_writes.seconds}, {"clock", "host"}}}}
       .dump();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runner.h"
+#include "store_location.h"
 
 namespace kvbench {
 
@@ -24,7 +25,7 @@ struct RunCommandOptions {
 };
 
 struct ResultsCommandOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string what;            // list: runs, baselines or acks
   std::string run_selector;    // show, export: an id, latest, latest:TAG, latest:suite=NAME or a baseline name
   std::int64_t run_id = 0;     // > 0: this run, whatever run_selector says

@@ -9,6 +9,7 @@
 #include "build_info.h"
 #include "machine.h"
 #include "runtime/isa.h"
+#include "store_location.h"
 
 namespace kvbench {
 
@@ -42,6 +43,8 @@ RunInfo describe_run(const SuiteConfig& suite, const RunOptions& options, const 
     for (const auto& [soc, profile] : *settings.profiles) used[soc] = {{"origin", profile.origin}, {"hash", profile.hash}};
   }
   meta["soc_profiles"] = used;
+  // Read by liveness on a server (results_store.h, RunWriter); a file's runs go by their pid.
+  if (is_postgres_uri(options.db_path)) meta["heartbeat_timeout_s"] = options.heartbeat_timeout_s;
   if (!options.device_soc.empty()) {
     meta["device_soc"] = options.device_soc;
     info.tags.push_back("device=" + options.device_soc);  // latest:device=NAME selects a board's newest run

@@ -6,15 +6,26 @@
 #include <algorithm>
 
 #include "runtime/error.h"
+#include "store_location.h"
 
 namespace kvbench {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// l2/ in the store's local directory: beside a database file ("l2" for one named without a
+// directory), in kvbench-results/ for a server.
+std::string default_l2_base(const std::string& db_path) {
+  if (!is_postgres_uri(db_path) && !fs::path(db_path).has_parent_path()) return "l2";
+  return (store_local_dir(db_path) / "l2").string();
+}
+
+}  // namespace
+
 RunWorkspace::RunWorkspace(const std::string& l2_dir_flag, const std::string& db_path) {
-  const fs::path db(db_path);
   default_is_flag_ = !l2_dir_flag.empty();
-  default_base_ = default_is_flag_ ? l2_dir_flag : (db.has_parent_path() ? db.parent_path() / "l2" : fs::path("l2")).string();
+  default_base_ = default_is_flag_ ? l2_dir_flag : default_l2_base(db_path);
   if (default_is_flag_) {
     std::error_code ec;
     const fs::file_status status = fs::status(l2_dir_flag, ec);

@@ -1,8 +1,8 @@
 // A run's L2 workspace: the base directories its offloading cases write under - a policy's own
-// `memory.l2_dir`, else --l2-dir, else `l2` beside the database - checked before the run is
-// stored, and the run's own subdirectories under them (kvbench-run-PID-RUNID), which it removes
-// whatever the outcome: a concurrent run's files and the directories a user gave are never
-// touched.
+// `memory.l2_dir`, else --l2-dir, else `l2` beside the database (kvbench-results/l2 for a
+// server) - checked before the run is stored, and the run's own subdirectories under them
+// (kvbench-run-PID-RUNID), which it removes whatever the outcome: a concurrent run's files and
+// the directories a user gave are never touched.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 
 #include "build_info.h"
 #include "case_group_run.h"
+#include "run_heartbeat.h"
 #include "case_plan.h"
 #include "case_preparation.h"
 #include "degradation.h"
@@ -41,7 +42,8 @@ void check_shard_options(const RunOptions& options) {
   }
   if (!options.shard) return;
   std::error_code ec;
-  if (!options.balance_from.empty() && !fs::exists(options.balance_from, ec)) {
+  // A server is tested by opening it, when the history is read.
+  if (!options.balance_from.empty() && !is_postgres_uri(options.balance_from) && !fs::exists(options.balance_from, ec)) {
     throw kv::InputError(options.balance_from, "--balance-from", "does not exist");
   }
   const bool plain = options.run_group.size() <= 64 && std::all_of(options.run_group.begin(), options.run_group.end(), [](char ch) {
@@ -82,11 +84,11 @@ void plan_l2_dirs(const SuiteConfig& suite, const std::vector<PreparedCase>& cas
   }
 }
 
-// The database's directory: the default location's is made; any other must exist (a mistyped
-// --db must not leave a tree of directories behind).
+// A database file's directory: the default location's is made; any other must exist (a mistyped
+// --db must not leave a tree of directories behind). A server has none.
 void check_database_dir(const RunOptions& options) {
   const fs::path db_path(options.db_path);
-  if (!db_path.has_parent_path()) return;
+  if (is_postgres_uri(options.db_path) || !db_path.has_parent_path()) return;
   std::error_code ec;
   if (options.db_path == RunOptions{}.db_path) {
     if (!options.check_only) fs::create_directories(db_path.parent_path(), ec);
@@ -107,11 +109,11 @@ SocProfiles load_profiles(const SuiteConfig& suite, const RunOptions& options) {
   return profiles;
 }
 
-// --check: the database opened read-only where it exists (damaged, foreign or newer: refused),
-// and which cases would be skipped or degraded.
+// --check: the database opened read-only where it exists (damaged, foreign or newer: refused; a
+// server always, so that it is reached), and which cases would be skipped or degraded.
 RunSummary checked_summary(const std::vector<PreparedCase>& cases, const RunOptions& options) {
   std::error_code ec;
-  if (fs::exists(options.db_path, ec)) {
+  if (is_postgres_uri(options.db_path) || fs::exists(options.db_path, ec)) {
     const ResultsStore readable(options.db_path, Access::ReadOnly);
   }
   RunSummary checked;
@@ -215,6 +217,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   RunSummary summary;
   summary.db = options.db_path;
   summary.run_id = store.begin_run(run_info(suite, options, models_dir, repetitions, workspace, profiles, shard ? &*shard : nullptr));
+  const RunHeartbeat beat(options.db_path, summary.run_id, std::chrono::milliseconds(options.heartbeat_timeout_s * 1000 / 4));
   try {
     workspace.open(summary.run_id);
   } catch (...) {
@@ -233,6 +236,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   run_cases(run, cases, groups);
   summary.status = summary.interrupted ? RunStatus::Interrupted : summary.failed > 0 ? RunStatus::Failed : RunStatus::Complete;
   store.finish_run(summary.run_id, summary.status);
+  summary.store_writes = store.writes();
   return summary;
 }
 

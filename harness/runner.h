@@ -18,14 +18,16 @@
 #include "memory/file_io.h"
 #include "results_store.h"
 #include "soc/soc_profile.h"
+#include "store_location.h"
 #include "suite_config.h"
 
 namespace kvbench {
 
 struct RunOptions {
-  std::string db_path = "kvbench-results/results.sqlite";
-  // L2 directory of the policies that leave l2_dir empty; it must exist. "": <directory of the
-  // database>/l2, created when a policy offloads. Each run writes only inside a subdirectory of
+  std::string db_path = kDefaultResultsDb;
+  // L2 directory of the policies that leave l2_dir empty; it must exist. "": l2/ in
+  // store_local_dir(db_path) (beside a database file; kvbench-results/ for a server), created
+  // when a policy offloads. Each run writes only inside a subdirectory of
   // its own (kvbench-run-<pid>-<run id>) and removes it when it ends.
   std::string l2_dir;
   std::vector<std::string> tags;
@@ -34,6 +36,9 @@ struct RunOptions {
   std::string models_dir;           // "": KVBENCH_MODELS_DIR, else the configure-time default
   bool progress = true;             // on a terminal only
   double heartbeat_s = 30.0;        // in a log: the longest silence inside a repetition (0: none)
+  // On a server: seconds without a heartbeat after which readers and writers take the run for
+  // abandoned (its writer beats four times as often, from a thread of its own).
+  int heartbeat_timeout_s = kDefaultHeartbeatTimeoutS;
   // Every check a run makes before it starts (the suite against the models, scripts, budgets,
   // kernel paths, directories and the database, opened read-only when it exists), then return
   // without running or writing anything.
@@ -66,6 +71,7 @@ struct RunSummary {
   int degraded = 0;  // complete cases whose engine degraded (L2 faults, danger, requantization, overflow)
   bool interrupted = false;
   int stored_repetitions = 0;  // recorded repetitions in the database, over every case
+  StoreWrites store_writes;    // the time the store took to write the repetitions (host clock)
   struct CaseLine {
     std::string name;
     std::string status;  // complete, skipped, failed

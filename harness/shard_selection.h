@@ -25,8 +25,8 @@ struct CaseTimes {
   std::map<std::string, double> seconds;  // by case name
   std::string source;
 };
-// An absent file has no history; a file that is not a readable kvbench database is an InputError
-// naming `flag` (--balance-from, or --db when the history is the run's own database).
+// An absent file has no history; a file (or server) that is not a readable kvbench database is an
+// InputError naming `flag` (--balance-from, or --db when the history is the run's own database).
 CaseTimes previous_case_times(const std::string& db_path, const std::string& suite_name, const std::string& flag = "--db");
 
 struct ShardSelection {

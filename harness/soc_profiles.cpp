@@ -17,6 +17,7 @@
 #include "builtin_socs.h"
 #include "quant/format.h"
 #include "runtime/error.h"
+#include "store_location.h"
 #include "strict_json.h"
 
 namespace kvbench {
@@ -302,9 +303,7 @@ SocProfile parse_soc_profile(const std::string& text, const std::string& file) {
 }
 
 std::string host_profile_path(const std::string& db_path) {
-  const std::filesystem::path db(db_path);
-  const std::filesystem::path dir = db.has_parent_path() ? db.parent_path() : std::filesystem::path(".");
-  return (dir / "socs" / "host.json").string();
+  return (store_local_dir(db_path) / "socs" / "host.json").string();
 }
 
 SocProfile load_soc_profile(const std::string& name, const std::string& db_path) {

@@ -22,8 +22,9 @@ std::string builtin_soc_names(bool with_host = true);
 // non-positive rate or capacity, or an engine the schedule names but the profile lacks.
 kv::soc::SocProfile parse_soc_profile(const std::string& text, const std::string& file);
 
-// The host profile a database uses: DB_DIR/socs/host.json when `kvbench calibrate` wrote one,
-// else the compiled-in fallback. Other names are the compiled-in profiles.
+// The host profile a database uses: socs/host.json in its store_local_dir (the file's directory,
+// kvbench-results/ for a server) when `kvbench calibrate` wrote one, else the compiled-in
+// fallback. Other names are the compiled-in profiles.
 std::string host_profile_path(const std::string& db_path);
 kv::soc::SocProfile load_soc_profile(const std::string& name, const std::string& db_path);
 

@@ -8,6 +8,7 @@
 
 #include "change_points.h"
 #include "cli.h"
+#include "cli_checks.h"
 #include "human_units.h"
 #include "metric_table.h"
 #include "results_reader.h"
@@ -32,7 +33,7 @@ void add_trend_command(CLI::App& app, TrendOptions& o) {
   o.command->add_option("--suite", o.suite, "the suite (default: that of the newest complete run)");
   o.command->add_option("--last", o.last, "only the newest N runs")->check(CLI::PositiveNumber);
   o.command->add_option("--format", o.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
-  o.command->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.command, "--db", o.db, "results database")->capture_default_str();
 }
 
 namespace {

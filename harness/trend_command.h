@@ -6,10 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "store_location.h"
+
 namespace kvbench {
 
 struct TrendOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string metric, case_glob = "*", suite, format = "table";
   int last = 0;
   CLI::App* command = nullptr;

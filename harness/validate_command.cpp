@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "cli_checks.h"
 #include "human_units.h"
 #include "metric_table.h"
 #include "results_reader.h"
@@ -23,7 +24,7 @@ using json = nlohmann::json;
 void add_validate_command(CLI::App& app, ValidateOptions& o) {
   o.command = app.add_subcommand("validate-model", "The cost model against measurement: a run's host cases, measured and modelled side by side");
   o.command->add_option("--run", o.run, kRunSelectorHelp)->capture_default_str();
-  o.command->add_option("--db", o.db, "results database")->capture_default_str();
+  add_db_option(o.command, "--db", o.db, "results database")->capture_default_str();
   o.command->add_flag("--json", o.json, "print a list of {case, metric, measured, modelled, ratio}");
 }
 

@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <string>
 
+#include "store_location.h"
+
 namespace kvbench {
 
 struct ValidateOptions {
-  std::string db = "kvbench-results/results.sqlite";
+  std::string db = kDefaultResultsDb;
   std::string run = "latest";
   bool json = false;
   CLI::App* command = nullptr;

@@ -212,7 +212,7 @@ TEST_CASE("prune removes every row of the runs it removes, keeps the rest whole 
   CHECK(result.rows_removed == rows);
   CHECK(result.vacuum_error.empty());
   CHECK(result.bytes_after < result.bytes_before);
-  CHECK(result.bytes_after == database_bytes(path));
+  CHECK(result.bytes_after == database_file_bytes(path));
   // Nothing left to remove: a second prune removes nothing.
   const PruneResult again = apply_prune(store, plan_prune(read_retention_input(store), options(30, 2)));
   CHECK(again.removed.empty());
