@@ -209,9 +209,21 @@ void ResultsStore::open_read_only() {
   }
 }
 
+bool store_exists(const std::string& db) {
+  if (!is_postgres_uri(db)) {
+    std::error_code ec;
+    return std::filesystem::exists(db, ec);
+  }
+  const std::unique_ptr<SqlConnection> connection = postgres_connection(db);
+  const auto tables = connection->prepare("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()");
+  return tables->step() && tables->int64(0) > 0;
+}
+
 void ResultsStore::open_postgres() {
   conn_ = postgres_connection(path_);
   if (access_ == Access::ReadOnly) {
+    // A reader never writes, on a server as in a file: the session itself refuses to.
+    exec("SET default_transaction_read_only = on");
     schema_version_ = read_schema_version(*this);
     check_readable_version(path_, schema_version_, table_count(*this));
     return;

@@ -197,6 +197,11 @@ class ResultsStore {
   StoreWrites writes_;
 };
 
+// Whether `db` holds a store to read: a file that exists, or a server database with any table (a
+// new, empty server database is like a file not yet written). Connecting to a server that cannot
+// be reached throws DatabaseError.
+bool store_exists(const std::string& db);
+
 // How long a run on a server may go without a heartbeat before it is taken for abandoned, unless
 // the run states its own (`kvbench run --heartbeat-timeout`, kept in its metadata).
 inline constexpr int kDefaultHeartbeatTimeoutS = 120;

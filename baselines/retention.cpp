@@ -107,6 +107,12 @@ std::int64_t pragma_value(ResultsStore& store, const char* sql) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::int64_t>> remove_run_rows(ResultsStore& store, std::int64_t run_id) {
+  std::vector<std::pair<std::string, std::int64_t>> rows;
+  for (const auto& [table, sql] : kRunRows) rows.emplace_back(table, run_delete(store, sql, run_id));
+  return rows;
+}
+
 RetentionInput read_retention_input(ResultsStore& store) {
   RetentionInput input;
   std::map<std::int64_t, std::vector<std::string>> held;
@@ -189,7 +195,7 @@ PruneResult apply_prune(ResultsStore& store, const PrunePlan& plan) {
         result.spared.push_back(run);
         continue;
       }
-      for (const auto& [table, sql] : kRunRows) rows[table] += run_delete(store, sql, run.id);
+      for (const auto& [table, n] : remove_run_rows(store, run.id)) rows[table] += n;
       result.removed.push_back(run);
     }
     tx.commit();

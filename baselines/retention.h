@@ -70,6 +70,11 @@ struct PruneResult {
 // Needs a store opened for writing.
 PruneResult apply_prune(ResultsStore& store, const PrunePlan& plan);
 
+// Inside the caller's write transaction: every row of run `run_id` (its cases' figures, cases,
+// verdicts, change points, then the run; baselines and acknowledgements naming it go with it);
+// returns the rows removed per table.
+std::vector<std::pair<std::string, std::int64_t>> remove_run_rows(ResultsStore& store, std::int64_t run_id);
+
 // The database's size in bytes: a file's with its WAL, a server database's as the server counts it.
 std::uint64_t database_bytes(ResultsStore& store);
 // The size of a database file and its WAL, in bytes.

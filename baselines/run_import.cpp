@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <optional>
+
 #include <fmt/format.h>
 
+#include "retention.h"
 #include "sql_query.h"
 #include "store_schema.h"
 
@@ -17,13 +20,15 @@ void copy_rows(ResultsStore& source, const char* select, std::int64_t source_cas
                std::int64_t target_case) {
   Query rows(source, select);
   rows.bind(1, source_case);
-  BatchInsert write(target, insert, rows.columns() + 1);
+  // A server's statement knows its columns once it has run: the batch is made at the first row.
+  std::optional<BatchInsert> write;
   while (rows.step()) {
+    if (!write) write.emplace(target, insert, rows.columns() + 1);
     std::vector<SqlValue> row{target_case};
     for (int c = 0; c < rows.columns(); ++c) row.push_back(rows.value(c));
-    write.add(std::move(row));
+    write->add(std::move(row));
   }
-  write.flush();
+  if (write) write->flush();
 }
 
 std::int64_t copy_case(const ImportedCase& from, ResultsStore& target, std::int64_t run_id) {
@@ -71,6 +76,7 @@ std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std:
   insert.bind(11, join_tags(run.info.tags)).bind(12, run.info.meta_json);
   const std::int64_t run_id = insert.insert_returning_id();
   for (const ImportedCase& c : cases) copy_case(c, target, run_id);
+  for (const std::int64_t replaced : run.replaces) remove_run_rows(target, replaced);
   tx.commit();
   return run_id;
 }

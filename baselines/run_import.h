@@ -22,6 +22,10 @@ struct ImportedRun {
   RunInfo info;
   RunStatus status = RunStatus::Complete;
   std::string started_at, ended_at;  // as the sources say (the earliest start, the latest end)
+  // Runs of the target that the new run takes the place of, removed in its transaction once its
+  // rows are copied: the shard runs of a group merged on the server they were written to, whose
+  // cases would otherwise be in the history twice.
+  std::vector<std::int64_t> replaces;
 };
 
 // Throws InputError (the file, field `schema`) for a database at another schema than this
@@ -29,7 +33,7 @@ struct ImportedRun {
 void require_current_schema(const ResultsStore& source);
 
 // Returns the new run's id. Checks every source's schema (require_current_schema) before writing
-// anything.
+// anything. A source may be the target's own database, opened apart (read-only).
 std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std::vector<ImportedCase>& cases);
 
 // The ids and names of a run's cases, in the order they were stored.

@@ -28,6 +28,7 @@ class SqlStatement {
   virtual void bind(int i, const SqlValue& value) = 0;
   virtual bool step() = 0;
   virtual void reset() = 0;
+  // The result's columns: known once step() has run (a server describes a result as it sends it).
   virtual int columns() const = 0;
   virtual bool null(int c) const = 0;
   virtual std::int64_t int64(int c) const = 0;

@@ -35,6 +35,15 @@ void append_element(std::string& out, const SqlValue& v) {
 
 }  // namespace
 
+std::string postgres_array_literal(const std::vector<SqlValue>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    append_element(out, values[i]);
+  }
+  return out + "}";
+}
+
 void BatchInsert::flush() {
   if (pending_.empty()) return;
   const std::size_t rows = pending_.size() / static_cast<std::size_t>(columns_);
@@ -73,20 +82,19 @@ void BatchInsert::flush_arrays(std::size_t rows) {
     const std::string name = "c" + std::to_string(c);
     select += (c == 0 ? "" : ", ") + (kind == 0 ? std::string("NULL") : name);
     if (kind == 0) continue;
-    std::string array = "{";
+    std::vector<SqlValue> column;
+    column.reserve(rows);
     for (std::size_t r = 0; r < rows; ++r) {
-      if (r > 0) array += ',';
       const SqlValue& v = pending_[r * static_cast<std::size_t>(columns_) + static_cast<std::size_t>(c)];
       if (kind == 3 && !std::holds_alternative<std::string>(v) && !std::holds_alternative<std::monostate>(v)) {
         std::string text;
         append_element(text, v);
-        append_element(array, SqlValue{text});
+        column.emplace_back(std::move(text));
       } else {
-        append_element(array, v);
+        column.push_back(v);
       }
     }
-    array += '}';
-    arrays.push_back(std::move(array));
+    arrays.push_back(postgres_array_literal(column));
     from += (arrays.size() == 1 ? "?::" : ", ?::") + std::string(kind == 1 ? "bigint[]" : kind == 2 ? "double precision[]" : "text[]");
     names += name + ", ";
   }

@@ -89,6 +89,10 @@ class BatchInsert {
   std::vector<SqlValue> pending_;
 };
 
+// The text of a PostgreSQL array of `values` ({1,NULL}, {"a \"b\""}): what BatchInsert sends a
+// server for one column.
+std::string postgres_array_literal(const std::vector<SqlValue>& values);
+
 // A write transaction that rolls back unless committed.
 class WriteTransaction {
  public:

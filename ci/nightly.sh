@@ -3,13 +3,15 @@
 # --promote move the baseline to the new run when the night is a plain pass.
 #
 #   ci/nightly.sh [--db PATH] [--baseline NAME] [--suite NAME|PATH] [--out DIR] [--promote] [--tag T]
-#                 [--inconclusive pass|fail] [--unreliable pass|fail] [--noise-threshold X] [--shards DIR]
+#                 [--inconclusive pass|fail] [--unreliable pass|fail] [--noise-threshold X] [--shards DIR | --run-group ID]
 #
 # With --shards DIR the suite is not run here: the shard databases in DIR (*.sqlite, written by
 # `kvbench run --shard I/N --run-group ID` on other machines) are merged into the database
 # (`kvbench merge`), and the merged run is gated, reported and promoted like a run of its own.
-# Its suite, tags and noise threshold are the shards' own: --suite, --tag and --noise-threshold
-# are refused with it.
+# With --run-group ID and a PostgreSQL --db (postgresql://...) the shards wrote straight into that
+# server (`kvbench run --shard I/N --run-group ID --db postgresql://...`): their runs are merged
+# there, the merged run taking their place. Its suite, tags and noise threshold are the shards'
+# own: --suite, --tag and --noise-threshold are refused with either.
 #
 # The first night (no baseline yet) passes and, with --promote, becomes the baseline. The gate's
 # JUnit, Markdown and JSON land in DIR (default the repository's kvbench-results/) as gate.xml, gate.md and
@@ -35,6 +37,7 @@ tags=(nightly)
 gate_args=()
 run_args=()
 shards=""
+run_group=""
 run_flags=""  # --suite, --tag or --noise-threshold as given (they do not go with --shards)
 # A flag's value, or exit 2 when it is missing.
 require_value() {
@@ -51,7 +54,7 @@ pass_or_fail() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --db|--baseline|--suite|--out|--tag|--inconclusive|--unreliable|--noise-threshold|--shards) require_value "$@" ;;
+    --db|--baseline|--suite|--out|--tag|--inconclusive|--unreliable|--noise-threshold|--shards|--run-group) require_value "$@" ;;
   esac
   case "$1" in
     --db) db=$2; shift 2 ;;
@@ -63,11 +66,24 @@ while [ $# -gt 0 ]; do
     --inconclusive|--unreliable) pass_or_fail "$1" "$2"; gate_args+=("$1" "$2"); shift 2 ;;
     --noise-threshold) run_args+=("$1" "$2"); run_flags+=" --noise-threshold"; shift 2 ;;
     --shards) shards=$2; shift 2 ;;
-    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote, --inconclusive, --unreliable, --noise-threshold, --shards)" >&2; exit 2 ;;
+    --run-group) run_group=$2; shift 2 ;;
+    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote, --inconclusive, --unreliable, --noise-threshold, --shards, --run-group)" >&2; exit 2 ;;
   esac
 done
-if [ -n "$shards" ] && [ -n "$run_flags" ]; then
-  echo "ci/nightly.sh: --shards:$run_flags belong to the shards' own runs (kvbench run --shard)" >&2
+server=0
+case "$db" in postgresql://*|postgres://*) server=1 ;; esac
+# What this script prints of --db: a URI without its password (kvbench redacts its own output).
+shown_db=$(printf '%s' "$db" | sed -E 's#^(postgres(ql)?://[^:/@?]*):[^@/?]*@#\1@#; s#([?&])password=[^&]*&?#\1#; s#[?&]$##')
+if [ -n "$shards" ] && [ -n "$run_group" ]; then
+  echo "ci/nightly.sh: --shards and --run-group: the shards are either files in a directory or runs on the --db server" >&2
+  exit 2
+fi
+if [ -n "$run_group" ] && [ "$server" = 0 ]; then
+  echo "ci/nightly.sh: --run-group: merges shards written straight into a PostgreSQL --db (postgresql://...); shard files go with --shards DIR" >&2
+  exit 2
+fi
+if { [ -n "$shards" ] || [ -n "$run_group" ]; } && [ -n "$run_flags" ]; then
+  echo "ci/nightly.sh: ${shards:+--shards}${run_group:+--run-group}:$run_flags belong to the shards' own runs (kvbench run --shard)" >&2
   exit 2
 fi
 kvbench=${KVBENCH:-$root/build/bin/kvbench}
@@ -75,7 +91,8 @@ if [ ! -x "$kvbench" ]; then
   echo "ci/nightly.sh: $kvbench: not built (run ci/quickstart.sh or cmake --build build --target kvbench)" >&2
   exit 2
 fi
-mkdir -p "$out" "$(dirname "$db")"
+mkdir -p "$out"
+[ "$server" = 1 ] || mkdir -p "$(dirname "$db")"
 say() { printf 'nightly: %s\n' "$*" >&2; }
 
 tag_args=()
@@ -86,10 +103,13 @@ if [ -n "$shards" ]; then
     echo "ci/nightly.sh: --shards: $shards holds no shard database (*.sqlite)" >&2
     exit 2
   fi
-  say "merging ${#shard_files[@]} shard databases from $shards into $db"
+  say "merging ${#shard_files[@]} shard databases from $shards into $shown_db"
   run_json=$("$kvbench" merge --into "$db" "${shard_files[@]}" --json)
+elif [ -n "$run_group" ]; then
+  say "merging the shard runs of run group $run_group on the server"
+  run_json=$("$kvbench" merge --into "$db" "$db" --run-group "$run_group" --json)
 else
-  say "running suite $suite into $db"
+  say "running suite $suite into $shown_db"
   run_json=$("$kvbench" run --suite "$suite" --db "$db" "${tag_args[@]}" "${run_args[@]}" --json)
 fi
 status=$?

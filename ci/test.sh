@@ -44,7 +44,7 @@ step "test models (models/SHA256SUMS)"
 (cd models && sha256sum --check --strict SHA256SUMS) || { echo "ci/test.sh: a file in models/ is missing or changed (see above)" >&2; exit 1; }
 
 step "release build"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKVBENCH_POSTGRES=ON >/dev/null
 cmake --build build -j"$jobs"
 
 step "release tests"

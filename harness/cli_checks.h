@@ -28,8 +28,8 @@ inline void add_real_model_options(CLI::App* cmd, std::string& model, std::strin
 // a run's metadata, a child process) sees it. Only CLI11's own errors leave parsing as usage
 // errors, so an unparsable URI's InputError (naming it without its password) becomes the
 // option's message: "--db: URI: reason".
-inline CLI::Option* add_db_option(CLI::App* cmd, const std::string& flag, std::string& db, const std::string& help) {
-  const CLI::Validator redact(
+inline CLI::Validator without_password_transform(const std::string& flag) {
+  return CLI::Validator(
       [flag](std::string& value) -> std::string {
         try {
           value = without_password(value, flag);
@@ -39,7 +39,10 @@ inline CLI::Option* add_db_option(CLI::App* cmd, const std::string& flag, std::s
         return "";
       },
       "");
-  return cmd->add_option(flag, db, help)->transform(redact);
+}
+
+inline CLI::Option* add_db_option(CLI::App* cmd, const std::string& flag, std::string& db, const std::string& help) {
+  return cmd->add_option(flag, db, help)->transform(without_password_transform(flag));
 }
 
 inline CLI::Validator whole_number_in(long lo, long hi) {

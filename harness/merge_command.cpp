@@ -168,7 +168,8 @@ nlohmann::json merged_meta(const MergePlan& plan, const std::vector<ShardRun>& r
   return meta;
 }
 
-// Shards are files that `run --shard` wrote; --into may be a server, which is never one of them.
+// Shards are the databases `run --shard` wrote: files, or a server the shards wrote straight into
+// (often --into itself).
 void check_paths(const MergeOptions& o) {
   std::error_code ec;
   const bool into_file = !is_postgres_uri(o.into);
@@ -179,7 +180,8 @@ void check_paths(const MergeOptions& o) {
   std::set<fs::path> seen;
   for (const std::string& path : o.shards) {
     if (is_postgres_uri(path)) {
-      throw kv::InputError(without_password(path, "SHARD"), "SHARD", "a shard is a database file that `run --shard` wrote, not a server");
+      if (!seen.insert(path).second) throw kv::InputError(path, "SHARD", "given twice");
+      continue;
     }
     if (!fs::exists(path, ec)) throw kv::InputError(path, "SHARD", "does not exist");
     const fs::path canonical = fs::weakly_canonical(path, ec);
@@ -194,7 +196,9 @@ void check_paths(const MergeOptions& o) {
 
 void add_merge_command(CLI::App& app, MergeOptions& o) {
   o.command = app.add_subcommand("merge", "Join the shard runs of one run group (`run --shard I/N --run-group ID`) into one run of another database");
-  o.command->add_option("SHARD", o.shards, "the shards' databases")->required();
+  o.command->add_option("SHARD", o.shards, "the shards' databases: files, or a PostgreSQL server they wrote into (--into's own: its shard runs are replaced by the merged run)")
+      ->required()
+      ->transform(without_password_transform("SHARD"));
   add_db_option(o.command, "--into", o.into, "the database that gets the merged run (created when absent)")->required();
   o.command->add_option("--run-group", o.run_group, "the run group to merge (default: the only one the shard files hold)");
   o.command->add_flag("--allow-partial", o.allow_partial,
@@ -248,6 +252,8 @@ int run_merge(const MergeOptions& o) {
     for (std::size_t i = 0; i < shard.info->cases.size(); ++i) {
       sources.push_back({plan_rank(config, shard.info->cases[i], std::numeric_limits<std::size_t>::max()), {shard.store, shard.info->case_ids[i]}});
     }
+    // Shard runs on the target's own server: the merged run takes their place.
+    if (is_postgres_uri(o.into) && shard.store->path() == o.into) run.replaces.push_back(record.id);
     for (const std::string& tag : record.tags) {
       if (std::find(run.info.tags.begin(), run.info.tags.end(), tag) == run.info.tags.end()) run.info.tags.push_back(tag);
     }

@@ -77,7 +77,7 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                   "replace the suite's noise_threshold: a repetition whose engine threads waited for a core more than this share "
                   "of its wall time is noisy (its wall-time figures are left out of comparisons)")
       ->check(number_in(0.0, 1.0));
-  cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions} as JSON");
+  cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions, store_writes} as JSON");
   cmd->add_option("--heartbeat", o.run.heartbeat_s,
                   "in a log (stderr not a terminal): a line at least every this many seconds inside a long repetition (0: none)")
       ->check(number_in(0.0, 86400.0))

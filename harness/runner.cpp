@@ -110,10 +110,9 @@ SocProfiles load_profiles(const SuiteConfig& suite, const RunOptions& options) {
 }
 
 // --check: the database opened read-only where it exists (damaged, foreign or newer: refused; a
-// server always, so that it is reached), and which cases would be skipped or degraded.
+// server is reached either way), and which cases would be skipped or degraded.
 RunSummary checked_summary(const std::vector<PreparedCase>& cases, const RunOptions& options) {
-  std::error_code ec;
-  if (is_postgres_uri(options.db_path) || fs::exists(options.db_path, ec)) {
+  if (store_exists(options.db_path)) {
     const ResultsStore readable(options.db_path, Access::ReadOnly);
   }
   RunSummary checked;

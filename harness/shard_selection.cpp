@@ -36,8 +36,7 @@ std::unique_ptr<ResultsStore> open_history(const std::string& db_path, const std
 
 CaseTimes previous_case_times(const std::string& db_path, const std::string& suite_name, const std::string& flag) {
   CaseTimes times;
-  std::error_code ec;
-  if (db_path.empty() || (!is_postgres_uri(db_path) && !std::filesystem::exists(db_path, ec))) return times;
+  if (db_path.empty() || !store_exists(db_path)) return times;
   const std::unique_ptr<ResultsStore> history = open_history(db_path, flag);
   ResultsStore& store = *history;
   RunFilter filter;

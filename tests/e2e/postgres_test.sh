@@ -20,6 +20,7 @@ set -euo pipefail
 kvbench=${1:?usage: tests/e2e/postgres_test.sh KVBENCH}
 [ -x "$kvbench" ] || { echo "postgres_test: $kvbench: not an executable" >&2; exit 2; }
 kvbench=$(realpath "$kvbench")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 
 # --- the server's binaries, or a skip ----------------------------------------------------------
 pg_bin=$(pg_config --bindir 2>/dev/null || true)
@@ -92,7 +93,7 @@ synchronous_commit = off
 CONF
 start_server
 q postgres "CREATE ROLE kvb LOGIN PASSWORD '$password'"
-for db in kvb_a kvb_b kvb_c kvb_d kvb_g; do
+for db in kvb_a kvb_b kvb_c kvb_d kvb_g kvb_i; do
   "$pg_bin/createdb" -h "$pg" -U postgres -O kvb "$db"
 done
 
@@ -333,6 +334,47 @@ same "$out/d-show-pg.out" "$out/d-show-lite.out" "show --json outputs"
 same "$out/d-export-pg.out" "$out/d-export-lite.out" "CSV exports"
 echo "ok - gate (exit $(cat "$out/d-gate-pg.rc")), report, show and export equal on PostgreSQL and SQLite for the same merged runs"
 
+# --- i. shards written straight into the server, merged there by the nightly script -------------
+I=$(uri kvb_i)
+night() {  # $1: the night's run group; two shards into the server at once, then ci/nightly.sh
+  background_pids=
+  for shard in 1 2; do
+    (cd "$cwd" && exec "$kvbench" run --suite smoke --filter 'multimodal-1i|roleplay-4t/q4' --repetitions 1 --tag nightly \
+      --shard "$shard/2" --run-group "$1" --json --db "$I") >"$out/i-$1-shard-$shard.out" 2>"$out/i-$1-shard-$shard.err" &
+    background_pids+=" $!"
+  done
+  shard=0
+  for pid in $background_pids; do
+    shard=$((shard + 1))
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" = 0 ] || fail "shard $shard of $1 into the server exited $rc" "$out/i-$1-shard-$shard.err"
+  done
+  background_pids=
+  [ "$(q kvb_i "SELECT count(*) FROM runs WHERE tags LIKE '%run-group=$1%'")" = 2 ] || fail "the two shards of $1 did not store two runs"
+  shard_cases=$(q kvb_i "SELECT count(*) FROM cases c JOIN runs r ON r.id = c.run_id WHERE r.tags LIKE '%run-group=$1%'")
+  rc=0
+  (cd "$cwd" && KVBENCH=$kvbench exec bash "$repo/ci/nightly.sh" --db "$I" --run-group "$1" --out "$out/i-$1" --promote) \
+    >"$out/i-$1.out" 2>"$out/i-$1.err" || rc=$?
+  # A gate's verdict on one noisy repetition a side is a result here: pass, regressed or unreliable.
+  case $rc in 0 | 1 | 5) ;; *) fail "ci/nightly.sh --run-group $1 on the server exited $rc" "$out/i-$1.err" "$out/i-$1.out" ;; esac
+  [ "$(q kvb_i "SELECT count(*) FROM runs WHERE tags LIKE '%run-group=$1%'")" = 1 ] ||
+    fail "the shard runs of $1 are still on the server beside the merged run" "$out/i-$1.err"
+  merged_run=$(q kvb_i "SELECT id FROM runs WHERE tags LIKE '%run-group=$1%' AND tags LIKE '%merged%' AND status = 'complete'")
+  [ -n "$merged_run" ] || fail "no complete merged run of $1" "$out/i-$1.err"
+  [ "$(q kvb_i "SELECT count(*) FROM cases WHERE run_id = $merged_run")" = "$shard_cases" ] ||
+    fail "the merged run of $1 does not hold its shards' $shard_cases cases"
+  [ -s "$out/i-$1/report/index.html" ] || fail "the nightly of $1 wrote no report" "$out/i-$1.err"
+}
+night night-1
+[ "$(q kvb_i "SELECT run_id FROM baselines WHERE name = 'nightly/main'")" = "$merged_run" ] ||
+  fail "the first night did not become the baseline" "$out/i-night-1.err"
+night night-2
+[ -s "$out/i-night-2/gate.json" ] || fail "the second night was not gated" "$out/i-night-2.err"
+[ "$(q kvb_i "SELECT count(*) FROM verdicts")" = 1 ] || fail "the second night's gate stored no verdict on the server" "$out/i-night-2.err"
+[ "$(q kvb_i "SELECT count(*) FROM runs")" = 2 ] || fail "two nights should leave two runs on the server"
+echo "ok - two nights of two shards written straight into the server, each merged there by ci/nightly.sh --run-group (the shard runs replaced), reported, the first promoted and the second gated against it (exit $rc)"
+
 # --- f. bad URIs and a wrong password: exit 2, named without the password ------------------------
 bad_uri() {  # $1: name, $2: what stderr must contain, the rest: arguments
   local name=$1 named=$2
@@ -349,8 +391,8 @@ bad_uri f-unreachable "postgresql://kvb@/nodb?host=/nonexistent" list runs --db 
 bad_uri f-wrong-password "$(redacted kvb_a)" list runs --db "postgresql://kvb:wrong-pw-46@/kvb_a?host=$pg"
 bad_uri f-wrong-password-run "$(redacted kvb_a)" run "${tiny[@]}" --db "postgresql://kvb:wrong-pw-46@/kvb_a?host=$pg"
 bad_uri f-password-parameter "$(redacted kvb_a)" list runs --db "postgresql://kvb@/kvb_a?host=$pg&password=wrong-pw-46"
-bad_uri f-server-as-shard "$(redacted kvb_a)" merge --into "$work/files/never.sqlite" "$(uri kvb_a)"
-echo "ok - a malformed URI, an unreachable server, a wrong password and a server given as a shard exit 2, named without the password"
+bad_uri f-shard-unreachable "postgresql://kvb@/nodb?host=/nonexistent" merge --into "$work/files/never.sqlite" "postgresql://kvb:$password@/nodb?host=/nonexistent"
+echo "ok - a malformed URI, an unreachable server, a wrong password and an unreachable server given as a shard exit 2, named without the password"
 
 # --- g. the server goes away mid-run ---------------------------------------------------------------
 G=$(uri kvb_g)
@@ -392,7 +434,7 @@ echo "ok - a newer schema (999) is refused by a reader and a writer, exit 2, and
 
 # --- e. the password is nowhere but in the command lines ---------------------------------------------
 mkdir -p "$work/dumps"
-for db in kvb_a kvb_b kvb_c kvb_d kvb_g; do
+for db in kvb_a kvb_b kvb_c kvb_d kvb_g kvb_i; do
   "$pg_bin/pg_dump" -h "$pg" -U postgres -d "$db" -f "$work/dumps/$db.sql"
 done
 grep -Eq '^COPY [a-z_]+\.runs ' "$work/dumps/kvb_a.sql" || fail "the dump of kvb_a holds no runs table" "$work/dumps/kvb_a.sql"
@@ -402,5 +444,5 @@ if [ -s "$work/leaks.txt" ]; then
   sed -i "s|^$work/||" "$work/leaks.txt"
   fail "the password is in an output, a stored row or the server log (file:line below)" "$work/leaks.txt"
 fi
-echo "ok - the password is in no output ($(find "$out" -type f | wc -l) files), no stored row (pg_dump of 5 databases) and not in the server log"
+echo "ok - the password is in no output ($(find "$out" -type f | wc -l) files), no stored row (pg_dump of 6 databases) and not in the server log"
 echo "PASSED ($SECONDS s)"

@@ -86,7 +86,7 @@ TEST_CASE("ci/nightly.sh: a night with test_slowdown 1.0 fails the gate", "[.][g
 
 TEST_CASE("the example nightly workflows are valid YAML", "[e2e][nightly]") {
   const std::string dir = std::string(KVBENCH_SOURCE_DIR) + "/ci/examples/";
-  for (const auto& [file, jobs] : {std::pair<std::string, std::string>{"nightly.yml", "nightly"}, {"nightly-matrix.yml", "shard,gate"}}) {
+  for (const auto& [file, jobs] : {std::pair<std::string, std::string>{"nightly.yml", "nightly"}, {"nightly-matrix.yml", "shard,gate"}, {"nightly-postgres.yml", "shard,gate"}}) {
     INFO(file);
     const int status = std::system(("python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); "
                                     "assert all(d[\"jobs\"][j][\"steps\"] for j in sys.argv[2].split(\",\"))' " + dir + file + " " + jobs).c_str());
@@ -127,6 +127,13 @@ TEST_CASE("ci/nightly.sh --shards merges the shards' databases and gates the mer
   night = nightly("--shards " + shards + " --suite smoke --db " + db + " --out " + out);
   CHECK(night.status == 2);
   CHECK(night.text.find("--shards: --suite belong to the shards' own runs") != std::string::npos);
+  // Shards on a server are merged there; a file database has none.
+  night = nightly("--run-group n1 --db " + db + " --out " + out);
+  CHECK(night.status == 2);
+  CHECK(night.text.find("--run-group: merges shards written straight into a PostgreSQL --db") != std::string::npos);
+  night = nightly("--run-group n1 --shards " + shards + " --db postgresql:///x --out " + out);
+  CHECK(night.status == 2);
+  CHECK(night.text.find("--shards and --run-group") != std::string::npos);
 }
 
 TEST_CASE("ci/nightly.sh: a passing night with unreliable rows is not promoted and says why", "[e2e][whole-runs][nightly]") {
