@@ -112,9 +112,11 @@ class PgConnection final : public SqlConnection {
  public:
   explicit PgConnection(const std::string& location) : location_(location) {
     const std::string full = connect_string(location);
-    // The URI's own connect_timeout, if it names one, comes later and wins.
+    // The URI's own connect_timeout, if it names one, comes later and wins; PGCONNECT_TIMEOUT
+    // where set replaces the default.
+    const char* env_timeout = std::getenv("PGCONNECT_TIMEOUT");
     const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
-    const char* values[] = {"10", "kvbench", full.c_str(), nullptr};
+    const char* values[] = {env_timeout != nullptr && *env_timeout != '\0' ? env_timeout : "10", "kvbench", full.c_str(), nullptr};
     conn_ = PQconnectdbParams(keys, values, 1);
     if (conn_ == nullptr) throw DatabaseError(location_, "--db", "cannot connect: out of memory");
     if (PQstatus(conn_) != CONNECTION_OK) {
@@ -133,8 +135,19 @@ class PgConnection final : public SqlConnection {
     check(r, sql);
     PQclear(r);
   }
-  void begin_write() override { exec("BEGIN"); }
-  void commit() override { exec("COMMIT"); }
+  void begin_write() override {
+    // A server takes BEGIN inside a transaction with a warning: a nested one would commit early.
+    if (PQtransactionStatus(conn_) != PQTRANS_IDLE) throw std::logic_error("begin_write: a transaction is already open");
+    exec("BEGIN");
+  }
+  void commit() override {
+    // COMMIT of a transaction an error aborted answers ROLLBACK, not an error: nothing was written.
+    PGresult* r = PQexec(conn_, "COMMIT");
+    check(r, "COMMIT");
+    const std::string tag = PQcmdStatus(r);
+    PQclear(r);
+    if (tag != "COMMIT") throw std::runtime_error("postgresql COMMIT: the server rolled the transaction back (" + tag + ")");
+  }
   void rollback() noexcept override { PQclear(PQexec(conn_, "ROLLBACK")); }
 
   PGconn* handle() { return conn_; }

@@ -221,8 +221,8 @@ class Query;
 RunWriter run_writer_at(const Query& q, int first);
 
 // Whether a `running` run's writer is gone. In a file: another boot, or no such pid. On a server
-// (another machine may be writing): this machine's own runs by pid at once, and any run whose
-// heartbeat is older than its timeout.
+// (another machine, or another container of this one, may be writing): a heartbeat older than
+// the run's timeout.
 bool run_writer_gone(const RunWriter& writer, bool on_server);
 // The status readers show: a `running` run whose writer is gone is reported aborted.
 std::string reported_run_status(const std::string& stored, const RunWriter& writer, bool on_server);

@@ -24,7 +24,8 @@ struct ImportedRun {
   std::string started_at, ended_at;  // as the sources say (the earliest start, the latest end)
   // Runs of the target that the new run takes the place of, removed in its transaction once its
   // rows are copied: the shard runs of a group merged on the server they were written to, whose
-  // cases would otherwise be in the history twice.
+  // cases would otherwise be in the history twice (one a baseline or an acknowledgement names
+  // stays).
   std::vector<std::int64_t> replaces;
 };
 

@@ -16,8 +16,10 @@ std::string run_writer_sql(SqlDialect dialect, const std::string& alias) {
   const std::string timeout = std::to_string(kDefaultHeartbeatTimeoutS);
   // A file is written from one machine: its pid and boot id decide, the beat is not read.
   if (dialect == SqlDialect::Sqlite) return a + ".pid, " + a + ".boot_id, 0, 0";
-  return a + ".pid, " + a + ".boot_id, CAST(extract(epoch FROM now() - CAST(" + a + ".heartbeat_at AS timestamptz)) AS BIGINT), coalesce(CAST(" +
-         json_text_sql(dialect, a + ".meta_json", "heartbeat_timeout_s") + " AS BIGINT), " + timeout + ")";
+  // Only a running run's beat is read (an imported run's may be empty text).
+  return a + ".pid, " + a + ".boot_id, CASE WHEN " + a + ".status = 'running' THEN CAST(extract(epoch FROM now() - CAST(" + a +
+         ".heartbeat_at AS timestamptz)) AS BIGINT) ELSE 0 END, coalesce(CAST(" + json_text_sql(dialect, a + ".meta_json", "heartbeat_timeout_s") +
+         " AS BIGINT), " + timeout + ")";
 }
 
 RunWriter run_writer_at(const Query& q, int first) {
@@ -30,12 +32,11 @@ RunWriter run_writer_at(const Query& q, int first) {
 }
 
 bool run_writer_gone(const RunWriter& writer, bool on_server) {
-  if (writer.boot_id == boot_id()) {
-    if (::kill(static_cast<pid_t>(writer.pid), 0) != 0 && errno == ESRCH) return true;
-  } else if (!on_server) {
-    return true;
-  }
-  return on_server && writer.beat_age_s > writer.timeout_s;
+  // On a server the beat alone decides: containers on one host share its boot id but not their
+  // pids, so a pid that is not ours to see may well be alive.
+  if (on_server) return writer.beat_age_s > writer.timeout_s;
+  if (writer.boot_id != boot_id()) return true;
+  return ::kill(static_cast<pid_t>(writer.pid), 0) != 0 && errno == ESRCH;
 }
 
 std::string reported_run_status(const std::string& stored, const RunWriter& writer, bool on_server) {

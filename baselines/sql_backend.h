@@ -1,7 +1,8 @@
 // The seam between the store's SQL and the database that runs it (internal to baselines/): a
 // connection and its statements, implemented for SQLite (sqlite_backend.cpp) and PostgreSQL
 // (postgres_backend.cpp). The SQL the store writes is one text for both; where the dialects
-// differ the store asks the connection (SqlDialect) and the few differences are in sql_dialect.cpp.
+// differ the store asks the connection (SqlDialect); the few dialect texts are now_sql() and
+// json_text_sql() below, and the schema's in store_schema.cpp.
 #pragma once
 
 #include <cmath>

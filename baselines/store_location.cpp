@@ -24,18 +24,18 @@ Credentials& credentials() {
   return c;
 }
 
-// The URI without a password in its user part (user:password@host) or its parameters.
+// The URI without a password in its user part (user:password@host) or its parameters. The user
+// part ends where libpq ends it: at the first '@' before any '/' ('?' may be in a password).
 std::string strip_password(const std::string& uri) {
   std::string out = uri;
-  const std::size_t scheme = out.find("://");
-  const std::size_t authority = scheme + 3;
-  const std::size_t authority_end = std::min(out.find('/', authority), out.find('?', authority));
-  const std::size_t at = out.rfind('@', authority_end == std::string::npos ? std::string::npos : authority_end);
-  if (at != std::string::npos && at >= authority) {
+  const std::size_t authority = out.find("://") + 3;
+  const std::size_t at = out.find_first_of("@/", authority);
+  if (at != std::string::npos && out[at] == '@') {
     const std::size_t colon = out.find(':', authority);
     if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
   }
-  const std::size_t query = out.find('?', authority);
+  const std::size_t user_end = out.find_first_of("@/", authority);
+  const std::size_t query = out.find('?', user_end != std::string::npos && out[user_end] == '@' ? user_end : authority);
   if (query == std::string::npos) return out;
   std::string params;
   std::size_t from = query + 1;
@@ -63,17 +63,45 @@ std::string without_password(const std::string& db, const std::string& flag) {
     std::string reason = error != nullptr ? error : "out of memory";
     PQfreemem(error);
     while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
-    // libpq's message may quote the URI: the password must not leave with it.
-    if (const std::string full = db; reason.find(full) != std::string::npos) reason.replace(reason.find(full), full.size(), redacted);
+    // libpq's message may quote a token of the URI, the password's among them (decoded).
+    if (db != redacted) reason = "libpq cannot parse it";
     throw kv::InputError(redacted, flag, "not a PostgreSQL connection URI: " + reason);
   }
   PQconninfoFree(options);
+  // What is shown must hold no password however the URI spelled it (a percent-encoded key):
+  // libpq's own reading of the redacted form says.
+  options = PQconninfoParse(redacted.c_str(), nullptr);
+  bool kept = options == nullptr;
+  for (PQconninfoOption* o = options; o != nullptr && o->keyword != nullptr; ++o) {
+    if (std::string(o->keyword) == "password" && o->val != nullptr && *o->val != '\0') kept = true;
+  }
+  PQconninfoFree(options);
+  if (kept) {
+    throw kv::InputError(db.substr(0, db.find("://") + 3) + "...", flag,
+                         "its password could not be taken out of the URI: give it by a pgpass file (PGPASSFILE) or PGPASSWORD instead");
+  }
 #else
   throw kv::InputError(redacted, flag, "this kvbench was built without PostgreSQL (libpq): a results database here is a file");
 #endif
-  std::lock_guard lock(credentials().mutex);
-  credentials().full_by_redacted[redacted] = db;
+  // The same server named again without its password (--balance-from beside --db) keeps the
+  // password it was given.
+  if (db != redacted) {
+    std::lock_guard lock(credentials().mutex);
+    credentials().full_by_redacted[redacted] = db;
+  }
   return redacted;
+}
+
+std::string redact_uris(std::string text) {
+  for (const char* scheme : {"postgresql://", "postgres://"}) {
+    for (std::size_t at = text.find(scheme); at != std::string::npos; at = text.find(scheme, at + 1)) {
+      std::size_t end = text.find_first_of(" \t\n'\"`", at);
+      if (end == std::string::npos) end = text.size();
+      const std::string shown = strip_password(text.substr(at, end - at));
+      text.replace(at, end - at, shown);
+    }
+  }
+  return text;
 }
 
 std::string connect_string(const std::string& redacted) {

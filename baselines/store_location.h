@@ -22,6 +22,10 @@ bool is_postgres_uri(std::string_view db);
 // Throws kv::InputError(db redacted, flag, reason) for a URI libpq cannot parse.
 std::string without_password(const std::string& db, const std::string& flag);
 
+// `text` (a message) with the password taken out of every PostgreSQL URI in it: for what echoes
+// the raw command line (a usage error naming a misplaced argument).
+std::string redact_uris(std::string text);
+
 // What libpq connects with for a URI without_password() returned: the full URI as given.
 std::string connect_string(const std::string& redacted);
 

@@ -20,8 +20,8 @@ const std::string& schema_step(int version);
 // figures (metrics, series, histograms, events) keep no foreign key to it there: a server
 // checks one row by row, at more than the cost of the write.
 const std::string& postgres_schema();
-// A server at version - 1 migrated to `version`: the step rendered alike (a step that rebuilds a
-// table has no such rendering; none after version 7 does).
+// A server at version - 1 migrated to `version` (after 7, the first a server had): the SQLite
+// step in PostgreSQL's types (a step that rebuilds a table needs a server text of its own).
 std::string postgres_step(int version);
 
 // The fields of an events row (JSON text, metrics/run_event.h) as an SQL expression of its kind

@@ -17,6 +17,7 @@
 #include "comparison_record.h"
 #include "results_reader.h"
 #include "run_command.h"
+#include "run_heartbeat.h"
 #include "runtime/error.h"
 
 namespace kvbench {
@@ -134,6 +135,8 @@ std::int64_t merge(const Side& side, const std::vector<std::string>& names, cons
   meta["ab"] = ab_meta;
   info.meta_json = meta.dump();
   const std::int64_t run = store.begin_run(info);
+  // On a server, other machines see the copy alive only by its beats.
+  const RunHeartbeat beat(store.path(), run, std::chrono::milliseconds(kDefaultHeartbeatTimeoutS * 1000 / 4));
   for (const std::string& name : names) {
     const auto slash = [&](int i) {
       std::size_t at = 0;

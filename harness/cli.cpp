@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "store_location.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -169,7 +171,7 @@ int run_cli(int argc, char** argv) {
   Commands commands;
   commands.add(app);
   if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
-    fmt::print(stderr, "{}", unknown);
+    fmt::print(stderr, "{}", redact_uris(unknown));
     return kExitBadInput;
   }
   try {
@@ -180,7 +182,7 @@ int run_cli(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands({})) {
       if (sub->parsed()) command = sub->get_name();
     }
-    fmt::print(stderr, "kvbench: {}\n(`kvbench {}--help` for usage)\n", usage_message(error, command),
+    fmt::print(stderr, "kvbench: {}\n(`kvbench {}--help` for usage)\n", redact_uris(usage_message(error, command)),
                command.empty() ? "" : command + " ");
     return kExitBadInput;
   }
@@ -188,10 +190,10 @@ int run_cli(int argc, char** argv) {
   try {
     return commands.dispatch(app);
   } catch (const kv::InputError& error) {
-    fmt::print(stderr, "kvbench: {}\n", error.what());
+    fmt::print(stderr, "kvbench: {}\n", redact_uris(error.what()));
     return kExitBadInput;
   } catch (const std::exception& error) {
-    fmt::print(stderr, "kvbench: internal error: {}\n", error.what());
+    fmt::print(stderr, "kvbench: internal error: {}\n", redact_uris(error.what()));
     return kExitInternal;
   }
 }

@@ -32,6 +32,16 @@ TEST_CASE("a URI's password is kept for the connection alone", "[store_location]
   // A colon in the password, and an @ in the path after the host, are not the user part's end.
   CHECK(without_password("postgres://u:a:b@h/db", "--db") == "postgres://u@h/db");
   CHECK(without_password("postgresql://u@h/db", "--db") == "postgresql://u@h/db");
+  // libpq ends the user part at the first @ before any /: a ? or : in a password is the password's.
+  CHECK(without_password("postgresql://u:p?w:x@h/db?sslmode=disable", "--db") == "postgresql://u@h/db?sslmode=disable");
+  // A password this cannot take out (a percent-encoded key) is refused, never shown.
+  try {
+    without_password("postgresql://u@h/db?pass%77ord=s3cret", "--db");
+    FAIL("accepted");
+  } catch (const kv::InputError& e) {
+    CHECK(std::string(e.what()).find("s3cret") == std::string::npos);
+    CHECK(std::string(e.what()).find("PGPASSFILE") != std::string::npos);
+  }
   CHECK(without_password("postgresql://h/db?application_name=a@b", "--db") == "postgresql://h/db?application_name=a@b");
   // A URI never given here connects as it is (libpq's PGPASSFILE and PGPASSWORD supply the rest).
   CHECK(connect_string("postgresql://other@h/db") == "postgresql://other@h/db");
@@ -46,4 +56,12 @@ TEST_CASE("a malformed URI is refused naming the flag without its password", "[s
     CHECK(std::string(e.what()).find("s3cret") == std::string::npos);
     CHECK(e.where() == "postgresql://kvb@[bad");
   }
+}
+
+TEST_CASE("a message echoing a URI shows it without its password", "[store_location]") {
+  CHECK(redact_uris("kvbench: The following argument was not expected: postgresql://kvb:s3cret@h/db") ==
+        "kvbench: The following argument was not expected: postgresql://kvb@h/db");
+  CHECK(redact_uris("'postgres://a:b@h/x?password=c&sslmode=require' and postgresql://h/y") ==
+        "'postgres://a@h/x?sslmode=require' and postgresql://h/y");
+  CHECK(redact_uris("no URI here") == "no URI here");
 }

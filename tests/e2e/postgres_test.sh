@@ -392,7 +392,9 @@ bad_uri f-wrong-password "$(redacted kvb_a)" list runs --db "postgresql://kvb:wr
 bad_uri f-wrong-password-run "$(redacted kvb_a)" run "${tiny[@]}" --db "postgresql://kvb:wrong-pw-46@/kvb_a?host=$pg"
 bad_uri f-password-parameter "$(redacted kvb_a)" list runs --db "postgresql://kvb@/kvb_a?host=$pg&password=wrong-pw-46"
 bad_uri f-shard-unreachable "postgresql://kvb@/nodb?host=/nonexistent" merge --into "$work/files/never.sqlite" "postgresql://kvb:$password@/nodb?host=/nonexistent"
-echo "ok - a malformed URI, an unreachable server, a wrong password and an unreachable server given as a shard exit 2, named without the password"
+# A URI where no argument takes one: the usage error echoes it, without its password.
+bad_uri f-stray-argument "$(redacted kvb_a)" list runs "$(uri kvb_a)"
+echo "ok - a malformed URI, an unreachable server, a wrong password, an unreachable server given as a shard and a stray URI argument exit 2, named without the password"
 
 # --- g. the server goes away mid-run ---------------------------------------------------------------
 G=$(uri kvb_g)
