@@ -141,6 +141,18 @@ wait_for_status() {
     sleep 0.2
   done
 }
+# Wait for every process of $background_pids, started in order as 1, 2, ...: each must exit 0
+# (else fail naming "$2 N" with its out/$1-N.err).
+wait_all() {
+  local n=0 pid
+  for pid in $background_pids; do
+    n=$((n + 1))
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" = 0 ] || fail "$2 $n exited $rc" "$out/$1-$n.err"
+  done
+  background_pids=
+}
 # Wait at most $2 seconds for background process $1; its exit code in $rc.
 wait_exit() {
   local deadline=$((SECONDS + $2))
@@ -243,15 +255,10 @@ for i in 1 2 3 4; do
   (cd "$cwd" && PGPASSFILE=$pgpass exec "$kvbench" run "${tiny[@]}" --tag "writer-$i" --json --db "$B") >"$out/b-writer-$i.out" 2>"$out/b-writer-$i.err" &
   background_pids+=" $!"
 done
-i=0
-for pid in $background_pids; do
-  i=$((i + 1))
-  rc=0
-  wait "$pid" || rc=$?
-  [ "$rc" = 0 ] || fail "concurrent writer $i exited $rc" "$out/b-writer-$i.err"
+wait_all b-writer "concurrent writer"
+for i in 1 2 3 4; do
   ! grep -Eq "internal error|deadlock|ERROR:" "$out/b-writer-$i.err" || fail "concurrent writer $i reported an error" "$out/b-writer-$i.err"
 done
-background_pids=
 complete=$(PGPASSFILE=$pgpass count_listed "$B" complete)
 [ "$complete" = 4 ] || fail "list shows $complete complete runs after four writers, expected 4" "$out/count-listed.out"
 [ "$(q kvb_b "SELECT count(DISTINCT c.run_id) FROM metrics m JOIN cases c ON c.id = m.case_id")" = 4 ] || fail "not every writer's metrics are stored"
@@ -343,14 +350,7 @@ night() {  # $1: the night's run group; two shards into the server at once, then
       --shard "$shard/2" --run-group "$1" --json --db "$I") >"$out/i-$1-shard-$shard.out" 2>"$out/i-$1-shard-$shard.err" &
     background_pids+=" $!"
   done
-  shard=0
-  for pid in $background_pids; do
-    shard=$((shard + 1))
-    rc=0
-    wait "$pid" || rc=$?
-    [ "$rc" = 0 ] || fail "shard $shard of $1 into the server exited $rc" "$out/i-$1-shard-$shard.err"
-  done
-  background_pids=
+  wait_all "i-$1-shard" "shard into the server, of $1,"
   [ "$(q kvb_i "SELECT count(*) FROM runs WHERE tags LIKE '%run-group=$1%'")" = 2 ] || fail "the two shards of $1 did not store two runs"
   shard_cases=$(q kvb_i "SELECT count(*) FROM cases c JOIN runs r ON r.id = c.run_id WHERE r.tags LIKE '%run-group=$1%'")
   rc=0
