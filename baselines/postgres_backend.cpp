@@ -203,7 +203,7 @@ bool postgres_available() { return true; }
 #else
 
 std::unique_ptr<SqlConnection> postgres_connection(const std::string& location) {
-  throw kv::InputError(location, "--db", "this kvbench was built without PostgreSQL (libpq): a results database here is a file");
+  throw kv::InputError(location, "--db", kNoPostgresBuild);
 }
 
 bool postgres_available() { return false; }

@@ -17,12 +17,6 @@ namespace kvbench {
 
 namespace {
 
-bool has_table(ResultsStore& store, const char* name) {
-  Query q(store, store.on_server() ? "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
-                                   : "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?");
-  q.bind(1, std::string(name));
-  return q.step() && q.int64(0) > 0;
-}
 
 
 std::string run_columns(ResultsStore& store) {

@@ -28,31 +28,29 @@ int read_schema_version(ResultsStore& store) {
     Query user_version(store, "PRAGMA user_version");
     return user_version.step() ? static_cast<int>(user_version.int64(0)) : 0;
   }
-  {
-    Query has(store, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'kvbench_schema'");
-    if (!has.step() || has.int64(0) == 0) return 0;
-  }
+  if (!has_table(store, "kvbench_schema")) return 0;
   Query version(store, "SELECT max(version) FROM kvbench_schema");
   return version.step() && !version.null(0) ? static_cast<int>(version.int64(0)) : 0;
 }
 
-std::int64_t table_count(ResultsStore& store) {
-  Query tables(store, store.connection().dialect() == SqlDialect::Sqlite
-                          ? "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                          : "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()");
-  return tables.step() ? tables.int64(0) : 0;
-}
-
-void check_readable_version(const std::string& path, int version, std::int64_t tables) {
+// What no kvbench of this version opens, reader or writer: a newer schema, or tables without a
+// kvbench version (`tables` is only read at version 0).
+void refuse_newer_or_foreign(const std::string& path, int version, std::int64_t tables) {
   if (version > kSchemaVersion) {
     throw kv::InputError(path, "schema_version",
                          "the database has schema version " + std::to_string(version) + "; this kvbench reads up to " +
                              std::to_string(kSchemaVersion) + " (use a newer kvbench)");
   }
+  if (version == 0 && tables > 0) {
+    throw kv::InputError(path, "schema_version", "not a kvbench database (tables without a kvbench schema version)");
+  }
+}
+
+// Readers also refuse a store with no schema (they never create one) and one older than they read.
+void check_readable_version(const std::string& path, int version, std::int64_t tables) {
+  refuse_newer_or_foreign(path, version, tables);
   if (version == 0) {
-    throw kv::InputError(path, "schema_version",
-                         tables > 0 ? "not a kvbench database (tables without a kvbench schema version)"
-                                    : "not a kvbench database (no kvbench schema; `kvbench run --db` creates one)");
+    throw kv::InputError(path, "schema_version", "not a kvbench database (no kvbench schema; `kvbench run --db` creates one)");
   }
   if (version < kOldestReadableSchema) {
     throw kv::InputError(path, "schema_version",
@@ -215,7 +213,7 @@ bool store_exists(const std::string& db) {
     return std::filesystem::exists(db, ec);
   }
   const std::unique_ptr<SqlConnection> connection = postgres_connection(db);
-  const auto tables = connection->prepare("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()");
+  const auto tables = connection->prepare(table_count_sql(SqlDialect::Postgres));
   return tables->step() && tables->int64(0) > 0;
 }
 
@@ -272,14 +270,7 @@ void ResultsStore::migrate_to(int target) {
   if (postgres) exec("SELECT pg_advisory_xact_lock(46046046)");
   int version = read_schema_version(*this);
   const int found = version;
-  if (version > kSchemaVersion) {
-    throw kv::InputError(path_, "schema_version",
-                         "the database has schema version " + std::to_string(version) + "; this kvbench reads up to " +
-                             std::to_string(kSchemaVersion) + " (use a newer kvbench)");
-  }
-  if (version == 0 && table_count(*this) > 0) {
-    throw kv::InputError(path_, "schema_version", "not a kvbench database (tables without a kvbench schema version)");
-  }
+  refuse_newer_or_foreign(path_, version, version == 0 ? table_count(*this) : 0);
   if (postgres) {
     // A server's schema is created at the current version, rendered from the same migrations
     // (store_schema.h); a server at an older version takes each later step rendered alike.

@@ -91,11 +91,9 @@ constexpr std::pair<const char*, const char*> kRunRows[] = {
 // Inside the transaction: whether a run may still go (not running, held by no baseline or
 // acknowledgement).
 bool still_removable(ResultsStore& store, std::int64_t run_id) {
-  Query q(store,
-          "SELECT status != 'running' AND NOT EXISTS (SELECT 1 FROM baselines WHERE run_id = ?1)"
-          " AND NOT EXISTS (SELECT 1 FROM acks WHERE run_id = ?1 OR baseline_run = ?1) FROM runs WHERE id = ?1");
+  Query q(store, "SELECT status != 'running' FROM runs WHERE id = ?1");
   q.bind(1, run_id);
-  return q.step() && q.int64(0) != 0;
+  return q.step() && q.int64(0) != 0 && !run_held(store, run_id);
 }
 
 void exec(ResultsStore& store, const char* sql) { store.connection().exec(sql); }
@@ -106,6 +104,13 @@ std::int64_t pragma_value(ResultsStore& store, const char* sql) {
 }
 
 }  // namespace
+
+bool run_held(ResultsStore& store, std::int64_t run_id) {
+  Query q(store,
+          "SELECT EXISTS (SELECT 1 FROM baselines WHERE run_id = ?1) OR EXISTS (SELECT 1 FROM acks WHERE run_id = ?1 OR baseline_run = ?1)");
+  q.bind(1, run_id);
+  return q.step() && q.int64(0) != 0;
+}
 
 std::vector<std::pair<std::string, std::int64_t>> remove_run_rows(ResultsStore& store, std::int64_t run_id) {
   std::vector<std::pair<std::string, std::int64_t>> rows;

@@ -70,6 +70,9 @@ struct PruneResult {
 // Needs a store opened for writing.
 PruneResult apply_prune(ResultsStore& store, const PrunePlan& plan);
 
+// Whether a baseline or an acknowledgement names run `run_id` (such a run is kept).
+bool run_held(ResultsStore& store, std::int64_t run_id);
+
 // Inside the caller's write transaction: every row of run `run_id` (its cases' figures, cases,
 // verdicts, change points, then the run; baselines and acknowledgements naming it go with it);
 // returns the rows removed per table.

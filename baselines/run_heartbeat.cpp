@@ -5,8 +5,8 @@
 
 namespace kvbench {
 
-RunHeartbeat::RunHeartbeat(const std::string& location, std::int64_t run_id, std::chrono::milliseconds interval)
-    : location_(location), run_id_(run_id), interval_(interval) {
+RunHeartbeat::RunHeartbeat(const std::string& location, std::int64_t run_id, int timeout_s)
+    : location_(location), run_id_(run_id), interval_(std::chrono::milliseconds(timeout_s * 1000 / 4)) {
   if (is_postgres_uri(location)) thread_ = std::thread([this] { beat(); });
 }
 

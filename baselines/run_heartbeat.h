@@ -14,9 +14,10 @@ namespace kvbench {
 
 class RunHeartbeat {
  public:
-  // Beats `run_id` of the server `location` every `interval` until destroyed (a connection lost
-  // is tried again at the next beat); for a file store it does nothing (its pid tells).
-  RunHeartbeat(const std::string& location, std::int64_t run_id, std::chrono::milliseconds interval);
+  // Beats `run_id` of the server `location` four times per `timeout_s` (the run's heartbeat
+  // timeout) until destroyed (a connection lost is tried again at the next beat); for a file
+  // store it does nothing (its pid tells).
+  RunHeartbeat(const std::string& location, std::int64_t run_id, int timeout_s);
   ~RunHeartbeat();
   RunHeartbeat(const RunHeartbeat&) = delete;
   RunHeartbeat& operator=(const RunHeartbeat&) = delete;

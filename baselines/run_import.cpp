@@ -76,14 +76,9 @@ std::int64_t import_run(ResultsStore& target, const ImportedRun& run, const std:
   insert.bind(11, join_tags(run.info.tags)).bind(12, run.info.meta_json);
   const std::int64_t run_id = insert.insert_returning_id();
   for (const ImportedCase& c : cases) copy_case(c, target, run_id);
+  // A shard run a baseline or an acknowledgement names stays: removing it would take those too.
   for (const std::int64_t replaced : run.replaces) {
-    // A shard run a baseline or an acknowledgement names stays: removing it would take those too.
-    Query held(target, "SELECT count(*) FROM baselines WHERE run_id = ?1");
-    Query acked(target, "SELECT count(*) FROM acks WHERE run_id = ?1 OR baseline_run = ?1");
-    held.bind(1, replaced);
-    acked.bind(1, replaced);
-    if ((held.step() && held.int64(0) > 0) || (acked.step() && acked.int64(0) > 0)) continue;
-    remove_run_rows(target, replaced);
+    if (!run_held(target, replaced)) remove_run_rows(target, replaced);
   }
   tx.commit();
   return run_id;

@@ -77,7 +77,9 @@ std::unique_ptr<SqlConnection> postgres_connection(const std::string& location);
 // SQL with SQLite's `?` and `?N` parameters in PostgreSQL's `$N` (outside quoted text).
 std::string numbered_placeholders(const std::string& sql);
 
-// Whether this build has the PostgreSQL backend (a build without libpq refuses a URI).
+// Whether this build has the PostgreSQL backend (a build without libpq refuses a URI, saying
+// kNoPostgresBuild).
 bool postgres_available();
+inline constexpr const char* kNoPostgresBuild = "this kvbench was built without PostgreSQL (libpq): a results database here is a file";
 
 }  // namespace kvbench

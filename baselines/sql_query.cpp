@@ -112,6 +112,23 @@ void BatchInsert::bind_value(Query& insert, int at, const SqlValue& v) {
       v);
 }
 
+std::string table_count_sql(SqlDialect dialect) {
+  return dialect == SqlDialect::Sqlite ? "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                                       : "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()";
+}
+
+std::int64_t table_count(ResultsStore& store) {
+  Query tables(store, table_count_sql(store.connection().dialect()));
+  return tables.step() ? tables.int64(0) : 0;
+}
+
+bool has_table(ResultsStore& store, const std::string& name) {
+  const std::string named = store.on_server() ? " AND table_name = ?" : " AND name = ?";
+  Query q(store, table_count_sql(store.connection().dialect()) + named);
+  q.bind(1, name);
+  return q.step() && q.int64(0) > 0;
+}
+
 std::string now_sql(SqlDialect dialect) {
   return dialect == SqlDialect::Sqlite ? "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
                                        : "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";

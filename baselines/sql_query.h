@@ -89,6 +89,11 @@ class BatchInsert {
   std::vector<SqlValue> pending_;
 };
 
+// SQL counting the database's tables (of the current schema on a server).
+std::string table_count_sql(SqlDialect dialect);
+std::int64_t table_count(ResultsStore& store);
+bool has_table(ResultsStore& store, const std::string& name);
+
 // The text of a PostgreSQL array of `values` ({1,NULL}, {"a \"b\""}): what BatchInsert sends a
 // server for one column.
 std::string postgres_array_literal(const std::vector<SqlValue>& values);

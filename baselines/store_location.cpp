@@ -29,13 +29,13 @@ Credentials& credentials() {
 std::string strip_password(const std::string& uri) {
   std::string out = uri;
   const std::size_t authority = out.find("://") + 3;
-  const std::size_t at = out.find_first_of("@/", authority);
-  if (at != std::string::npos && out[at] == '@') {
+  std::size_t host = authority;  // where the host part starts: after the user part, if any
+  if (const std::size_t at = out.find_first_of("@/", authority); at != std::string::npos && out[at] == '@') {
     const std::size_t colon = out.find(':', authority);
-    if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
+    host = colon != std::string::npos && colon < at ? colon : at;
+    out.erase(host, at - host);
   }
-  const std::size_t user_end = out.find_first_of("@/", authority);
-  const std::size_t query = out.find('?', user_end != std::string::npos && out[user_end] == '@' ? user_end : authority);
+  const std::size_t query = out.find('?', host);
   if (query == std::string::npos) return out;
   std::string params;
   std::size_t from = query + 1;
@@ -81,7 +81,7 @@ std::string without_password(const std::string& db, const std::string& flag) {
                          "its password could not be taken out of the URI: give it by a pgpass file (PGPASSFILE) or PGPASSWORD instead");
   }
 #else
-  throw kv::InputError(redacted, flag, "this kvbench was built without PostgreSQL (libpq): a results database here is a file");
+  throw kv::InputError(redacted, flag, kNoPostgresBuild);
 #endif
   // The same server named again without its password (--balance-from beside --db) keeps the
   // password it was given.

@@ -136,7 +136,7 @@ std::int64_t merge(const Side& side, const std::vector<std::string>& names, cons
   info.meta_json = meta.dump();
   const std::int64_t run = store.begin_run(info);
   // On a server, other machines see the copy alive only by its beats.
-  const RunHeartbeat beat(store.path(), run, std::chrono::milliseconds(kDefaultHeartbeatTimeoutS * 1000 / 4));
+  const RunHeartbeat beat(store.path(), run, kDefaultHeartbeatTimeoutS);
   for (const std::string& name : names) {
     const auto slash = [&](int i) {
       std::size_t at = 0;

@@ -216,7 +216,7 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   RunSummary summary;
   summary.db = options.db_path;
   summary.run_id = store.begin_run(run_info(suite, options, models_dir, repetitions, workspace, profiles, shard ? &*shard : nullptr));
-  const RunHeartbeat beat(options.db_path, summary.run_id, std::chrono::milliseconds(options.heartbeat_timeout_s * 1000 / 4));
+  const RunHeartbeat beat(options.db_path, summary.run_id, options.heartbeat_timeout_s);
   try {
     workspace.open(summary.run_id);
   } catch (...) {
