@@ -30,7 +30,7 @@
 
 namespace kvbench {
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // The oldest schema the read-only tools read as it is (writers migrate anything older).
 inline constexpr int kOldestReadableSchema = 2;
 

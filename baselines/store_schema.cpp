@@ -249,6 +249,40 @@ CREATE VIEW metric_values AS
 // event_data_from_text(), which read-only opens of an older database apply as they read.
 constexpr const char* kSchemaV7Head = "ALTER TABLE events ADD COLUMN data TEXT;\n";
 
+// Version 8: a figure can carry the `sim` clock (the engine's work counted under callgrind).
+// SQLite cannot alter a CHECK constraint: the metrics table is rebuilt, its rows kept.
+constexpr const char* kSchemaV8 = R"sql(
+DROP VIEW metric_values;
+CREATE TABLE metrics_v8 (
+  case_id INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL CHECK (repetition >= 1),
+  name TEXT NOT NULL,
+  value REAL,
+  na_reason TEXT NOT NULL DEFAULT '',
+  unit TEXT NOT NULL,
+  clock TEXT NOT NULL CHECK (clock IN ('host', 'model', 'exact', 'cpu', 'sim')),
+  extrapolated INTEGER NOT NULL,
+  noisy INTEGER NOT NULL,
+  CHECK (value IS NOT NULL OR na_reason != ''),
+  PRIMARY KEY (case_id, repetition, name, clock)
+);
+INSERT INTO metrics_v8 (case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy)
+  SELECT case_id, repetition, name, value, na_reason, unit, clock, extrapolated, noisy FROM metrics;
+DROP TABLE metrics;
+ALTER TABLE metrics_v8 RENAME TO metrics;
+CREATE VIEW metric_values AS
+  SELECT r.id AS run_id, r.status AS run_status, c.name AS case_name, c.model, c.workload, c.policy, c.soc,
+         m.repetition, m.name, m.value, m.na_reason, m.unit, m.clock, m.extrapolated, m.noisy
+  FROM metrics m JOIN cases c ON c.id = m.case_id JOIN runs r ON r.id = c.run_id;
+)sql";
+
+// The same step on a server, which alters the constraint in place (its metrics table has no
+// foreign key and a rowid of its own: postgres_schema()).
+constexpr const char* kServerSchemaV8 = R"sql(
+ALTER TABLE metrics DROP CONSTRAINT metrics_clock_check;
+ALTER TABLE metrics ADD CONSTRAINT metrics_clock_check CHECK (clock IN ('host', 'model', 'exact', 'cpu', 'sim'));
+)sql";
+
 }  // namespace
 
 // The fields of an events row from its kind and the text older versions stored (the one place
@@ -311,7 +345,7 @@ std::vector<std::string> split_tags(const std::string& tags) {
 const std::string& schema_step(int version) {
   static const std::string kSchemaV7 =
       std::string(kSchemaV7Head) + "UPDATE events SET data = " + event_data_from_text("kind", "detail") + ";\n";
-  static const std::string kSteps[] = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6, kSchemaV7};
+  static const std::string kSteps[] = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8};
   static_assert(std::size(kSteps) == kSchemaVersion);
   if (version < 1 || version > kSchemaVersion) throw std::invalid_argument("schema_step: no schema version " + std::to_string(version));
   return kSteps[version - 1];
@@ -412,6 +446,7 @@ std::string postgres_step(int version) {
   // SQLite steps in PostgreSQL's types (a step that rebuilds a table, as SQLite must to change a
   // constraint, needs a server text of its own here instead).
   if (version <= kFirstServerVersion) throw std::logic_error("postgres_step: a server starts at version " + std::to_string(kFirstServerVersion));
+  if (version == 8) return kServerSchemaV8;
   return postgres_types(schema_step(version));
 }
 

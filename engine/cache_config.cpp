@@ -60,6 +60,13 @@ L1Minimum minimum_l1_bytes(const CacheConfig& config, int context_tokens) {
   return m;
 }
 
+CacheConfig serial_config(CacheConfig config) {
+  config.serial = true;
+  config.threads = 1;
+  config.memory.l2.synchronous = true;
+  return config;
+}
+
 void validate_cache_config(const CacheConfig& config) {
   const std::string where = "cache config";
   validate_geometry(config.geometry, where);
@@ -68,7 +75,13 @@ void validate_cache_config(const CacheConfig& config) {
     throw InputError(where, "residual_tokens", std::to_string(config.residual_tokens) + " must be >= 0");
   }
   if (config.threads < 0) throw InputError(where, "threads", "must be >= 0 (0 means all cores)");
+  if (config.serial && (config.threads != 1 || !config.memory.l2.synchronous)) {
+    throw InputError(where, "serial", "a serial cache runs one thread with synchronous L2 I/O (serial_config())");
+  }
   if (config.split_pages < 1) throw InputError(where, "split_pages", "must be >= 1");
+  if (!(config.test_repeat_attention >= 0.0 && config.test_repeat_attention <= 100.0)) {
+    throw InputError(where, "test_repeat_attention", "must be in [0, 100]");
+  }
   if (!(config.outlier_factor > 1.0f)) throw InputError(where, "outlier_factor", "must be > 1");
   if (config.softmax_scale < 0.0f || !std::isfinite(config.softmax_scale)) {
     throw InputError(where, "softmax_scale", "must be finite and >= 0 (0 means 1/sqrt(head_dim))");

@@ -37,6 +37,11 @@ struct CacheConfig {
   int residual_tokens = 0;
   bool pad_pages_to_4k = false;
   int threads = 0;  // 0: all cores
+  // Every part of the cache's work on the calling thread: one thread, L0 copies on it (its pool's
+  // Background::Inline) and L2 I/O on it (memory.l2.synchronous), so that what the calling thread
+  // executes is the whole work - the sim clock counts that thread alone. serial_config() sets all
+  // three; validate_cache_config() refuses a serial config that lacks one.
+  bool serial = false;
   Isa isa = Isa::Auto;
   int split_pages = kDefaultSplitPages;  // decode work unit: pages per task
   float outlier_factor = kDefaultOutlierFactor;
@@ -52,10 +57,17 @@ struct CacheConfig {
   // Names the model whose K/V the cache holds: pages of different models never share.
   std::uint64_t model_key = 0;
   VisualPages visual;
+  // Exists only to test gates (a policy's test_repeat_attention): every attention call runs its
+  // page kernels again, into scratch, for this share of its (kv head, page) items - a slowdown
+  // defined in work, the same size on every run however busy the machine. Results unchanged.
+  double test_repeat_attention = 0.0;
 };
 
 // Throws InputError ("cache config: <field>: <reason>") for an impossible configuration.
 void validate_cache_config(const CacheConfig& config);
+
+// `config` with all of its work on the calling thread (CacheConfig::serial).
+CacheConfig serial_config(CacheConfig config);
 
 // The page layout of `config` with K and V stored as `k` and `v` (the sealed pages', the F32
 // residual's, the INT2 long tail's).

@@ -26,7 +26,7 @@ KVCache::KVCache(const CacheConfig& config, Telemetry* telemetry)
       residual_layout_(cache_page_layout(config, Format::F32, Format::F32)),
       long_tail_layout_(cache_page_layout(config, Format::Q2, Format::Q2)),
       visual_layout_(visual_page_layout(config)),
-      pool_(config.threads),
+      pool_(config.threads, config.serial ? ThreadPool::Background::Inline : ThreadPool::Background::Thread),
       kernels_(&page_kernels(resolve_isa(config.isa))),
       sealed_pool_(layout_.bytes, cache_page_alignment(config), config.memory),
       residual_pool_(residual_layout_.bytes, cache_page_alignment(config), kPagesPerSlab),
@@ -360,6 +360,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
     args.page_mass = &cache_page_mass_;
   }
   args.through_l0 = config_.memory.l0_copy && n_queries == 1;  // holds the step's pages while it stages them
+  args.repeat_share = config_.test_repeat_attention;
   args.wave_bytes = args.through_l0 ? 0 : stream_batch_bytes(n_queries > 1);
   args.residual_layout = &residual_layout_;
   // L2 traffic of this call: demand loads while its pages are acquired, demotions and

@@ -53,7 +53,7 @@ class GroupRun {
                      run_.suite.prefix_warm, run_.suite.device.max_start_temp_c};
     for (const Member& m : members_) group_planned_ += predicted(m) ? work_of(c_) * run_.repetitions : 0.0;  // already in the total
     try {
-      for (int r = 1 - run_.suite.warmup; r <= run_.repetitions; ++r) repetition(r);
+      for (int r = 1 - run_.warmup; r <= run_.repetitions; ++r) repetition(r);
       finish();
     } catch (const ExecutionStopped&) {
       run_.summary.interrupted = true;
@@ -72,7 +72,7 @@ class GroupRun {
   }
 
  private:
-  int units() const { return run_.repetitions + run_.suite.warmup; }
+  int units() const { return run_.repetitions + run_.warmup; }
   bool stopped() const { return run_.options.stop != nullptr && run_.options.stop->load(); }
   bool predicted(const Member& m) const { return run_.plan.expected_rerun[static_cast<std::size_t>(m.index - 1)] != 0; }
   std::string l2_dir(bool capped) { return capped ? run_.workspace.run_dir(c_.policy->cache.memory.l2.dir) : ""; }
@@ -121,7 +121,7 @@ class GroupRun {
   // One engine run, timed for the progress lines and its case's time.
   EngineRun timed_run(Member& owner, const RepetitionContext& context, int repetition) {
     const auto started = std::chrono::steady_clock::now();
-    EngineRun engine_run = run_engine(c_, context, repetition);
+    EngineRun engine_run = run_.sim != nullptr ? run_engine_sim(c_, context, repetition, *run_.sim) : run_engine(c_, context, repetition);
     const double took = seconds_since(started);
     owner.engine_s += took;
     group_done_ += work_of(c_);

@@ -16,6 +16,7 @@
 #include "results_store.h"
 #include "run_workspace.h"
 #include "runner.h"
+#include "sim_run.h"
 #include "soc/soc_profile.h"
 #include "suite_config.h"
 
@@ -43,10 +44,12 @@ struct SuiteRun {
   const SocProfiles& profiles;
   const WorkPlan& plan;
   int repetitions = 0;
+  int warmup = 0;  // unrecorded repetitions before them (none in a sim run: its counts do not warm up)
   ResultsStore& store;
   RunWorkspace& workspace;
   Progress& progress;
   RunSummary& summary;  // its run_id set; cases, lines and counts are added to it
+  const SimSetup* sim = nullptr;  // a sim run's callgrind children (harness/sim_run.h)
 };
 
 // Runs cases [begin, end) of one group and stores them. Sets summary.interrupted when stopped;

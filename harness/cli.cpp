@@ -24,6 +24,7 @@
 #include "metric_table.h"
 #include "run_command.h"
 #include "score_command.h"
+#include "sim_repetition_command.h"
 #include "sparse_eval_command.h"
 #include "synth_stats_command.h"
 #include "attn_stats_command.h"
@@ -96,6 +97,7 @@ struct Commands {
   ReportCommandOptions report;
   PruneCommandOptions prune;
   MergeOptions merge;
+  SimRepetitionOptions sim_repetition;
 
   void add(CLI::App& app) {
     version = app.add_subcommand("version", "Print the version, build and kernel paths");
@@ -116,6 +118,7 @@ struct Commands {
     add_report_command(app, report);
     add_prune_command(app, prune);
     add_merge_command(app, merge);
+    add_sim_repetition_command(app, sim_repetition);
   }
 
   // The parsed subcommand's exit code.
@@ -146,6 +149,7 @@ struct Commands {
     if (report.command->parsed()) return run_report(report);
     if (prune.command->parsed()) return run_prune(prune);
     if (merge.command->parsed()) return run_merge(merge);
+    if (sim_repetition.command->parsed()) return run_sim_repetition(sim_repetition);
     fmt::print("{}", app.help());
     return kExitOk;
   }
@@ -157,8 +161,10 @@ std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
   if (argc <= 1 || argv[1][0] == '-') return "";
   const std::string name = argv[1];
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
-  if (std::find(names.begin(), names.end(), name) != names.end()) return "";
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == name) return "";
+    if (!sub->get_group().empty()) names.push_back(sub->get_name());  // hidden ones are not offered
+  }
   return fmt::format("kvbench: {}: unknown subcommand (one of: {}; `kvbench --help` says what each does)\n", name, fmt::join(names, ", "));
 }
 

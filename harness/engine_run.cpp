@@ -55,7 +55,8 @@ kv::CacheConfig run_cache_config(const PolicyConfig& policy, const RepetitionCon
 class Measurement {
  public:
   explicit Measurement(const RepetitionContext& context)
-      : noise_threshold_(context.noise_threshold),
+      : measured_(context.kind == EngineRunKind::Measured),
+        noise_threshold_(context.noise_threshold),
         max_start_temp_c_(context.max_start_temp_c),
         sysfs_(sysfs_root()),
         cpus_(engine_cpus()) {
@@ -74,12 +75,14 @@ class Measurement {
   // it ran, while the engine's threads still exist (their run-queue wait goes with them). The
   // core-speed probe runs on either side of the script, outside the measured window.
   void start(std::size_t threads) {
+    if (!measured_) return;
     probe_before_ms_ = cpu_probe_ms(threads);
     facts.device.start = sample_device(sysfs_, cpus_);
     cpu_before_ = cpu_sample();
     queue_before_ = run_queue_sample();
   }
   void stop(std::size_t threads) {
+    if (!measured_) return;
     facts.noise = noise_between(cpu_before_, cpu_sample(), queue_before_, run_queue_sample());
     const std::optional<double> contention = facts.noise.contention();
     facts.device.end = sample_device(sysfs_, cpus_);
@@ -107,6 +110,7 @@ class Measurement {
   }
 
  private:
+  bool measured_ = true;  // EngineRunKind::Measured: the machine is probed around the script
   double noise_threshold_ = 0.0;
   std::optional<double> max_start_temp_c_;
   std::string sysfs_;      // where the device conditions are read
@@ -129,6 +133,7 @@ void warm_prefix_cache(kv::SyntheticModel& model, kv::KVCache& cache, kv::Sparse
   const auto ask_needle = [&](int i) { model.ask_needle(i); };
   Executor(model, cache, decoder, layer_scale, ask_needle, std::nullopt, unrecorded).run(warm_script(script));
   cache.reset_counters();
+  kv::sim::discard_counts();  // under callgrind: the warm start is not the repetition's work
   telemetry.set_open(true);
   m.restart_peak_rss();
 }
@@ -155,7 +160,7 @@ void execute_synthetic(const PreparedCase& c, const RepetitionContext& context, 
   kv::SparseDecoder decoder(cache, policy.sparse, &telemetry);
   QualityMonitor quality(model, policy.sparse, &m.recorder);
   ExecutionOptions checked = execution;
-  checked.quality = &quality;
+  if (context.kind == EngineRunKind::Measured) checked.quality = &quality;
   std::optional<kv::SyntheticModel> draft_model;
   double draft_ratio = 1.0;
   kv::CacheConfig draft_config = draft_cache_config(cache_config, policy.speculative);
@@ -367,15 +372,17 @@ EngineRun finish_run(const PreparedCase& c, Measurement& m, StepCollector& steps
 
 }  // namespace
 
-EngineRun run_engine(const PreparedCase& c, const RepetitionContext& context, int repetition) {
-  const auto started = std::chrono::steady_clock::now();
-  Measurement m(context);
-  const kv::CacheConfig cache_config = run_cache_config(*c.policy, context);
+namespace {
+
+// The engine built for the case and its script executed; `m` holds what the run left.
+void execute(const PreparedCase& c, const RepetitionContext& context, Measurement& m, StepCollector& steps) {
+  const bool measured = context.kind == EngineRunKind::Measured;
+  kv::CacheConfig cache_config = run_cache_config(*c.policy, context);
+  if (!measured) cache_config = kv::serial_config(cache_config);
   ExecutionOptions execution;
   execution.stop = context.stop;
-  execution.test_slowdown = c.policy->test_slowdown;
+  execution.test_slowdown = measured ? c.policy->test_slowdown : 0.0;
   if (c.workload.full_prefill) execution.full_prefill_positions = std::numeric_limits<int>::max();
-  StepCollector steps(m.recorder);
   execution.on_step = [&steps](const StepDone& done) { steps.on_step(done); };
   execution.on_request = [&m](int request) { m.recorder.set_request(request); };
   kv::ThreadPool pool(cache_config.threads);
@@ -384,7 +391,24 @@ EngineRun run_engine(const PreparedCase& c, const RepetitionContext& context, in
   } else {
     execute_llama(c, context, cache_config, execution, pool, m);
   }
+}
+
+}  // namespace
+
+EngineRun run_engine(const PreparedCase& c, const RepetitionContext& context, int repetition) {
+  const auto started = std::chrono::steady_clock::now();
+  Measurement m(context);
+  StepCollector steps(m.recorder);
+  execute(c, context, m, steps);
   return finish_run(c, m, steps, repetition, started);
+}
+
+CountedRun run_engine_counted(const PreparedCase& c, RepetitionContext context) {
+  context.kind = EngineRunKind::Counted;
+  Measurement m(context);
+  StepCollector steps(m.recorder);
+  execute(c, context, m, steps);
+  return {m.result.prefill_tokens, m.result.decode_tokens, std::string(kv::isa_name(kv::resolve_isa(c.policy->cache.isa)))};
 }
 
 }  // namespace kvbench

@@ -32,6 +32,13 @@ struct Capacities {
   std::size_t l1_bytes = 0;
 };
 
+// How an engine run is taken. Measured: as a host run takes it - its timings, the machine's load
+// around it, quality checks. Counted: a sim run's child under callgrind (harness/sim_run.h): the
+// cache serial (every instruction of its work on the driving thread, CacheConfig::serial), no
+// quality checks or machine probes, and no test_slowdown (busy work sized by the CPU clock);
+// only its counts are kept.
+enum class EngineRunKind : std::uint8_t { Measured, Counted };
+
 struct RepetitionContext {
   std::uint64_t seed = 0;
   double noise_threshold = 0.0;
@@ -42,9 +49,20 @@ struct RepetitionContext {
   bool prefix_warm = false;                // SuiteConfig::prefix_warm
   // SuiteConfig::device: a repetition that starts at or above it is flagged noisy.
   std::optional<double> max_start_temp_c;
+  EngineRunKind kind = EngineRunKind::Measured;
 };
 
 // Throws ExecutionStopped when context.stop reads true, and whatever the engine throws.
 EngineRun run_engine(const PreparedCase& c, const RepetitionContext& context, int repetition);
+
+// What a counted run executed (its phases), for the figures made of its counts.
+struct CountedRun {
+  int prefill_tokens = 0;
+  int decode_tokens = 0;
+  std::string kernel_path;  // the attention kernels' path (kv::isa_name)
+};
+// A Counted run (context.kind is set to Counted): the engine's work alone, nothing measured or
+// stored. A prefix-cache warm start runs before it, its counts discarded.
+CountedRun run_engine_counted(const PreparedCase& c, RepetitionContext context);
 
 }  // namespace kvbench

@@ -77,6 +77,10 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                   "replace the suite's noise_threshold: a repetition whose engine threads waited for a core more than this share "
                   "of its wall time is noisy (its wall-time figures are left out of comparisons)")
       ->check(number_in(0.0, 1.0));
+  cmd->add_flag("--sim", o.sim,
+                "a sim run: count every repetition's engine work under Valgrind's callgrind (clock sim: instructions and "
+                "simulated cache misses per span, the same on a busy machine), its host and cpu figures left NULL; as a "
+                "suite's \"sim\": true (docs/gate.md)");
   cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions, store_writes} as JSON");
   cmd->add_option("--heartbeat", o.run.heartbeat_s,
                   "in a log (stderr not a terminal): a line at least every this many seconds inside a long repetition (0: none)")
@@ -212,6 +216,7 @@ int run_run(const RunCommandOptions& o) {
   SuiteConfig suite = find_suite(o.suite);
   if (!o.socs.empty()) suite.socs = parse_soc_list(o.socs);
   if (o.noise_threshold) suite.noise_threshold = *o.noise_threshold;
+  if (o.sim) suite.sim = true;
   InterruptScope interrupts;
   RunOptions options = o.run;
   options.stop = &InterruptScope::flag();

@@ -20,6 +20,7 @@ struct RunCommandOptions {
   bool wide = false;  // the summary in one table whatever the terminal's width
   std::string socs;  // sweep: the SoCs replacing the suite's, comma-separated
   std::optional<double> noise_threshold;  // replaces the suite's noise_threshold
+  bool sim = false;                       // --sim: a sim run whatever the suite says (SuiteConfig::sim)
   std::string shard;                      // --shard I/N, parsed into run.shard
   CLI::App* command = nullptr;
 };

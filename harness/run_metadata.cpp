@@ -57,6 +57,7 @@ RunInfo describe_run(const SuiteConfig& suite, const RunOptions& options, const 
                      {"balanced_by", settings.shard->balanced_by}};
     info.tags.push_back(run_group_tag(options.run_group));
   }
+  if (settings.sim != nullptr) meta["sim"] = settings.sim->metadata();
   info.meta_json = meta.dump();
   return info;
 }

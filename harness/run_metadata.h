@@ -3,7 +3,8 @@
 // and the settings a reader needs to tell two runs apart - version, build type, suite, filter,
 // repetitions, prefix-cache start, models directory, kernel path, L2 directory and filesystem,
 // the SoC profiles that price it (origin and hash), and for a shard run its part of the suite
-// ("shard": index, count, run_group, plan, balanced_by; tagged run-group=ID).
+// ("shard": index, count, run_group, plan, balanced_by; tagged run-group=ID), and for a sim run
+// how its counts were taken ("sim": SimSetup::metadata()).
 #pragma once
 
 #include <map>
@@ -12,6 +13,7 @@
 #include "results_store.h"
 #include "runner.h"
 #include "shard_selection.h"
+#include "sim_run.h"
 #include "soc/soc_profile.h"
 #include "suite_config.h"
 
@@ -24,6 +26,7 @@ struct RunSettings {
   std::string l2_fs_type;  // its filesystem, or why there is none
   const std::map<std::string, kv::soc::SocProfile>* profiles = nullptr;  // by SoC name
   const ShardSelection* shard = nullptr;  // a shard run (RunOptions::shard): its part of the suite
+  const SimSetup* sim = nullptr;          // a sim run: its callgrind children (harness/sim_run.h)
 };
 
 // The 16-hex-digit hash of a resolved suite: runs of one configuration share it.

@@ -21,6 +21,7 @@
 #include "run_workspace.h"
 #include "runtime/error.h"
 #include "shard_selection.h"
+#include "sim_run.h"
 #include "soc_profiles.h"
 
 namespace kvbench {
@@ -133,7 +134,7 @@ RunSummary checked_summary(const std::vector<PreparedCase>& cases, const RunOpti
 }
 
 RunInfo run_info(const SuiteConfig& suite, const RunOptions& options, const std::string& models_dir, int repetitions,
-                 const RunWorkspace& workspace, const SocProfiles& profiles, const ShardSelection* shard) {
+                 const RunWorkspace& workspace, const SocProfiles& profiles, const ShardSelection* shard, const SimSetup* sim) {
   RunSettings settings;
   settings.repetitions = repetitions;
   settings.models_dir = models_dir;
@@ -141,6 +142,7 @@ RunInfo run_info(const SuiteConfig& suite, const RunOptions& options, const std:
   settings.l2_fs_type = workspace.bases().empty() ? std::string("none (no policy offloads)") : kv::filesystem_type(workspace.bases().front());
   settings.profiles = &profiles;
   settings.shard = shard;
+  settings.sim = sim;
   return describe_run(suite, options, settings);
 }
 
@@ -177,6 +179,7 @@ std::string resolve_models_dir(const std::string& flag) {
 RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   const std::string models_dir = resolve_models_dir(options.models_dir);
   const int repetitions = options.repetitions > 0 ? options.repetitions : suite.repetitions;
+  const int warmup = suite.sim ? 0 : suite.warmup;
 
   // Preflight: every problem that can be found before running is an error now. Models load
   // only when a kept case needs them.
@@ -193,6 +196,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   RunWorkspace workspace(options.l2_dir, options.db_path);
   check_kernel_paths(suite, cases);
   check_device_gate(suite);
+  std::optional<SimSetup> sim_setup;
+  if (suite.sim) sim_setup = prepare_sim(suite, cases, models_dir);
   plan_l2_dirs(suite, cases, workspace);
   if (options.stop != nullptr && options.stop->load()) throw RunInterrupted();
   check_database_dir(options);
@@ -201,11 +206,11 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   std::optional<ShardSelection> shard;
   if (options.shard) {
     const auto all_groups = engine_run_groups(plan);
-    const WorkPlan all_work = plan_work(cases, all_groups, profiles, repetitions, suite.warmup);
+    const WorkPlan all_work = plan_work(cases, all_groups, profiles, repetitions, warmup);
     const bool own_history = options.balance_from.empty();
     const CaseTimes history = own_history ? previous_case_times(options.db_path, suite.name, "--db")
                                           : previous_case_times(options.balance_from, suite.name, "--balance-from");
-    shard = select_shard(*options.shard, plan, cases, all_groups, all_work, repetitions, suite.warmup, history);
+    shard = select_shard(*options.shard, plan, cases, all_groups, all_work, repetitions, warmup, history);
     keep_groups(shard->groups, all_groups, plan, cases);
     if (options.check_only) fmt::print(stderr, "kvbench: {}\n", shard_note(*options.shard, options.run_group, *shard));
   }
@@ -215,7 +220,8 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   ResultsStore store(options.db_path);
   RunSummary summary;
   summary.db = options.db_path;
-  summary.run_id = store.begin_run(run_info(suite, options, models_dir, repetitions, workspace, profiles, shard ? &*shard : nullptr));
+  summary.run_id = store.begin_run(
+      run_info(suite, options, models_dir, repetitions, workspace, profiles, shard ? &*shard : nullptr, sim_setup ? &*sim_setup : nullptr));
   const RunHeartbeat beat(options.db_path, summary.run_id, options.heartbeat_timeout_s);
   try {
     workspace.open(summary.run_id);
@@ -225,13 +231,13 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   }
 
   const std::vector<std::pair<std::size_t, std::size_t>> groups = engine_run_groups(plan);  // [begin, end) into cases
-  const WorkPlan work = plan_work(cases, groups, profiles, repetitions, suite.warmup);
+  const WorkPlan work = plan_work(cases, groups, profiles, repetitions, warmup);
   Progress progress(static_cast<int>(cases.size()), work.work, Progress::mode_for(stderr, options.progress), stderr, options.heartbeat_s);
   if (shard) progress.note(shard_note(*options.shard, options.run_group, *shard));
   const int runs = work.engine_runs + work.soc_runs;
   progress.note(fmt::format("{} case{}: {} engine run{} planned{}", cases.size(), cases.size() == 1 ? "" : "s", runs, runs == 1 ? "" : "s",
                             work.soc_runs > 0 ? fmt::format(" ({} of them SoCs' own, expected from each case's size)", work.soc_runs) : ""));
-  SuiteRun run{suite, options, profiles, work, repetitions, store, workspace, progress, summary};
+  SuiteRun run{suite, options, profiles, work, repetitions, warmup, store, workspace, progress, summary, sim_setup ? &*sim_setup : nullptr};
   run_cases(run, cases, groups);
   summary.status = summary.interrupted ? RunStatus::Interrupted : summary.failed > 0 ? RunStatus::Failed : RunStatus::Complete;
   store.finish_run(summary.run_id, summary.status);

@@ -77,7 +77,7 @@ PricedRepetition priced_repetition(const EngineRun& run, const Pricing& how) {
   const int repetition = run.record.repetition;
   record.repetition = repetition;
   for (const MetricRecord& m : run.record.metrics) {
-    if (how.host_case || !measured_here(m.clock)) record.metrics.push_back(m);
+    if (how.host_case || !host_work(m.clock)) record.metrics.push_back(m);
   }
   PricedCase priced = run.priced;
   priced.steps = &run.steps;

@@ -195,6 +195,10 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   p.test_slowdown = f.number("test_slowdown", 0.0);
   if (const json* list = f.child("models"); list != nullptr) p.models = read_model_names(*list, f.at("models"), file);
   if (!(p.test_slowdown >= 0.0 && p.test_slowdown <= 100.0)) fail(file, f.at("test_slowdown"), "must be in [0, 100]");
+  p.cache.test_repeat_attention = f.number("test_repeat_attention", 0.0);
+  if (!(p.cache.test_repeat_attention >= 0.0 && p.cache.test_repeat_attention <= 100.0)) {
+    fail(file, f.at("test_repeat_attention"), "must be in [0, 100]");
+  }
   if (const json* sparse = f.child("sparse")) {
     Fields s(*sparse, f.at("sparse"), file);
     read_sparse(s, p.sparse, file);
@@ -465,6 +469,7 @@ SuiteConfig parse_suite(const std::string& text, const std::string& file, const 
   suite.noise_threshold = f.number("noise_threshold", suite.noise_threshold);
   if (suite.noise_threshold < 0.0 || suite.noise_threshold > 1.0) fail(file, "/noise_threshold", "must be in [0, 1]");
   suite.prefix_warm = f.boolean("prefix_warm", false);
+  suite.sim = f.boolean("sim", false);
   if (const json* device = f.child("device")) suite.device = read_device_gate(*device, f.at("device"), file);
   f.child("models");
   const json& models = array_field(root, "models", file);
@@ -587,6 +592,7 @@ json policy_json(const PolicyConfig& p) {
          {"sparse", sparse_json(p.sparse)},
          {"memory", memory_json(c.memory)}};
   if (!p.models.empty()) j["models"] = p.models;  // only when set, as "fetched"
+  if (c.test_repeat_attention > 0.0) j["test_repeat_attention"] = c.test_repeat_attention;  // likewise
   if (p.sparse.visual.enabled()) {  // likewise
     j["visual"] = {{"budget", shortest(p.sparse.visual.budget)}, {"min_pages_per_image", p.sparse.visual.min_pages_per_image}};
     if (c.visual.tier == kv::VisualTier::L2) j["visual"]["tier"] = "l2";  // likewise
@@ -623,6 +629,7 @@ std::string resolved_json(const SuiteConfig& suite) {
             {"noise_threshold", suite.noise_threshold},
             {"socs", suite.socs}};
   if (suite.prefix_warm) root["prefix_warm"] = true;  // only when set: suites without it keep their hash
+  if (suite.sim) root["sim"] = true;                  // likewise
   if (suite.device.max_start_temp_c) {                 // likewise
     root["device"] = {{"max_start_temp_c", *suite.device.max_start_temp_c}, {"cool_timeout_s", suite.device.cool_timeout_s}};
   }

@@ -60,6 +60,9 @@ struct SuiteConfig {
   // Repetitions start with the prefix cache holding every sequence's first prompt (run once,
   // unrecorded, before each repetition); false: from an empty cache (cold).
   bool prefix_warm = false;
+  // A sim run: every repetition's engine work is also counted under Valgrind's callgrind (the
+  // sim clock, harness/sim_run.h), and its host and cpu figures are left NULL.
+  bool sim = false;
   DeviceGate device;
   std::vector<ModelConfig> models;
   std::vector<WorkloadConfig> workloads;

@@ -130,7 +130,7 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
     const MetricDef* def = find_metric(c.metric);
     if (def == nullptr) continue;
     const Clock clock = run.timing == Clock::Model && (def->modelled || def->clock == Clock::Model) ? Clock::Model : def->clock;
-    if (run.timing == Clock::Model && measured_here(clock)) continue;  // not shown on the model view
+    if (run.timing == Clock::Model && host_work(clock)) continue;  // not shown on the model view
     by_clock[static_cast<int>(clock)].push_back(column_label(c));
   }
   static const char* const kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)",

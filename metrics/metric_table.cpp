@@ -14,6 +14,7 @@ namespace {
 constexpr Clock H = Clock::Host;
 constexpr Clock E = Clock::Exact;
 constexpr Clock C = Clock::Cpu;
+constexpr Clock S = Clock::Sim;
 constexpr Better Lo = Better::Lower;
 constexpr Better Hi = Better::Higher;
 constexpr Better No = Better::None;
@@ -231,6 +232,30 @@ std::vector<MetricDef> build_table() {
                    "machine has no hardware counters)." + scope});
     }
   }
+  for (kv::Phase phase : {kv::Phase::Prefill, kv::Phase::Decode}) {
+    const std::string p(kv::phase_name(phase));
+    for (const char* part : kWorkSpans) {
+      const std::string which(part);
+      const std::string what = which == "total"    ? "the " + p + " phase's engine work (its append, attend and, on llama, model parts)"
+                               : which == "attend" ? "the attention calls of " + p + " (selection, L2 loads, kernels)"
+                               : which == "append" ? "appending during " + p + " (sealing pages, allocating them, demotions and L2 writes)"
+                                                   : "the model outside attention during " + p + " (llama backend; NULL on synthetic)";
+      const std::string scope =
+          " Counted by callgrind in a sim run (kvbench run --sim) on the one thread that runs the engine, L2 I/O included, "
+          "over the work the repetition executed: the sampled layers and the probed prefill chunks as they ran, not scaled "
+          "to the whole model. The same on an idle and a busy machine; absent outside sim runs.";
+      t.push_back({span_sim_metric_name(p, part, "instructions"), "count", S, Lo, false,
+                   "Instructions executed on " + what + "." + scope});
+      t.push_back({span_sim_metric_name(p, part, "l1_misses"), "count", S, Lo, false,
+                   "Simulated first-level cache misses on " + what + ": instruction fetches and data reads and writes that missed "
+                   "a 32 KiB 8-way L1 (64-byte lines)." + scope});
+      t.push_back({span_sim_metric_name(p, part, "ll_misses"), "count", S, Lo, false,
+                   "Simulated last-level cache misses on " + what + " (an 8 MiB 16-way cache, 64-byte lines)." + scope});
+      t.push_back({span_sim_metric_name(p, part, "cycles"), "count", S, Lo, false,
+                   "Estimated cycles of " + what + ": instructions + " + std::to_string(kL1MissCycles) + " x L1 misses + " +
+                       std::to_string(kLLMissCycles) + " x LL misses (KCachegrind's estimate, no branch simulation)." + scope});
+    }
+  }
   const Clock M = Clock::Model;
   t.push_back({"energy_mj_per_token", "mJ", M, Lo, true,
                "Modelled energy of one decode step (the cost model: bytes per tier, multiply-adds per precision and exponentials "
@@ -265,6 +290,7 @@ const char* clock_name(Clock clock) {
     case Clock::Model: return "model";
     case Clock::Exact: return "exact";
     case Clock::Cpu: return "cpu";
+    case Clock::Sim: return "sim";
   }
   return "unknown";
 }
@@ -288,6 +314,10 @@ std::string span_cpu_metric_name(std::string_view phase, std::string_view part) 
 
 std::string span_instructions_metric_name(std::string_view phase, std::string_view part) {
   return "span_" + std::string(phase) + "_" + std::string(part) + "_instructions";
+}
+
+std::string span_sim_metric_name(std::string_view phase, std::string_view part, std::string_view figure) {
+  return "span_" + std::string(phase) + "_" + std::string(part) + "_sim_" + std::string(figure);
 }
 
 bool contention_sensitive(const MetricDef& def) {
@@ -326,7 +356,7 @@ const MetricDef* find_metric(std::string_view name) {
 }
 
 std::optional<Clock> parse_clock(std::string_view name) {
-  for (Clock c : {Clock::Host, Clock::Model, Clock::Exact, Clock::Cpu}) {
+  for (Clock c : {Clock::Host, Clock::Model, Clock::Exact, Clock::Cpu, Clock::Sim}) {
     if (name == clock_name(c)) return c;
   }
   return std::nullopt;
@@ -363,7 +393,9 @@ std::string metric_glossary_markdown() {
       "Every scalar a case repetition records. This page is generated from the metric table in code "
       "(`metrics/metric_table.cpp`; `kvbench metrics` prints it) and a test checks that they are equal.\n\n"
       "- **clock**: `host` measured on the machine that ran the harness; `model` priced by a SoC profile; `exact` "
-      "counts, bytes and accuracy, which do not depend on timing. A figure is keyed by name and clock: `host, model` "
+      "counts, bytes and accuracy, which do not depend on timing; `cpu` the engine threads' CPU time and instructions "
+      "here; `sim` the engine's work counted under Valgrind's callgrind in a sim run (`kvbench run --sim`, "
+      "docs/gate.md). A figure is keyed by name and clock: `host, model` "
       "means the name is stored on both (the model one priced by the case's SoC profile from the engine's operation "
       "counts, docs/cost-model.md), spelt `name@model` where a key must name the clock.\n"
       "- **better**: the direction of an improvement; `none` is never gated.\n"

@@ -14,12 +14,17 @@
 namespace kvbench {
 
 // The clock a figure carries: measured here (wall time), priced by a SoC profile,
-// timing-independent, or the work the engine's threads did here (CPU time and instructions:
-// measured, but not lengthened by waiting for a core on a busy machine).
-enum class Clock : std::uint8_t { Host, Model, Exact, Cpu };
+// timing-independent, the work the engine's threads did here (CPU time and instructions:
+// measured, but not lengthened by waiting for a core on a busy machine), or that work counted
+// under Valgrind's callgrind (instructions and simulated cache misses: the same on an idle and a
+// loaded machine; recorded only by sim runs, `kvbench run --sim`).
+enum class Clock : std::uint8_t { Host, Model, Exact, Cpu, Sim };
 const char* clock_name(Clock clock);
 // Host and cpu: measured on this machine (not comparable across CPUs, not kept for other SoCs).
 inline bool measured_here(Clock clock) { return clock == Clock::Host || clock == Clock::Cpu; }
+// The engine run's own work on this machine (host, cpu, sim): kept on the host's case only, not
+// on the cases of other SoCs priced from the same run.
+inline bool host_work(Clock clock) { return measured_here(clock) || clock == Clock::Sim; }
 
 // Which way a change is an improvement; `none` is never gated (noise shares, wall time).
 enum class Better : std::uint8_t { Lower, Higher, None };
@@ -68,6 +73,16 @@ std::string span_metric_name(std::string_view phase, std::string_view span);
 inline constexpr const char* kWorkSpans[] = {"total", "attend", "append", "model_compute"};
 std::string span_cpu_metric_name(std::string_view phase, std::string_view part);
 std::string span_instructions_metric_name(std::string_view phase, std::string_view part);
+
+// The sim clock's figures of each work span: callgrind's instructions, simulated first-level
+// misses (instruction and data), last-level misses, and cycles estimated from them
+// (kSimCycles). span_<phase>_<part>_sim_<figure>.
+inline constexpr const char* kSimFigures[] = {"instructions", "l1_misses", "ll_misses", "cycles"};
+std::string span_sim_metric_name(std::string_view phase, std::string_view part, std::string_view figure);
+// Estimated cycles = instructions + kL1MissCycles * L1 misses + kLLMissCycles * LL misses: the
+// cycle estimation KCachegrind shows, without branch simulation.
+inline constexpr int kL1MissCycles = 10;
+inline constexpr int kLLMissCycles = 100;
 
 // A host (wall-time) figure that waiting for a core lengthens: judged on quiet repetitions
 // only. Bytes, counts and the noise figures themselves are not.

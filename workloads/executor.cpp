@@ -14,6 +14,7 @@ namespace kvbench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using kv::sim::WorkPart;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -164,6 +165,20 @@ void Executor::cache_prompt(double& prefix_ms) {
   prefix_ms += ms_since(start);
 }
 
+template <class Fn, class After>
+void Executor::span_part(WorkPart part, double& ms, SpanWork& work, Fn&& fn, After&& after) {
+  const auto start = Clock::now();
+  const kv::WorkStamp stamp = kv::engine_work();
+  if (part == WorkPart::Model && !llama_) {
+    fn();
+  } else {
+    kv::sim::counted(cache_.phase(), part, fn);
+  }
+  after();
+  ms += ms_since(start);
+  add_work_since(stamp, work);
+}
+
 Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   if (options_.stop != nullptr && options_.stop->load(std::memory_order_relaxed)) throw ExecutionStopped();
   const kv::ModelGeometry& g = model_.geometry();
@@ -181,96 +196,78 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   const bool mirror = copy && options_.draft_model == nullptr;  // ... as the target's K/V
   if (copy && draft_length() != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
   LayerTimes t;
-  auto start = Clock::now();
-  kv::WorkStamp work = kv::engine_work();
-  model_.begin_step(tokens, n, pos_);
-  t.model_ms += ms_since(start);
-  add_work_since(work, t.model_work);
+  span_part(WorkPart::Model, t.model_ms, t.model_work, [&] { model_.begin_step(tokens, n, pos_); });
   const std::size_t tail = rows - static_cast<std::size_t>(attend);
   // The generator computes only the queries used: the attended ones, and the last for a prediction.
   if (!llama_) model_.skip_query_rows(static_cast<int>(predict ? std::min(tail, rows - 1) : tail));
   for (int layer = 0; layer < g.layers; ++layer) {
-    start = Clock::now();
-    work = kv::engine_work();
-    model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
-    t.model_ms += ms_since(start);
-    add_work_since(work, t.model_work);
-    start = Clock::now();
-    work = kv::engine_work();
-    // After a layers:N draft its layers hold the proposals' K/V already: the last token's only.
-    const std::size_t shared = layer < shared_layers_ ? rows - 1 : 0;
-    cache_.append(*seq_, layer, buffers_.k.data() + shared * kv_row, buffers_.v.data() + shared * kv_row, n - static_cast<int>(shared));
-    if (mirror) options_.draft->append(*draft_seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
-    t.append_ms += ms_since(start);
-    add_work_since(work, t.append_work);
+    span_part(WorkPart::Model, t.model_ms, t.model_work,
+              [&] { model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data()); });
+    span_part(WorkPart::Append, t.append_ms, t.append_work, [&] {
+      // After a layers:N draft its layers hold the proposals' K/V already: the last token's only.
+      const std::size_t shared = layer < shared_layers_ ? rows - 1 : 0;
+      cache_.append(*seq_, layer, buffers_.k.data() + shared * kv_row, buffers_.v.data() + shared * kv_row, n - static_cast<int>(shared));
+      if (mirror) options_.draft->append(*draft_seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
+    });
     // Before the layer's prompt attention: the prompt's last query scores the pages for the
     // first decode step from their key bounds alone, so the pages it predicts, which the
     // attention streams through L1 anyway, stay there.
     if (predict) {
-      start = Clock::now();
+      const auto start = Clock::now();
       decoder_.predict_next(*seq_, layer, buffers_.q.data() + (rows - 1) * q_row);
       t.predict_ms += ms_since(start);
     }
     if (attend == 0) continue;
-    start = Clock::now();
-    work = kv::engine_work();
     const std::uint64_t serial_start = kv::serial_cpu_ns();
-    if (options_.test_slowdown > 0.0) cache_.pool().set_work_inflation(options_.test_slowdown);
-    if (n == 1) {
-      decoder_.attend(*seq_, layer, buffers_.q.data(), buffers_.attn.data());
-    } else if (decoder_.policy().sparse_prefill) {
-      decoder_.prefill(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
-    } else {
-      cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
-    }
-    if (options_.test_slowdown > 0.0) {
-      // The pool inflated its items; the calling thread's own part is inflated here.
+    span_part(WorkPart::Attend, t.attend_ms, t.attend_work, [&] {
+      if (options_.test_slowdown > 0.0) cache_.pool().set_work_inflation(options_.test_slowdown);
+      if (n == 1) {
+        decoder_.attend(*seq_, layer, buffers_.q.data(), buffers_.attn.data());
+      } else if (decoder_.policy().sparse_prefill) {
+        decoder_.prefill(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
+      } else {
+        cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
+      }
+    }, [&] {
+      if (options_.test_slowdown <= 0.0) return;
+      // The pool inflated its items; the calling thread's own part is inflated here, timed but
+      // never counted (its size follows the CPU clock).
       cache_.pool().set_work_inflation(0.0);
       kv::burn_cpu_ns(static_cast<std::uint64_t>(static_cast<double>(kv::serial_cpu_ns() - serial_start) * options_.test_slowdown));
-    }
-    t.attend_ms += ms_since(start);
-    add_work_since(work, t.attend_work);
+    });
     if (n == 1 && options_.quality != nullptr) {  // outside the timed region: the check costs far more than the step
-      start = Clock::now();
+      const auto start = Clock::now();
       if (options_.quality->check(cache_, decoder_, buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);
     }
-    start = Clock::now();
-    work = kv::engine_work();
-    model_.layer_output(layer, buffers_.attn.data());
-    t.model_ms += ms_since(start);
-    add_work_since(work, t.model_work);
+    span_part(WorkPart::Model, t.model_ms, t.model_work, [&] { model_.layer_output(layer, buffers_.attn.data()); });
   }
   if (!llama_) model_.skip_query_rows(0);
   if (copy && !mirror) {
     // A preset draft's own K/V for the step's tokens: its generator, no attention.
-    start = Clock::now();
-    work = kv::engine_work();
-    kv::ModelBackend& draft = *options_.draft_model;
-    const kv::ModelGeometry& dg = draft.geometry();
-    const auto dq_row = static_cast<std::size_t>(dg.q_heads) * static_cast<std::size_t>(dg.head_dim);
-    const auto dkv_row = static_cast<std::size_t>(dg.kv_heads) * static_cast<std::size_t>(dg.head_dim);
-    draft_q_.resize(rows * dq_row);
-    draft_k_.resize(rows * dkv_row);
-    draft_v_.resize(rows * dkv_row);
-    draft.begin_step(tokens, n, pos_);
-    draft.skip_query_rows(n);
-    for (int layer = 0; layer < dg.layers; ++layer) {
-      draft.layer_qkv(layer, draft_q_.data(), draft_k_.data(), draft_v_.data());
-      options_.draft->append(*draft_seq_, layer, draft_k_.data(), draft_v_.data(), n);
-    }
-    draft.skip_query_rows(0);
-    t.append_ms += ms_since(start) * options_.draft_layer_ratio;
+    double draft_ms = 0.0;
     SpanWork draft_work;
-    add_work_since(work, draft_work);
+    span_part(WorkPart::Append, draft_ms, draft_work, [&] {
+      kv::ModelBackend& draft = *options_.draft_model;
+      const kv::ModelGeometry& dg = draft.geometry();
+      const auto dq_row = static_cast<std::size_t>(dg.q_heads) * static_cast<std::size_t>(dg.head_dim);
+      const auto dkv_row = static_cast<std::size_t>(dg.kv_heads) * static_cast<std::size_t>(dg.head_dim);
+      draft_q_.resize(rows * dq_row);
+      draft_k_.resize(rows * dkv_row);
+      draft_v_.resize(rows * dkv_row);
+      draft.begin_step(tokens, n, pos_);
+      draft.skip_query_rows(n);
+      for (int layer = 0; layer < dg.layers; ++layer) {
+        draft.layer_qkv(layer, draft_q_.data(), draft_k_.data(), draft_v_.data());
+        options_.draft->append(*draft_seq_, layer, draft_k_.data(), draft_v_.data(), n);
+      }
+      draft.skip_query_rows(0);
+    });
+    t.append_ms += draft_ms * options_.draft_layer_ratio;
     t.append_work += draft_work.scaled(options_.draft_layer_ratio);
   }
   if (n == 1 || verifying_) decoder_.end_step();
   if (llama_) {
-    start = Clock::now();
-    work = kv::engine_work();
-    llama_->tested->logits();
-    t.model_ms += ms_since(start);
-    add_work_since(work, t.model_work);
+    span_part(WorkPart::Model, t.model_ms, t.model_work, [&] { llama_->tested->logits(); });
   } else {
     t.model_ms = 0.0;  // the generator stands in for the model: not counted
     t.model_work = {};

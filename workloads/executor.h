@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "accuracy.h"
@@ -31,6 +32,7 @@
 #include "model/backend.h"
 #include "model/llama_model.h"
 #include "selection_quality.h"
+#include "sim_regions.h"
 #include "sparse/sparse_decoder.h"
 #include "speculation.h"
 #include "workload.h"
@@ -228,6 +230,16 @@ class Executor {
   // step (verifying_): prompts and plain decode steps keep its copy of the context; that time is
   // the append's. A verify step ends a decode step like a single token's does.
   LayerTimes step(int n, int attend, bool predict = false);
+  // One part of a step's engine work: timed into `ms`, the engine's work in it added to `work`
+  // (runtime/work_clock.h) and, but for the synthetic generator standing in for the model,
+  // counted under the sim clock in the phase's region (sim_regions.h): the cpu and sim clocks
+  // cover the same work. `after` runs inside the timed region, outside the counted one.
+  template <class Fn, class After>
+  void span_part(kv::sim::WorkPart part, double& ms, SpanWork& work, Fn&& fn, After&& after);
+  template <class Fn>
+  void span_part(kv::sim::WorkPart part, double& ms, SpanWork& work, Fn&& fn) {
+    span_part(part, ms, work, std::forward<Fn>(fn), [] {});
+  }
   // The llama side's reference model and scoring; returns its (untimed) milliseconds. With
   // `follow`, the reference runs on tokens_ at pos_ and nothing is scored (free-running decode).
   double score(int n, bool follow = false);

@@ -43,6 +43,7 @@ void AttendCall::run(const PageKernels& kernels, ThreadPool& pool, PageAccess& a
   call.split_pages = args.split_pages;
   call.context_tokens = args.context_tokens;
   call.compensation_states = compensation_states_.empty() ? nullptr : compensation_states_.data();
+  call.repeat_share = args.repeat_share;
   const int group = args.shape.q_heads / args.shape.kv_heads;
   if (args.page_mass != nullptr && args.n_queries != 1) {
     throw InputError("KVCache::attend", "page_mass", "page masses are reported for decode steps");

@@ -44,6 +44,7 @@ struct AttendCallArgs {
   std::size_t wave_bytes = 0;   // most sealed bytes held at once; 0: no limit
   bool through_l0 = false;      // decode: stage the pages through the L0 arena
   const PageLayout* residual_layout = nullptr;  // views in it are residual pages: never acquired
+  double repeat_share = 0.0;  // PagedAttentionArgs::repeat_share (test only)
 };
 
 class AttendCall {

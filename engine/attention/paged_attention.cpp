@@ -35,6 +35,22 @@ void for_each_wave(const PageWaves* waves, std::size_t positions, Body&& body) {
   }
 }
 
+// How many more times item k of a call runs its page kernel (PagedAttentionArgs::repeat_share).
+int repeats(double share, std::size_t k) {
+  if (share <= 0.0) return 0;
+  return static_cast<int>(std::floor(static_cast<double>(k + 1) * share) - std::floor(static_cast<double>(k) * share));
+}
+
+// Reset softmax states for the planted repeats to fold into (their values are never read).
+float* repeat_states(double share, std::size_t states, int dim) {
+  if (share <= 0.0) return nullptr;
+  static thread_local std::vector<float> scratch;
+  const std::size_t stride = SoftmaxState::stride(dim);
+  scratch.resize(states * stride);
+  for (std::size_t i = 0; i < states; ++i) SoftmaxState(scratch.data() + i * stride, dim).reset();
+  return scratch.data();
+}
+
 void scale_queries(const PagedAttentionArgs& args, AttentionWorkspace& ws) {
   const std::size_t count = static_cast<std::size_t>(args.n_queries) * static_cast<std::size_t>(args.shape.q_heads) *
                             static_cast<std::size_t>(args.shape.head_dim);
@@ -139,6 +155,7 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
       };
       // The first item is requested at once; the kernels request the rest as they go.
       if (!items.empty()) PagePrefetch(&view(0), 1).step();
+      float* const planted = repeat_states(args.repeat_share, static_cast<std::size_t>(rows), dim);
       for (std::size_t i = 0; i < items.size(); ++i) {
         const auto [head, p] = items[i];
         // The kernel requests the next item while it computes this one (PageView::next):
@@ -152,6 +169,9 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
         const int first_sees = n == 1 ? page.tokens : first_query_pos - page_first[static_cast<std::size_t>(head)][p] + 1;
         if (first_sees >= page.tokens) {
           kernels.decode_page(page, q, rows, states, lse);
+          for (int r = repeats(args.repeat_share, static_cast<std::size_t>(head) * longest + p); r > 0; --r) {
+            kernels.decode_page(page, q, rows, planted, nullptr);
+          }
           continue;
         }
         for (int j = 0; j < n; ++j) {
@@ -200,6 +220,8 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
   const int ctx = args.context_tokens > 0 ? args.context_tokens : context_tokens(pages[0]);
   const int first_query_pos = ctx - args.n_queries;
   const int blocks = (args.n_queries + kPrefillQueryBlock - 1) / kPrefillQueryBlock;
+  std::size_t longest = 0;
+  for (const auto& head : pages) longest = std::max(longest, head.size());
 
   // One task per (kv head, block of queries). Without waves a task's states live in its thread
   // for the whole call; with waves they persist in the workspace between waves.
@@ -224,6 +246,7 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
     if (first) {
       for (int i = 0; i < q_count * group; ++i) SoftmaxState(states + i * stride, dim).reset();
     }
+    float* const planted = repeat_states(args.repeat_share, static_cast<std::size_t>(q_count) * group, dim);
     for (int i = 0; i < q_count; ++i) {
       const float* src = ws.q_scaled.data() + (static_cast<std::size_t>(q_begin + i) * shape.q_heads + head * group) * dim;
       std::copy(src, src + static_cast<std::size_t>(group) * dim, queries.data() + static_cast<std::size_t>(i) * group * dim);
@@ -239,6 +262,11 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
         PrefillPageArgs page_args{page, token_pos, queries.data(), q_count, group, first_query_pos + q_begin, states,
                                   scratch.data()};
         kernels.prefill_page(page_args);
+        for (int r = repeats(args.repeat_share, task * longest + p); r > 0; --r) {
+          PrefillPageArgs again = page_args;
+          again.states = planted;
+          kernels.prefill_page(again);
+        }
       }
       token_pos += page.tokens;
     }
@@ -252,8 +280,6 @@ void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttent
       }
     }
   };
-  std::size_t longest = 0;
-  for (const auto& head : pages) longest = std::max(longest, head.size());
   const std::size_t tasks = static_cast<std::size_t>(shape.kv_heads) * blocks;
   if (args.waves == nullptr) {
     pool.parallel_for(tasks, [&](std::size_t task) { run_task(task, 0, longest, true, true); });

@@ -62,6 +62,10 @@ struct PagedAttentionArgs {
   const float* compensation_states = nullptr;
   // Optional: read the pages in waves (nullptr: every page is resident for the whole call).
   const PageWaves* waves = nullptr;
+  // Test only (CacheConfig::test_repeat_attention): the page kernels run again, into scratch
+  // states, for this share of the call's (kv head, page) items, spread evenly over them (item k
+  // runs floor((k + 1) * share) - floor(k * share) more times). Outputs are unchanged.
+  double repeat_share = 0.0;
 };
 
 // Buffers reused across calls so that the decode path does not allocate.

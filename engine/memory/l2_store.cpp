@@ -164,8 +164,12 @@ L2Store::L2Store(const L2Config& config) : config_(config), io_(config.io != nul
   }
   clean_stale_directories(parent);
   static std::atomic<int> counter{0};
+  // The pid zero-padded: a store's paths have one length whatever the pid, so naming a segment
+  // is the same work in every process (the sim clock counts it).
+  std::string pid = std::to_string(::getpid());
+  pid.insert(0, pid.size() < 10 ? 10 - pid.size() : 0, '0');
   for (;;) {
-    const fs::path own = parent / (kDirPrefix + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    const fs::path own = parent / (kDirPrefix + pid + "-" + std::to_string(counter++));
     if (::mkdir(own.c_str(), 0700) == 0) {
       path_ = own.string();
       break;

@@ -50,6 +50,10 @@ struct L2Config {
   double compact_dead_ratio = 0.5;        // a full segment with this share of dead bytes is compacted
   bool direct_io = true;                  // try O_DIRECT; false: always the buffered+sync mode
   int queue_depth = 4;                    // reads in flight at once (the migrator's reader threads)
+  // Reads, writes and compaction on the calling thread, no migrator threads: a load runs when
+  // it is queued, full batches are written after the demotion that filled them. For runs that
+  // count the engine's work (the sim clock), where work on other threads would go uncounted.
+  bool synchronous = false;
   std::size_t max_read_bytes = 1u << 20;  // adjacent pages read with one I/O up to this many bytes
   FileIo* io = nullptr;                   // nullptr: the real POSIX calls
 };

@@ -11,9 +11,11 @@
 
 namespace kv {
 
-Migrator::Migrator(MigratorIo io, int readers, std::size_t max_read_bytes) : io_(std::move(io)), max_read_bytes_(max_read_bytes) {
+Migrator::Migrator(MigratorIo io, int readers, std::size_t max_read_bytes)
+    : io_(std::move(io)), max_read_bytes_(max_read_bytes), synchronous_(readers == 0) {
   KV_ASSERT(io_.read && io_.write, "the migrator needs a read and a write callback");
-  KV_ASSERT(readers >= 1, "the migrator needs a reader thread");
+  KV_ASSERT(readers >= 0, "the migrator's reader threads: 0 (synchronous) or more");
+  if (synchronous_) return;
   for (int i = 0; i < readers; ++i) readers_.emplace_back([this] { read_loop(); });
   writer_ = std::thread([this] { write_loop(); });
 }
@@ -22,6 +24,16 @@ Migrator::~Migrator() { stop(); }
 
 void Migrator::enqueue(const Job& job, LoadKind kind) {
   KV_ASSERT(job.load != nullptr && job.version != nullptr, "a load job names its page's load and version");
+  if (synchronous_) {
+    {
+      std::lock_guard lock(mutex_);
+      job.load->state = Load::State::Running;
+      job.load->error.clear();
+    }
+    std::vector<Job> run{job};
+    run_reads(run);
+    return;
+  }
   std::lock_guard lock(mutex_);
   KV_ASSERT(!stop_, "enqueue on a stopped migrator");
   job.load->state = Load::State::Queued;
@@ -75,6 +87,10 @@ std::string Migrator::consume(Load& load) {
 }
 
 void Migrator::writes_ready() {
+  if (synchronous_) {
+    io_.write();
+    return;
+  }
   std::lock_guard lock(mutex_);
   writes_ready_ = true;
   write_work_.notify_one();

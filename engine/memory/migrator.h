@@ -64,7 +64,9 @@ class Migrator {
   enum class LoadKind : std::uint8_t { Demand, Prefetch };
 
   // Starts `readers` reader threads and the writer thread; reads of adjacent pages are joined
-  // up to max_read_bytes (with io.read_run).
+  // up to max_read_bytes (with io.read_run). readers == 0: synchronous (L2Config::synchronous),
+  // no threads at all: a load runs when it is queued and writes_ready() writes at once, both on
+  // the calling thread.
   explicit Migrator(MigratorIo io, int readers = 1, std::size_t max_read_bytes = 0);
   ~Migrator();  // stop()
   Migrator(const Migrator&) = delete;
@@ -98,6 +100,7 @@ class Migrator {
 
   MigratorIo io_;
   std::size_t max_read_bytes_;
+  bool synchronous_;
   std::mutex mutex_;
   std::condition_variable work_, done_, write_work_;
   std::deque<Job> demand_, prefetch_;

@@ -90,8 +90,9 @@ TieredPool::TieredPool(std::size_t page_bytes, std::size_t alignment, const Memo
                      if (store->write_pending(false)) store->compact();
                    },
                    [store](const std::vector<L2Slot>& slots, const std::vector<std::byte*>& frames) { return store->read_run(slots, frames); }},
-        config_.l2.queue_depth, config_.l2.max_read_bytes);
-    store_->set_writer_wakeup([migrator = migrator_.get()] { migrator->writes_ready(); });
+        config_.l2.synchronous ? 0 : config_.l2.queue_depth, config_.l2.max_read_bytes);
+    // Synchronous: no writer thread to wake; demote() writes the batches it filled.
+    if (!config_.l2.synchronous) store_->set_writer_wakeup([migrator = migrator_.get()] { migrator->writes_ready(); });
   }
   stats_.l1_capacity_bytes = config_.l1_bytes;
 }
@@ -547,6 +548,7 @@ void TieredPool::demote(const std::vector<PageId>& plan) {
     give_frame(page.frame, page.cls);
     place(id, nullptr, page.cls);
   }
+  if (config_.l2.synchronous && store_->has_pending_writes()) migrator_->writes_ready();
   if (store_->failed()) l2_failed();
 }
 

@@ -7,7 +7,7 @@
 
 namespace kv {
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, Background background) : background_mode_(background) {
   if (threads < 0) throw InputError("ThreadPool", "threads", "must be >= 0 (0 means all cores)");
   int total = threads == 0 ? static_cast<int>(std::thread::hardware_concurrency()) : threads;
   if (total < 1) total = 1;
@@ -124,6 +124,15 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
 
 void ThreadPool::start_background(std::function<void()> task) {
   wait_background();
+  if (background_mode_ == Background::Inline) {
+    try {
+      task();
+    } catch (...) {
+      std::lock_guard lock(background_mutex_);
+      background_error_ = std::current_exception();
+    }
+    return;
+  }
   std::lock_guard lock(background_mutex_);
   if (!background_.joinable()) background_ = std::thread([this] { background_loop(); });
   background_task_ = std::move(task);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -19,8 +20,12 @@ namespace kv {
 
 class ThreadPool {
  public:
+  // Where start_background() runs its task: on the pool's background thread, or at once on the
+  // calling thread (a serial engine: every instruction of its work on the thread that drives it).
+  enum class Background : std::uint8_t { Thread, Inline };
+
   // threads == 0: one per hardware thread.
-  explicit ThreadPool(int threads = 0);
+  explicit ThreadPool(int threads = 0, Background background = Background::Thread);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -35,6 +40,8 @@ class ThreadPool {
   // One task beside the loops, on the pool's background thread (started on first use): L0
   // staging copies the next batch of pages there while the kernels read this one. Its CPU time
   // is engine work, like an item's. One task at a time: a second start waits for the first.
+  // Background::Inline: the task runs before this returns, and wait_background() rethrows what
+  // it threw.
   void start_background(std::function<void()> task);
   // Waits for the background task, if any; rethrows what it threw.
   void wait_background();
@@ -64,6 +71,7 @@ class ThreadPool {
   std::atomic<std::size_t> generation_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<double> inflation_{0.0};
+  const Background background_mode_;
 
   std::thread background_;
   std::mutex background_mutex_;
