@@ -188,6 +188,21 @@ std::string run_kernel_path(const RunRecord& run) {
   return "scalar";
 }
 
+std::string sim_setup_difference(const RunRecord& a, const RunRecord& b) {
+  const json ma = json::parse(a.meta_json, nullptr, false), mb = json::parse(b.meta_json, nullptr, false);
+  const json none = json::object();
+  const json& sa = ma.is_object() && ma.contains("sim") && ma["sim"].is_object() ? ma["sim"] : none;
+  const json& sb = mb.is_object() && mb.contains("sim") && mb["sim"].is_object() ? mb["sim"] : none;
+  if (sa.empty() != sb.empty()) return fmt::format("run {} is {}a sim run, run {} {}", a.id, sa.empty() ? "not " : "", b.id, sb.empty() ? "not" : "is");
+  for (const char* key : {"kernel_path", "valgrind", "compiler", "libc", "engine_threads", "l2", "caches", "callgrind_options"}) {
+    const json va = sa.value(key, json()), vb = sb.value(key, json());
+    if (va == vb) continue;
+    const auto text = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string("unrecorded") : v.dump(); };
+    return fmt::format("sim {} {} vs {}", key, text(va), text(vb));
+  }
+  return "";
+}
+
 namespace {
 
 // Why rows of a clock cannot be compared between the two runs ("" where they can).
@@ -196,6 +211,7 @@ struct Comparability {
   std::string definition_why;  // exact and modelled rows wait for a new baseline
   std::string host_why;        // measured here: another CPU or kernel path
   std::string exact_why;       // another kernel path
+  std::string sim_why;         // the sim clock counted another way (sim_setup_difference)
   std::string path_a;          // the baseline's kernel path and machine, for its history
   Machine machine_a;
   std::map<std::string, std::string> hashes_a, hashes_b;  // SoC profile hashes by SoC
@@ -248,6 +264,7 @@ Comparability comparability(RunComparison& out, const CompareOptions& options) {
                           "): a difference may be the machine's, not the change's");
     c.host_why.clear();
   }
+  c.sim_why = sim_setup_difference(out.baseline, out.candidate);
   c.hashes_a = profile_hashes(out.baseline);
   c.hashes_b = profile_hashes(out.candidate);
   return c;
@@ -309,6 +326,7 @@ MetricComparison compare_metric(const std::string& name, const CaseInputs& in, c
   // Measured here, wall or CPU time: comparable only on the same CPU and kernel path.
   const bool host = key && measured_here(key->clock);
   const bool modelled = key && key->clock == Clock::Model;
+  const bool counted = key && key->clock == Clock::Sim;
   std::vector<std::vector<Sample>> runs;
   for (const CaseSamples* h : in.history) runs.push_back(pick(*h));
   const std::optional<double> between = rule.kind == GateClass::Statistical ? between_run_variance(runs) : std::nullopt;
@@ -329,7 +347,7 @@ MetricComparison compare_metric(const std::string& name, const CaseInputs& in, c
                                         : compare_samples(name, base_samples, cand_samples, rule, between.value_or(0.0),
                                                           static_cast<int>(runs.size()));
   if (rescaled) row.core_slowdown = in.speed.slowdown;
-  const std::string why = host ? how.host_why : modelled ? how.model_why(in.base.soc) : how.exact_why;
+  const std::string why = host ? how.host_why : modelled ? how.model_why(in.base.soc) : counted ? how.sim_why : how.exact_why;
   if (!host && !how.definition_why.empty() && row.verdict != Verdict::NotGated) {
     row.verdict = Verdict::NotGated;
     row.note = how.definition_why;

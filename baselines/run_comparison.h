@@ -60,6 +60,12 @@ RunComparison compare_runs(ResultsStore& store, std::int64_t baseline, std::int6
 // kv::InputError when the field is not a positive integer.
 int run_benchmark_definition(const RunRecord& run);
 
+// Why the sim clock's rows of two runs do not compare ("" when they do): one is not a sim run, or
+// they counted another way - the kernel path under valgrind, valgrind's version, the compiler,
+// the C library, the engine's threads or L2 mode, the simulated caches or callgrind's options
+// (their meta_json "sim").
+std::string sim_setup_difference(const RunRecord& a, const RunRecord& b);
+
 // The kernel path a run's attention used: its metadata's kernel_path, else what its CPU flags
 // allow.
 std::string run_kernel_path(const RunRecord& run);

@@ -1,6 +1,7 @@
 #include "callgrind_tool.h"
 
 #include <fcntl.h>
+#include <sys/personality.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,6 +92,9 @@ ChildExit run_child(const ChildProcess& child) {
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, STDIN_FILENO);
     if (!child.dir.empty() && ::chdir(child.dir.c_str()) != 0) ::_exit(126);
+    // Without address-space randomisation the child's memory lies where it lay last time, and
+    // the simulated caches see the same addresses (a refusal leaves it randomised).
+    if (child.fixed_addresses) ::personality(ADDR_NO_RANDOMIZE);
     ::execvpe(argv[0], argv.data(), env.data());
     ::_exit(127);
   }

@@ -33,13 +33,15 @@ std::vector<std::string> callgrind_arguments(const std::string& out_file);
 std::optional<std::string> valgrind_version();
 
 // A child process: argv[0] found on PATH, run in `dir` with exactly `env`, its stdout and stderr
-// to `log` (a file). Polls `stop` (when given) and kills the child when it reads true.
+// to `log` (a file), its addresses not randomised. Polls `stop` (when given) and kills the child
+// when it reads true.
 struct ChildProcess {
   std::vector<std::string> argv;
   std::vector<std::string> env;
   std::string dir;
   std::string log;
   const std::atomic<bool>* stop = nullptr;
+  bool fixed_addresses = true;  // address-space randomisation off (personality ADDR_NO_RANDOMIZE)
 };
 struct ChildExit {
   int code = -1;    // exit status; -1 when it died of a signal

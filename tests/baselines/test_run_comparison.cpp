@@ -204,3 +204,52 @@ TEST_CASE("a busy candidate's CPU times are judged at the baseline's core speed"
     CHECK_FALSE(m.core_slowdown);
   }
 }
+
+namespace {
+
+// A complete sim run of suite "s", one case: decode instructions `count` in 2 repetitions, its
+// counting described by `sim` (meta_json "sim").
+std::int64_t add_sim_run(ResultsStore& store, double count, const std::string& sim) {
+  RunInfo info;
+  info.git_sha = "abc123";
+  info.config_json = R"({"seed": 1, "sim": true})";
+  info.config_hash = "h";
+  info.meta_json = R"({"suite": "s", "cpu_model": "cpu", "kernel_path": "avx512", "sim": )" + sim + "}";
+  const std::int64_t run = store.begin_run(info);
+  const std::int64_t c = store.add_case(run, {"m", "w", "p", "host", ""});
+  for (int rep = 1; rep <= 2; ++rep) {
+    store.add_metrics(c, {{rep, "span_decode_total_sim_instructions", count, "", "count", Clock::Sim, false, false}});
+  }
+  store.finish_case(c, CaseStatus::Complete);
+  store.finish_run(run, RunStatus::Complete);
+  return run;
+}
+
+const char* const kSimSetup =
+    R"({"tool": "callgrind", "valgrind": "valgrind-3.19.0", "kernel_path": "avx2", "compiler": "GNU 12.2.0", "libc": "2.36",
+        "engine_threads": 1, "l2": "synchronous", "caches": {"I1": "32 KiB 8-way, 64-byte lines"}, "callgrind_options": ["--tool=callgrind"]})";
+
+}  // namespace
+
+TEST_CASE("sim rows compare exactly where the runs counted alike, and are not gated where they did not", "[sim][definition]") {
+  kvtest::TempDir dir("run-comparison-sim");
+  ResultsStore store(dir.path + "/results.sqlite");
+  const GateRules rules = parse_gate_rules(R"({"rules": []})", "empty.json");
+  const std::int64_t base = add_sim_run(store, 1000000.0, kSimSetup);
+  // The same count passes, one more instruction in a million regresses: counts are exact.
+  CHECK(row(compare_runs(store, base, add_sim_run(store, 1000000.0, kSimSetup), rules, {}), "span_decode_total_sim_instructions").verdict ==
+        Verdict::Unchanged);
+  CHECK(row(compare_runs(store, base, add_sim_run(store, 1000100.0, kSimSetup), rules, {}), "span_decode_total_sim_instructions").verdict ==
+        Verdict::Regressed);
+  // Another valgrind, or the kernels on another path under it: not comparable, whatever the counts.
+  std::string other_valgrind = kSimSetup;
+  other_valgrind.replace(other_valgrind.find("3.19.0"), 6, "3.20.0");
+  const MetricComparison tool = row(compare_runs(store, base, add_sim_run(store, 2000000.0, other_valgrind), rules, {}),
+                                    "span_decode_total_sim_instructions");
+  CHECK(tool.verdict == Verdict::NotGated);
+  CHECK(tool.note == "not comparable: sim valgrind valgrind-3.19.0 vs valgrind-3.20.0");
+  std::string scalar = kSimSetup;
+  scalar.replace(scalar.find("\"avx2\""), 6, "\"scalar\"");
+  CHECK(row(compare_runs(store, base, add_sim_run(store, 2000000.0, scalar), rules, {}), "span_decode_total_sim_instructions").note ==
+        "not comparable: sim kernel_path avx2 vs scalar");
+}

@@ -17,7 +17,7 @@ using kvtest::sql_value;
 
 namespace {
 
-void small_run(const std::string& db) {
+void small_run_into(const std::string& db) {
   const Output out = run_kvbench("run --suite smoke --filter multimodal-1i/q4 --repetitions 1 --db " + db);
   INFO(out.text);
   REQUIRE(out.status == 0);
@@ -28,7 +28,7 @@ void small_run(const std::string& db) {
 TEST_CASE("kvbench prune --dry-run lists the old runs, prune removes them and reclaims the space", "[e2e][prune]") {
   const kvtest::TempDir temp("kvbench-e2e-prune");
   const std::string db = temp.path + "/results.sqlite";
-  for (int i = 0; i < 4; ++i) small_run(db);
+  for (int i = 0; i < 4; ++i) small_run_into(db);
   {
     // Runs 1-3 started long ago; run 1 is the baseline.
     kvbench::ResultsStore store(db);

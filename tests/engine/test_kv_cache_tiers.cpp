@@ -461,6 +461,33 @@ TEST_CASE("placement is deterministic: the same run moves the same bytes", "[mem
   CHECK(a.stats.memory.cold_hits == b.stats.memory.cold_hits);
 }
 
+TEST_CASE("a serial cache - one thread, L2 I/O and L0 copies on it - decodes bit-identically and moves the same bytes", "[memory][kv_cache][sim]") {
+  const bool staged = GENERATE(false, true);
+  CAPTURE(staged);
+  kvtest::TempDir dir("cache-serial");
+  const SparsePolicy policy = hybrid(0.2f);
+  CacheConfig threaded = tiered_config(Format::Q4, dir.path);
+  if (staged) {
+    threaded.memory.l0_copy = true;
+    threaded.memory.l0_bytes = 64u << 10;
+  }
+  const CacheConfig serial = serial_config(threaded);
+  CHECK(serial.threads == 1);
+  CHECK(serial.memory.l2.synchronous);
+  const Run a = run(threaded, &policy);
+  const Run b = run(serial, &policy);
+  REQUIRE(bit_identical(a.outputs, b.outputs));
+  CHECK(b.stats.memory.swap_out_bytes == a.stats.memory.swap_out_bytes);
+  CHECK(b.stats.memory.swap_in_bytes == a.stats.memory.swap_in_bytes);
+  CHECK(b.stats.memory.demand_loads == a.stats.memory.demand_loads);
+  CHECK(b.stats.memory.prefetch_hits == a.stats.memory.prefetch_hits);
+  CHECK(b.stats.memory.dma_wait_ns == 0);  // every load ran when it was queued
+  // Half of serial is refused: it is all three or an error.
+  CacheConfig half = serial;
+  half.memory.l2.synchronous = false;
+  CHECK_THROWS_WITH(KVCache(half), Catch::Contains("serial"));
+}
+
 TEST_CASE("a corrupted L2 segment fails the attention call with the segment named", "[memory][kv_cache]") {
   kvtest::TempDir dir("cache-corrupt");
   KVCache cache(tiered_config(Format::Q4, dir.path, 2, 0.1));

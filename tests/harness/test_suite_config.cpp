@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "builtin_suites.h"
 #include "runtime/error.h"
@@ -500,4 +501,25 @@ TEST_CASE("a suite's device block: a start temperature and a timeout, named in t
   refused(R"({"max_start_temp_c": 45, "cool_timeout_s": -1})", "/device/cool_timeout_s", "[0, 86400]");
   refused(R"({"cool_timeout_s": 60})", "/device/cool_timeout_s", "needs max_start_temp_c");
   refused(R"({"max_start_temp": 45})", "/device/max_start_temp", "unknown field");
+}
+
+TEST_CASE("a suite's sim flag and a policy's test_repeat_attention: named in the resolved configuration only when set", "[config][sim]") {
+  const SuiteConfig plain = parse_suite(suite(), "suite.json", ".");
+  CHECK_FALSE(plain.sim);
+  CHECK(plain.policies[0].cache.test_repeat_attention == 0.0);
+  CHECK(resolved_json(plain).find("\"sim\"") == std::string::npos);
+  CHECK(resolved_json(plain).find("test_repeat_attention") == std::string::npos);
+  const SuiteConfig counted = parse_suite(suite(R"(, "test_repeat_attention": 0.05)", R"(, "sim": true)"), "suite.json", ".");
+  CHECK(counted.sim);
+  CHECK(counted.policies[0].cache.test_repeat_attention == 0.05);
+  CHECK(resolved_json(counted).find("\"sim\":true") != std::string::npos);
+  CHECK(resolved_json(counted).find("\"test_repeat_attention\":0.05") != std::string::npos);
+  for (const auto& [text, path, reason] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {suite("", R"(, "sim": 1)"), "/sim", "must be true or false"},
+           {suite(R"(, "test_repeat_attention": -0.1)"), "/policies/0/test_repeat_attention", "must be in [0, 100]"},
+           {suite(R"(, "test_repeat_attention": "some")"), "/policies/0/test_repeat_attention", "must be a number"}}) {
+    const kv::InputError e = error_of(text);
+    CHECK(e.field() == path);
+    CHECK(e.reason().find(reason) != std::string::npos);
+  }
 }

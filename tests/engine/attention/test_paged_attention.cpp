@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -229,6 +230,62 @@ TEST_CASE("Verification gives each query what a decode step at its position give
           REQUIRE(kvtest::relative_error(got, want) < 1e-5f);
         }
       }
+    }
+  }
+}
+
+namespace {
+
+// The scalar kernels, counting their calls (a planted slowdown must run them more often).
+std::atomic<int> g_decode_calls{0}, g_prefill_calls{0};
+void counting_decode(const PageView& page, const float* q, int group, float* states, float* page_lse) {
+  ++g_decode_calls;
+  page_kernels(Isa::Scalar).decode_page(page, q, group, states, page_lse);
+}
+void counting_prefill(const PrefillPageArgs& args) {
+  ++g_prefill_calls;
+  page_kernels(Isa::Scalar).prefill_page(args);
+}
+
+}  // namespace
+
+TEST_CASE("A planted repeat of the page kernels leaves the output bit-identical and runs the share of items again",
+          "[attention]") {
+  const PageKernels counting{Isa::Scalar, counting_decode, counting_prefill, page_kernels(Isa::Scalar).page_bounds};
+  const RandomPages kv = random_pages(Format::Q4, 4, 64, 16, 16 * 40 + 3, 21);  // 41 pages a head
+  const AttentionShape shape{16, 4, 64, 0.125f};
+  for (int n_queries : {1, 70}) {
+    for (double share : {0.05, 0.25, 1.0}) {
+      CAPTURE(n_queries, share);
+      const auto q = kvtest::random_values(static_cast<std::size_t>(n_queries) * 16 * 64, 3);
+      std::vector<int> calls;
+      std::vector<std::vector<float>> outs;
+      for (double repeat : {0.0, share}) {
+        ThreadPool pool(2);
+        AttentionWorkspace workspace;
+        std::vector<float> out(q.size());
+        PagedAttentionArgs args;
+        args.shape = shape;
+        args.pages = &kv.views;
+        args.q = q.data();
+        args.n_queries = n_queries;
+        args.out = out.data();
+        args.repeat_share = repeat;
+        g_decode_calls = 0;
+        g_prefill_calls = 0;
+        paged_attention(counting, pool, args, workspace);
+        calls.push_back(n_queries == 1 ? g_decode_calls.load() : g_prefill_calls.load());
+        outs.push_back(out);
+      }
+      REQUIRE(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)) == 0);
+      // Items: (kv head, page) for decode, one contiguous run of indices: exactly
+      // floor(items * share) repeats. Prefill's are (kv head and query block, page), a run per
+      // task (8 here) that its causal end may cut short: within one repeat a task.
+      const double items = calls[0];
+      const double extra = calls[1] - calls[0];
+      const double slack = n_queries == 1 ? 0.0 : 8.0;
+      CHECK(extra >= std::floor(items * share) - slack);
+      CHECK(extra <= std::floor(items * share) + slack);
     }
   }
 }

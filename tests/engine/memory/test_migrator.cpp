@@ -277,3 +277,35 @@ TEST_CASE("stop drops the queued jobs, lets the running load finish and joins", 
   migrator.settle(demand.load);  // nothing in flight: returns at once
   migrator.stop();               // idempotent
 }
+
+TEST_CASE("a synchronous migrator runs each load as it is queued, and writes at once, on the calling thread", "[memory][migrator]") {
+  FakeStore store;
+  TestPage demand, prefetch, bad;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id reader;
+  MigratorIo io = store.io();
+  const auto read = io.read;
+  io.read = [&](L2Slot slot, std::byte* frame) {
+    reader = std::this_thread::get_id();
+    read(slot, frame);
+  };
+  Migrator traced(io, 0);  // L2Config::synchronous
+  traced.enqueue(job(demand, 3), Migrator::LoadKind::Demand);
+  CHECK(reader == caller);
+  CHECK(demand.load.state == State::Done);  // already read: nothing in flight to wait for
+  CHECK(demand.version.load() == 2);
+  CHECK(holds(demand, 3));
+  CHECK_FALSE(traced.wait(demand.load).has_value());
+  CHECK(traced.consume(demand.load).empty());
+  traced.enqueue(job(prefetch, 4), Migrator::LoadKind::Prefetch);
+  CHECK(prefetch.load.state == State::Done);
+  traced.settle(prefetch.load);
+  CHECK(prefetch.load.state == State::None);
+  traced.enqueue(job(bad, kBad), Migrator::LoadKind::Demand);
+  CHECK(bad.load.state == State::Failed);
+  CHECK(traced.consume(bad.load).find("checksum mismatch") != std::string::npos);
+  traced.writes_ready();
+  CHECK(store.writes.load() == 1);  // before writes_ready returned
+  CHECK(store.ran() == std::vector<int>{3, 4, kWrite});
+  traced.stop();  // no threads to join
+}

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "runtime/error.h"
@@ -84,4 +85,20 @@ TEST_CASE("a pool runs its last background task before it shuts down", "[runtime
     pool.start_background([&] { ran = true; });
   }
   CHECK(ran);
+}
+
+TEST_CASE("a pool with an inline background runs the task at once on the caller's thread, its error kept for the waiter", "[runtime]") {
+  kv::ThreadPool pool(1, kv::ThreadPool::Background::Inline);
+  std::thread::id ran_on;
+  int runs = 0;
+  pool.start_background([&] {
+    ran_on = std::this_thread::get_id();
+    ++runs;
+  });
+  CHECK(runs == 1);  // before start_background returned
+  CHECK(ran_on == std::this_thread::get_id());
+  pool.wait_background();
+  pool.start_background([] { throw std::runtime_error("copy failed"); });
+  CHECK_THROWS_WITH(pool.wait_background(), "copy failed");
+  pool.wait_background();  // handed over once
 }
