@@ -37,6 +37,7 @@ void load_header(ResultsStore& store, RunView& view) {
     view.l2_fs_type = meta.value("l2_fs_type", "");
     view.planned_repetitions = meta.value("repetitions", 0);
     view.prefix_cache_start = meta.value("prefix_cache_start", "cold");
+    view.sim = meta.contains("sim");
   }
   if (config.is_object()) {
     view.noise_threshold = config.value("noise_threshold", 0.0);

@@ -46,6 +46,7 @@ struct RunView {
   int planned_repetitions = 0;
   double noise_threshold = 0.0;
   bool synthetic = false;  // some model runs on the synthetic backend
+  bool sim = false;        // a sim run (its meta_json "sim"): its work counted, its host figures NULL
   Clock timing = Clock::Host;  // which timings the figures are
   std::vector<CaseView> cases;
 };

@@ -54,12 +54,14 @@ kv::CacheConfig run_cache_config(const PolicyConfig& policy, const RepetitionCon
 // metrics. The peak resident set starts again when it is made (and after a warm start).
 class Measurement {
  public:
+  // A counted run reads nothing of the machine: what /proc and sysfs say differs from run to
+  // run, and parsing it would leave the simulated caches in another state.
   explicit Measurement(const RepetitionContext& context)
       : measured_(context.kind == EngineRunKind::Measured),
         noise_threshold_(context.noise_threshold),
         max_start_temp_c_(context.max_start_temp_c),
-        sysfs_(sysfs_root()),
-        cpus_(engine_cpus()) {
+        sysfs_(measured_ ? sysfs_root() : std::string()),
+        cpus_(measured_ ? engine_cpus() : std::vector<int>()) {
     restart_peak_rss();
   }
 
@@ -69,7 +71,7 @@ class Measurement {
   std::optional<kv::PageLayout> layout, f16_layout, visual_layout;
   kv::soc::ModelWork model_work_per_token;
 
-  void restart_peak_rss() { rss_reset_ = reset_peak_rss(); }
+  void restart_peak_rss() { rss_reset_ = measured_ && reset_peak_rss(); }
 
   // Around the script alone (setup is not the repetition's wall time), the second right after
   // it ran, while the engine's threads still exist (their run-queue wait goes with them). The

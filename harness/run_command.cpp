@@ -188,7 +188,8 @@ namespace {
 // Read by a writer: the run just wrote this database, and a writer's close leaves no -wal/-shm.
 void print_summary(const std::string& db, std::int64_t run_id, bool wide, std::FILE* out) {
   ResultsStore store(db);
-  fmt::print(out, "{}", render_summary(load_run_view(store, run_id), default_summary_columns(), summary_width(out, wide)));
+  const RunView view = load_run_view(store, run_id);
+  fmt::print(out, "{}", render_summary(view, run_summary_columns(view), summary_width(out, wide)));
 }
 
 }  // namespace
@@ -293,10 +294,10 @@ int run_list(const ResultsCommandOptions& o, std::FILE* out) {
 }
 
 int run_show(const ResultsCommandOptions& o, std::FILE* out) {
-  const auto columns = o.metrics.empty() ? default_summary_columns() : summary_columns(o.metrics);
   ResultsStore store(o.db, Access::ReadOnly);
   const std::int64_t run_id = o.run_id > 0 ? o.run_id : resolve_run(store, o.run_selector, "RUN");
   const RunView view = load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
+  const auto columns = o.metrics.empty() ? run_summary_columns(view) : summary_columns(o.metrics);
   fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns, summary_width(out, o.wide)));
   return kExitOk;
 }

@@ -56,9 +56,11 @@ class ChildDir {
 };
 
 // The child's whole environment: the same in every run, so that the stack it starts with (and
-// with it the simulated caches' view of it) does not depend on the caller's.
+// with it the simulated caches' view of it) does not depend on the caller's. OpenBLAS starts no
+// threads of its own: theirs would run beside the engine's, uncounted, spinning as long as the
+// machine lets them, and share the simulated caches with it.
 const std::vector<std::string>& child_env() {
-  static const std::vector<std::string> env = {"LC_ALL=C", "PATH=/usr/local/bin:/usr/bin:/bin"};
+  static const std::vector<std::string> env = {"LC_ALL=C", "PATH=/usr/local/bin:/usr/bin:/bin", "OPENBLAS_NUM_THREADS=1"};
   return env;
 }
 

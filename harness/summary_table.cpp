@@ -125,7 +125,7 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
                        significant(run.noise_threshold * 100.0, 2));
   }
   if (marks.find('!') != std::string::npos) out << "! degraded: the engine gave something up to keep running (said below)\n";
-  std::vector<std::string> by_clock[4];
+  std::vector<std::string> by_clock[5];
   for (const SummaryColumn& c : columns) {
     const MetricDef* def = find_metric(c.metric);
     if (def == nullptr) continue;
@@ -134,12 +134,16 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
     by_clock[static_cast<int>(clock)].push_back(column_label(c));
   }
   static const char* const kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)",
-                                        "cpu (the engine threads' CPU time and instructions, measured here)"};
-  for (int k = 0; k < 4; ++k) {
+                                        "cpu (the engine threads' CPU time and instructions, measured here)",
+                                        "sim (the engine's work counted under callgrind, the executed layers and chunks)"};
+  static_assert(std::size(kClocks) == std::size(by_clock));
+  for (int k = 0; k < 5; ++k) {
     if (!by_clock[k].empty()) out << fmt::format("clock {}: {}\n", kClocks[k], join(by_clock[k], ", "));
   }
   if (run.timing == Clock::Model) {
     out << "model clock: each case's operation counts priced by its SoC profile (dense layers included), see docs/cost-model.md\n";
+  } else if (run.sim) {
+    out << "a sim run: each engine run counted under callgrind (docs/gate.md); its host and cpu figures are not measured\n";
   } else if (run.synthetic) {
     out << "synthetic backend: ttft, tpot and tok/s time the engine's work for every layer (KV append, quantization,\n"
            "  pages, selection, attention), not model compute; quality checks are never inside a timed figure\n";
@@ -188,6 +192,29 @@ const std::vector<SummaryColumn>& default_summary_columns() {
   return columns;
 }
 
+const std::vector<SummaryColumn>& sim_summary_columns() {
+  static const std::vector<SummaryColumn> columns = [] {
+    std::vector<SummaryColumn> c = {
+        {"span_prefill_total_sim_instructions", "prefill", "instr", Style::Unit},
+        {"span_prefill_total_sim_l1_misses", "prefill", "L1 miss", Style::Unit},
+        {"span_decode_total_sim_instructions", "decode", "instr", Style::Unit},
+        {"span_decode_total_sim_l1_misses", "decode", "L1 miss", Style::Unit},
+        {"span_decode_total_sim_ll_misses", "decode", "LL miss", Style::Unit},
+        {"span_decode_total_sim_cycles", "decode", "cycles", Style::Unit},
+    };
+    for (const SummaryColumn& d : default_summary_columns()) {
+      const MetricDef* def = find_metric(d.metric);
+      if (def != nullptr && def->clock == Clock::Exact) c.push_back(d);
+    }
+    return c;
+  }();
+  return columns;
+}
+
+const std::vector<SummaryColumn>& run_summary_columns(const RunView& run) {
+  return run.sim && run.timing != Clock::Model ? sim_summary_columns() : default_summary_columns();
+}
+
 std::vector<SummaryColumn> summary_columns(const std::string& list) {
   std::vector<SummaryColumn> columns;
   if (list == "all") {
@@ -201,9 +228,12 @@ std::vector<SummaryColumn> summary_columns(const std::string& list) {
     if (find_metric(name) == nullptr) {
       throw kv::InputError("--metrics", name, "not a metric (`kvbench metrics` lists them; \"all\" shows every one)");
     }
-    const auto defaults = default_summary_columns();
-    const auto it = std::find_if(defaults.begin(), defaults.end(), [&](const SummaryColumn& c) { return c.metric == name; });
-    columns.push_back(it != defaults.end() ? *it : SummaryColumn{name, name, "", Style::Unit});
+    SummaryColumn column{name, name, "", Style::Unit};
+    for (const auto* known : {&default_summary_columns(), &sim_summary_columns()}) {
+      const auto it = std::find_if(known->begin(), known->end(), [&](const SummaryColumn& c) { return c.metric == name; });
+      if (it != known->end()) column = *it;
+    }
+    columns.push_back(column);
   }
   if (columns.empty()) throw kv::InputError("--metrics", list, "names no metric");
   return columns;

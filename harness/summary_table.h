@@ -21,6 +21,11 @@ struct SummaryColumn {
 // ttft, prefill tok/s, tpot p50 and p99, decode tok/s, KV bytes/token, compression, peak L1,
 // token drop, recall, attn_rel_error, ppl delta, noise share.
 const std::vector<SummaryColumn>& default_summary_columns();
+// A sim run's: the prefill and decode phases' counted instructions, L1 and LL misses and
+// cycles in place of the host timings, then the same exact figures.
+const std::vector<SummaryColumn>& sim_summary_columns();
+// The columns a run shows unless told: a sim run's or the default.
+const std::vector<SummaryColumn>& run_summary_columns(const RunView& run);
 // --metrics a,b,c: names of the metric table ("all": every one); throws kv::InputError naming
 // an unknown one.
 std::vector<SummaryColumn> summary_columns(const std::string& list);

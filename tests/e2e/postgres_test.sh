@@ -422,6 +422,18 @@ g_run=$(q kvb_g "SELECT max(id) FROM runs")
 wait_for_status "$G" "$g_run" aborted 14 "the run whose server went away"
 echo "ok - the server went away mid-run: exit 2 naming it, $after rows of whole repetitions kept, the run reads aborted"
 
+# --- h0. a server at schema 7 takes the step to 8 (the sim clock) -----------------------------------
+# Rewound by hand to what a version-7 kvbench created: the clock's constraint without `sim`.
+q kvb_d "ALTER TABLE metrics DROP CONSTRAINT metrics_clock_check"
+q kvb_d "ALTER TABLE metrics ADD CONSTRAINT metrics_clock_check CHECK (clock IN ('host', 'model', 'exact', 'cpu'))"
+q kvb_d "UPDATE kvbench_schema SET version = 7"
+kvb h0-migrate baseline set migrated 1 --db "$D"
+[ "$rc" = 0 ] || fail "a writer on a schema-7 server exited $rc" "$out/h0-migrate.err"
+[ "$(q kvb_d "SELECT version FROM kvbench_schema")" = 8 ] || fail "a writer left the schema-7 server at $(q kvb_d "SELECT version FROM kvbench_schema")"
+q kvb_d "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'metrics_clock_check'" | grep -q "'sim'" ||
+  fail "the step to 8 did not let metrics take the sim clock"
+echo "ok - a schema-7 server migrates to 8: its metrics take the sim clock"
+
 # --- h. a schema newer than the binary --------------------------------------------------------------
 q kvb_d "UPDATE kvbench_schema SET version = 999"
 for command in "list runs" "baseline set newer 1"; do

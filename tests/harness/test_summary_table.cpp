@@ -145,3 +145,31 @@ TEST_CASE("show --metrics picks columns by name and refuses unknown ones, the JS
   CHECK(doc["cases"][0]["metrics"].size() == 2);
   CHECK(doc["run"]["id"] == 7);
 }
+
+TEST_CASE("a sim run's summary shows its counted figures in place of the host timings, within 120 columns", "[summary][sim]") {
+  const std::regex exponent("[0-9]e[-+][0-9]");
+  for (const auto& [name, text] : builtin_suites()) {
+    const SuiteConfig suite = parse_suite(text, "builtin:" + name, ".");
+    RunView run = view_of(suite, 5);
+    run.sim = true;
+    const auto& columns = run_summary_columns(run);
+    CHECK(&columns == &sim_summary_columns());
+    const std::string summary = render_summary(run, columns);
+    INFO(name << ":\n" << summary);
+    CHECK(summary.find("clock sim (the engine's work counted under callgrind") != std::string::npos);
+    CHECK(summary.find("decode instr, decode L1 miss, decode LL miss, decode cycles") != std::string::npos);
+    CHECK(summary.find("clock host") == std::string::npos);
+    CHECK(summary.find("a sim run: each engine run counted under callgrind") != std::string::npos);
+    std::istringstream lines(summary);
+    for (std::string line; std::getline(lines, line);) {
+      CHECK(line.size() <= 120);
+      CHECK_FALSE(std::regex_search(line, exponent));
+    }
+  }
+  // Its model view is the model view; a named column keeps the sim headers.
+  RunView model = view_of(parse_suite(builtin_suites().front().second, "builtin", "."), 5);
+  model.sim = true;
+  model.timing = Clock::Model;
+  CHECK(&run_summary_columns(model) == &default_summary_columns());
+  CHECK(summary_columns("span_decode_total_sim_cycles").front().sub == "cycles");
+}
