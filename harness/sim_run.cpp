@@ -130,6 +130,12 @@ SimSetup prepare_sim(const SuiteConfig& suite, const std::vector<PreparedCase>& 
   if (!version) {
     throw kv::InputError("--sim", "valgrind", "valgrind is not on PATH (Debian: apt-get install valgrind; ci/install-deps.sh installs it)");
   }
+  // Valgrind runs no AVX-512 on any machine: such a policy is refused before valgrind is asked.
+  for (const PreparedCase& c : cases) {
+    if (c.policy->cache.isa != kv::Isa::Avx512) continue;
+    throw kv::InputError(suite.file, policy_path(suite, c) + "/isa",
+                         "a sim run counts the engine under valgrind, which runs no AVX-512 (auto takes the path it runs)");
+  }
   SimSetup setup;
   setup.valgrind = *version;
   std::error_code ec;

@@ -93,6 +93,8 @@ TEST_CASE("kvbench run --suite smoke records every contract metric for every cas
   CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'host'") ==
         sql_value(db, "SELECT count(*) FROM metric_values WHERE name = 'ttft_ms' AND clock = 'model'"));
   CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE name = 'kv_bytes_per_token' AND clock != 'exact'") == "0");
+  // The sim clock's figures are a sim run's alone (kvbench run --sim): absent here.
+  CHECK(sql_value(db, "SELECT count(*) FROM metric_values WHERE clock = 'sim' OR name LIKE '%_sim_%'") == "0");
   // Deterministic figures repeat exactly across repetitions (one seed for all).
   CHECK(sql_value(db, "SELECT count(*) FROM (SELECT case_name, name FROM metric_values WHERE clock = 'exact' AND name != 'peak_rss_bytes'"
                    " GROUP BY case_name, name HAVING count(DISTINCT coalesce(value, na_reason)) > 1)") == "0");
