@@ -148,6 +148,7 @@ std::string comparison_record_json(const ComparisonRecord& r) {
                     {"candidate_repetitions", row.candidate_repetitions},
                     {"noisy_left_out", row.noisy_left_out},
                     {"repetitions_needed", row.repetitions_needed},
+                    {"sim_rows", sim_span_rows(row.metric)},
                     {"note", row.note}});
   }
   json cases = json::array();

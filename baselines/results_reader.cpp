@@ -145,6 +145,19 @@ std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id) 
   return out;
 }
 
+RepetitionNoise repetition_noise(ResultsStore& store, std::int64_t run_id) {
+  Query q(store,
+          "SELECT count(*), coalesce(sum(noisy), 0) FROM (SELECT m.case_id, m.repetition, max(m.noisy) AS noisy FROM metrics m"
+          " JOIN cases c ON c.id = m.case_id WHERE c.run_id = ? AND m.clock = 'host' GROUP BY m.case_id, m.repetition) r");
+  q.bind(1, run_id);
+  RepetitionNoise noise;
+  if (q.step()) {
+    noise.repetitions = static_cast<int>(q.int64(0));
+    noise.noisy = static_cast<int>(q.int64(1));
+  }
+  return noise;
+}
+
 std::map<std::string, std::vector<double>> load_series(ResultsStore& store, std::int64_t run_id, const std::string& case_name,
                                                        int repetition) {
   std::map<std::string, std::vector<double>> out;

@@ -52,6 +52,16 @@ struct CaseSamples {
 };
 std::vector<CaseSamples> load_samples(ResultsStore& store, std::int64_t run_id);
 
+// A run's stored repetitions of cases with host figures, and how many of them were flagged noisy
+// (some host figure marked noisy: the engine's threads waited for a core, a core slowed down or
+// started hot). A sim run's, whose host figures are NULL, has none noisy.
+struct RepetitionNoise {
+  int repetitions = 0;
+  int noisy = 0;
+  bool mostly_noisy() const { return repetitions > 0 && 2 * noisy > repetitions; }
+};
+RepetitionNoise repetition_noise(ResultsStore& store, std::int64_t run_id);
+
 // Every stored metric of a run, for export: the rows of metric_values, and the cases with theirs.
 struct MetricRow {
   std::string case_name, model, workload, policy, soc;

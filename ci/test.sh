@@ -57,7 +57,7 @@ step "PostgreSQL results store: every command against a real server, credentials
 timeout 300 bash tests/e2e/postgres_test.sh build/bin/kvbench
 
 step "slow tests hidden with [.] (Release)"
-build/bin/kvbench-tests "[perplexity],[runner-long],[gate-timed],[synthetic-long]"
+build/bin/kvbench-tests "[perplexity],[runner-long],[gate-timed],[synthetic-long],[nightly-sim]"
 
 step "contention tests: a child process holding a core (at most 3 minutes)"
 # Alone, after every other test: the contention is the one the tests make themselves.

@@ -61,14 +61,16 @@ ChildResult run_child(const std::vector<std::string>& argv) {
   return r;
 }
 
-// A binary that can run one case at a time into a database of its own, and its version.
-std::string check_binary(const std::string& path, const char* flag) {
+// A binary that can run one case at a time into a database of its own (a sim run with `sim`), and
+// its version.
+std::string check_binary(const std::string& path, const char* flag, bool sim) {
   if (::access(path.c_str(), X_OK) != 0) throw kv::InputError(path, flag, "not an executable file");
   const ChildResult version = run_child({path, "--version"});
   const std::string name = version.out.substr(0, version.out.find('\n'));
   if (version.status != 0 || name.rfind("kvbench ", 0) != 0) throw kv::InputError(path, flag, "not a kvbench binary (--version says no)");
   const ChildResult help = run_child({path, "run", "--help"});
-  for (const char* needed : {"--json", "--filter", "--repetitions", "--db"}) {
+  for (const char* needed : {"--json", "--filter", "--repetitions", "--db", "--sim"}) {
+    if (std::string(needed) == "--sim" && !sim) continue;
     if (help.out.find(needed) == std::string::npos) {
       throw kv::InputError(path, flag, fmt::format("{} lacks `run {}`, which kvbench ab needs", name, needed));
     }
@@ -99,6 +101,7 @@ std::vector<std::string> case_names(const SuiteConfig& suite) {
 
 struct Side {
   std::string name;  // baseline or candidate
+  bool sim = false;  // its children are sim runs
   std::string bin, version, suite, db;
   std::vector<std::int64_t> child_runs;           // in the side's database, one per child
   std::map<std::string, std::vector<std::int64_t>> runs_of;  // case -> its child runs, in repetition order
@@ -109,8 +112,10 @@ struct Side {
 // records the order the children ran in (side, case, start time) for the metadata.
 void run_one(Side& side, const std::string& name, json& schedule) {
   schedule.push_back({{"side", side.name}, {"case", name}, {"started_at", now_utc()}});
-  const ChildResult r = run_child({side.bin, "run", "--suite", side.suite, "--filter", "^" + regex_escape(name) + "$", "--repetitions", "1",
-                                   "--json", "--db", side.db});
+  std::vector<std::string> argv{side.bin, "run", "--suite", side.suite, "--filter", "^" + regex_escape(name) + "$", "--repetitions", "1",
+                                "--json", "--db", side.db};
+  if (side.sim) argv.push_back("--sim");
+  const ChildResult r = run_child(argv);
   const json doc = json::parse(r.out, nullptr, false);
   if (r.status != 0 || !doc.is_object() || !doc.contains("run_id")) {
     throw std::runtime_error(fmt::format("{} run of case {} failed (exit {}): {}", side.bin, name, r.status, r.out));
@@ -179,7 +184,12 @@ void add_ab_command(CLI::App& app, AbOptions& o) {
   o.command->add_option("--candidate-bin", o.candidate_bin, "the candidate kvbench binary")->required();
   o.command->add_option("--suite", o.suite, "suite for both (built-in name or file)")->required();
   o.command->add_option("--candidate-suite", o.candidate_suite, "a different suite for the candidate (default: --suite)");
-  o.command->add_option("--repetitions", o.repetitions, "repetitions per case and side")->check(whole_number_in(2, 1000))->capture_default_str();
+  o.command->add_option("--repetitions", o.repetitions, "repetitions per case and side (at least 2; 1 with --sim, whose counts do not vary)")
+      ->check(whole_number_in(1, 1000))
+      ->capture_default_str();
+  o.command->add_flag("--sim", o.sim,
+                      "each side's repetitions are sim runs (kvbench run --sim): their work counted under callgrind, compared "
+                      "exactly (docs/gate.md, the sim clock)");
   add_db_option(o.command, "--db", o.db, "results database for the two merged runs")->capture_default_str();
   o.command->add_option("--rules", o.rules, "gate rules JSON for the comparison (default: the built-in configs/gate.json)");
   o.command->add_option("--unreliable", o.unreliable, "rows noise left undecided: fail (exit 5) or pass")
@@ -196,8 +206,13 @@ int run_ab(const AbOptions& o) {
   b.name = "candidate";
   a.bin = fs::absolute(o.baseline_bin).string();
   b.bin = fs::absolute(o.candidate_bin).string();
-  a.version = check_binary(a.bin, "--baseline-bin");
-  b.version = check_binary(b.bin, "--candidate-bin");
+  if (o.repetitions < 2 && !o.sim) {
+    throw kv::InputError("--repetitions", std::to_string(o.repetitions),
+                         "an interleaved A/B of timings needs at least 2 repetitions a side (1 is enough with --sim: counts do not vary)");
+  }
+  a.sim = b.sim = o.sim;
+  a.version = check_binary(a.bin, "--baseline-bin", o.sim);
+  b.version = check_binary(b.bin, "--candidate-bin", o.sim);
   a.suite = o.suite;
   b.suite = o.candidate_suite.empty() ? o.suite : o.candidate_suite;
   const SuiteConfig suite_a = find_suite(a.suite), suite_b = find_suite(b.suite);
@@ -238,7 +253,7 @@ int run_ab(const AbOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const json ab_meta{{"baseline_bin", a.bin},   {"baseline_version", a.version}, {"candidate_bin", b.bin},
                      {"candidate_version", b.version}, {"baseline_suite", a.suite}, {"candidate_suite", b.suite},
-                     {"repetitions", o.repetitions}, {"schedule", schedule}};
+                     {"repetitions", o.repetitions}, {"sim", o.sim}, {"schedule", schedule}};
   ResultsStore store(o.db);
   const std::int64_t base_run = merge(a, names, suite_a.name, "ab:baseline", ab_meta, store);
   const std::int64_t cand_run = merge(b, names, suite_a.name, "ab:candidate", ab_meta, store);

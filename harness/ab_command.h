@@ -17,6 +17,7 @@ struct AbOptions {
   std::string baseline_bin, candidate_bin, suite, candidate_suite, rules;
   std::string db = kDefaultResultsDb;
   int repetitions = 5;
+  bool sim = false;  // each child a sim run (kvbench run --sim): the sides' counted work compared
   std::string unreliable = "fail";    // pass | fail, as for the gate
   std::string inconclusive = "pass";  // pass | fail
   CLI::App* command = nullptr;

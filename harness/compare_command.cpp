@@ -6,6 +6,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +27,15 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string value_text(const std::optional<double>& v, const std::string& metric) { return metric_value_text(v, metric); }
+// Sim rows are counts gated to a fraction of a percent: printed whole, so both counts say it.
+bool counted(const std::string& metric) {
+  const std::optional<MetricKey> key = parse_metric_key(metric);
+  return key && key->clock == Clock::Sim;
+}
+
+std::string value_text(const std::optional<double>& v, const std::string& metric) {
+  return v && counted(metric) ? grouped_count(*v) : metric_value_text(v, metric);
+}
 
 std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
 
@@ -40,6 +49,9 @@ std::string change_text(const ComparisonRowRecord& r) {
     return fmt::format("{} [{}, {}] p={}", percent(*r.ratio), percent(*r.ratio_low), percent(*r.ratio_high), significant(r.adjusted_p.value_or(1.0), 2));
   }
   const double base = *r.baseline_median, cand = *r.candidate_median;
+  if (counted(r.metric) && base != 0.0) {
+    return fmt::format("{}{} ({:+.2f}%)", cand >= base ? "+" : "-", grouped_count(std::fabs(cand - base)), (cand / base - 1.0) * 100.0);
+  }
   return base != 0.0 ? percent(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
 }
 

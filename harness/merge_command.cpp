@@ -204,7 +204,7 @@ void add_merge_command(CLI::App& app, MergeOptions& o) {
   o.command->add_flag("--allow-partial", o.allow_partial,
                       "merge even when shards are missing, failed, aborted or interrupted: the run is tagged partial and its "
                       "status is the worst of its shards' (failed where one is missing)");
-  o.command->add_flag("--json", o.json, "print {run_id, db, status, run_group, shards, cases, partial} as JSON");
+  o.command->add_flag("--json", o.json, "print {run_id, db, status, run_group, shards, cases, partial, noisy_repetitions} as JSON");
 }
 
 int run_merge(const MergeOptions& o) {
@@ -272,8 +272,15 @@ int run_merge(const MergeOptions& o) {
   const std::int64_t id = import_run(target, run, cases);
 
   if (o.json) {
-    fmt::print("{}\n", nlohmann::json{{"run_id", id}, {"db", o.into}, {"status", run_status_name(run.status)}, {"run_group", group},
-                                      {"shards", plan.shards.size()}, {"cases", cases.size()}, {"partial", plan.partial}}
+    const RepetitionNoise noise = repetition_noise(target, id);
+    fmt::print("{}\n", nlohmann::json{{"run_id", id},
+                                      {"db", o.into},
+                                      {"status", run_status_name(run.status)},
+                                      {"run_group", group},
+                                      {"shards", plan.shards.size()},
+                                      {"cases", cases.size()},
+                                      {"partial", plan.partial},
+                                      {"noisy_repetitions", {{"noisy", noise.noisy}, {"of", noise.repetitions}}}}
                            .dump());
   } else {
     fmt::print("merged run group {}: {} of {} shards, {} cases, into run {} of {} ({}{})\n", group, plan.shards.size(),

@@ -81,7 +81,8 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                 "a sim run: count every repetition's engine work under Valgrind's callgrind (clock sim: instructions and "
                 "simulated cache misses per span, the same on a busy machine), its host and cpu figures left NULL; as a "
                 "suite's \"sim\": true (docs/gate.md)");
-  cmd->add_flag("--json", o.json, "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions, store_writes} as JSON");
+  cmd->add_flag("--json", o.json,
+                "print {run_id, status, db, cases, skipped, failed, degraded, stored_repetitions, noisy_repetitions, store_writes} as JSON");
   cmd->add_option("--heartbeat", o.run.heartbeat_s,
                   "in a log (stderr not a terminal): a line at least every this many seconds inside a long repetition (0: none)")
       ->check(number_in(0.0, 86400.0))
@@ -118,7 +119,7 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
 
 void add_run_command(CLI::App& app, RunCommandOptions& o) {
   auto* cmd = app.add_subcommand("run", "Run a suite and store every figure in the results database");
-  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference) or a suite JSON file")->capture_default_str();
+  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference, prefix, gate-sim) or a suite JSON file")->capture_default_str();
   add_run_options(cmd, o);
   o.command = cmd;
 }
@@ -127,7 +128,7 @@ void add_sweep_command(CLI::App& app, RunCommandOptions& o) {
   auto* cmd = app.add_subcommand("sweep",
                                  "Run a suite priced on several SoCs: one engine run per configuration, each SoC pricing it (a SoC "
                                  "that cannot hold what the host run held gets its own run with its capacities)");
-  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference) or a suite JSON file")->required();
+  cmd->add_option("--suite", o.suite, "built-in suite (smoke, nightly, accuracy, soc-reference, prefix, gate-sim) or a suite JSON file")->required();
   cmd->add_option("--socs", o.socs, "comma-separated SoC profiles replacing the suite's socs (host and the built-in profiles)")->required();
   add_run_options(cmd, o);
   o.command = cmd;
@@ -174,11 +175,12 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.exporter->add_option("--out", o.out, "output file (default: stdout)");
 }
 
-std::string run_json(const RunSummary& s) {
+std::string run_json(const RunSummary& s, const RepetitionNoise& noise) {
   return json{{"run_id", s.run_id},   {"status", run_status_name(s.status)},
               {"db", s.db},           {"cases", s.cases},
               {"skipped", s.skipped}, {"failed", s.failed},
               {"degraded", s.degraded}, {"stored_repetitions", s.stored_repetitions},
+              {"noisy_repetitions", {{"noisy", noise.noisy}, {"of", noise.repetitions}}},
               {"store_writes", {{"repetitions", s.store_writes.repetitions}, {"seconds", s.store_writes.seconds}, {"clock", "host"}}}}
       .dump();
 }
@@ -234,7 +236,8 @@ int run_run(const RunCommandOptions& o) {
     return kExitOk;
   }
   if (o.json) {
-    fmt::print("{}\n", run_json(s));
+    ResultsStore store(s.db);
+    fmt::print("{}\n", run_json(s, repetition_noise(store, s.run_id)));
   } else {
     print_summary(s.db, s.run_id, o.wide, stdout);
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "results_reader.h"
 #include "runner.h"
 #include "store_location.h"
 
@@ -54,8 +55,9 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& options);
 SuiteConfig find_suite(const std::string& name_or_path);
 
 int run_run(const RunCommandOptions& options);
-// What `run --json` prints: {run_id, status, db, cases, skipped, failed, degraded}.
-std::string run_json(const RunSummary& summary);
+// What `run --json` prints: {run_id, status, db, cases, skipped, failed, degraded,
+// stored_repetitions, noisy_repetitions: {noisy, of}, store_writes}.
+std::string run_json(const RunSummary& summary, const RepetitionNoise& noise);
 int run_list(const ResultsCommandOptions& options, std::FILE* out = stdout);
 int run_show(const ResultsCommandOptions& options, std::FILE* out = stdout);
 int run_export(const ResultsCommandOptions& options);

@@ -74,6 +74,17 @@ std::string human_rate(double per_second) {
   return scaled(per_second, kUnits, kFactors, "");
 }
 
+std::string grouped_count(double count) {
+  if (!std::isfinite(count)) return significant(count);
+  const std::string digits = fmt::format("{:.0f}", std::fabs(count));
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (count < 0 && digits != "0" ? "-" : "") + out;
+}
+
 std::string human_value(double value, const std::string& unit) {
   if (unit == "ms") return human_duration_ms(value);
   if (unit == "bytes") return human_bytes(value);

@@ -16,6 +16,8 @@ std::string human_duration_ms(double ms);
 std::string human_bytes(double bytes);
 // 15.5, 12.3k, 1.23M (a count per second, the unit said elsewhere).
 std::string human_rate(double per_second);
+// A whole count in full, digits grouped by thousands: "16,166,332" (rounded to the nearest one).
+std::string grouped_count(double count);
 // A metric's value by its unit in the metric table: ms and bytes as above, tokens/s as a rate,
 // % with its sign, count as an integer, everything else (ratio, nats, ppl...) significant().
 std::string human_value(double value, const std::string& unit);

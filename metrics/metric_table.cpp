@@ -340,6 +340,28 @@ std::string cpu_counterpart(std::string_view host_metric) {
   return "";
 }
 
+std::vector<std::string> sim_span_rows(std::string_view metric_key) {
+  const std::optional<MetricKey> key = parse_metric_key(metric_key);
+  if (!key || !measured_here(key->clock)) return {};
+  const std::string& name = key->name;
+  const auto total = [](const char* phase) { return span_sim_metric_name(phase, "total", "instructions"); };
+  if (name.find("_quality_") != std::string::npos) return {};
+  for (const char* phase : {"prefill", "decode"}) {
+    if (name.rfind("span_" + std::string(phase) + "_", 0) == 0) return {total(phase)};
+  }
+  const std::string cpu = cpu_counterpart(name);
+  if (!cpu.empty()) return {total(cpu.rfind("span_prefill_", 0) == 0 ? "prefill" : "decode")};
+  static const std::vector<std::string> prefill = {"ttft_first_turn_ms", "ttft_repeat_request_ms"};
+  static const std::vector<std::string> decode = {"spec_draft_ms", "spec_verify_ms"};
+  static const std::vector<std::string> both = {"goodput", "dma_wait_ms", "first_step_dma_wait_ms", "dma_wait_after_first_ms",
+                                                "swap_in_gb_per_s", "swap_out_gb_per_s"};
+  const auto in = [&](const std::vector<std::string>& list) { return std::find(list.begin(), list.end(), name) != list.end(); };
+  if (in(prefill)) return {total("prefill")};
+  if (in(decode)) return {total("decode")};
+  if (in(both)) return {total("prefill"), total("decode")};
+  return {};
+}
+
 const std::vector<MetricDef>& metric_table() {
   static const std::vector<MetricDef> table = build_table();
   return table;

@@ -91,6 +91,13 @@ bool contention_sensitive(const MetricDef& def);
 // leaves the wall-time row undecided, this row can decide.
 std::string cpu_counterpart(std::string_view host_metric);
 
+// The sim clock's rows that count the work of a host or cpu figure's span, for settling that
+// figure when noise left it undecided: its phase's span_<phase>_total_sim_instructions - both
+// phases' for the figures of the L2 path (waits and swap bandwidth: the loads and writes the sim
+// clock counts run in both), and for goodput, which takes both. None for a figure of no span's
+// work (noise, device conditions, memory, the sim clock's own) or on another clock.
+std::vector<std::string> sim_span_rows(std::string_view metric_key);
+
 // The glossary as Markdown: one table row per metric (docs/metrics.md is this text).
 std::string metric_glossary_markdown();
 

@@ -354,7 +354,7 @@ night() {  # $1: the night's run group; two shards into the server at once, then
   [ "$(q kvb_i "SELECT count(*) FROM runs WHERE tags LIKE '%run-group=$1%'")" = 2 ] || fail "the two shards of $1 did not store two runs"
   shard_cases=$(q kvb_i "SELECT count(*) FROM cases c JOIN runs r ON r.id = c.run_id WHERE r.tags LIKE '%run-group=$1%'")
   rc=0
-  (cd "$cwd" && KVBENCH=$kvbench exec bash "$repo/ci/nightly.sh" --db "$I" --run-group "$1" --out "$out/i-$1" --promote) \
+  (cd "$cwd" && KVBENCH=$kvbench exec bash "$repo/ci/nightly.sh" --db "$I" --run-group "$1" --out "$out/i-$1" --promote --sim-suite none) \
     >"$out/i-$1.out" 2>"$out/i-$1.err" || rc=$?
   # A gate's verdict on one noisy repetition a side is a result here: pass, regressed or unreliable.
   case $rc in 0 | 1 | 5) ;; *) fail "ci/nightly.sh --run-group $1 on the server exited $rc" "$out/i-$1.err" "$out/i-$1.out" ;; esac

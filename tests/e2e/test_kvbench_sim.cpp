@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -144,4 +146,69 @@ TEST_CASE("a sim run counts the same work with a core kept busy by another proce
     busy = f.run(small_suite(), "busy");
   }
   CHECK(figures(f.db, idle, "sim") == figures(f.db, busy, "sim"));
+}
+
+namespace {
+
+// The smallest sim case: one 256-token prompt and 8 decode steps.
+std::string tiny_suite(const std::string& policy_extra = "") {
+  return R"({"name": "sim-tiny", "repetitions": 1, "sim": true,
+    "models": [{"name": "syn-0.5b", "backend": "synthetic", "preset": "qwen-0.5b-gqa", "sample_layers": 1}],
+    "workloads": [{"name": "rag-256", "kind": "rag", "context_tokens": 256, "gen_tokens": 8}],
+    "policies": [{"name": "q4", "k": "q4", "v": "q4", "page_tokens": 16, "residual_tokens": 16,
+                  "sparse": {"selector": "hybrid", "budget": 0.5, "window": 32, "sample_every": 8})" +
+         policy_extra + "}]}";
+}
+
+}  // namespace
+
+TEST_CASE("a sim row regresses the gate and ab, named with both counts and the change", "[e2e][whole-runs][sim]") {
+  SimFixture f;
+  const std::string base_file = f.dir.path + "/tiny.json", slow_file = f.dir.path + "/slow.json";
+  kvtest::write_file(base_file, tiny_suite());
+  kvtest::write_file(slow_file, tiny_suite(R"(, "test_repeat_attention": 0.25)"));
+  const Output a = run_kvbench("run --suite " + base_file + " --db " + f.db + " --json");
+  const Output b = run_kvbench("run --suite " + base_file + " --db " + f.db + " --json");
+  const Output c = run_kvbench("run --suite " + slow_file + " --db " + f.db + " --json");
+  INFO(a.text << b.text << c.text);
+  REQUIRE((a.status == 0 && b.status == 0 && c.status == 0));
+  // A/A: every sim row unchanged, the gate passes.
+  const Output same = run_kvbench("gate --baseline 1 --candidate 2 --db " + f.db);
+  INFO(same.text);
+  CHECK(same.status == 0);
+  CHECK(same.text.find("0 regressed, 0 unreliable") != std::string::npos);
+  // The planted repeat: the decode and prefill totals regress, each with both counts in full.
+  const std::string json = f.dir.path + "/gate.json", md = f.dir.path + "/gate.md", junit = f.dir.path + "/gate.xml";
+  const Output slower = run_kvbench("gate --baseline 1 --candidate 3 --db " + f.db + " --json " + json + " --markdown " + md + " --junit " + junit);
+  INFO(slower.text);
+  CHECK(slower.status == 1);
+  const std::regex line(R"(regressed syn-0.5b/rag-256/q4/host span_decode_total_sim_instructions: ([0-9,]+) -> ([0-9,]+) \+([0-9,]+) \(\+([0-9.]+)%\))");
+  std::smatch m;
+  REQUIRE(std::regex_search(slower.text, m, line));
+  const auto number = [](std::string s) {
+    s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+    return std::stod(s);
+  };
+  CHECK(number(m[2]) - number(m[1]) == number(m[3]));
+  CHECK(std::stod(m[4]) > 1.0);
+  const auto gate = nlohmann::json::parse(kvtest::read_file(json));
+  int regressed_sim = 0;
+  for (const auto& row : gate["rows"]) {
+    if (row["verdict"] == "regressed" && row["metric"].get<std::string>().find("_sim_") != std::string::npos) ++regressed_sim;
+  }
+  CHECK(regressed_sim >= 2);  // decode and prefill
+  CHECK(kvtest::read_file(md).find("span_decode_total_sim_instructions") != std::string::npos);
+  CHECK(kvtest::read_file(junit).find("span_decode_total_sim_instructions") != std::string::npos);
+  // ab --sim: one counted repetition a side is enough, and the same repeat regresses there too.
+  const std::string ab_db = f.dir.path + "/ab.sqlite";
+  const Output ab = run_kvbench("ab --baseline-bin " + std::string(KVBENCH_BIN) + " --candidate-bin " + KVBENCH_BIN + " --suite " + base_file +
+                                " --candidate-suite " + slow_file + " --sim --repetitions 1 --db " + ab_db);
+  INFO(ab.text);
+  CHECK(ab.status == 1);
+  CHECK(ab.text.find("regressed syn-0.5b/rag-256/q4/host span_decode_total_sim_instructions") != std::string::npos);
+  // Without --sim a single repetition is refused.
+  const Output one = run_kvbench("ab --baseline-bin " + std::string(KVBENCH_BIN) + " --candidate-bin " + KVBENCH_BIN + " --suite " + base_file +
+                                 " --repetitions 1 --db " + ab_db);
+  CHECK(one.status == 2);
+  CHECK(one.text.find("1 is enough with --sim") != std::string::npos);
 }

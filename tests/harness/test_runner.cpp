@@ -147,8 +147,10 @@ TEST_CASE("an L2 device that fails with ENOSPC degrades the run visibly: metrics
   // Degrading instead of stopping is the design: the run completes, but never looks clean.
   REQUIRE(summary.status == RunStatus::Complete);
   CHECK(summary.degraded == 1);
-  const std::string json = run_json(summary);
+  ResultsStore store(options.db_path);
+  const std::string json = run_json(summary, repetition_noise(store, summary.run_id));
   CHECK(json.find("\"degraded\":1") != std::string::npos);
+  CHECK(json.find("\"noisy_repetitions\":{\"noisy\":") != std::string::npos);
   for (const char* key : {"\"run_id\"", "\"status\"", "\"db\"", "\"cases\"", "\"skipped\"", "\"failed\""}) {
     CHECK(json.find(key) != std::string::npos);
   }
@@ -172,7 +174,7 @@ TEST_CASE("a clean run is not marked degraded", "[runner]") {
   RunOptions options = quiet_options(dir);
   const RunSummary summary = run_suite(suite, options);
   CHECK(summary.degraded == 0);
-  CHECK(run_json(summary).find("\"degraded\":0") != std::string::npos);
+  CHECK(run_json(summary, {}).find("\"degraded\":0") != std::string::npos);
   const std::string shown = show_text(options.db_path);
   CHECK(shown.find("q4-tight !") == std::string::npos);
   CHECK(shown.find("degraded") == std::string::npos);

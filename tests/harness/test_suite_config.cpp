@@ -199,7 +199,7 @@ TEST_CASE("socs that name no profile are refused", "[config]") {
 TEST_CASE("the built-in suites parse and hold what the README says", "[config]") {
   std::map<std::string, SuiteConfig> suites;
   for (const auto& [name, text] : kvbench::builtin_suites()) suites.emplace(name, parse_suite(text, "builtin:" + name, "."));
-  REQUIRE(suites.size() == 5);
+  REQUIRE(suites.size() == 6);
   const SuiteConfig& nightly = suites.at("nightly");
   CHECK(nightly.repetitions == 5);
   CHECK(nightly.models.size() == 1);
@@ -236,6 +236,11 @@ TEST_CASE("the built-in suites parse and hold what the README says", "[config]")
   REQUIRE(prefix.policies.size() == 2);
   CHECK_FALSE(prefix.policies[0].cache.prefix_cache);
   CHECK(prefix.policies[1].cache.prefix_cache);
+  // The sim clock's suite: counted, one repetition, and the L2 path among its cases.
+  const SuiteConfig& gate_sim = suites.at("gate-sim");
+  CHECK(gate_sim.sim);
+  CHECK(gate_sim.repetitions == 1);
+  CHECK(std::any_of(gate_sim.policies.begin(), gate_sim.policies.end(), [](const PolicyConfig& p) { return p.cache.memory.l1_bytes > 0; }));
 }
 
 TEST_CASE("shared-context fields belong to their kinds and resolve with their defaults", "[config][prefix]") {
