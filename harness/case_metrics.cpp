@@ -90,6 +90,11 @@ void add_latency(Builder& b, const Inputs& in) {
                             : std::optional<double>(std::accumulate(e.ttft_ms.begin(), e.ttft_ms.end(), 0.0) /
                                                     static_cast<double>(e.ttft_ms.size())),
           "no prompt: teacher-forced scoring feeds one token per step", prefill_extrapolated);
+  const TtftSplit split = split_ttft(e.ttft_ms);
+  b.maybe("ttft_first_request_ms", split.first, "no prompt: teacher-forced scoring feeds one token per step", prefill_extrapolated);
+  b.maybe("ttft_followup_ms_p50", split.followup_p50, e.ttft_ms.empty() ? "no prompt: teacher-forced scoring feeds one token per step"
+                                                                        : "one request with a prompt: no follow-up",
+          prefill_extrapolated);
   b.maybe("prefill_tps",
           e.prefill_tokens > 0 && e.prefill.total_ms > 0.0 ? std::optional<double>(e.prefill_tokens / (e.prefill.total_ms * 1e-3))
                                                            : std::nullopt,
@@ -456,6 +461,14 @@ void add_cpu_spans(Builder& b, const Inputs& in) {
 }
 
 }  // namespace
+
+TtftSplit split_ttft(const std::vector<double>& per_request) {
+  TtftSplit split;
+  if (per_request.empty()) return split;
+  split.first = per_request.front();
+  if (per_request.size() > 1) split.followup_p50 = percentile(std::vector<double>(per_request.begin() + 1, per_request.end()), 50.0);
+  return split;
+}
 
 double percentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());

@@ -44,6 +44,13 @@ struct RepetitionFacts {
 
 // The contract's scalar names, in the order they are recorded (spans included).
 const std::vector<std::string>& contract_metric_names();
+
+// A run's TTFTs, per request with a prompt in request order, as users read them: the first
+// request's (the long prompt) and the median (nearest rank) of the rest (nothing with one).
+struct TtftSplit {
+  std::optional<double> first, followup_p50;
+};
+TtftSplit split_ttft(const std::vector<double>& per_request);
 // Those the llama backend adds (recorded NULL on the synthetic backend).
 const std::vector<std::string>& llama_metric_names();
 

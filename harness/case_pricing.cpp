@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "attention/paged_attention.h"
+#include "case_metrics.h"
 #include "metric_table.h"
 
 namespace kvbench {
@@ -161,11 +162,18 @@ std::vector<MetricRecord> modelled_metrics(const PricedCase& priced, const kv::s
   const bool prefill_x = scaled_layers || priced.prefill_extrapolated;
   Records r(repetition);
   const bool prompt = !f.ttft_ms.empty(), decode = !f.tpot_ms.empty();
+  const TtftSplit split = split_ttft(f.ttft_ms);
   if (prompt) {
     r.value("ttft_ms", f.ttft_mean_ms, prefill_x);
+    r.value("ttft_first_request_ms", *split.first, prefill_x);
+    if (split.followup_p50) {
+      r.value("ttft_followup_ms_p50", *split.followup_p50, prefill_x);
+    } else {
+      r.na("ttft_followup_ms_p50", "one request with a prompt: no follow-up");
+    }
     r.value("prefill_tps", f.prefill_tps, prefill_x);
   } else {
-    r.na("ttft_ms", "no prompt");
+    for (const char* name : {"ttft_ms", "ttft_first_request_ms", "ttft_followup_ms_p50"}) r.na(name, "no prompt");
     r.na("prefill_tps", "no prefill phase");
   }
   if (decode) {

@@ -3,6 +3,7 @@
 #include "comparison_record.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -39,6 +40,31 @@ std::string value_text(const std::optional<double>& v, const std::string& metric
 
 std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
 
+// A change in percent with the digits it needs to show that it is not zero (one decimal at least).
+std::string percent_shown(double ratio) {
+  const double pct = (ratio - 1.0) * 100.0;
+  int decimals = 1;
+  while (decimals < 15 && pct != 0.0 && std::fabs(pct) < 0.5 * std::pow(10.0, 1 - decimals)) ++decimals;
+  return fmt::format("{:+.{}f}%", pct, decimals);
+}
+
+// A row's two medians as printed: in human units, with more digits where those would read the
+// same for values that differ (a change the gate acts on is always visible).
+std::pair<std::string, std::string> median_texts(const ComparisonRowRecord& r) {
+  std::pair<std::string, std::string> texts{value_text(r.baseline_median, r.metric), value_text(r.candidate_median, r.metric)};
+  if (!r.baseline_median || !r.candidate_median || *r.baseline_median == *r.candidate_median || texts.first != texts.second) return texts;
+  const MetricDef* def = find_metric_key(r.metric);
+  const std::string unit = def != nullptr && def->unit != "ratio" && def->unit != "count" ? " " + def->unit : "";
+  // Fixed notation (never an exponent), one more decimal at a time.
+  const double magnitude = std::max(std::fabs(*r.baseline_median), std::fabs(*r.candidate_median));
+  const int integer_digits = magnitude >= 1.0 ? static_cast<int>(std::floor(std::log10(magnitude))) + 1 : 1;
+  for (int decimals = 0; decimals <= 17 - std::min(integer_digits, 17); ++decimals) {
+    texts = {fmt::format("{:.{}f}{}", *r.baseline_median, decimals, unit), fmt::format("{:.{}f}{}", *r.candidate_median, decimals, unit)};
+    if (texts.first != texts.second) break;
+  }
+  return texts;
+}
+
 // The estimate the row was judged on: for statistical rows the ratio of geometric means with
 // its 95% interval ("+14.6% [+9.8%, +19.6%] p=0.0004"), for deterministic ones the change of
 // the value; "no estimate" where there is none (the note says why).
@@ -50,9 +76,9 @@ std::string change_text(const ComparisonRowRecord& r) {
   }
   const double base = *r.baseline_median, cand = *r.candidate_median;
   if (counted(r.metric) && base != 0.0) {
-    return fmt::format("{}{} ({:+.2f}%)", cand >= base ? "+" : "-", grouped_count(std::fabs(cand - base)), (cand / base - 1.0) * 100.0);
+    return fmt::format("{}{} ({})", cand >= base ? "+" : "-", grouped_count(std::fabs(cand - base)), percent_shown(cand / base));
   }
-  return base != 0.0 ? percent(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
+  return base != 0.0 ? percent_shown(cand / base) : (cand == 0.0 ? "+0.0%" : "new");
 }
 
 std::string summary_line(const ComparisonRecord& c) {
@@ -91,8 +117,8 @@ std::string row_line(const ComparisonRowRecord& r) {
                                           (*r.core_slowdown - 1.0) * 100.0);
     note = note.empty() ? speed : note + "; " + speed;
   }
-  return fmt::format("{} {} {}: {} -> {} {}{}", verdict_text(r), r.case_name, r.metric, value_text(r.baseline_median, r.metric),
-                     value_text(r.candidate_median, r.metric), change_text(r), note.empty() ? "" : " (" + note + ")");
+  const auto [base, cand] = median_texts(r);
+  return fmt::format("{} {} {}: {} -> {} {}{}", verdict_text(r), r.case_name, r.metric, base, cand, change_text(r), note.empty() ? "" : " (" + note + ")");
 }
 
 RunComparison run_comparison(const CompareCommandOptions& o, ResultsStore& store, const LoadedRules& loaded) {
@@ -276,12 +302,13 @@ std::string comparison_markdown(const ComparisonRecord& c, const GateStrictness&
   md.suite = c.suite;
   md.counts = summary_line(c);
   md.caveats = c.caveats;
+  md.undecided = {c.unreliable, c.unreliable_judged_by_cpu, c.inconclusive, strictness.unreliable_fails, strictness.inconclusive_fails};
   for (const ComparisonCaseRecord& k : c.cases) {
     for (const std::string& change : k.config_changes) md.config_changes.emplace_back(k.name, change);
   }
   for (const ComparisonRowRecord& r : c.rows) {
-    md.rows.push_back({r.verdict == Verdict::Regressed, r.unreliable(), verdict_text(r), r.case_name, r.metric,
-                       value_text(r.baseline_median, r.metric), value_text(r.candidate_median, r.metric), change_text(r),
+    const auto [base, cand] = median_texts(r);
+    md.rows.push_back({r.verdict == Verdict::Regressed, r.unreliable(), verdict_text(r), r.case_name, r.metric, base, cand, change_text(r),
                        r.acknowledged.empty() ? r.note : r.acknowledged});
   }
   md.only_in_baseline = c.only_in_baseline;
@@ -290,11 +317,18 @@ std::string comparison_markdown(const ComparisonRecord& c, const GateStrictness&
 }
 
 // A test suite per case, in case order; its test cases in the record's order (failures first).
+// A regressed row is a failure of its own (type "regressed"). A row the gate left undecided -
+// unreliable or inconclusive - or an acknowledged regression is a skipped test case carrying its
+// line, never a failure one by one: when undecided rows fail the gate (--unreliable=fail,
+// --inconclusive=fail) or the benchmark definition changed, one test case of the suite
+// "kvbench gate" fails for all of them (type "unreliable", "inconclusive" or "needs-baseline")
+// and lists them. A dashboard then counts one failure per regression, plus one per such reason.
 std::string comparison_junit(const ComparisonRecord& c, const GateStrictness& strictness) {
   std::map<std::string, std::vector<const ComparisonRowRecord*>> by_case;
   for (const ComparisonRowRecord& r : c.rows) by_case[r.case_name].push_back(&r);
   std::ostringstream suites;
   int tests = 0, failures = 0;
+  std::vector<const ComparisonRowRecord*> unreliable, inconclusive;
   for (const ComparisonCaseRecord& k : c.cases) {
     std::ostringstream cases;
     int case_tests = 0, case_failures = 0, skipped = 0;
@@ -303,11 +337,12 @@ std::string comparison_junit(const ComparisonRecord& c, const GateStrictness& st
       ++case_tests;
       const std::string line = row_line(*r);
       cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">", xml_escape(k.name), xml_escape(r->metric));
-      if (r->failing() || (r->verdict == Verdict::Inconclusive && strictness.inconclusive_fails) || (r->unreliable() && strictness.unreliable_fails)) {
+      if (r->failing()) {
         ++case_failures;
-        cases << fmt::format("\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    ", xml_escape(line), verdict_name(r->verdict),
-                             xml_escape(line));
-      } else if (r->verdict == Verdict::Inconclusive || r->verdict == Verdict::Regressed) {
+        cases << fmt::format("\n      <failure message=\"{}\" type=\"regressed\">{}</failure>\n    ", xml_escape(line), xml_escape(line));
+      } else if (r->unreliable() || r->verdict == Verdict::Inconclusive || r->verdict == Verdict::Regressed) {
+        if (r->unreliable()) unreliable.push_back(r);
+        if (r->verdict == Verdict::Inconclusive) inconclusive.push_back(r);
         ++skipped;
         cases << fmt::format("\n      <skipped message=\"{}\"/>\n    ", xml_escape(line));
       }
@@ -318,9 +353,42 @@ std::string comparison_junit(const ComparisonRecord& c, const GateStrictness& st
     suites << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" errors=\"0\">\n{}  </testsuite>\n",
                           xml_escape(k.name), case_tests, case_failures, skipped, cases.str());
   }
+  // The gate's own reasons to fail beside regressions, one test case each.
+  std::ostringstream gate_cases;
+  int gate_tests = 0, gate_failures = 0;
+  const auto reason = [&](const char* name, const char* type, const std::string& message, const std::vector<const ComparisonRowRecord*>& rows,
+                          bool fails) {
+    ++gate_tests;
+    std::string body = message;
+    for (const ComparisonRowRecord* r : rows) body += "\n" + row_line(*r);
+    gate_cases << fmt::format("    <testcase classname=\"kvbench gate\" name=\"{}\" time=\"0\">", name);
+    if (fails) {
+      ++gate_failures;
+      gate_cases << fmt::format("\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    ", xml_escape(message), type, xml_escape(body));
+    } else if (!rows.empty()) {
+      gate_cases << fmt::format("\n      <skipped message=\"{}\"/>\n    ", xml_escape(message));
+    }
+    gate_cases << "</testcase>\n";
+  };
+  if (c.definition_changed) {
+    reason("benchmark definition", "needs-baseline",
+           fmt::format("the benchmark definition changed v{} -> v{}: exact and modelled rows need a new baseline", c.definition_changed->first,
+                       c.definition_changed->second),
+           {}, true);
+  }
+  reason("unreliable rows", "unreliable",
+         fmt::format("{} row{} that noise or too few repetitions left undecided, with no CPU-time row that settled them{}", unreliable.size(),
+                     unreliable.size() == 1 ? "" : "s", strictness.unreliable_fails ? "" : " (passed by --unreliable=pass)"),
+         unreliable, strictness.unreliable_fails && !unreliable.empty());
+  reason("inconclusive rows", "inconclusive",
+         fmt::format("{} row{} whose interval crosses the threshold band{}", inconclusive.size(), inconclusive.size() == 1 ? "" : "s",
+                     strictness.inconclusive_fails ? "" : " (passed: --inconclusive=fail fails them)"),
+         inconclusive, strictness.inconclusive_fails && !inconclusive.empty());
+  suites << fmt::format("  <testsuite name=\"kvbench gate\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n{}  </testsuite>\n", gate_tests,
+                        gate_failures, gate_cases.str());
   return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kvbench gate: run {} against run {}\" tests=\"{}\" "
                      "failures=\"{}\">\n{}</testsuites>\n",
-                     c.candidate_run, c.baseline_run, tests, failures, suites.str());
+                     c.candidate_run, c.baseline_run, tests + gate_tests, failures + gate_failures, suites.str());
 }
 
 void add_compare_commands(CLI::App& app, CompareCommandOptions& o) {
@@ -438,12 +506,13 @@ bool run_compare_commands(const CompareCommandOptions& o, int& exit_code) {
     fmt::print("gate: FAIL ({} inconclusive, --inconclusive=fail)\n", verdict.inconclusive);
     exit_code = kExitInconclusive;
   } else {
-    if (c.unreliable > 0) {
-      fmt::print(stderr, "kvbench: warning: {} rows are unreliable (noise or too few repetitions), passed by --unreliable=pass\n",
-                 c.unreliable);
+    // What it let pass, as the Markdown's headline says it: the rows are listed above.
+    std::vector<std::string> passed;
+    if (c.unreliable > 0) passed.push_back(fmt::format("{} unreliable row{} passed by --unreliable=pass", c.unreliable, c.unreliable == 1 ? "" : "s"));
+    if (verdict.inconclusive > 0) {
+      passed.push_back(fmt::format("{} inconclusive row{}: their intervals cross the band", verdict.inconclusive, verdict.inconclusive == 1 ? "" : "s"));
     }
-    if (verdict.inconclusive > 0) fmt::print(stderr, "kvbench: warning: {} rows are inconclusive (their intervals cross the band)\n", verdict.inconclusive);
-    fmt::print("gate: pass\n");
+    fmt::print("gate: pass{}\n", passed.empty() ? "" : fmt::format(" ({}; listed above)", fmt::join(passed, "; ")));
     exit_code = kExitOk;
   }
   return true;

@@ -141,37 +141,64 @@ class Comment {
   bool stopped_ = false;
 };
 
-void write_config_changes(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+// The regressed rows, right under the headline: the first screen holds them.
+void write_regressions(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+  const auto regressed = std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return r.regressed; });
+  const std::string head = fmt::format("### Regressions ({})\n", regressed) + std::string(kTableHead);
   bool open = false;
-  for (const auto& [name, change] : m.config_changes) {
-    const std::string line = "- config changed: " + markdown_code(name) + ": " + markdown_text(change) + "\n";
-    open |= comment.append(open ? "" : "### Config changes\n\n", line, left.changes);
+  for (const GateMarkdownRow& row : m.rows) {
+    if (row.regressed) open |= comment.append(open ? "" : head, row_markdown(row), left.rows);
   }
   if (open) comment.close("\n");
 }
 
-// The rows that decide the outcome, above the fold: regressions, then unreliable rows.
-void write_deciding_rows(const GateMarkdown& m, Comment& comment, LeftOut& left) {
-  for (const auto& [title, wanted] : {std::pair{"### Regressions\n\n", &GateMarkdownRow::regressed},
-                                      std::pair{"### Unreliable (noise left them undecided)\n\n", &GateMarkdownRow::unreliable}}) {
-    const std::string head = title + std::string(kTableHead);
-    bool open = false;
-    for (const GateMarkdownRow& row : m.rows) {
-      if (row.*wanted) open |= comment.append(open ? "" : head, row_markdown(row), left.rows);
-    }
-    if (open) comment.close("\n");
+// One line per kind of undecided row, with what to do about it.
+void write_undecided(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+  const GateUndecided& u = m.undecided;
+  const auto rows = [](int n) { return fmt::format("{} row{}", n, n == 1 ? "" : "s"); };
+  std::vector<std::string> lines;
+  if (u.unreliable > 0) {
+    lines.push_back(fmt::format("**{} unreliable**{}: noise or too few repetitions left them undecided and no CPU-time row settled "
+                                "them. Rerun on a quiet runner or with more repetitions; the sim clock (`kvbench run --sim`) counts "
+                                "the work a busy runner cannot time.",
+                                rows(u.unreliable), u.unreliable_fails ? " (they fail the gate; `--unreliable=pass` passes them)" : " (passed by `--unreliable=pass`)"));
   }
+  if (u.judged > 0) {
+    lines.push_back(fmt::format("**{} judged by CPU time**: noise left their wall time undecided and their CPU-time rows decided; a "
+                                "quiet run gates the wall time.",
+                                rows(u.judged)));
+  }
+  if (u.inconclusive > 0) {
+    lines.push_back(fmt::format("**{} inconclusive**{}: their intervals cross the threshold band; each row says how many repetitions "
+                                "would settle it.",
+                                rows(u.inconclusive), u.inconclusive_fails ? " (they fail the gate: `--inconclusive=fail`)" : ""));
+  }
+  bool open = false;
+  for (const std::string& line : lines) open |= comment.append(open ? "" : "### Undecided\n", "- " + line + "\n", left.other);
+  if (open) comment.close("\n");
 }
 
-// Every other row and the cases found in one run only, collapsed.
+void write_config_changes(const GateMarkdown& m, Comment& comment, LeftOut& left) {
+  const std::string details = fmt::format("<details><summary>Config changes ({})</summary>\n\n", m.config_changes.size());
+  bool open = false;
+  for (const auto& [name, change] : m.config_changes) {
+    const std::string line = "- config changed: " + markdown_code(name) + ": " + markdown_text(change) + "\n";
+    open |= comment.append(open ? "" : details, line, left.changes);
+  }
+  if (open) comment.close("\n</details>\n\n");
+}
+
+// Every other row (the undecided ones first) and the cases found in one run only, collapsed.
 void write_other_rows(const GateMarkdown& m, Comment& comment, LeftOut& left) {
-  const auto others = std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return !r.regressed && !r.unreliable; });
+  const auto others = std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return !r.regressed; });
   const std::string details = fmt::format("<details><summary>Every other row ({})</summary>\n\n", others);
   bool in_details = false, in_table = false;
-  for (const GateMarkdownRow& row : m.rows) {
-    if (row.regressed || row.unreliable) continue;
-    const std::string prefix = (in_details ? "" : details) + std::string(in_table ? "" : kTableHead);
-    if (comment.append(prefix, row_markdown(row), left.rows)) in_details = in_table = true;
+  for (const bool undecided : {true, false}) {
+    for (const GateMarkdownRow& row : m.rows) {
+      if (row.regressed || row.unreliable != undecided) continue;
+      const std::string prefix = (in_details ? "" : details) + std::string(in_table ? "" : kTableHead);
+      if (comment.append(prefix, row_markdown(row), left.rows)) in_details = in_table = true;
+    }
   }
   for (const auto& [names, where] : {std::pair{&m.only_in_baseline, "baseline"}, std::pair{&m.only_in_candidate, "candidate"}}) {
     for (const std::string& name : *names) {
@@ -227,9 +254,10 @@ std::string render_gate_markdown(const GateMarkdown& m) {
   Comment comment(fmt::format("**kvbench gate: {}** — candidate run {} against baseline run {} (suite {}): {}\n\n", markdown_text(m.outcome),
                               m.candidate_run, m.baseline_run, markdown_text(m.suite), markdown_text(m.counts)));
   LeftOut left;
+  write_regressions(m, comment, left);
+  write_undecided(m, comment, left);
   for (const std::string& caveat : m.caveats) comment.append("", "> caveat: " + markdown_text(caveat) + "\n\n", left.other);
   write_config_changes(m, comment, left);
-  write_deciding_rows(m, comment, left);
   write_other_rows(m, comment, left);
   if (left.rows + left.changes + left.other > 0) comment.close(left_out_line(left, m));
   return comment.take();

@@ -1,13 +1,13 @@
 // The gate's Markdown, written to be posted as a pull-request comment: the verdict line (the
-// gate's outcome), the configuration changes, the regressed rows, the unreliable rows nothing
-// judged, then every other row in a collapsed <details>.
+// gate's outcome), the regressed rows right under it, then one line per kind of row the gate
+// left undecided with what to do about it, the caveats, and collapsed in <details> the
+// configuration changes and every other row (the undecided ones first).
 //
 // Every string that comes from data (case, metric and suite names, config change text, notes,
 // caveats) is escaped: it cannot add a table cell, HTML, a link, emphasis or a heading, and a
 // line break in it shows as ⏎ instead of ending the row. The whole text stays under
 // kGateMarkdownLimit bytes: rows that would not fit are left out, counted in a last line that
-// points to gate.json and the HTML report. What comes first (configuration changes,
-// regressions) is what stays.
+// points to gate.json and the HTML report. What comes first (regressions) is what stays.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +41,14 @@ struct GateMarkdownRow {
   std::string verdict, case_name, metric, baseline, candidate, change, note;
 };
 
+// How many rows the gate left undecided, by kind, and whether they fail it.
+struct GateUndecided {
+  int unreliable = 0;    // nothing settled them
+  int judged = 0;        // wall-time rows their CPU-time rows judged
+  int inconclusive = 0;  // intervals across the band
+  bool unreliable_fails = true, inconclusive_fails = false;
+};
+
 // A comparison as the Markdown needs it; the strings are plain, the renderer escapes them.
 struct GateMarkdown {
   std::string outcome = "pass";  // the headline: what the gate decided ("FAIL", "UNRELIABLE", ...)
@@ -48,6 +56,7 @@ struct GateMarkdown {
   std::string suite;
   std::string counts;  // "1 regressed, 0 improved, ..."
   std::vector<std::string> caveats;
+  GateUndecided undecided;
   std::vector<std::pair<std::string, std::string>> config_changes;  // (case, "field: old -> new")
   std::vector<GateMarkdownRow> rows;                                // regressed first, in order
   std::vector<std::string> only_in_baseline, only_in_candidate;

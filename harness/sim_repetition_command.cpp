@@ -3,6 +3,8 @@
 #include <gnu/libc-version.h>
 
 #include <algorithm>
+#include <exception>
+#include <thread>
 
 #include "case_plan.h"
 #include "case_preparation.h"
@@ -82,7 +84,19 @@ int run_sim_repetition(const SimRepetitionOptions& o) {
   context.l2_dir = &l2;
   context.capacities = job.l0_bytes > 0 || job.l1_bytes > 0 ? &capacities : nullptr;
   context.prefix_warm = suite.prefix_warm;
-  const CountedRun run = run_engine_counted(c, context);
+  // On a thread of its own: its allocator arena and cache start empty, so what the preparation
+  // allocated (paths of every length, the suite) does not move where the engine's allocations
+  // land, nor the allocator's paths the sim clock counts.
+  CountedRun run;
+  std::exception_ptr failed;
+  std::thread([&] {
+    try {
+      run = run_engine_counted(c, context);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }).join();
+  if (failed) std::rethrow_exception(failed);
   write_sim_result(kSimResultFile, {run.prefill_tokens, run.decode_tokens, c.model->preset != nullptr, run.kernel_path});
   return 0;
 }

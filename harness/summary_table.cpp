@@ -175,7 +175,8 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
 
 const std::vector<SummaryColumn>& default_summary_columns() {
   static const std::vector<SummaryColumn> columns = {
-      {"ttft_ms", "ttft", "", Style::Unit},
+      {"ttft_first_request_ms", "ttft", "first", Style::Unit},
+      {"ttft_followup_ms_p50", "ttft next", "p50", Style::Unit},
       {"prefill_tps", "prefill", "tok/s", Style::Unit},
       {"tpot_ms_p50", "tpot", "p50", Style::Unit},
       {"tpot_ms_p99", "tpot", "p99", Style::Unit},

@@ -18,7 +18,7 @@ struct SummaryColumn {
   enum class Style { Unit, Percent, Times } style = Style::Unit;
 };
 
-// ttft, prefill tok/s, tpot p50 and p99, decode tok/s, KV bytes/token, compression, peak L1,
+// ttft of the first request and the follow-ups' median, prefill tok/s, tpot p50 and p99, decode tok/s, KV bytes/token, compression, peak L1,
 // token drop, recall, attn_rel_error, ppl delta, noise share.
 const std::vector<SummaryColumn>& default_summary_columns();
 // A sim run's: the prefill and decode phases' counted instructions, L1 and LL misses and

@@ -68,12 +68,14 @@ void cross_soc_section(Page& page, const ReportModel& m) {
   const std::string unfit_text = unfit.empty() ? "" : fmt::format("; does not fit ({}): {}", unfit.size(), unfit.front()) +
                                                           (unfit.size() > 1 ? fmt::format(" and {} more", unfit.size() - 1) : "");
   const std::map<std::string, std::string> captions = {
-      {"ttft_ms", "time to first token priced by each SoC's profile: the dense layers' compute and weight traffic and the KV work"},
+      {"ttft_first_request_ms",
+       "time to first token of the first request (the long prompt) priced by each SoC's profile: the dense layers' compute and "
+       "weight traffic and the KV work"},
       {"decode_tps", "decode tokens per second priced by each SoC's profile, dense layers included"},
       {"energy_mj_per_token", "energy per decoded token priced by each SoC's profile"},
       {"memory_headroom_bytes", "the SoC's model budget less weights, peak KV and the runtime reserve: below zero it does not fit"},
   };
-  for (const char* name : {"ttft_ms", "decode_tps", "energy_mj_per_token", "memory_headroom_bytes"}) {
+  for (const char* name : {"ttft_first_request_ms", "decode_tps", "energy_mj_per_token", "memory_headroom_bytes"}) {
     std::vector<Bars> bars;
     for (const std::string& soc : socs) {
       Bars b{soc, {}};

@@ -87,7 +87,7 @@ TEST_CASE("the gate fails a slowed-down candidate on its timings, with JUnit and
   // Markdown: the one-line summary and the regressions table.
   const std::string md = kvtest::file_bytes(markdown);
   CHECK(md.rfind("**kvbench gate: FAIL**", 0) == 0);
-  CHECK(md.find("### Regressions\n\n| verdict | case | metric | baseline | candidate | change | note |") != std::string::npos);
+  CHECK(md.find("\n\n### Regressions (") < md.find("| verdict | case | metric | baseline | candidate | change | note |"));
   CHECK(md.find("| regressed | `syn-7b/rag-2k/q4-hybrid/host` | `span_decode_total_cpu_ms` |") != std::string::npos);
   CHECK(md.find("<details>") != std::string::npos);
   // compare is read-only and prints the same rows; JSON too.

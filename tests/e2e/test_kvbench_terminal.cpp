@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ bool one_block(const std::string& text) {
 TEST_CASE("the summary fits the terminal: 80 and 200 columns on a pseudo-terminal, 120 in a pipe, --wide one table", "[e2e][whole-runs][cli]") {
   const kvtest::TempDir temp("kvbench-e2e-terminal");
   const std::string db = temp.path + "/results.sqlite";
-  const Output made = kvtest::run_kvbench("run --suite smoke --filter 'rag-2k|multimodal' --repetitions 1 --db " + db);
+  const Output made = kvtest::run_kvbench("run --suite smoke --filter 'rag-2k|multimodal|codebase-4k/q4' --repetitions 1 --db " + db);
   INFO(made.text);
   REQUIRE(made.status == 0);
 
@@ -52,6 +53,14 @@ TEST_CASE("the summary fits the terminal: 80 and 200 columns on a pseudo-termina
   CHECK(widest_line(broad.text) <= 200);
   CHECK(widest_line(broad.text) > 120);  // the names sit beside the figures
   CHECK(one_block(broad.text));
+  // A case of several requests shows both TTFTs, each under its own name: the repository
+  // prompt's and the questions' median; a case of one request has no follow-up.
+  CHECK(broad.text.find("ttft ttft next") != std::string::npos);
+  const std::regex two_ttfts(R"(\ncodebase-4k/q4-hybrid-tight +([0-9.]+ (ms|s|min))\*? +([0-9.]+ (ms|s|min))\*? )");
+  std::smatch m;
+  REQUIRE(std::regex_search(broad.text, m, two_ttfts));
+  const std::regex one_ttft(R"(\nrag-2k/f16-full +[0-9.]+ (ms|s|min)\*? +- )");
+  CHECK(std::regex_search(broad.text, one_ttft));
 
   const Output piped = kvtest::run_kvbench("show 1 --db " + db);
   CHECK(widest_line(piped.text) <= 120);

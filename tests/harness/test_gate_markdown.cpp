@@ -164,9 +164,12 @@ TEST_CASE("pathological names stay inside their cell, with no HTML, link or mark
     CAPTURE(line);
     if (line.rfind("|", 0) == 0) CHECK(unescaped_pipes(line) == unescaped_pipes(header));
     // Our own tags are the only HTML; outside code spans every markup character is escaped.
-    if (line.rfind("<details><summary>Every other row (", 0) == 0 || line == "</details>") continue;
+    if (line.rfind("<details><summary>Every other row (", 0) == 0 || line.rfind("<details><summary>Config changes (", 0) == 0 ||
+        line == "</details>") {
+      continue;
+    }
     std::string text = without_code_spans(line);
-    for (const char* ours : {"**kvbench gate: FAIL**", "### Config changes", "### Regressions", "> caveat: ", "|---|---|---|---|---|---|---|"}) {
+    for (const char* ours : {"**kvbench gate: FAIL**", "### Undecided", "### Regressions", "> caveat: ", "|---|---|---|---|---|---|---|"}) {
       if (text.rfind(ours, 0) == 0) text.erase(0, std::string(ours).size());
     }
     if (line.rfind("| ", 0) == 0) {  // the row's own separators are the unescaped pipes counted above
@@ -186,7 +189,7 @@ TEST_CASE("pathological names stay inside their cell, with no HTML, link or mark
   }
 }
 
-TEST_CASE("config changes, then regressions, then every other row", "[gate-markdown]") {
+TEST_CASE("regressions right under the headline, a line per kind of undecided row, then the rest collapsed", "[gate-markdown]") {
   RunComparison c = comparison("nightly");
   CaseComparison a, b;
   a.name = "syn-7b/rag-2k/q4-hybrid/host";
@@ -198,18 +201,23 @@ TEST_CASE("config changes, then regressions, then every other row", "[gate-markd
   const std::string md = comparison_markdown(comparison_record(c));
   INFO(md);
   CHECK(md.rfind("**kvbench gate: FAIL** — candidate run 2 against baseline run 1 (suite nightly): 2 regressed", 0) == 0);
-  const std::size_t changes = md.find("### Config changes\n\n- config changed: `syn-7b/codebase-8k/q4-hybrid/host`: policies.sparse.budget: 0.25 -\\> 0.1\n");
-  const std::size_t regressions = md.find("### Regressions\n\n| verdict |");
+  const std::size_t regressions = md.find("\n\n### Regressions (2)\n| verdict |");
+  const std::size_t undecided = md.find("### Undecided\n- **1 row inconclusive**: their intervals cross the threshold band");
+  const std::size_t changes = md.find("<details><summary>Config changes (1)</summary>\n\n- config changed: `syn-7b/codebase-8k/q4-hybrid/host`: "
+                                      "policies.sparse.budget: 0.25 -\\> 0.1\n");
   const std::size_t details = md.find("<details><summary>Every other row (3)</summary>");
-  REQUIRE(changes != std::string::npos);
   REQUIRE(regressions != std::string::npos);
+  REQUIRE(undecided != std::string::npos);
+  REQUIRE(changes != std::string::npos);
   REQUIRE(details != std::string::npos);
-  CHECK(changes < regressions);
-  CHECK(regressions < details);
+  CHECK(md.find('\n') == regressions);  // the table starts on the third line
+  CHECK(regressions < undecided);
+  CHECK(undecided < changes);
+  CHECK(changes < details);
   for (const char* metric : {"`token_drop_ratio`", "`attn_mass_recall`"}) {
     CAPTURE(metric);
     CHECK(md.find(metric) > regressions);
-    CHECK(md.find(metric) < details);
+    CHECK(md.find(metric) < undecided);
   }
   for (const char* metric : {"`decode_tps`", "`tpot_ms_p50`", "`noise_cpu_share`"}) {
     CAPTURE(metric);
@@ -244,68 +252,57 @@ TEST_CASE("a comparison of 2,000 rows is cut under the limit and counts what it 
   CHECK(md.find("</details>\n\n**Cut to fit") != std::string::npos);
 }
 
-TEST_CASE("regressions and config changes beyond the limit are cut too, and counted", "[gate-markdown]") {
-  // 1500 cases, each with a regression and an unchanged row; `every`: one case in so many has a
-  // config change.
-  const auto build = [](int every) {
-    RunComparison c = comparison("nightly");
-    for (int k = 0; k < 1500; ++k) {
-      CaseComparison cc;
-      cc.name = "case-" + std::to_string(k);
-      if (k % every == 0) cc.config_changes.push_back("policies.sparse.budget: 0.25 -> 0.1");
-      cc.rows = {row("token_drop_ratio", Verdict::Regressed), row("decode_tps", Verdict::Unchanged)};
-      c.cases.push_back(cc);
-    }
-    return comparison_markdown(comparison_record(c));
-  };
-  const auto count_lines = [](const std::string& md, const std::string& start) {
-    std::size_t n = 0;
-    for (const std::string& line : lines_of(md)) n += line.rfind(start, 0) == 0;
-    return n;
-  };
+TEST_CASE("regressions beyond the limit are cut too, and counted, with the config changes after them", "[gate-markdown]") {
+  // 1500 cases, each with a regression, an unchanged row and a config change.
+  RunComparison c = comparison("nightly");
+  for (int k = 0; k < 1500; ++k) {
+    CaseComparison cc;
+    cc.name = "case-" + std::to_string(k);
+    cc.config_changes.push_back("policies.sparse.budget: 0.25 -> 0.1");
+    cc.rows = {row("token_drop_ratio", Verdict::Regressed), row("decode_tps", Verdict::Unchanged)};
+    c.cases.push_back(cc);
+  }
+  const std::string md = comparison_markdown(comparison_record(c));
+  CHECK(md.size() < kGateMarkdownLimit);
   std::smatch match;
-  SECTION("config changes alone exceed it") {
-    const std::string md = build(1);
-    CHECK(md.size() < kGateMarkdownLimit);
-    REQUIRE(std::regex_search(md, match, std::regex(R"(\*\*Cut to fit a pull-request comment:\*\* 3000 of 3000 rows, (\d+) of 1500 config changes left out\.)")));
-    const std::size_t shown = count_lines(md, "- config changed: ");
-    CHECK(shown > 0);
-    CHECK(shown + std::stoul(match[1].str()) == 1500);
-    CHECK(md.find("### Regressions") == std::string::npos);
-  }
-  SECTION("regressions exceed it") {
-    const std::string md = build(10);
-    CHECK(md.size() < kGateMarkdownLimit);
-    CHECK(count_lines(md, "- config changed: ") == 150);
-    REQUIRE(std::regex_search(md, match, std::regex(R"(\*\*Cut to fit a pull-request comment:\*\* (\d+) of 3000 rows left out\.)")));
-    const std::size_t shown = count_lines(md, "| regressed |");
-    CHECK(shown > 0);
-    CHECK(shown == table_rows(md));
-    CHECK(shown + std::stoul(match[1].str()) == 3000);
-    CHECK(md.find("<details>") == std::string::npos);  // nothing after the cut
-  }
+  REQUIRE(std::regex_search(md, match, std::regex(R"(\*\*Cut to fit a pull-request comment:\*\* (\d+) of 3000 rows, 1500 of 1500 config changes left out\.)")));
+  std::size_t shown = 0;
+  for (const std::string& line : lines_of(md)) shown += line.rfind("| regressed |", 0) == 0;
+  CHECK(shown > 0);
+  CHECK(shown == table_rows(md));
+  CHECK(shown + std::stoul(match[1].str()) == 3000);
+  CHECK(md.find("config changed") == std::string::npos);  // after the regressions, past the cut
+  CHECK(md.find("<details>") == std::string::npos);
 }
 
-TEST_CASE("the headline follows the gate's outcome, and unreliable rows nothing judged stand above the fold", "[gate-markdown]") {
+TEST_CASE("the headline follows the gate's outcome; undecided rows are a line each, listed first among the rest", "[gate-markdown]") {
   RunComparison c = comparison("nightly");
   CaseComparison a;
   a.name = "syn-7b/rag-2k/q4-hybrid/host";
   MetricComparison judged = row("decode_tps", Verdict::Unreliable);
   judged.judged_by = "span_decode_total_cpu_ms";
   judged.judged_verdict = Verdict::Unchanged;
-  a.rows = {row("span_decode_dma_wait_ms", Verdict::Unreliable), judged, row("tpot_ms_p50", Verdict::Inconclusive)};
+  a.rows = {row("span_decode_dma_wait_ms", Verdict::Unreliable), judged, row("tpot_ms_p50", Verdict::Inconclusive),
+            row("kv_bytes_per_token", Verdict::Unchanged)};
   c.cases = {a};
   std::string md = comparison_markdown(comparison_record(c));
   INFO(md);
   CHECK(md.rfind("**kvbench gate: UNRELIABLE** —", 0) == 0);
-  const std::size_t unreliable = md.find("### Unreliable (noise left them undecided)\n\n| verdict |");
-  const std::size_t details = md.find("<details><summary>Every other row (2)</summary>");
-  REQUIRE(unreliable != std::string::npos);
+  CHECK(md.find("### Regressions") == std::string::npos);
+  const std::size_t undecided = md.find("### Undecided\n");
+  REQUIRE(undecided != std::string::npos);
+  CHECK(md.find("- **1 row unreliable** (they fail the gate; `--unreliable=pass` passes them): noise or too few repetitions") > undecided);
+  CHECK(md.find("- **1 row judged by CPU time**: noise left their wall time undecided") > undecided);
+  CHECK(md.find("- **1 row inconclusive**: their intervals cross") > undecided);
+  const std::size_t details = md.find("<details><summary>Every other row (4)</summary>");
   REQUIRE(details != std::string::npos);
-  CHECK(md.find("`span_decode_dma_wait_ms`") > unreliable);
-  CHECK(md.find("`span_decode_dma_wait_ms`") < details);
-  CHECK(md.find("`decode_tps`") > details);  // judged by its CPU-time row: not above the fold
-  CHECK(comparison_markdown(comparison_record(c), GateStrictness{false, false}).rfind("**kvbench gate: pass (unreliable rows passed by --unreliable=pass)**", 0) == 0);
+  // Among the rest, the unreliable row first.
+  CHECK(md.find("`span_decode_dma_wait_ms`") > details);
+  CHECK(md.find("`span_decode_dma_wait_ms`") < md.find("`kv_bytes_per_token`"));
+  CHECK(md.find("`span_decode_dma_wait_ms`") < md.find("`decode_tps`"));
+  const std::string passed = comparison_markdown(comparison_record(c), GateStrictness{false, false});
+  CHECK(passed.rfind("**kvbench gate: pass (unreliable rows passed by --unreliable=pass)**", 0) == 0);
+  CHECK(passed.find("- **1 row unreliable** (passed by `--unreliable=pass`)") != std::string::npos);
   c.cases[0].rows.erase(c.cases[0].rows.begin());
   CHECK(comparison_markdown(comparison_record(c)).rfind("**kvbench gate: pass (with inconclusive rows)**", 0) == 0);
   c.definition_change = std::pair{1, 2};

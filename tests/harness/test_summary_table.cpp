@@ -106,8 +106,8 @@ TEST_CASE("case names keep the parts that differ, the common ones go in a key", 
   CHECK(summary.find("interrupted multimodal-2i/q4-hybrid-tight-l1: the run was stopped during this case; 1 of 5 repetitions were "
                      "stored") != std::string::npos);
   CHECK(summary.find("[interrupted]") != std::string::npos);
-  CHECK(summary.find("clock host (measured here): ttft, prefill tok/s, tpot p50, tpot p99, decode tok/s, noise share") !=
-        std::string::npos);
+  CHECK(summary.find("clock host (measured here): ttft first, ttft next p50, prefill tok/s, tpot p50, tpot p99, decode tok/s, noise "
+                     "share") != std::string::npos);
 }
 
 TEST_CASE("cells: units by the metric table, marks, and a dash for what does not apply", "[summary]") {
@@ -119,7 +119,7 @@ TEST_CASE("cells: units by the metric table, marks, and a dash for what does not
     FAIL(metric);
     return columns.front();
   };
-  CHECK(summary_cell(column("ttft_ms"), {856000.0, "", true, false}) == "14.3 min*");
+  CHECK(summary_cell(column("ttft_first_request_ms"), {856000.0, "", true, false}) == "14.3 min*");
   CHECK(summary_cell(column("peak_l1_bytes"), {805306368.0, "", false, false}) == "768 MiB");
   CHECK(summary_cell(column("token_drop_ratio"), {0.7469, "", false, false}) == "74.7%");
   CHECK(summary_cell(column("kv_compression_ratio"), {3.2381, "", false, false}) == "3.24x");
@@ -129,9 +129,10 @@ TEST_CASE("cells: units by the metric table, marks, and a dash for what does not
 }
 
 TEST_CASE("show --metrics picks columns by name and refuses unknown ones, the JSON holds the same medians", "[summary]") {
-  const auto columns = summary_columns("ttft_ms,swap_out_gb_per_s");
+  const auto columns = summary_columns("ttft_first_request_ms,swap_out_gb_per_s");
   REQUIRE(columns.size() == 2);
   CHECK(columns[0].head == "ttft");
+  CHECK(columns[0].sub == "first");
   CHECK(columns[1].head == "swap_out_gb_per_s");
   CHECK(summary_columns("all").size() == metric_table().size());
   CHECK_THROWS_MATCHES(summary_columns("ttft_ms,tpot"), kv::InputError, Catch::Predicate<kv::InputError>([](const kv::InputError& e) {
@@ -140,8 +141,8 @@ TEST_CASE("show --metrics picks columns by name and refuses unknown ones, the JS
   const RunView run = view_of(parse_suite(builtin_suites().at(0).second, "builtin", "."), 5);
   const auto doc = nlohmann::json::parse(summary_json(run, columns));
   REQUIRE(doc["cases"].size() == run.cases.size());
-  CHECK(doc["cases"][0]["metrics"]["ttft_ms"]["median"].get<double>() == *run.cases[0].figures.at("ttft_ms").median);
-  CHECK(doc["cases"][0]["metrics"]["ttft_ms"]["clock"] == "host");
+  CHECK(doc["cases"][0]["metrics"]["ttft_first_request_ms"]["median"].get<double>() == *run.cases[0].figures.at("ttft_first_request_ms").median);
+  CHECK(doc["cases"][0]["metrics"]["ttft_first_request_ms"]["clock"] == "host");
   CHECK(doc["cases"][0]["metrics"].size() == 2);
   CHECK(doc["run"]["id"] == 7);
 }

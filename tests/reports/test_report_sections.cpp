@@ -83,7 +83,7 @@ TEST_CASE("report sections: trends need two runs and draw each headline metric o
   const std::string html = rendered(trends_section, m);
   CHECK(html.find("decode_tps over runs") != std::string::npos);
   CHECK(html.find("<td>mark: baseline</td><td>5</td>") != std::string::npos);
-  CHECK(html.find("ttft_ms: no data") != std::string::npos);
+  CHECK(html.find("ttft_first_request_ms: no data") != std::string::npos);
 }
 
 TEST_CASE("report sections: a case's recordings, a priced case and a skipped one", "[reports][sections]") {
@@ -108,8 +108,8 @@ TEST_CASE("report sections: a case's recordings, a priced case and a skipped one
 TEST_CASE("report sections: across SoCs without the host, a negative headroom named", "[reports][sections]") {
   ReportModel m = base_model();
   CHECK(rendered(cross_soc_section, m).find("no sweep") != std::string::npos);
-  m.model.cases = {make_case("p", "host", {{"ttft_ms", 3e7}}),
-                   make_case("p", "phone", {{"ttft_ms", 900.0}, {"fits_in_memory", 0.0}, {"memory_headroom_bytes", -1073741824.0}})};
+  m.model.cases = {make_case("p", "host", {{"ttft_first_request_ms", 3e7}}),
+                   make_case("p", "phone", {{"ttft_first_request_ms", 900.0}, {"fits_in_memory", 0.0}, {"memory_headroom_bytes", -1073741824.0}})};
   const std::string html = rendered(cross_soc_section, m);
   CHECK(html.find("the host is left out of these charts") != std::string::npos);
   CHECK(html.find("does not fit (1): m/w/p on phone") != std::string::npos);
