@@ -70,6 +70,7 @@ ReportOutcome render_report(const ReportModel& m, const std::string& gnuplot) {
   const RunView& host = m.host;
   Page page;
   verdict_section(page, m);
+  headline_section(page, m);
   trends_section(page, m);
   cases_section(page, m);
   sparse_section(page, m);
@@ -83,7 +84,7 @@ ReportOutcome render_report(const ReportModel& m, const std::string& gnuplot) {
                      h(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<h1>" + h(title) + "</h1>\n<p>" +
                      h(fmt::format("{} ({}), git {}{}, {} cases", record.started_at, record.status, record.git_sha,
                                    record.git_dirty ? " (dirty)" : "", host.cases.size())) +
-                     "</p>\n<nav><a href=\"#verdict\">verdict</a><a href=\"#trends\">trends</a><a href=\"#cases\">cases</a><a "
+                     "</p>\n<nav><a href=\"#verdict\">verdict</a><a href=\"#headline\">headline</a><a href=\"#trends\">trends</a><a href=\"#cases\">cases</a><a "
                      "href=\"#sparse-quality\">sparse quality</a><a href=\"#pareto\">Pareto</a><a href=\"#cross-soc\">across SoCs</a><a "
                      "href=\"#metadata\">metadata</a></nav>\n";
   const std::string tail = std::string("<script>") + kScript + "</script>\n</body>\n</html>\n";

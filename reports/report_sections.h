@@ -9,6 +9,8 @@ namespace kvbench::report {
 
 // The verdict against the baseline: what changed first, then the rows, then degraded cases.
 void verdict_section(Page& page, const ReportModel& m);
+// Per case the figures a user reads a run by: both TTFTs, speed, KV size, memory, accuracy.
+void headline_section(Page& page, const ReportModel& m);
 // Headline metrics over the suite's recent runs, with change points and the baseline marked.
 void trends_section(Page& page, const ReportModel& m);
 // Per case: water levels, swap, time by phase, TPOT, selection, drift and dropped tokens.

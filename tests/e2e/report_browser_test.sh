@@ -69,9 +69,24 @@ dom = open(f"{work}/dom.html", encoding="utf-8").read()
 failures = []
 if 'data-measured="yes"' not in dom:
     failures.append("the page's script did not run (no data-measured on body)")
-for section in ["verdict", "trends", "cases", "sparse-quality", "pareto", "cross-soc", "metadata"]:
+for section in ["verdict", "headline", "trends", "cases", "sparse-quality", "pareto", "cross-soc", "metadata"]:
     if f'id="{section}"' not in dom:
         failures.append(f"section {section} missing from the DOM")
+# The headline: both TTFTs of a multi-request case (the smoke suite's codebase case), each a figure.
+headline = re.search(r'<section id="headline">(.*?)</section>', dom, re.S)
+if not headline:
+    failures.append("no headline section")
+else:
+    h = headline.group(1)
+    for metric in ("ttft_first_request_ms", "ttft_followup_ms_p50"):
+        if f'title="{metric}"' not in h:
+            failures.append(f"the headline has no {metric} column")
+    rows = re.findall(r'<tr><td><a [^>]*>([^<]*codebase[^<]*)</a></td><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>', h)
+    if not rows:
+        failures.append("the headline has no codebase row")
+    for label, first, followup in rows:
+        if first in ("", "-") or followup in ("", "-"):
+            failures.append(f"headline {label}: first request {first!r}, follow-ups {followup!r}")
 svgs = page.count("<svg")
 sizes = re.findall(r'<svg[^>]*data-rendered="(\d+)x(\d+)"', dom)
 if svgs == 0:

@@ -212,7 +212,7 @@ std::string baseline_of(const std::string& db, const std::string& name) {
 
 // Hidden, run alone by ci/test.sh's slow step: its host rows are compared between nights (three
 // repetitions, CPU time judging the noisy wall times), which a neighbouring test could move.
-TEST_CASE("ci/nightly.sh with a sim suite: noisy host rows are settled by its counted work; a noisy night never becomes the host baseline",
+TEST_CASE("ci/nightly.sh with a sim suite: noisy host rows are settled by its counted work, a noisy night never becomes the host baseline",
           "[.][nightly-sim]") {
   const kvtest::TempDir dir("kvbench-e2e-nightly-sim");
   const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports";

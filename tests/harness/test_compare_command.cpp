@@ -83,7 +83,7 @@ TEST_CASE("JUnit: a failure per regression, and one for the unreliable rows when
         std::string::npos);
 }
 
-TEST_CASE("JUnit: undecided rows passed by the gate fail nothing; inconclusive ones fail once under --inconclusive=fail; a new definition fails once",
+TEST_CASE("JUnit: undecided rows passed by the gate fail nothing, inconclusive ones fail once under --inconclusive=fail, a new definition fails once",
           "[gate][junit]") {
   ComparisonRecord c = planted();
   std::string xml = comparison_junit(c, GateStrictness{false, false});

@@ -275,7 +275,7 @@ TEST_CASE("regressions beyond the limit are cut too, and counted, with the confi
   CHECK(md.find("<details>") == std::string::npos);
 }
 
-TEST_CASE("the headline follows the gate's outcome; undecided rows are a line each, listed first among the rest", "[gate-markdown]") {
+TEST_CASE("the headline follows the gate's outcome, undecided rows are a line each, listed first among the rest", "[gate-markdown]") {
   RunComparison c = comparison("nightly");
   CaseComparison a;
   a.name = "syn-7b/rag-2k/q4-hybrid/host";

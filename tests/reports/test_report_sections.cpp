@@ -105,6 +105,29 @@ TEST_CASE("report sections: a case's recordings, a priced case and a skipped one
   CHECK(html.find("m/w/q/host: skipped: too long") != std::string::npos);
 }
 
+TEST_CASE("report sections: the headline shows both TTFTs of a multi-request case, modelled ones on a SoC", "[reports][sections]") {
+  ReportModel m = base_model();
+  CaseView skipped = make_case("q", "host", {});
+  skipped.status = "skipped";
+  m.host.cases = {make_case("p", "host", {{"ttft_first_request_ms", 5004000.0}, {"ttft_followup_ms_p50", 5700.0}, {"decode_tps", 12.5}}),
+                  make_case("r", "host", {{"ttft_first_request_ms", 850.0}, {"decode_tps", 30.0}}), make_case("p", "phone", {}), skipped};
+  m.host.cases[0].figures["ttft_first_request_ms"].extrapolated = true;
+  m.model.cases = {make_case("p", "phone", {{"ttft_first_request_ms", 90000.0}, {"ttft_followup_ms_p50", 120.0}})};
+  const std::string html = rendered(headline_section, m);
+  INFO(html);
+  CHECK(html.find("<th title=\"ttft_first_request_ms\">ttft first request</th><th title=\"ttft_followup_ms_p50\">ttft follow-ups p50</th>") !=
+        std::string::npos);
+  // 83.4 minutes for the prompt, 5.7 s for each question, not their mean.
+  CHECK(html.find(">w/p/host</a></td><td>host</td><td>1.39 h*</td><td>5.70 s</td>") != std::string::npos);
+  CHECK(html.find(">w/r/host</a></td><td>host</td><td>850 ms</td><td>-</td>") != std::string::npos);
+  CHECK(html.find(">w/p/phone</a></td><td>model (phone)</td><td>1.50 min</td><td>120 ms</td>") != std::string::npos);
+  CHECK(html.find("w/q/host") == std::string::npos);           // skipped
+  CHECK(html.find("<th title=\"ppl_delta_pct\">") == std::string::npos);  // no case has one
+  CHECK(html.find("* extrapolated") != std::string::npos);
+  m.host.cases.clear();
+  CHECK(rendered(headline_section, m).find("no cases with figures") != std::string::npos);
+}
+
 TEST_CASE("report sections: across SoCs without the host, a negative headroom named", "[reports][sections]") {
   ReportModel m = base_model();
   CHECK(rendered(cross_soc_section, m).find("no sweep") != std::string::npos);
