@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <iterator>
 #include <chrono>
 #include <ctime>
@@ -152,6 +153,11 @@ ResultsStore::ResultsStore(const std::string& path, Access access) : path_(path)
     const int code = sqlite3_errcode(db_) & 0xff;
     close();
     if (const auto* input = dynamic_cast<const kv::InputError*>(&e)) throw *input;
+    if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM) {
+      if (const std::string read_only = file_store_write_problem(path); !read_only.empty()) {
+        throw kv::InputError(path, "--db", "cannot write: it " + read_only + " (" + e.what() + ")");
+      }
+    }
     if (code == SQLITE_READONLY) {
       throw kv::InputError(path, "--db", std::string("cannot write: ") + e.what() +
                                              " (`list`, `show` and `export` read a read-only database)");
@@ -207,6 +213,23 @@ void ResultsStore::open_read_only() {
   }
 }
 
+std::string file_store_write_problem(const std::string& db) {
+  if (is_postgres_uri(db)) return "";
+  namespace fs = std::filesystem;
+  const fs::path file(db);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  const std::string fix = "; `list`, `show` and `export` read it as it is: to write, give a writable copy or make it writable";
+  std::error_code ec;
+  if (fs::exists(file, ec) && ::access(file.c_str(), W_OK) != 0) {
+    return "is read-only for this user (" + std::string(std::strerror(errno)) + ")" + fix;
+  }
+  // SQLite writes its journal beside the file.
+  if (fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "its directory " + dir.string() + " is read-only for this user (" + std::strerror(errno) + "), and SQLite writes its journal there" + fix;
+  }
+  return "";
+}
+
 bool store_exists(const std::string& db) {
   if (!is_postgres_uri(db)) {
     std::error_code ec;
@@ -241,7 +264,8 @@ void throw_sqlite_failure(sqlite3* db, const std::string& what, const std::strin
   const std::string reason = !message.empty() ? message : sqlite3_errmsg(db);
   const char* file = sqlite3_db_filename(db, "main");
   const std::string path = file != nullptr && *file != '\0' ? file : "the results database";
-  switch (sqlite3_extended_errcode(db) & 0xff) {
+  const int code = sqlite3_extended_errcode(db) & 0xff;
+  switch (code) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       throw DatabaseError(path, "--db", "damaged: " + reason + " (restore it from a copy, or start a new database)");
@@ -249,10 +273,12 @@ void throw_sqlite_failure(sqlite3* db, const std::string& what, const std::strin
       throw DatabaseError(path, "--db", "cannot write: " + reason + " (free space on its filesystem)");
     case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
-      throw DatabaseError(path, "--db", "cannot read or write: " + reason);
     case SQLITE_READONLY:
     case SQLITE_PERM:
-      throw DatabaseError(path, "--db", "cannot write: " + reason);
+      if (const std::string read_only = file_store_write_problem(path); !read_only.empty()) {
+        throw DatabaseError(path, "--db", "cannot write: it " + read_only + " (" + reason + ")");
+      }
+      throw DatabaseError(path, "--db", std::string(code == SQLITE_READONLY || code == SQLITE_PERM ? "cannot write: " : "cannot read or write: ") + reason);
     default:
       throw std::runtime_error("sqlite " + what + ": " + reason);
   }

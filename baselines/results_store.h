@@ -202,6 +202,10 @@ class ResultsStore {
 // be reached throws DatabaseError.
 bool store_exists(const std::string& db);
 
+// Why a writer could not write the database file `db` (or the journal beside it) as this user,
+// with what to do, or "" when it could (always "" for a server).
+std::string file_store_write_problem(const std::string& db);
+
 // How long a run on a server may go without a heartbeat before it is taken for abandoned, unless
 // the run states its own (`kvbench run --heartbeat-timeout`, kept in its metadata).
 inline constexpr int kDefaultHeartbeatTimeoutS = 120;

@@ -14,6 +14,7 @@
 #include "kernel_benchmarks.h"
 #include "noise_reporter.h"
 #include "runtime/error.h"
+#include "runtime/thread_limit.h"
 
 namespace {
 
@@ -41,9 +42,8 @@ void parse_options(std::vector<char*>& args) {
     } else if (take_value(args, i, "--threads", value)) {
       char* end = nullptr;
       const long threads = std::strtol(value.c_str(), &end, 10);
-      if (end == value.c_str() || *end != '\0' || threads < 0) {
-        throw kv::InputError("kvbench-micro", "--threads", "'" + value + "' is not a count >= 0");
-      }
+      if (end == value.c_str() || *end != '\0') throw kv::InputError("kvbench-micro", "--threads", "'" + value + "' is not a whole number");
+      kv::check_thread_count(threads, "kvbench-micro", "--threads");
       opts.threads = static_cast<int>(threads);
     } else if (take_value(args, i, "--l2-dir", value)) {
       if (!std::filesystem::is_directory(value)) {

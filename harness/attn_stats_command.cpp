@@ -25,7 +25,7 @@ void add_attn_stats_command(CLI::App& app, AttnStatsOptions& o) {
   cmd->add_option("--first-query", o.stats.first_query,
                   "queries at positions from this one to the window's end (default: half the window)")
       ->check(whole_number_in(0, 1 << 24));
-  cmd->add_option("--threads", o.threads, "threads of the model's dense layers")->check(whole_number_in(1, 4096));
+  cmd->add_option("--threads", o.threads, "threads of the model's dense layers")->check(thread_count());
   cmd->add_flag("--json", o.json, "print JSON");
 }
 

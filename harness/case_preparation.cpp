@@ -86,10 +86,21 @@ void check_synthetic(const SuiteConfig& suite, const PreparedCase& c) {
   }
 }
 
-// A budget that keeps no middle page at the case's largest decode context is refused, or noted
-// when the policy allows it.
+// A budget that keeps no middle page at the case's largest decode context, or sinks and window
+// that pin every page of it, are refused, or noted when the policy allows it.
 void check_sparse_budget(const SuiteConfig& suite, PreparedCase& c) {
   const kv::SparsePolicy& sparse = c.policy->sparse;
+  const std::string whole = whole_context_pinned_reason(sparse, c.policy->cache.page_tokens, largest_decode_context(c.script.script));
+  if (!whole.empty()) {
+    if (sparse.allow_pinned_only) {
+      c.pinned_only = whole;
+      return;
+    }
+    throw kv::InputError(suite.file, policy_path(suite, c) + "/sparse/window",
+                         fmt::format("case {}: {}; shorten the window below the context, use selector full, or set "
+                                     "allow_pinned_only: true to run it so (marked degraded)",
+                                     c.info.name(), whole));
+  }
   const std::string reason = pinned_only_reason(sparse, c.policy->cache.page_tokens, largest_decode_context(c.script.script));
   if (reason.empty()) return;
   if (sparse.allow_pinned_only) {

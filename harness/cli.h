@@ -11,6 +11,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRunFailed = 1;  // a run finished with failed cases
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitInternal = 3;
+// `run --fail-on-degraded`: every case finished, but the engine degraded in some (L2 faults, a
+// full L2, danger, requantization, overflow); not one of the gate's 1, 4, 5, 6.
+inline constexpr int kExitDegraded = 7;
 
 int run_cli(int argc, char** argv);
 

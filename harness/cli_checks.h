@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "runtime/error.h"
+#include "runtime/thread_limit.h"
 #include "store_location.h"
 
 namespace kvbench {
@@ -55,6 +56,23 @@ inline CLI::Validator whole_number_in(long lo, long hi) {
         return "";
       },
       fmt::format("INT in {}..{}", lo, hi));
+}
+
+// A --threads value: a whole number in 0..4096 (0 = one per hardware thread) that the machine's
+// thread limit allows (runtime/thread_limit.h), checked before any work.
+inline CLI::Validator thread_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        long value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size()) return fmt::format("'{}' is not a whole number", text);
+        try {
+          return kv::thread_count_problem(value);
+        } catch (const kv::InputError& bad) {
+          return fmt::format("{}: {}", bad.field(), bad.reason());
+        }
+      },
+      fmt::format("INT in 0..{} (0 = all cores)", kv::kMaxThreadsEver));
 }
 
 inline CLI::Validator number_in(double lo, double hi) {

@@ -4,12 +4,14 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 
 #include "cli.h"
 #include "cli_checks.h"
 #include "human_units.h"
 #include "retention.h"
+#include "run_workspace.h"
 #include "runtime/error.h"
 
 namespace kvbench {
@@ -89,6 +91,12 @@ int run_prune(const PruneCommandOptions& o) {
     return kExitOk;
   }
   print_result(apply_prune(store, plan));
+  // The L2 directories beside the database that killed runs left (a live run's are kept).
+  const std::string l2_base = default_l2_base(o.db);
+  if (std::error_code ec; std::filesystem::is_directory(l2_base, ec)) {
+    const int removed = remove_stale_run_dirs(l2_base);
+    if (removed > 0) fmt::print("removed {} L2 director{} of killed runs under {}\n", removed, removed == 1 ? "y" : "ies", l2_base);
+  }
   return kExitOk;
 }
 

@@ -92,6 +92,9 @@ void add_run_options(CLI::App* cmd, RunCommandOptions& o) {
                   "(marked aborted by the next writer; the run beats four times as often)")
       ->check(whole_number_in(2, 86400))
       ->capture_default_str();
+  cmd->add_flag("--fail-on-degraded", o.fail_on_degraded,
+                "exit 7 when every case finished but the engine degraded in some (L2 faults or a full L2, memory danger, "
+                "requantization, overflow): CI reads a degraded run as a failure");
   cmd->add_flag("--wide", o.wide, "print the summary as one table, however wide (default: fit the terminal, 120 columns in a log)");
   cmd->add_flag("--check", o.run.check_only,
                 "make every check a run makes before it starts (suite, models, scripts, sparse budgets, kernel paths, "
@@ -251,7 +254,13 @@ int run_run(const RunCommandOptions& o) {
                s.cases, s.cases == 1 ? "" : "s", s.run_id, s.db);
     return kExitInterrupted;
   }
-  return s.status == RunStatus::Complete ? kExitOk : kExitRunFailed;
+  if (s.status != RunStatus::Complete) return kExitRunFailed;
+  if (o.fail_on_degraded && s.degraded > 0) {
+    fmt::print(stderr, "kvbench: run {}: {} case{} ran degraded (`kvbench show {} --db {}` says what each gave up); exit {} (--fail-on-degraded)\n",
+               s.run_id, s.degraded, s.degraded == 1 ? "" : "s", s.run_id, s.db, kExitDegraded);
+    return kExitDegraded;
+  }
+  return kExitOk;
 }
 
 int run_list(const ResultsCommandOptions& o, std::FILE* out) {

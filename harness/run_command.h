@@ -19,6 +19,7 @@ struct RunCommandOptions {
   RunOptions run;
   bool json = false;
   bool wide = false;  // the summary in one table whatever the terminal's width
+  bool fail_on_degraded = false;  // exit kExitDegraded when some case ran degraded
   std::string socs;  // sweep: the SoCs replacing the suite's, comma-separated
   std::optional<double> noise_threshold;  // replaces the suite's noise_threshold
   bool sim = false;                       // --sim: a sim run whatever the suite says (SuiteConfig::sim)

@@ -2,7 +2,9 @@
 // `memory.l2_dir`, else --l2-dir, else `l2` beside the database (kvbench-results/l2 for a
 // server) - checked before the run is stored, and the run's own subdirectories under them
 // (kvbench-run-PID-RUNID), which it removes whatever the outcome: a concurrent run's files and
-// the directories a user gave are never touched.
+// the directories a user gave are never touched. Each run directory holds a lock file the run
+// keeps locked; a killed run's directories (their lock free) are removed by the next run that
+// creates one under the same base, and by `kvbench prune`.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,13 @@
 #include <vector>
 
 namespace kvbench {
+
+// Removes the run directories under `base` whose run is gone (a live run's are kept); returns
+// how many.
+int remove_stale_run_dirs(const std::string& base);
+
+// The default L2 base for a database: l2/ beside a file, kvbench-results/l2 for a server.
+std::string default_l2_base(const std::string& db_path);
 
 class RunWorkspace {
  public:
@@ -50,7 +59,11 @@ class RunWorkspace {
   std::vector<std::string> bases_;
   std::int64_t run_id_ = 0;
   std::map<std::string, std::string> run_dirs_;  // base -> the run's subdirectory
-  std::vector<std::filesystem::path> created_;
+  struct Created {
+    std::filesystem::path dir;
+    int lock_fd;  // flock'ed: the directory's run is alive
+  };
+  std::vector<Created> created_;
 };
 
 }  // namespace kvbench

@@ -18,6 +18,7 @@
 #include "memory/l2_store.h"
 #include "progress.h"
 #include "run_metadata.h"
+#include "memory_caps_check.h"
 #include "run_workspace.h"
 #include "runtime/error.h"
 #include "shard_selection.h"
@@ -111,10 +112,15 @@ SocProfiles load_profiles(const SuiteConfig& suite, const RunOptions& options) {
 }
 
 // --check: the database opened read-only where it exists (damaged, foreign or newer: refused; a
-// server is reached either way), and which cases would be skipped or degraded.
+// server is reached either way) and writable by this user, and which cases would be skipped or
+// degraded.
 RunSummary checked_summary(const std::vector<PreparedCase>& cases, const RunOptions& options) {
   if (store_exists(options.db_path)) {
     const ResultsStore readable(options.db_path, Access::ReadOnly);
+  }
+  // The run would write it: a read-only file (or directory) is refused here as the run would.
+  if (const std::string read_only = file_store_write_problem(options.db_path); !read_only.empty()) {
+    throw kv::InputError(options.db_path, "--db", "cannot write: it " + read_only);
   }
   RunSummary checked;
   checked.db = options.db_path;
@@ -200,9 +206,10 @@ RunSummary run_suite(const SuiteConfig& suite, const RunOptions& options) {
   if (suite.sim) sim_setup = prepare_sim(suite, cases, models_dir);
   plan_l2_dirs(suite, cases, workspace);
   if (options.stop != nullptr && options.stop->load()) throw RunInterrupted();
+  const SocProfiles profiles = load_profiles(suite, options);
+  check_memory_caps(suite, cases, profiles, !options.device_soc.empty());
   check_database_dir(options);
   if (!options.check_only) workspace.make_default_base();
-  const SocProfiles profiles = load_profiles(suite, options);
   std::optional<ShardSelection> shard;
   if (options.shard) {
     const auto all_groups = engine_run_groups(plan);

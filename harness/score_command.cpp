@@ -28,7 +28,7 @@ void add_score_command(CLI::App& app, ScoreOptions& o) {
   cmd->add_option("--window", o.window, "tokens per scoring window (default: the model's context)")->check(whole_number_in(1, 1 << 24));
   cmd->add_option("--chunk", o.chunk, "tokens per step (1 = decode-like)");
   cmd->add_option("--max-windows", o.max_windows, "score only this many windows (0 = all)");
-  cmd->add_option("--threads", o.threads, "engine threads");
+  cmd->add_option("--threads", o.threads, "engine threads (0 = all cores)")->check(thread_count());
   cmd->add_flag("--json", o.json, "print the report as JSON");
   cmd->add_option("--selector", o.selector, "sparse decode: full, window, quest, h2o, recency or hybrid");
   o.budget_option = cmd->add_option("--budget", o.budget, "sparse budget, a fraction of the context's pages (needs --selector)");
@@ -82,7 +82,20 @@ int run_score(const ScoreOptions& o) {
   if (o.chunk > window) {
     throw kv::InputError("--chunk", std::to_string(o.chunk), fmt::format("must be in [1, the window] (the window is {} tokens)", window));
   }
-  const std::vector<int> tokens = model.tokenizer.encode(read_text_file(o.text, "--text"), true, false);
+  const std::string text = read_text_file(o.text, "--text");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw kv::InputError("--text", o.text, fmt::format("is empty ({} bytes{}): there is nothing to score", text.size(),
+                                                       text.empty() ? "" : ", white space only"));
+  }
+  const std::vector<int> tokens = model.tokenizer.encode(text, true, false);
+  // A text shorter than one window scores a part-window that no model run would see, and an
+  // empty one scores nothing at all: both would print a perplexity that means nothing.
+  if (tokens.size() < static_cast<std::size_t>(window)) {
+    throw kv::InputError("--text", o.text,
+                         fmt::format("encodes to {} token{} (with BOS), fewer than one scoring window of {} tokens; give a longer "
+                                     "text or a smaller --window",
+                                     tokens.size(), tokens.size() == 1 ? "" : "s", window));
+  }
 
   kv::CacheConfig reference;
   reference.geometry = {weights->config.layers, weights->config.heads, weights->config.kv_heads,

@@ -26,6 +26,16 @@ std::string pinned_only_reason(const kv::SparsePolicy& policy, int page_tokens, 
                      overlap > 0 ? fmt::format(", {} of them both", overlap) : std::string());
 }
 
+std::string whole_context_pinned_reason(const kv::SparsePolicy& policy, int page_tokens, int context_tokens) {
+  if (policy.selector == kv::Selector::Full) return "";
+  const kv::PinnedPages pinned = kv::pinned_pages(policy, context_tokens, page_tokens);
+  if (pinned.pages == 0 || pinned.middle() > 0) return "";
+  return fmt::format("the {} ({}) and {} (a {}-token window, pages of {} tokens) cover all {} pages at the largest decode context "
+                     "({} tokens): selector {} would select nothing and drop no token, the case would run as full attention",
+                     plural(pinned.sink_pages, "sink page"), plural(policy.sinks, "sink"), plural(pinned.window_pages(), "window page"),
+                     policy.window, page_tokens, pinned.pages, context_tokens, kv::selector_name(policy.selector));
+}
+
 const char* budget_field(const kv::SparsePolicy& policy) { return policy.budget_pages > 0 ? "budget_pages" : "budget"; }
 
 }  // namespace kvbench

@@ -18,6 +18,11 @@ namespace kvbench {
 // page would be selected".
 std::string pinned_only_reason(const kv::SparsePolicy& policy, int page_tokens, int context_tokens);
 
+// Empty unless the sinks and window pin every page at `context_tokens` under a selector other
+// than full: nothing is left to select, so the "sparse" case is full attention in all but name;
+// otherwise the pages in words.
+std::string whole_context_pinned_reason(const kv::SparsePolicy& policy, int page_tokens, int context_tokens);
+
 // The JSON field the budget was given in ("budget" or "budget_pages").
 const char* budget_field(const kv::SparsePolicy& policy);
 

@@ -1,5 +1,6 @@
 #include "sparse_eval_command.h"
 
+#include "cli_checks.h"
 #include "recorder.h"
 #include "selection_quality.h"
 
@@ -21,7 +22,7 @@ void add_sparse_eval_command(CLI::App& app, SparseEvalOptions& o) {
   cmd->add_option("--format", o.format, "K and V format");
   cmd->add_option("--steps", o.steps, "decode steps before the questions");
   cmd->add_flag("--compensate", o.compensate, "compensation mean_v");
-  cmd->add_option("--threads", o.threads, "threads (0 = all cores)");
+  cmd->add_option("--threads", o.threads, "threads (0 = all cores)")->check(thread_count());
   cmd->add_option("--statistics", o.statistics, "the generator's statistics: published (the default) or uniform-heads");
 }
 

@@ -15,6 +15,7 @@
 #include "model/synthetic_presets.h"
 #include "model_loader.h"
 #include "runtime/error.h"
+#include "runtime/thread_limit.h"
 #include "soc_profiles.h"
 #include "human_units.h"
 #include "strict_json.h"
@@ -185,7 +186,8 @@ PolicyConfig read_policy(const json& j, const std::string& path, const std::stri
   p.cache.page_tokens = static_cast<int>(f.integer("page_tokens", p.cache.page_tokens, kv::kMinPageTokens, kv::kMaxPageTokens));
   p.cache.residual_tokens = static_cast<int>(f.integer("residual_tokens", p.cache.residual_tokens, 0, 1 << 24));
   p.cache.pad_pages_to_4k = f.boolean("pad_pages_to_4k", p.cache.pad_pages_to_4k);
-  p.cache.threads = static_cast<int>(f.integer("threads", p.cache.threads, 0, 4096));
+  p.cache.threads = static_cast<int>(f.integer("threads", p.cache.threads, 0, kv::kMaxThreadsEver));
+  if (const std::string problem = kv::thread_count_problem(p.cache.threads); !problem.empty()) fail(file, f.at("threads"), problem);
   const std::string isa = f.string("isa", "auto");
   rethrow_at(file, path, [&] { p.cache.isa = kv::parse_isa(isa, "isa"); });
   p.cache.split_pages = static_cast<int>(f.integer("split_pages", p.cache.split_pages, 1, 1 << 16));

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "model/synthetic_stats.h"
 #include "runtime/error.h"
 
@@ -19,7 +20,7 @@ void add_synth_stats_command(CLI::App& app, SynthStatsOptions& o) {
                   "layer pairs measured: layer l at the middle of each of this many equal bands, and l+1 for adjacent_layer_overlap (every layer from half the model's layers on)");
   cmd->add_option("--kv-heads", o.kv_heads, "the first this many kv heads of each layer (0 = all)");
   cmd->add_option("--seed", o.seed, "generator seed");
-  cmd->add_option("--threads", o.threads, "threads (0 = all cores)");
+  cmd->add_option("--threads", o.threads, "threads (0 = all cores)")->check(thread_count());
   cmd->add_flag("--json", o.json, "print JSON");
 }
 

@@ -24,7 +24,8 @@ class ThreadPool {
   // calling thread (a serial engine: every instruction of its work on the thread that drives it).
   enum class Background : std::uint8_t { Thread, Inline };
 
-  // threads == 0: one per hardware thread.
+  // threads == 0: one per hardware thread. More than runtime/thread_limit.h allows is an
+  // InputError.
   explicit ThreadPool(int threads = 0, Background background = Background::Thread);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -51,7 +52,7 @@ class ThreadPool {
   void set_work_inflation(double share) { inflation_.store(share, std::memory_order_relaxed); }
 
  private:
-  void worker_loop();
+  void worker_loop(std::size_t index);
   // Runs items until none is left; returns the work they took on this thread.
   WorkStamp run_items(bool worker);
 
@@ -72,6 +73,7 @@ class ThreadPool {
   std::atomic<bool> stopping_{false};
   std::atomic<double> inflation_{0.0};
   const Background background_mode_;
+  bool poll_ = true;  // threads poll before they sleep: only when the pool fits the machine
 
   std::thread background_;
   std::mutex background_mutex_;

@@ -105,7 +105,10 @@ TEST_CASE("every usage error exits 2 naming the argument, --help and --version e
 TEST_CASE("kvbench score validates its flags like a suite", "[e2e][cli]") {
   const kvtest::TempDir temp("kvbench-cli-score");
   const std::string text = temp.path + "/text.txt";
-  kvtest::write_file(text, "Once upon a time there was a little dog. It liked to run in the park with its friends.\n");
+  // Longer than the 64-token window the flags below score with (a shorter text is refused).
+  kvtest::write_file(text, "Once upon a time there was a little dog. It liked to run in the park with its friends. "
+                           "One day the dog saw a big red ball under a tree. It ran to the ball and played with it all day. "
+                           "When the sun went down, the dog went home to sleep.\n");
   const std::string model = "--model " + kvtest::model_file("stories260K.bin") + " --tokenizer " + kvtest::model_file("tok512.bin") +
                             " --text " + text;
   struct Bad {

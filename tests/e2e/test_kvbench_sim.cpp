@@ -101,7 +101,7 @@ TEST_CASE("kvbench run --sim counts the same work twice, and a repeat planted in
 
   // A quarter of every attention call's page kernels again: the attention's count rises, the
   // appends' hardly moves (only the allocator's paths, its heap now holding the repeats'
-  // scratch), the exact figures do not move at all.
+  // scratch: up to 0.14% of the decode appends' count seen), the exact figures do not move at all.
   const std::string slower = f.run(small_suite(R"(, "test_repeat_attention": 0.25)"), "slower");
   const auto c = figures(f.db, slower, "sim");
   for (const char* phase : {"prefill", "decode"}) {
@@ -111,7 +111,7 @@ TEST_CASE("kvbench run --sim counts the same work twice, and a repeat planted in
     CHECK(slow > base * 1.05);
     CHECK(slow < base * 1.25);
     const double append = std::stod(a.at(kvbench::span_sim_metric_name(phase, "append", "instructions")));
-    CHECK(std::abs(std::stod(c.at(kvbench::span_sim_metric_name(phase, "append", "instructions"))) - append) < append * 1e-3);
+    CHECK(std::abs(std::stod(c.at(kvbench::span_sim_metric_name(phase, "append", "instructions"))) - append) < append * 3e-3);
   }
   CHECK(figures(f.db, slower, "exact") == figures(f.db, first, "exact"));
 }

@@ -142,3 +142,28 @@ TEST_CASE("every suite kvbench ships passes run --check, which writes nothing", 
   }
   CHECK(fs::is_empty(dir.path));
 }
+
+TEST_CASE("sinks and a window that cover the whole context are refused: the case would be full attention", "[e2e]") {
+  const kvtest::TempDir dir("kvbench-e2e-whole-window");
+  const std::string db = dir.path + "/results.sqlite";
+  const std::string suite = dir.path + "/mm.json";
+  std::string text = multimodal_suite("");
+  text.replace(text.find("\"window\": 256"), 13, "\"window\": 4096");
+  kvtest::write_file(suite, text);
+  for (const char* flags : {" --check", ""}) {
+    const Output out = run_kvbench("run --suite " + suite + " --db " + db + flags);
+    INFO(out.text);
+    CHECK(out.status == 2);
+    CHECK(out.text.find(suite + ": /policies/0/sparse/window: case m/mm-2i/q4-hybrid/host: the 1 sink page (4 sinks) and 36 window "
+                                "pages (a 4096-token window, pages of 64 tokens) cover all 36 pages at the largest decode context "
+                                "(2304 tokens): selector hybrid would select nothing and drop no token") != std::string::npos);
+    CHECK_FALSE(fs::exists(db));
+  }
+  // A window that leaves a middle page is the budget's to judge: here 4 pages, below the pinned.
+  text.replace(text.find("\"window\": 4096"), 14, "\"window\": 2176");
+  kvtest::write_file(suite, text);
+  const Output check = run_kvbench("run --check --suite " + suite + " --db " + db);
+  INFO(check.text);
+  CHECK(check.text.find("/sparse/window") == std::string::npos);
+  CHECK(check.text.find("/policies/0/sparse/budget: case m/mm-2i/q4-hybrid/host: budget 0.1 = 4 pages of the 36 pages") != std::string::npos);
+}

@@ -7,12 +7,16 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/thread_limit.h"
 #include "runtime/thread_pool.h"
 #include "runtime/work_clock.h"
+#include "test_support.h"
 
 using namespace kv;
 
 TEST_CASE("parallel_for runs every item exactly once", "[runtime]") {
+  // Pools past twice this machine's cores too (the limit raised), which do not poll.
+  const kvtest::ScopedEnv limit("KVBENCH_MAX_THREADS", "64");
   for (int threads : {1, 2, 3, 8}) {
     ThreadPool pool(threads);
     CHECK(pool.size() == threads);
@@ -101,4 +105,38 @@ TEST_CASE("a pool with an inline background runs the task at once on the caller'
   pool.start_background([] { throw std::runtime_error("copy failed"); });
   CHECK_THROWS_WITH(pool.wait_background(), "copy failed");
   pool.wait_background();  // handed over once
+}
+
+TEST_CASE("a pool past the thread limit is refused before a thread starts; KVBENCH_MAX_THREADS moves the limit", "[runtime]") {
+  const int limit = 2 * hardware_threads();
+  {
+    const kvtest::ScopedEnv unset("KVBENCH_MAX_THREADS", "");
+    ::unsetenv("KVBENCH_MAX_THREADS");
+    CHECK(max_pool_threads() == limit);
+    CHECK(thread_count_problem(limit).empty());
+    CHECK(thread_count_problem(0).empty());
+    CHECK(thread_count_problem(limit + 1).find("more than twice this machine's") != std::string::npos);
+    CHECK(thread_count_problem(-1).find("below 0") != std::string::npos);
+    CHECK(thread_count_problem(100000) == "100000 is not in 0..4096");
+    CHECK_THROWS_AS(ThreadPool(limit + 1), InputError);
+    ThreadPool all(0);
+    CHECK(all.size() == hardware_threads());
+  }
+  {
+    const kvtest::ScopedEnv raised("KVBENCH_MAX_THREADS", std::to_string(limit + 2));
+    CHECK(thread_count_problem(limit + 2).empty());
+    CHECK(thread_count_problem(limit + 3).find("more than KVBENCH_MAX_THREADS (" + std::to_string(limit + 2) + ")") != std::string::npos);
+    ThreadPool pool(limit + 2);
+    CHECK(pool.size() == limit + 2);
+  }
+  {
+    const kvtest::ScopedEnv lowered("KVBENCH_MAX_THREADS", "1");
+    ThreadPool all(0);  // "all cores" within the limit
+    CHECK(all.size() == 1);
+  }
+  for (const char* bad : {"0", "-3", "many", "4097", ""}) {
+    const kvtest::ScopedEnv env("KVBENCH_MAX_THREADS", bad);
+    CAPTURE(bad);
+    CHECK_THROWS_AS(max_pool_threads(), InputError);
+  }
 }
