@@ -5,7 +5,7 @@
 #
 #   ci/nightly.sh [--db PATH] [--baseline NAME] [--suite NAME|PATH] [--out DIR] [--promote] [--tag T]
 #                 [--inconclusive pass|fail] [--unreliable pass|fail] [--noise-threshold X] [--shards DIR | --run-group ID]
-#                 [--sim-suite NAME|PATH|none] [--sim-baseline NAME]
+#                 [--sim-suite NAME|PATH|none] [--sim-baseline NAME] [--fail-on-degraded]
 #
 # The sim suite (default the built-in gate-sim) runs with `kvbench run --sim`: its figures are
 # the engine's work counted under callgrind, the same on a busy runner as on an idle one
@@ -40,6 +40,10 @@
 # and its host run the host baseline when it was not mostly noisy. Any other night says why it is
 # not promoted and leaves the baselines where they are.
 #
+# With --fail-on-degraded (given to `kvbench run`) a night whose runs completed but degraded in
+# some case (L2 faults or a full L2, memory danger, requantization, overflow) is still gated and
+# reported, exits 7 unless a gate regressed, and is not promoted.
+#
 # Exit codes are the gates': 1 when either regressed, else the sim gate's when it is not 0, else the
 # host gate's (4 and 5 become 0 when the sim suite settled every undecided row): 0 pass, 2 bad input,
 # 3 internal error, 4 inconclusive rows under --inconclusive fail, 5 unreliable rows under
@@ -61,6 +65,7 @@ run_group=""
 run_flags=""  # --suite, --tag or --noise-threshold as given (they do not go with --shards)
 sim_suite=gate-sim
 sim_baseline=
+fail_on_degraded=0
 unreliable_mode=fail  # the gate's defaults, as --unreliable and --inconclusive set them
 inconclusive_mode=pass
 # A flag's value, or exit 2 when it is missing.
@@ -87,13 +92,14 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --tag) tags+=("$2"); run_flags+=" --tag"; shift 2 ;;
     --promote) promote=1; shift ;;
+    --fail-on-degraded) fail_on_degraded=1; shift ;;
     --inconclusive|--unreliable) pass_or_fail "$1" "$2"; gate_args+=("$1" "$2"); declare "${1#--}_mode=$2"; shift 2 ;;
     --noise-threshold) run_args+=("$1" "$2"); run_flags+=" --noise-threshold"; shift 2 ;;
     --shards) shards=$2; shift 2 ;;
     --run-group) run_group=$2; shift 2 ;;
     --sim-suite) sim_suite=$2; shift 2 ;;
     --sim-baseline) sim_baseline=$2; shift 2 ;;
-    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote, --inconclusive, --unreliable, --noise-threshold, --shards, --run-group, --sim-suite, --sim-baseline)" >&2; exit 2 ;;
+    *) echo "ci/nightly.sh: $1: unknown argument (--db, --baseline, --suite, --out, --tag, --promote, --inconclusive, --unreliable, --noise-threshold, --shards, --run-group, --sim-suite, --sim-baseline, --fail-on-degraded)" >&2; exit 2 ;;
   esac
 done
 [ -n "$sim_baseline" ] || sim_baseline=$baseline/sim
@@ -126,6 +132,9 @@ mkdir -p "$out"
 [ "$server" = 1 ] || mkdir -p "$(dirname "$db")"
 say() { printf 'nightly: %s\n' "$*" >&2; }
 
+degraded_flag=""
+[ $fail_on_degraded -eq 0 ] || degraded_flag=--fail-on-degraded
+degraded_runs=()
 tag_args=()
 for t in "${tags[@]}"; do tag_args+=(--tag "$t"); done
 if [ -n "$shards" ]; then
@@ -141,10 +150,15 @@ elif [ -n "$run_group" ]; then
   run_json=$("$kvbench" merge --into "$db" "$db" --run-group "$run_group" --json)
 else
   say "running suite $suite into $shown_db"
-  run_json=$("$kvbench" run --suite "$suite" --db "$db" "${tag_args[@]}" "${run_args[@]}" --json)
+  run_json=$("$kvbench" run --suite "$suite" --db "$db" "${tag_args[@]}" "${run_args[@]}" --json $degraded_flag)
 fi
 status=$?
 echo "$run_json"
+# 7: the run completed but degraded (--fail-on-degraded): gated and reported all the same.
+if [ $status -eq 7 ] && [ $fail_on_degraded -eq 1 ]; then
+  degraded_runs+=("host run")
+  status=0
+fi
 if [ $status -ne 0 ]; then
   say "the run did not complete (exit $status): no gate"
   exit "$status"
@@ -163,9 +177,13 @@ mostly_noisy() { [ -n "$host_noise" ] && set -- $host_noise && [ "$2" -gt 0 ] &&
 sim_run_id=""
 if [ "$sim_suite" != none ]; then
   say "running sim suite $sim_suite (kvbench run --sim) into $shown_db"
-  sim_json=$("$kvbench" run --suite "$sim_suite" --sim --db "$db" --tag nightly-sim --json)
+  sim_json=$("$kvbench" run --suite "$sim_suite" --sim --db "$db" --tag nightly-sim --json $degraded_flag)
   sim_status=$?
   echo "$sim_json"
+  if [ $sim_status -eq 7 ] && [ $fail_on_degraded -eq 1 ]; then
+    degraded_runs+=("sim run")
+    sim_status=0
+  fi
   if [ $sim_status -ne 0 ]; then
     say "the sim run did not complete (exit $sim_status): no gate"
     exit "$sim_status"
@@ -349,12 +367,17 @@ elif [ $sim_gate -ne 0 ]; then
 else
   code=$host_code
 fi
+if [ ${#degraded_runs[@]} -gt 0 ]; then
+  [ $code -eq 1 ] || code=7
+  say "the ${degraded_runs[*]} ran degraded in some case (kvbench show says what each gave up): exit $code (--fail-on-degraded)$([ $promote -eq 1 ] && echo ', not promoted')"
+fi
 
 # --- promotion ----------------------------------------------------------------------------------
 # With the sim suite a night that passed is promoted (its sim gate a plain pass, no host row
 # regressed, undecided host rows settled or passed); without it, only a plain pass.
 if [ $promote -eq 1 ]; then
   promotable=1
+  [ ${#degraded_runs[@]} -eq 0 ] || promotable=0
   if [ -n "$sim_run_id" ] && [ $sim_first -eq 0 ]; then
     if ! why=$(not_plain_pass "$out/gate-sim.json") || [ $sim_gate -ne 0 ]; then
       promotable=0

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace kvbench {
 
@@ -14,6 +17,10 @@ constexpr std::string_view kEllipsis = "\xE2\x80\xA6";     // U+2026, …
 // What the closing lines need beyond the budget of the rows: section ends, </details> and the
 // left-out line.
 constexpr std::size_t kTailReserve = 512;
+
+// Regressed rows shown as a table under the headline; more than this and the first screen (about
+// 40 lines) would not hold them all, so they come one line per case first.
+constexpr std::size_t kRegressionTableRows = 30;
 
 constexpr std::string_view kTableHead =
     "| verdict | case | metric | baseline | candidate | change | note |\n|---|---|---|---|---|---|---|\n";
@@ -141,9 +148,36 @@ class Comment {
   bool stopped_ = false;
 };
 
+// The change without its interval and p ("-17.2%" of "-17.2% [-20.1%, -14.2%] p=0.0015").
+std::string short_change(const std::string& change) { return change.substr(0, change.find(' ')); }
+
+// More regressed rows than a first screen holds as a table: one line per case, every regressed
+// metric on it with its change, then the rows in full, collapsed.
+void write_regressions_by_case(const GateMarkdown& m, std::size_t regressed, Comment& comment, LeftOut& left) {
+  std::vector<std::string> cases;
+  std::map<std::string, std::string> metrics;  // case -> "`metric` change, ..."
+  for (const GateMarkdownRow& row : m.rows) {
+    if (!row.regressed) continue;
+    std::string& line = metrics[row.case_name];
+    if (line.empty()) cases.push_back(row.case_name);
+    line += (line.empty() ? "" : ", ") + markdown_code(row.metric) + " " + markdown_text(short_change(row.change));
+  }
+  const std::string head = fmt::format("### Regressions ({} in {} case{})\n", regressed, cases.size(), cases.size() == 1 ? "" : "s");
+  bool open = false;
+  for (const std::string& name : cases) open |= comment.append(open ? "" : head, "- " + markdown_code(name) + ": " + metrics[name] + "\n", left.other);
+  if (open) comment.close("\n");
+  const std::string details = fmt::format("<details><summary>Regressions, row by row ({})</summary>\n\n", regressed) + std::string(kTableHead);
+  bool in_details = false;
+  for (const GateMarkdownRow& row : m.rows) {
+    if (row.regressed) in_details |= comment.append(in_details ? "" : details, row_markdown(row), left.rows);
+  }
+  if (in_details) comment.close("\n</details>\n\n");
+}
+
 // The regressed rows, right under the headline: the first screen holds them.
 void write_regressions(const GateMarkdown& m, Comment& comment, LeftOut& left) {
-  const auto regressed = std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return r.regressed; });
+  const auto regressed = static_cast<std::size_t>(std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return r.regressed; }));
+  if (regressed > kRegressionTableRows) return write_regressions_by_case(m, regressed, comment, left);
   const std::string head = fmt::format("### Regressions ({})\n", regressed) + std::string(kTableHead);
   bool open = false;
   for (const GateMarkdownRow& row : m.rows) {

@@ -160,6 +160,25 @@ TEST_CASE("ci/nightly.sh: a passing night with unreliable rows is not promoted a
   CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
 }
 
+TEST_CASE("ci/nightly.sh --fail-on-degraded: a degraded night is gated and reported, exits 7 and is not promoted", "[e2e][whole-runs][nightly]") {
+  const kvtest::TempDir dir("kvbench-e2e-nightly-degraded");
+  const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports", file = dir.path + "/suite.json";
+  const std::string common = " --suite " + file + " --db " + db + " --out " + out + " --promote --sim-suite none --unreliable pass";
+  // A budget of sinks and window only, allowed: the case runs degraded. Without the flag that is
+  // the gate's to judge: a first night, promoted.
+  kvtest::write_file(file, suite("0.02, \"allow_pinned_only\": true", "", 2));
+  REQUIRE(nightly(common).status == 0);
+  REQUIRE(baseline_run(db).find("run 1 [complete]") != std::string::npos);
+  const kvtest::Output night = nightly(common + " --fail-on-degraded");
+  INFO(night.text);
+  CHECK(night.status == 7);
+  CHECK(night.text.find("nightly: the host run ran degraded in some case (kvbench show says what each gave up): exit 7 "
+                        "(--fail-on-degraded), not promoted") != std::string::npos);
+  CHECK(fs::file_size(out + "/gate.json") > 100);
+  CHECK(fs::exists(out + "/report/index.html"));
+  CHECK(baseline_run(db).find("run 1 [complete]") != std::string::npos);
+}
+
 TEST_CASE("ci/nightly.sh: a changed benchmark definition exits 6 and is not promoted", "[e2e][whole-runs][nightly][definition]") {
   const kvtest::TempDir dir("kvbench-e2e-nightly-definition");
   const std::string db = dir.path + "/results.sqlite", out = dir.path + "/reports", file = dir.path + "/suite.json";

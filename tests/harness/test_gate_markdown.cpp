@@ -265,14 +265,51 @@ TEST_CASE("regressions beyond the limit are cut too, and counted, with the confi
   const std::string md = comparison_markdown(comparison_record(c));
   CHECK(md.size() < kGateMarkdownLimit);
   std::smatch match;
-  REQUIRE(std::regex_search(md, match, std::regex(R"(\*\*Cut to fit a pull-request comment:\*\* (\d+) of 3000 rows, 1500 of 1500 config changes left out\.)")));
+  // Past 30 regressions they come a line per case; the rows in full and the config changes
+  // come after them, past the cut.
+  REQUIRE(std::regex_search(md, match, std::regex(R"(\*\*Cut to fit a pull-request comment:\*\* 3000 of 3000 rows, 1500 of 1500 config changes, (\d+) other lines \(caveats, cases in one run only\) left out\.)")));
   std::size_t shown = 0;
-  for (const std::string& line : lines_of(md)) shown += line.rfind("| regressed |", 0) == 0;
+  for (const std::string& line : lines_of(md)) shown += line.rfind("- `case-", 0) == 0 && line.find(": `token_drop_ratio` +20.0%") != std::string::npos;
+  CHECK(md.find("### Regressions (1500 in 1500 cases)\n- `case-0`: `token_drop_ratio` +20.0%\n") != std::string::npos);
   CHECK(shown > 0);
-  CHECK(shown == table_rows(md));
-  CHECK(shown + std::stoul(match[1].str()) == 3000);
-  CHECK(md.find("config changed") == std::string::npos);  // after the regressions, past the cut
+  CHECK(shown + std::stoul(match[1].str()) == 1500);
+  CHECK(table_rows(md) == 0);
+  CHECK(md.find("config changed") == std::string::npos);
   CHECK(md.find("<details>") == std::string::npos);
+}
+
+TEST_CASE("more regressions than a first screen holds as a table come a line per case: the first 40 lines hold every one", "[gate-markdown]") {
+  // The smoke suite's shape: 8 cases, 9 regressed rows each.
+  RunComparison c = comparison("smoke");
+  for (int k = 0; k < 8; ++k) {
+    CaseComparison cc;
+    cc.name = "syn-7b/workload-" + std::to_string(k) + "/q4-hybrid-tight/host";
+    for (int m = 0; m < 9; ++m) cc.rows.push_back(row("metric_" + std::to_string(m), Verdict::Regressed));
+    for (int m = 0; m < 40; ++m) cc.rows.push_back(row("unchanged_" + std::to_string(m), Verdict::Unchanged));
+    c.cases.push_back(cc);
+  }
+  const std::string md = comparison_markdown(comparison_record(c));
+  INFO(md.substr(0, 3000));
+  const std::vector<std::string> lines = lines_of(md);
+  REQUIRE(lines.size() > 40);
+  std::string first;
+  for (std::size_t i = 0; i < 40; ++i) first += lines[i] + "\n";
+  CHECK(first.find("### Regressions (72 in 8 cases)\n") != std::string::npos);
+  for (int k = 0; k < 8; ++k) {
+    const std::string line = "- `syn-7b/workload-" + std::to_string(k) + "/q4-hybrid-tight/host`: ";
+    const std::size_t at = first.find(line);
+    REQUIRE(at != std::string::npos);
+    const std::string listed = first.substr(at, first.find('\n', at) - at);
+    for (int m = 0; m < 9; ++m) CHECK(listed.find("`metric_" + std::to_string(m) + "` +20.0%") != std::string::npos);
+  }
+  // Then every regressed row in full, collapsed, before the rest.
+  const std::size_t full = md.find("<details><summary>Regressions, row by row (72)</summary>");
+  REQUIRE(full != std::string::npos);
+  CHECK(full < md.find("<details><summary>Every other row (320)</summary>"));
+  std::size_t rows = 0;
+  for (const std::string& line : lines) rows += line.rfind("| regressed |", 0) == 0;
+  CHECK(rows == 72);
+  CHECK(md.find("Cut to fit") == std::string::npos);
 }
 
 TEST_CASE("the headline follows the gate's outcome, undecided rows are a line each, listed first among the rest", "[gate-markdown]") {
