@@ -107,7 +107,7 @@ TEST_CASE("a pool with an inline background runs the task at once on the caller'
   pool.wait_background();  // handed over once
 }
 
-TEST_CASE("a pool past the thread limit is refused before a thread starts; KVBENCH_MAX_THREADS moves the limit", "[runtime]") {
+TEST_CASE("a pool past the thread limit is refused before a thread starts, KVBENCH_MAX_THREADS moves the limit", "[runtime]") {
   const int limit = 2 * hardware_threads();
   {
     const kvtest::ScopedEnv unset("KVBENCH_MAX_THREADS", "");
