@@ -148,6 +148,15 @@ class Comment {
   bool stopped_ = false;
 };
 
+// Every regressed row, in a table opened by `head` and closed by `tail` (neither when none fits).
+void write_regressed_table(const GateMarkdown& m, const std::string& head, std::string_view tail, Comment& comment, LeftOut& left) {
+  bool open = false;
+  for (const GateMarkdownRow& row : m.rows) {
+    if (row.regressed) open |= comment.append(open ? "" : head, row_markdown(row), left.rows);
+  }
+  if (open) comment.close(tail);
+}
+
 // The change without its interval and p ("-17.2%" of "-17.2% [-20.1%, -14.2%] p=0.0015").
 std::string short_change(const std::string& change) { return change.substr(0, change.find(' ')); }
 
@@ -166,24 +175,15 @@ void write_regressions_by_case(const GateMarkdown& m, std::size_t regressed, Com
   bool open = false;
   for (const std::string& name : cases) open |= comment.append(open ? "" : head, "- " + markdown_code(name) + ": " + metrics[name] + "\n", left.other);
   if (open) comment.close("\n");
-  const std::string details = fmt::format("<details><summary>Regressions, row by row ({})</summary>\n\n", regressed) + std::string(kTableHead);
-  bool in_details = false;
-  for (const GateMarkdownRow& row : m.rows) {
-    if (row.regressed) in_details |= comment.append(in_details ? "" : details, row_markdown(row), left.rows);
-  }
-  if (in_details) comment.close("\n</details>\n\n");
+  write_regressed_table(m, fmt::format("<details><summary>Regressions, row by row ({})</summary>\n\n", regressed) + std::string(kTableHead),
+                        "\n</details>\n\n", comment, left);
 }
 
 // The regressed rows, right under the headline: the first screen holds them.
 void write_regressions(const GateMarkdown& m, Comment& comment, LeftOut& left) {
   const auto regressed = static_cast<std::size_t>(std::count_if(m.rows.begin(), m.rows.end(), [](const GateMarkdownRow& r) { return r.regressed; }));
   if (regressed > kRegressionTableRows) return write_regressions_by_case(m, regressed, comment, left);
-  const std::string head = fmt::format("### Regressions ({})\n", regressed) + std::string(kTableHead);
-  bool open = false;
-  for (const GateMarkdownRow& row : m.rows) {
-    if (row.regressed) open |= comment.append(open ? "" : head, row_markdown(row), left.rows);
-  }
-  if (open) comment.close("\n");
+  write_regressed_table(m, fmt::format("### Regressions ({})\n", regressed) + std::string(kTableHead), "\n", comment, left);
 }
 
 // One line per kind of undecided row, with what to do about it.
