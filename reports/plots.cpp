@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "human_units.h"
+#include "plot_layout.h"
 
 namespace kvbench::report {
 
@@ -30,6 +31,18 @@ const char* colour(std::size_t i) { return kColours[i % kStyles]; }
 int pattern(std::size_t i) { return kPatterns[i % kStyles]; }
 
 std::string quoted(const std::string& text) { return "\"" + gnuplot_text(text) + "\""; }
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines(1);
+  for (char ch : text) {
+    if (ch == '\n') {
+      lines.emplace_back();
+    } else {
+      lines.back() += ch;
+    }
+  }
+  return lines;
+}
 
 std::string axis_text(const Axis& a) { return a.unit.empty() ? a.label : a.label + " (" + a.unit + ")"; }
 
@@ -65,11 +78,36 @@ std::string cell(double v) {
 }
 
 std::string header(const std::string& title, const Axis* x, const Axis* y) {
-  std::string s = "set title " + quoted(title) + "\n";
+  std::string s = "set title \"" + gnuplot_text(title, 110) + "\"\n";
   if (x != nullptr) s += "set xlabel " + quoted(axis_text(*x)) + "\n";
   if (y != nullptr) s += "set ylabel " + quoted(axis_text(*y)) + "\n";
-  s += "set grid lc rgb \"#dddddd\"\nset key below box lc rgb \"#bbbbbb\" height 1\nset xlabel offset 0, 0.4\nset border lc rgb \"#555555\"\n";
+  s += "set grid lc rgb \"#dddddd\"\nset border lc rgb \"#555555\"\n";
   return s;
+}
+
+// The key at the foot of the plot and the margin above it for the tic labels (in lines) and the
+// x label: gnuplot's own key below the plot sits on the x label.
+std::string bottom(const std::vector<std::string>& names, int tic_lines, bool xlabel) {
+  int rows = 0;
+  double used = kFrameWidth + 1.0;
+  for (const std::string& n : names) {
+    const double w = text_width(gnuplot_text(n), 10.0) + 60.0;
+    if (used + w > kFrameWidth) {
+      ++rows;
+      used = 0.0;
+    }
+    used += w;
+  }
+  const double margin = 1.2 + 1.1 * tic_lines + (xlabel ? 1.5 : 0.0) + (rows > 0 ? 1.3 * rows + 0.6 : 0.0);
+  std::string s = fmt::format("set bmargin {:.1f}\n", margin);
+  s += rows > 0 ? "set key at screen 0.5, screen 0.015 center bottom horizontal box lc rgb \"#bbbbbb\"\n" : "set key off\n";
+  return s;
+}
+
+std::vector<std::string> names_of(const std::vector<Series>& series) {
+  std::vector<std::string> names;
+  for (const Series& s : series) names.push_back(s.name);
+  return names;
 }
 
 // An empty frame saying so: gnuplot refuses to plot nothing.
@@ -78,27 +116,42 @@ std::string no_data() {
          "plot 2 notitle\n";
 }
 
-// A category under its bar: a long one keeps its start and its end (where a policy's name and
-// budget are) so the chart keeps its height; the data table has it whole.
-std::string tick_text(const std::string& text) {
-  constexpr std::size_t kHead = 12, kTail = 16;
-  if (text.size() <= kHead + kTail + 3) return text;
-  return text.substr(0, kHead) + "..." + text.substr(text.size() - kTail);
+// A dashed line per mark; its label above the frame, clear of the data it marks, in the first
+// of two rows where it covers no other label (else the line alone: the table keeps it).
+std::string mark_commands(const std::vector<Mark>& marks, double lo, double hi) {
+  constexpr double kFont = 8.0;
+  std::vector<double> xs;
+  std::vector<std::string> labels;
+  for (const Mark& m : marks) {
+    xs.push_back(m.labelled ? m.x : NAN);
+    labels.push_back(gnuplot_text(m.label));
+  }
+  const std::vector<MarkLabel> placed = stagger_labels(xs, labels, lo, hi, 2, kFont);
+  std::string s;
+  int rows = 0;
+  for (std::size_t i = 0; i < marks.size(); ++i) {
+    const Mark& m = marks[i];
+    s += fmt::format("set arrow from first {0}, graph 0 to first {0}, graph 1 nohead dt 4 lw 1 lc rgb \"#777777\"\n", number(m.x));
+    if (!m.labelled || placed[i].row < 0) continue;
+    s += fmt::format("set label {} at first {}, graph 1 offset 0, {} {} font \",8\" tc rgb \"#555555\"\n", quoted(m.label), number(m.x),
+                     0.7 + 1.1 * placed[i].row, placed[i].align);
+    rows = std::max(rows, placed[i].row + 1);
+  }
+  // The title above the label rows.
+  if (rows > 0) s += fmt::format("set tmargin {}\nset title offset 0, {}\n", 3 + rows, 1.1 * rows);
+  return s;
 }
 
-// A dashed line per mark; its label sits above the frame, clear of the data it marks.
-std::string mark_commands(const std::vector<Mark>& marks) {
-  std::string s;
-  bool labels = false;
-  for (const Mark& m : marks) {
-    s += fmt::format("set arrow from first {0}, graph 0 to first {0}, graph 1 nohead dt 4 lw 1 lc rgb \"#777777\"\n", number(m.x));
-    if (!m.labelled) continue;
-    s += fmt::format("set label {} at first {}, graph 1 offset 0, 0.7 center font \",8\" tc rgb \"#555555\"\n", quoted(m.label),
-                     number(m.x));
-    labels = true;
+// The x extent of what a plot draws, for placing its labels.
+std::pair<double, double> x_extent(const std::vector<Series>& series, const std::vector<Mark>& marks) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const Series& s : series) {
+    for (double x : s.x) {
+      if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+    }
   }
-  if (labels) s += "set tmargin 4\n";
-  return s;
+  for (const Mark& m : marks) lo = std::min(lo, m.x), hi = std::max(hi, m.x);
+  return std::isfinite(lo) ? std::make_pair(lo, hi) : std::make_pair(0.0, 1.0);
 }
 
 std::string lines_plot(const std::vector<Series>& series) {
@@ -121,15 +174,35 @@ std::string lines_plot(const std::vector<Series>& series) {
 std::string bars_plot(const std::vector<std::string>& categories, const std::vector<Bars>& series) {
   std::string cmd = "plot ", data;
   for (std::size_t i = 0; i < series.size(); ++i) {
-    cmd += fmt::format("{}'-' using 2{} title {} fs pattern {} border lc rgb \"{}\" lc rgb \"{}\"", i == 0 ? "" : ", ",
-                       i == 0 ? ":xtic(1)" : "", quoted(series[i].name), pattern(i), colour(i), colour(i));
+    cmd += fmt::format("{}'-' using 1 title {} fs pattern {} border lc rgb \"{}\" lc rgb \"{}\"", i == 0 ? "" : ", ", quoted(series[i].name),
+                       pattern(i), colour(i), colour(i));
     for (std::size_t c = 0; c < categories.size(); ++c) {
       const double v = c < series[i].values.size() && std::isfinite(series[i].values[c]) ? series[i].values[c] : 0.0;
-      data += quoted(tick_text(categories[c])) + " " + number(v) + "\n";
+      data += number(v) + "\n";
     }
     data += "e\n";
   }
   return cmd + "\n" + data;
+}
+
+// Category names under the bars, upright, in lines (or numbered, with the key in the caption).
+std::string category_tics(const std::vector<std::string>& categories, std::string& note, int& lines_used) {
+  // Names as gnuplot may see them (a newline in one is not a line break) before they are laid out.
+  std::vector<std::string> names;
+  for (const std::string& c : categories) names.push_back(gnuplot_text(c, 200));
+  const CategoryTicks ticks = category_ticks(names, 9.0);
+  lines_used = ticks.lines;
+  std::string tics;
+  for (std::size_t i = 0; i < ticks.text.size(); ++i) {
+    std::string lines;
+    for (const std::string& line : split_lines(ticks.text[i])) lines += (lines.empty() ? "" : "\\n") + line;
+    // A tic label is a format: "25%" would read as a conversion.
+    for (std::size_t at = lines.find('%'); at != std::string::npos; at = lines.find('%', at + 2)) lines.insert(at, "%");
+    tics += fmt::format("{}\"{}\" {}", tics.empty() ? "" : ", ", lines, i);
+  }
+  if (!ticks.shared.empty()) note = "every name starts " + ticks.shared;
+  if (ticks.numbered) note += (note.empty() ? "" : "; ") + ticks.legend;
+  return "set xtics (" + tics + ") font \",9\" scale 0\n";
 }
 
 DataTable bars_table(const std::string& first, const std::vector<std::string>& categories, const std::vector<Bars>& series) {
@@ -160,10 +233,10 @@ DataTable long_table(const Axis& x, const Axis& y, const std::vector<Series>& se
 
 }  // namespace
 
-std::string gnuplot_text(const std::string& text) {
+std::string gnuplot_text(const std::string& text, std::size_t longest) {
   std::string out;
   for (char ch : text) {
-    if (out.size() >= 60) {
+    if (out.size() >= longest) {
       out += "...";
       break;
     }
@@ -190,7 +263,9 @@ Plot line_over_steps(const std::string& title, const Axis& x, const Axis& y_give
     p.script += fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead dt 2 lw 2 lc rgb \"#222222\"\n", number(l.y));
     p.script += fmt::format("set label {} at graph 0.01, first {} offset 0, 0.7 font \",8\"\n", quoted(l.label), number(l.y));
   }
-  p.script += mark_commands(marks);
+  const auto [lo, hi] = x_extent(series, marks);
+  p.script += mark_commands(marks, lo, hi);
+  p.script += bottom(names_of(series), 1, true);
   p.script += lines_plot(series);
   p.data = long_table(x, y, series);
   for (const Level& l : levels) p.data.rows.push_back({l.label, "all", cell(l.y)});
@@ -217,7 +292,8 @@ Plot lines_over_runs(const std::string& title, const Axis& y_given, const std::v
     p.script += "set xtics (" + tics + ")" + (runs.size() / every > 10 ? " rotate by -45" : "") + " font \",10\"\n";
     p.script += fmt::format("set xrange [-0.5:{}]\n", static_cast<double>(runs.size()) - 0.5);
   }
-  p.script += mark_commands(marks);
+  p.script += mark_commands(marks, -0.5, static_cast<double>(runs.size()) - 0.5);
+  p.script += bottom(names_of(series), runs.size() > 10 ? 3 : 1, true);
   bool any = false;
   for (const Series& s : series) {
     for (double v : s.y) any = any || std::isfinite(v);
@@ -253,6 +329,11 @@ Plot bar_chart(const std::string& title, const Axis& y_given, const std::vector<
       for (double v : b.values) negative = negative || (std::isfinite(v) && v < 0.0);
     }
     p.script += "set style data histograms\n" + style + (negative ? "set xzeroaxis lt -1 lw 1.5\n" : "set yrange [0:*]\n");
+    int tic_lines = 1;
+    p.script += category_tics(categories, p.note, tic_lines);
+    std::vector<std::string> names;
+    for (const Bars& b : series) names.push_back(b.name);
+    p.script += bottom(names, tic_lines, false);
     p.script += bars_plot(categories, series);
   }
   p.data = bars_table("", categories, series);
@@ -275,11 +356,15 @@ Plot histogram(const std::string& title, const Axis& x, const Axis& y, const std
   if (bins.empty()) {
     p.script += no_data();
   } else {
-    const std::size_t every = std::max<std::size_t>(1, bins.size() / 12);
+    // Bin labels upright, as many as fit side by side with room between them.
+    double widest = 0.0;
+    for (const std::string& b : bins) widest = std::max(widest, text_width(gnuplot_text(b), 9.0) + 12.0);
+    const auto fit = static_cast<std::size_t>(std::max(1.0, kFrameWidth / widest));
+    const std::size_t every = (bins.size() + fit - 1) / fit;
     p.script += "set style fill pattern 4 border\nset boxwidth 0.85 relative\nset yrange [0:*]\nset key off\n";
     std::string tics;
     for (std::size_t i = 0; i < bins.size(); i += every) tics += fmt::format("{}{} {}", tics.empty() ? "" : ", ", quoted(bins[i]), i);
-    p.script += "set xtics (" + tics + ") rotate by -45 font \",8\"\n";
+    p.script += "set xtics (" + tics + ") font \",9\"\n" + bottom({}, 1, true);
     p.script += fmt::format("set xrange [-0.5:{}]\n", static_cast<double>(bins.size()) - 0.5);
     p.script += fmt::format("plot '-' using 1:2 with boxes lc rgb \"{}\" notitle\n", colour(0));
     for (std::size_t i = 0; i < bins.size(); ++i) p.script += fmt::format("{} {}\n", i, number(i < counts.size() ? counts[i] : 0.0));
@@ -314,36 +399,56 @@ Plot scatter_front(const std::string& title, const Axis& x_given, const Axis& y_
   if (points.empty()) {
     p.script += no_data();
   } else {
-    // Room for the labels, but never below zero for figures that cannot be negative.
-    p.script += fmt::format("set offsets graph {}, graph 0.25, graph 0.12, graph {}\n", x_negative ? "0.08" : "0", y_negative ? "0.12" : "0");
-    if (!x_negative) p.script += "set xrange [0:*]\n";
-    if (!y_negative) p.script += "set yrange [0:*]\n";
+    // The ranges set here (room around the points, never below zero for figures that cannot be
+    // negative) are the ones the labels are placed in.
+    const auto range = [](const std::vector<ScatterPoint>& pts, double ScatterPoint::*axis, bool negative) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (const ScatterPoint& pt : pts) lo = std::min(lo, pt.*axis), hi = std::max(hi, pt.*axis);
+      if (!negative) lo = 0.0;
+      const double span = hi > lo ? hi - lo : std::max(std::fabs(hi), 1.0);
+      return std::make_pair(negative ? lo - 0.08 * span : lo, hi + 0.12 * span);
+    };
+    const auto [x_lo, x_hi] = range(points, &ScatterPoint::x, x_negative);
+    const auto [y_lo, y_hi] = range(points, &ScatterPoint::y, y_negative);
+    p.script += fmt::format("set xrange [{}:{}]\nset yrange [{}:{}]\n", number(x_lo), number(x_hi), number(y_lo), number(y_hi));
     std::string cmd = "plot ", data;
-    const auto block = [&](const std::vector<ScatterPoint>& pts, bool labels) {
-      for (const ScatterPoint& pt : pts) data += number(pt.x) + " " + number(pt.y) + (labels ? " " + quoted(pt.label) : "") + "\n";
+    const auto block = [&](const std::vector<ScatterPoint>& pts) {
+      for (const ScatterPoint& pt : pts) data += number(pt.x) + " " + number(pt.y) + "\n";
       data += "e\n";
     };
     if (!front.empty()) {
       cmd += fmt::format("'-' using 1:2 with linespoints pt 7 ps 1.2 lw 1.8 dt 1 lc rgb \"{}\" title \"front\"", colour(0));
-      block(front, false);
+      block(front);
     }
     if (!rest.empty()) {
       cmd += std::string(front.empty() ? "" : ", ") + "'-' using 1:2 with points pt 6 ps 1.1 lc rgb \"#aaaaaa\" title \"dominated\"";
-      block(rest, false);
+      block(rest);
     }
-    cmd += ", '-' using 1:2:3 with labels offset 1, 0.8 left font \",8\" tc rgb \"#333333\" notitle";
-    std::vector<ScatterPoint> all = front;
-    all.insert(all.end(), rest.begin(), rest.end());
-    block(all, true);
+    // Each point numbered beside it, the numbers' key in the caption: names would cover each other.
+    std::vector<double> xs, ys;
+    for (const ScatterPoint& pt : points) xs.push_back(pt.x), ys.push_back(pt.y);
+    const std::vector<PointLabel> labels = place_point_labels(xs, ys, x_lo, x_hi, y_lo, y_hi, 9.0);
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (labels[i].shown) {
+        p.script += fmt::format("set label {} at first {}, first {} offset character {}, character {} left font \",9\" tc rgb \"#333333\"\n",
+                                quoted(labels[i].text), number(points[i].x), number(points[i].y), number(labels[i].dx / 6.0),
+                                number(-labels[i].dy / 12.0));
+      }
+      p.note += (i == 0 ? "points: " : ", ") + std::to_string(i + 1) + " " + points[i].label;
+    }
+    p.script += bottom(front.empty() || rest.empty() ? std::vector<std::string>{"front"} : std::vector<std::string>{"front", "dominated"}, 1, true);
     p.script += cmd + "\n" + data;
   }
-  p.data.header = {"point", axis_text(x), axis_text(y), "on the front"};
-  for (const ScatterPoint& pt : points) p.data.rows.push_back({pt.label, cell(pt.x), cell(pt.y), pt.front ? "yes" : "no"});
+  p.data.header = {"#", "point", axis_text(x), axis_text(y), "on the front"};
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const ScatterPoint& pt = points[i];
+    p.data.rows.push_back({std::to_string(i + 1), pt.label, cell(pt.x), cell(pt.y), pt.front ? "yes" : "no"});
+  }
   return p;
 }
 
 Plot grouped_bars(const std::string& title, const Axis& y, const std::vector<std::string>& categories, const std::vector<Bars>& series) {
-  return bar_chart(title, y, categories, series, "set style histogram clustered gap 1\nset xtics rotate by -30 font \",8\"\n");
+  return bar_chart(title, y, categories, series, "set style histogram clustered gap 1\n");
 }
 
 std::string find_gnuplot() {

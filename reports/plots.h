@@ -46,6 +46,7 @@ struct Plot {
   std::string title;
   std::string script;  // gnuplot commands after the terminal and output are set
   DataTable data;
+  std::string note;    // what the caption adds to read the drawing (a key to numbered points or categories)
   std::string svg;     // filled by render(): the SVG as gnuplot wrote it ("" when not drawn)
   std::string error;   // why it was not drawn
 };
@@ -94,7 +95,8 @@ struct RenderOutcome {
 // Draws every plot through one gnuplot process. `gnuplot`: its path ("" to look on PATH).
 RenderOutcome render(const std::vector<Plot*>& plots, std::string gnuplot = "");
 
-// A label as gnuplot may see it: letters, digits and plain punctuation only, at most 60 characters.
-std::string gnuplot_text(const std::string& text);
+// A label as gnuplot may see it: letters, digits and plain punctuation only, at most `longest`
+// characters (a title has room for more).
+std::string gnuplot_text(const std::string& text, std::size_t longest = 60);
 
 }  // namespace kvbench::report

@@ -24,6 +24,20 @@ inline constexpr std::size_t kMaxPoints = 120;  // per series: a plot's points a
 
 inline std::string h(const std::string& s) { return escape_html(s); }
 
+// A name set in a narrow column: escaped, with a break opportunity after each '/' and '_' (a
+// case's parts, a metric's words), so it wraps between its parts and never inside one.
+inline std::string breakable(const std::string& s) {
+  std::string out, part;
+  for (char ch : s) {
+    part += ch;
+    if (ch == '/' || ch == '_') {
+      out += h(part) + "<wbr/>";
+      part.clear();
+    }
+  }
+  return out + h(part);
+}
+
 // A ratio as a signed percentage change ("+12.5%").
 inline std::string percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1.0) * 100.0); }
 
@@ -83,8 +97,8 @@ class Page {
       } else if (drawn.available) {
         body += "<p class=\"note\">" + h(p.error.empty() ? "this plot's SVG was not well-formed and is left out" : p.error) + "</p>\n";
       }
-      body += "<figcaption>" + h(p.title) + (captions_[static_cast<std::size_t>(index)].empty() ? "" : ": " + h(captions_[static_cast<std::size_t>(index)])) +
-              "</figcaption>\n";
+      const std::string& caption = captions_[static_cast<std::size_t>(index)];
+      body += "<figcaption>" + h(p.title) + (caption.empty() ? "" : ": " + h(caption)) + (p.note.empty() ? "" : "<br/>" + h(p.note)) + "</figcaption>\n";
       body += std::string("<details class=\"data\"") + (svg.empty() ? " open=\"open\"" : "") + "><summary>data</summary>\n" + table(p.data) +
               "</details>\n</figure>\n";
     }

@@ -7,10 +7,12 @@
 
 namespace kvbench::report {
 
-// The verdict against the baseline: what changed first, then the rows, then degraded cases.
+// The verdict against the baseline: its counts, what changed between the runs, degraded cases.
 void verdict_section(Page& page, const ReportModel& m);
 // Per case the figures a user reads a run by: both TTFTs, speed, KV size, memory, accuracy.
 void headline_section(Page& page, const ReportModel& m);
+// The verdict's rows that regressed, improved or were left unreliable, then the inconclusive.
+void rows_section(Page& page, const ReportModel& m);
 // Headline metrics over the suite's recent runs, with change points and the baseline marked.
 void trends_section(Page& page, const ReportModel& m);
 // Per case: water levels, swap, time by phase, TPOT, selection, drift and dropped tokens.

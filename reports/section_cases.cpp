@@ -38,35 +38,46 @@ void case_section(Page& page, const CaseView& c, const CaseRecordings& recorded)
     std::size_t n = 0;
     for (const char* name : {"l0_bytes", "l1_used_bytes", "l2_live_bytes"}) {
       if (const auto* v = get(name)) {
-        // Whole-model bytes, as the summary's peak L1 is.
+        // Whole-model bytes, as the summary's peaks are: L1 and L2 hold the executed layers' KV,
+        // scaled to every layer; L0 is one arena the whole model shares, as peak_l0_bytes is.
         std::vector<double> whole = *v;
-        for (double& x : whole) x *= shape.layer_scale;
+        if (std::string(name) != "l0_bytes") {
+          for (double& x : whole) x *= shape.layer_scale;
+        }
         levels.push_back(bucketed(name, whole));
         n = std::max(n, v->size());
       }
     }
     std::vector<Level> caps;
+    // One mark per step with pressure changes: the states it went through ("safe to warning to
+    // safe"), its first and last with the count when it went through more.
     std::vector<Mark> transitions;
+    std::vector<std::vector<std::string>> states;
     for (const RunEvent& e : events) {
       if (e.kind != EventKind::Pressure) continue;
       if (caps.empty()) caps.push_back({static_cast<double>(e.l1_capacity_bytes) * shape.layer_scale, "L1 cap"});
-      if (transitions.size() < 12) {
-        transitions.push_back({static_cast<double>(e.step), std::string(kv::pressure_name(e.from)) + "->" + std::string(kv::pressure_name(e.to))});
+      const auto step = static_cast<double>(e.step);
+      if (transitions.empty() || transitions.back().x != step) {
+        if (transitions.size() == 12) continue;
+        transitions.push_back({step, ""});
+        states.push_back({std::string(kv::pressure_name(e.from))});
       }
+      states.back().emplace_back(kv::pressure_name(e.to));
     }
-    // Labels closer than 4% of the steps would print over each other: the later one keeps its
-    // line and its table row only.
-    double last_label = -1e300;
-    for (Mark& t : transitions) {
-      t.labelled = t.x - last_label >= 0.04 * static_cast<double>(std::max<std::size_t>(n, 1));
-      if (t.labelled) last_label = t.x;
+    for (std::size_t i = 0; i < transitions.size(); ++i) {
+      const auto& s = states[i];
+      if (s.size() <= 3) {
+        for (const std::string& state : s) transitions[i].label += (transitions[i].label.empty() ? "" : " to ") + state;
+      } else {
+        transitions[i].label = fmt::format("{} to {} ({} changes)", s.front(), s.back(), s.size() - 1);
+      }
     }
     if (levels.empty()) {
       page << line("memory water levels: no data (the case recorded no memory samples)");
     } else {
       page.plot(line_over_steps("Memory water levels", Axis{"step", ""}, Axis{"occupancy, whole model", "bytes"}, levels, caps, transitions),
-                fmt::format("L0, L1 and L2 occupancy per step, scaled from the executed layers to the whole model ({:.3g}x) as the "
-                            "summary's peak L1 is; each point is the largest of {} steps",
+                fmt::format("L0, L1 and L2 occupancy per step; L1 and L2 scaled from the executed layers to the whole model ({:.3g}x) "
+                            "as the summary's peak L1 is, L0 (one arena for every layer) as it is; each point is the largest of {} steps",
                             shape.layer_scale, bucket_size(n)));
     }
   }

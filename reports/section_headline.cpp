@@ -21,7 +21,7 @@ struct Column {
 // and the follow-ups' median apart (their mean is a time no request took).
 const std::vector<Column>& columns() {
   static const std::vector<Column> c = {
-      {"ttft_first_request_ms", "ttft first request"}, {"ttft_followup_ms_p50", "ttft follow-ups p50"},
+      {"ttft_first_request_ms", "ttft first request"}, {"ttft_followup_ms_p50", "ttft follow‑ups p50"},
       {"prefill_tps", "prefill tok/s"},                {"tpot_ms_p99", "tpot p99"},
       {"decode_tps", "decode tok/s"},                  {"kv_bytes_per_token", "KV per token"},
       {"peak_l1_bytes", "peak L1"},                    {"token_drop_ratio", "token drop"},
@@ -74,23 +74,26 @@ void headline_section(Page& page, const ReportModel& m) {
     page << line("no cases with figures") << "</section>\n";
     return;
   }
-  // Only the columns some case has a figure for.
-  std::string html = "<div class=\"scroll\"><table class=\"headline\">\n<thead><tr><th>case</th><th>clock</th>";
+  // Only the columns some case has a figure for, and the clock once when every row has the same.
+  bool one_clock = true;
+  for (const auto& row : rows) one_clock = one_clock && row[1] == rows.front()[1];
+  std::string html = std::string("<div class=\"scroll\"><table class=\"headline\">\n<thead><tr><th>case</th>") + (one_clock ? "" : "<th>clock</th>");
   for (std::size_t k = 0; k < columns().size(); ++k) {
-    if (used[k]) html += "<th title=\"" + h(columns()[k].metric) + "\">" + h(columns()[k].head) + "</th>";
+    if (used[k]) html += "<th class=\"num\" title=\"" + h(columns()[k].metric) + "\">" + h(columns()[k].head) + "</th>";
   }
   html += "</tr></thead>\n<tbody>\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
-    html += "<tr><td><a href=\"#" + anchors[i] + "\">" + h(row[0]) + "</a></td><td>" + h(row[1]) + "</td>";
+    html += "<tr><td><a href=\"#" + anchors[i] + "\">" + breakable(row[0]) + "</a></td>" + (one_clock ? "" : "<td>" + h(row[1]) + "</td>");
     for (std::size_t k = 0; k < columns().size(); ++k) {
-      if (used[k]) html += "<td>" + h(row[k + 2]) + "</td>";
+      if (used[k]) html += "<td class=\"num\">" + h(row[k + 2]) + "</td>";
     }
     html += "</tr>\n";
   }
   html += "</tbody>\n</table></div>\n";
   page << html;
-  std::string notes = "medians over repetitions; - where a figure does not apply (one request: no follow-up)";
+  std::string notes = (one_clock ? "clock: " + rows.front()[1] + "; " : std::string()) +
+                      "medians over repetitions; - where a figure does not apply (one request: no follow-up)";
   if (extrapolated) notes += "; * extrapolated from the executed layers or queries to the whole model";
   page << "<p class=\"note\">" + h(notes) + "</p>\n</section>\n";
 }

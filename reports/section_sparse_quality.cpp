@@ -40,12 +40,12 @@ void sparse_section(Page& page, const ReportModel& m) {
   } else {
     page.plot(grouped_bars("Attention-mass recall against the oracle", Axis{"attention mass kept", "ratio"}, categories, {recall, oracle}),
               "recall of the selected pages beside the most any selection of as many pages could keep, per policy and budget");
-    page.plot(grouped_bars("Critical tokens missed against the oracle", Axis{"share of the exact top tokens dropped", "ratio"}, categories,
+    page.plot(grouped_bars("Critical tokens missed against the oracle", Axis{"top tokens dropped", "ratio"}, categories,
                            {missed, oracle_missed}),
               "the exact top tokens the selection dropped beside those the oracle's pages (as many) would drop");
     if (!visual_categories.empty()) {
       page.plot(grouped_bars("Image attention-mass recall against the oracle, and image-needle recall",
-                             Axis{"share of the image mass kept; needles kept", "ratio"}, visual_categories, {visual, visual_oracle, needles}),
+                             Axis{"share kept", "ratio"}, visual_categories, {visual, visual_oracle, needles}),
                 "of the attention on image tokens, the share the selected tokens hold, beside the most as many image pages could "
                 "hold; and the share of image needles (a region each question asks about) kept whole");
     }

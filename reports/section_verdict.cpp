@@ -67,47 +67,6 @@ void verdict_section(Page& page, const ReportModel& m) {
         page << "</ul></div>\n";
       }
     }
-    // A record from an older kvbench may hold its rows in another order.
-    std::vector<ComparisonRowRecord> rows = c.rows;
-    const auto order = [](const ComparisonRowRecord& r) { return std::min(verdict_order(r.verdict), 4); };
-    std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRowRecord& a, const ComparisonRowRecord& b) { return order(a) < order(b); });
-    const auto row_html = [](const ComparisonRowRecord& r) {
-      // No estimate (an unreliable row): dashes and the reason, never a 0% that reads as unchanged.
-      const std::string delta = r.ratio ? percent(*r.ratio) : "-";
-      const std::string interval =
-          r.ratio ? "[" + percent(r.ratio_low.value_or(*r.ratio)) + ", " + percent(r.ratio_high.value_or(*r.ratio)) + "]" : "-";
-      const std::string p = r.adjusted_p ? fmt::format("{:.3g}", *r.adjusted_p) : "-";
-      std::string verdict = verdict_name(r.verdict);
-      if (r.judged_by) verdict += " (judged by " + *r.judged_by + ")";
-      if (!r.ratio && !r.note.empty()) verdict += ": " + r.note;
-      return "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + "><td><a href=\"#" + case_anchor(r.case_name) + "\">" +
-             h(r.case_name) + "</a></td><td>" + h(r.metric) +
-             "</td><td>" + h(metric_value_text(r.baseline_median, r.metric)) + "</td><td>" +
-             h(metric_value_text(r.candidate_median, r.metric)) + "</td><td>" + h(delta) + "</td><td>" + h(interval) + "</td><td>" + h(p) +
-             "</td><td>" + h(verdict) + (r.acknowledged.empty() ? "" : " (acknowledged: " + h(r.acknowledged) + ")") + "</td></tr>\n";
-    };
-    const std::string head = "<table class=\"rows\">\n<thead><tr><th>case</th><th>metric</th><th>baseline</th><th>candidate</th>"
-                             "<th>delta</th><th>CI</th><th>p (adjusted)</th><th>verdict</th></tr></thead>\n<tbody>\n";
-    std::string shown, rest;
-    int rest_count = 0;
-    for (const ComparisonRowRecord& r : rows) {
-      const int k = order(r);
-      if (k <= 2) {
-        shown += row_html(r);
-      } else if (k == 3 && rest_count < 200) {
-        rest += row_html(r);
-        ++rest_count;
-      }
-    }
-    if (shown.empty()) {
-      page << line("no row regressed, improved or unreliable");
-    } else {
-      page << "<div class=\"scroll\">" + head + shown + "</tbody>\n</table>\n</div>\n";
-    }
-    if (!rest.empty()) {
-      page << fmt::format("<details><summary>{} inconclusive rows{}</summary>\n", c.inconclusive, rest_count < c.inconclusive ? " (first 200)" : "") +
-                  "<div class=\"scroll\">" + head + rest + "</tbody>\n</table>\n</div>\n</details>\n";
-    }
   }
   if (degraded.empty()) {
     page << line("no case degraded");
@@ -120,6 +79,62 @@ void verdict_section(Page& page, const ReportModel& m) {
                   std::to_string(c->repetitions) + " repetitions): " + h(lines) + "</li>\n";
     }
     page << "</ul>\n";
+  }
+  page << "</section>\n";
+}
+
+
+void rows_section(Page& page, const ReportModel& m) {
+  if (!m.comparison) return;
+  const ComparisonRecord& c = *m.comparison;
+  page << section_open("rows", "Rows that moved");
+  // A record from an older kvbench may hold its rows in another order.
+  std::vector<ComparisonRowRecord> rows = c.rows;
+  const auto order = [](const ComparisonRowRecord& r) { return std::min(verdict_order(r.verdict), 4); };
+  std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRowRecord& a, const ComparisonRowRecord& b) { return order(a) < order(b); });
+  // Seven narrow columns that fit a 700 px window; what a row says in words (why it is
+  // unreliable, which CPU-time row judged it, its acknowledgement) takes a line of its own below.
+  const auto row_html = [](const ComparisonRowRecord& r) {
+    // No estimate (an unreliable row): dashes, never a 0% that reads as unchanged. A
+    // deterministic row (exact or modelled figures) has a change and neither interval nor test.
+    const std::string delta = r.ratio ? percent(*r.ratio) : "-";
+    const std::string interval = !r.ratio ? "" : r.statistical() ? "[" + percent(*r.ratio_low) + ", " + percent(*r.ratio_high) + "]" : "exact";
+    const std::string p = r.adjusted_p && r.statistical() ? fmt::format("{:.3g}", *r.adjusted_p) : "-";
+    std::string note;
+    if (r.judged_by) note = "judged by " + *r.judged_by;
+    if (!r.ratio && !r.note.empty()) note += (note.empty() ? "" : "; ") + r.note;
+    if (!r.acknowledged.empty()) note += (note.empty() ? "" : "; ") + std::string("acknowledged: ") + r.acknowledged;
+    const auto num = [](const std::string& text) { return "<td class=\"num\">" + h(text) + "</td>"; };
+    const std::string tr = "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + ">";
+    return tr + "<td" + (note.empty() ? "" : " rowspan=\"2\"") + "><a href=\"#" + case_anchor(r.case_name) + "\">" + breakable(r.case_name) +
+           "</a></td><td>" + breakable(r.metric) + "</td>" + num(metric_value_text(r.baseline_median, r.metric)) +
+           num(metric_value_text(r.candidate_median, r.metric)) + "<td class=\"num\">" + h(delta) +
+           (interval.empty() ? "" : "<br/><span class=\"ci\">" + h(interval) + "</span>") + "</td>" + num(p) + "<td class=\"verdict " +
+           verdict_name(r.verdict) + "\">" + h(verdict_name(r.verdict)) + "</td></tr>\n" +
+           (note.empty() ? "" : tr + "<td colspan=\"6\" class=\"row-note\">" + h(note) + "</td></tr>\n");
+  };
+  const std::string head = "<table class=\"rows verdict-rows\">\n<thead><tr><th>case</th><th>metric</th><th class=\"num\">baseline</th>"
+                           "<th class=\"num\">candidate</th><th class=\"num\">change, 95% CI</th><th class=\"num\">p (adj.)</th>"
+                           "<th>verdict</th></tr></thead>\n<tbody>\n";
+  std::string shown, rest;
+  int rest_count = 0;
+  for (const ComparisonRowRecord& r : rows) {
+    const int k = order(r);
+    if (k <= 2) {
+      shown += row_html(r);
+    } else if (k == 3 && rest_count < 200) {
+      rest += row_html(r);
+      ++rest_count;
+    }
+  }
+  if (shown.empty()) {
+    page << line("no row regressed, improved or unreliable");
+  } else {
+    page << "<div class=\"scroll\">" + head + shown + "</tbody>\n</table>\n</div>\n";
+  }
+  if (!rest.empty()) {
+    page << fmt::format("<details><summary>{} inconclusive rows{}</summary>\n", c.inconclusive, rest_count < c.inconclusive ? " (first 200)" : "") +
+                "<div class=\"scroll\">" + head + rest + "</tbody>\n</table>\n</div>\n</details>\n";
   }
   page << "</section>\n";
 }

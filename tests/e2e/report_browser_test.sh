@@ -2,7 +2,10 @@
 # A kvbench report in a real browser: two smoke runs, a gate, `kvbench report`, then headless
 # Chromium loads the page. Its DOM after the page's own script ran must hold every section and
 # a non-zero rendered size for every plot; Chromium must log no console message; its
-# screenshot must not be blank. Where Chromium is missing or cannot start, the test is skipped
+# screenshot must not be blank. At 700 and 1280 px, that page, a verdict with long names and a
+# sweep's Pareto and cross-SoC charts must neither overflow, nor wrap text inside a number or a
+# heading's word, nor set any plot's text over another's or past its edge (the page's script
+# measures each in the browser: bounding boxes). Where Chromium is missing or cannot start, the test is skipped
 # (exit 77, CTest's SKIP_RETURN_CODE) and says why.
 set -euo pipefail
 
@@ -46,6 +49,9 @@ gate=0
 "$kvbench" gate --baseline 1 --candidate 2 --db "$work/wide.sqlite" > /dev/null || gate=$?
 if [ "$gate" != 1 ]; then echo "FAILED: the tighter budget should regress (gate exit $gate, expected 1)"; exit 1; fi
 "$kvbench" report --db "$work/wide.sqlite" --out "$work/wide-report"
+# A sweep: the Pareto fronts and the bar charts across SoCs.
+"$kvbench" sweep --suite smoke --socs host,snapdragon-8-gen-3,apple-a17-pro,raspberry-pi-5 --repetitions 1 --db "$work/sweep.sqlite" --json > /dev/null
+"$kvbench" report --db "$work/sweep.sqlite" --out "$work/sweep-report"
 
 flags=(--headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run
        --user-data-dir="$work/profile" --enable-logging=stderr --v=0)
@@ -56,9 +62,11 @@ if ! timeout 120 "$browser" "${flags[@]}" --dump-dom "$url#measure" > "$work/dom
   exit 77
 fi
 timeout 120 "$browser" "${flags[@]}" --window-size=1280,1000 --screenshot="$work/shot.png" "$url" > /dev/null 2> "$work/shot.log"
-for width in 700 1280; do
-  timeout 120 "$browser" "${flags[@]}" --window-size=$width,1000 --dump-dom "file://$work/wide-report/index.html#measure" \
-    > "$work/wide-$width.html" 2> "$work/wide-$width.log"
+for page in report wide-report sweep-report; do
+  for width in 700 1280; do
+    timeout 120 "$browser" "${flags[@]}" --window-size=$width,1000 --dump-dom "file://$work/$page/index.html#measure" \
+      > "$work/$page-$width.html" 2> "$work/$page-$width.log"
+  done
 done
 
 python3 - "$work" <<'PY'
@@ -81,7 +89,13 @@ else:
     for metric in ("ttft_first_request_ms", "ttft_followup_ms_p50"):
         if f'title="{metric}"' not in h:
             failures.append(f"the headline has no {metric} column")
-    rows = re.findall(r'<tr><td><a [^>]*>([^<]*codebase[^<]*)</a></td><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>', h)
+    heads = re.findall(r'<th(?=[\s>])[^>]*?(?: title="([^"]*)")?>', h)
+    rows = []
+    for tr in re.findall(r'<tr><td><a [^>]*>(.*?)</a></td>(.*?)</tr>', h, re.S):
+        label = re.sub(r'<wbr/?>', '', tr[0])
+        cells = ["case"] + re.findall(r'<td[^>]*>([^<]*)</td>', tr[1])
+        if "codebase" in label and len(cells) == len(heads):
+            rows.append((label, cells[heads.index("ttft_first_request_ms")], cells[heads.index("ttft_followup_ms_p50")]))
     if not rows:
         failures.append("the headline has no codebase row")
     for label, first, followup in rows:
@@ -96,17 +110,24 @@ if len(sizes) != svgs:
 zero = [s for s in sizes if int(s[0]) == 0 or int(s[1]) == 0]
 if zero:
     failures.append(f"{len(zero)} plots rendered with a zero size")
-# The verdict of a run with regressed rows and long names, at a narrow and a wide window.
-for width in (700, 1280):
-    wide = open(f"{work}/wide-{width}.html", encoding="utf-8").read()
-    m = re.search(r'data-overflow="([^"]*)"', wide)
-    if not m:
-        failures.append(f"at {width} px: the page's script did not measure the layout")
-    elif m.group(1) != "none":
-        failures.append(f"at {width} px: it overflows: {m.group(1)}")
-    if "<strong>What changed</strong>" not in wide or 'class="rows"' not in wide:
-        failures.append(f"at {width} px: the verdict lacks its changes or its rows")
-for log in ["dom.log", "shot.log", "wide-700.log", "wide-1280.log"]:
+# Each page at a narrow and a wide window: nothing sticks out, no number or heading word is
+# split over two lines, no plot text covers another or is cut off.
+import html as entities
+for name in ("report", "wide-report", "sweep-report"):
+    for width in (700, 1280):
+        dom_w = open(f"{work}/{name}-{width}.html", encoding="utf-8").read()
+        for attribute, what in (("data-overflow", "it overflows"), ("data-wrapped", "text wraps inside"),
+                                ("data-overlaps", "plot text overlaps or is cut off")):
+            m = re.search(attribute + r'="([^"]*)"', dom_w)
+            if not m:
+                failures.append(f"{name} at {width} px: the page's script did not measure {attribute}")
+            elif m.group(1) != "none":
+                failures.append(f"{name} at {width} px: {what}: {entities.unescape(m.group(1))}")
+        if name == "wide-report" and ("<strong>What changed</strong>" not in dom_w or 'class="rows verdict-rows"' not in dom_w):
+            failures.append(f"{name} at {width} px: the verdict lacks its changes or its rows")
+        if name == "sweep-report" and ("Pareto front" not in dom_w or "per SoC (model clock)" not in dom_w):
+            failures.append(f"{name} at {width} px: no Pareto front or cross-SoC chart to measure")
+for log in ["dom.log", "shot.log"] + [f"{n}-{w}.log" for n in ("report", "wide-report", "sweep-report") for w in (700, 1280)]:
     for line in open(f"{work}/{log}", encoding="utf-8", errors="replace"):
         if ":CONSOLE(" in line or "Uncaught" in line:
             failures.append("console: " + line.strip())
@@ -136,5 +157,6 @@ if failures:
     print("FAILED:\n  " + "\n  ".join(failures))
     sys.exit(1)
 print(f"report checked in Chromium: {svgs} plots rendered with non-zero sizes, every section present, no console messages, "
-      f"screenshot {width}x{height} not blank, the verdict within the page at 700 and 1280 px")
+      f"screenshot {width}x{height} not blank; at 700 and 1280 px three pages with no overflow, no number or heading wrapped "
+      f"inside, no plot text overlapping or cut off")
 PY

@@ -165,7 +165,8 @@ TEST_CASE("report: the verdict starts with what changed, and each row links to i
   CHECK(report::well_formed_xml(html));
   const auto changes = html.find("<strong>What changed</strong>");
   REQUIRE(changes != std::string::npos);
-  CHECK(changes < html.find("<table class=\"rows\">"));  // before the rows
+  CHECK(changes < html.find("<table class=\"rows verdict-rows\">"));  // before the rows
+  CHECK(html.find("<section id=\"headline\">") < html.find("<section id=\"rows\">"));  // the headline figures on the first screen
   CHECK(html.find("<li>policies.sparse.budget: 0.25 -&gt; 0.1 (2 cases)</li>") != std::string::npos);
   CHECK(html.find("<li>models.weights: &quot;f16&quot; -&gt; &quot;q4&quot; (case c/w/p/host)</li>") != std::string::npos);
   CHECK(html.find("<li>caveat: the machine changed</li>") != std::string::npos);
@@ -174,5 +175,5 @@ TEST_CASE("report: the verdict starts with what changed, and each row links to i
   std::smatch m;
   REQUIRE(std::regex_search(html, m, link));
   CHECK(html.find("id=\"" + m[1].str() + "\"") != std::string::npos);
-  CHECK(html.find("<div class=\"scroll\"><table class=\"rows\">") != std::string::npos);  // never wider than the page
+  CHECK(html.find("<div class=\"scroll\"><table class=\"rows verdict-rows\">") != std::string::npos);  // never wider than the page
 }

@@ -66,8 +66,15 @@ TEST_CASE("report sections: the verdict with and without a baseline", "[reports]
   const std::string html = rendered(verdict_section, m);
   CHECK(html.find("regressed: run 7 against baseline run 3") != std::string::npos);
   CHECK(html.find("configuration: the same in both runs") != std::string::npos);
-  CHECK(html.find("<a href=\"#case-m-w-p-host\">m/w/p/host</a>") != std::string::npos);
-  CHECK(html.find("-50.0%") != std::string::npos);
+  CHECK(html.find("configuration: the same in both runs") != std::string::npos);
+  // The rows have a section of their own, below the headline figures.
+  const std::string rows = rendered(rows_section, m);
+  CHECK(rows.find("<section id=\"rows\">") != std::string::npos);
+  CHECK(rows.find("<a href=\"#case-m-w-p-host\">m/<wbr/>w/<wbr/>p/<wbr/>host</a>") != std::string::npos);
+  CHECK(rows.find("<td class=\"num\">-50.0%") != std::string::npos);
+  // No interval: a deterministic change says so, with no p-value.
+  CHECK(rows.find("<span class=\"ci\">exact</span>") != std::string::npos);
+  CHECK(rows.find("<td class=\"num\">-</td><td class=\"verdict regressed\">regressed</td>") != std::string::npos);
 }
 
 TEST_CASE("report sections: trends need two runs and draw each headline metric over them", "[reports][sections]") {
@@ -115,14 +122,16 @@ TEST_CASE("report sections: the headline shows both TTFTs of a multi-request cas
   m.model.cases = {make_case("p", "phone", {{"ttft_first_request_ms", 90000.0}, {"ttft_followup_ms_p50", 120.0}})};
   const std::string html = rendered(headline_section, m);
   INFO(html);
-  CHECK(html.find("<th title=\"ttft_first_request_ms\">ttft first request</th><th title=\"ttft_followup_ms_p50\">ttft follow-ups p50</th>") !=
-        std::string::npos);
+  // A heading breaks between its words only (a non-breaking hyphen in follow-ups).
+  CHECK(html.find("<th class=\"num\" title=\"ttft_first_request_ms\">ttft first request</th><th class=\"num\" title=\"ttft_followup_ms_p50\">"
+                  "ttft follow\u2011ups p50</th>") != std::string::npos);
   // 83.4 minutes for the prompt, 5.7 s for each question, not their mean.
-  CHECK(html.find(">w/p/host</a></td><td>host</td><td>1.39 h*</td><td>5.70 s</td>") != std::string::npos);
-  CHECK(html.find(">w/r/host</a></td><td>host</td><td>850 ms</td><td>-</td>") != std::string::npos);
-  CHECK(html.find(">w/p/phone</a></td><td>model (phone)</td><td>1.50 min</td><td>120 ms</td>") != std::string::npos);
+  CHECK(html.find(">w/<wbr/>p/<wbr/>host</a></td><td>host</td><td class=\"num\">1.39 h*</td><td class=\"num\">5.70 s</td>") != std::string::npos);
+  CHECK(html.find(">w/<wbr/>r/<wbr/>host</a></td><td>host</td><td class=\"num\">850 ms</td><td class=\"num\">-</td>") != std::string::npos);
+  CHECK(html.find(">w/<wbr/>p/<wbr/>phone</a></td><td>model (phone)</td><td class=\"num\">1.50 min</td><td class=\"num\">120 ms</td>") !=
+        std::string::npos);
   CHECK(html.find("w/q/host") == std::string::npos);           // skipped
-  CHECK(html.find("<th title=\"ppl_delta_pct\">") == std::string::npos);  // no case has one
+  CHECK(html.find("title=\"ppl_delta_pct\"") == std::string::npos);  // no case has one
   CHECK(html.find("* extrapolated") != std::string::npos);
   m.host.cases.clear();
   CHECK(rendered(headline_section, m).find("no cases with figures") != std::string::npos);
