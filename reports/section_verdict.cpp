@@ -97,7 +97,9 @@ void rows_section(Page& page, const ReportModel& m) {
   const auto row_html = [](const ComparisonRowRecord& r) {
     // No estimate (an unreliable row): dashes, never a 0% that reads as unchanged. A
     // deterministic row (exact or modelled figures) has a change and neither interval nor test.
-    const std::string delta = r.ratio ? percent(*r.ratio) : "-";
+    // A change from zero has no ratio: it says so rather than a dash that reads as no estimate.
+    const bool from_zero = !r.ratio && r.baseline_median && r.candidate_median && *r.baseline_median == 0.0 && *r.candidate_median != 0.0;
+    const std::string delta = r.ratio ? percent(*r.ratio) : from_zero ? "from 0" : "-";
     const std::string interval = !r.ratio ? "" : r.statistical() ? "[" + percent(*r.ratio_low) + ", " + percent(*r.ratio_high) + "]" : "exact";
     const std::string p = r.adjusted_p && r.statistical() ? fmt::format("{:.3g}", *r.adjusted_p) : "-";
     std::string note;

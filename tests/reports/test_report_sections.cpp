@@ -61,7 +61,12 @@ TEST_CASE("report sections: the verdict with and without a baseline", "[reports]
   row.metric = "decode_tps";
   row.verdict = Verdict::Regressed;
   row.ratio = 0.5;
-  c.rows = {row};
+  ComparisonRowRecord from_zero = row;
+  from_zero.metric = "critical_miss_rate";
+  from_zero.ratio.reset();
+  from_zero.baseline_median = 0.0;
+  from_zero.candidate_median = 0.2;
+  c.rows = {row, from_zero};
   m.comparison = c;
   const std::string html = rendered(verdict_section, m);
   CHECK(html.find("regressed: run 7 against baseline run 3") != std::string::npos);
@@ -75,6 +80,8 @@ TEST_CASE("report sections: the verdict with and without a baseline", "[reports]
   // No interval: a deterministic change says so, with no p-value.
   CHECK(rows.find("<span class=\"ci\">exact</span>") != std::string::npos);
   CHECK(rows.find("<td class=\"num\">-</td><td class=\"verdict regressed\">regressed</td>") != std::string::npos);
+  // A change from zero has no ratio and says so.
+  CHECK(rows.find("<td class=\"num\">from 0</td>") != std::string::npos);
 }
 
 TEST_CASE("report sections: trends need two runs and draw each headline metric over them", "[reports][sections]") {
