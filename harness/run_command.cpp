@@ -162,7 +162,7 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
       ->check(CLI::IsMember({"running", "complete", "failed", "aborted", "interrupted"}));
   o.list->add_option("--suite", o.suite, "runs: only runs of this suite");
   o.list->add_option("--tag", o.tags, "runs: only runs with this tag (repeatable: every one)");
-  o.list->add_option("--last", o.last, "runs: only the newest N runs")->check(CLI::PositiveNumber);
+  o.list->add_option("--last", o.last, "runs: only the newest N runs")->check(positive_count());
   o.show = app.add_subcommand("show", "A run's metadata and per-case medians (read-only)");
   o.show->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
   add_db_option(o.show, "--db", o.db, "results database")->capture_default_str();

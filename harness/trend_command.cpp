@@ -31,7 +31,7 @@ void add_trend_command(CLI::App& app, TrendOptions& o) {
   o.command->add_option("--metric", o.metric, "the metric (`kvbench metrics`; NAME@model for the modelled figure)")->required();
   o.command->add_option("--case", o.case_glob, "cases, a glob over model/workload/policy/soc")->capture_default_str();
   o.command->add_option("--suite", o.suite, "the suite (default: that of the newest complete run)");
-  o.command->add_option("--last", o.last, "only the newest N runs")->check(CLI::PositiveNumber);
+  o.command->add_option("--last", o.last, "only the newest N runs")->check(positive_count());
   o.command->add_option("--format", o.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
   add_db_option(o.command, "--db", o.db, "results database")->capture_default_str();
 }
