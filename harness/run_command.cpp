@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -46,6 +47,38 @@ std::string csv_field(const std::string& v) {
     out += ch;
   }
   return out + "\"";
+}
+
+// The repetitions a case stored figures for, in order.
+std::set<int> stored_repetitions(const CaseRecord& c) {
+  std::set<int> repetitions;
+  for (const MetricRow& m : c.metrics) repetitions.insert(m.repetition);
+  return repetitions;
+}
+
+// Every series of a case: [{repetition, name, values}], the values in stored order (one per
+// step, or one per request for the per-request series), null where none was recorded.
+json series_json(ResultsStore& store, std::int64_t run_id, const CaseRecord& c) {
+  json out = json::array();
+  for (const int repetition : stored_repetitions(c)) {
+    for (const auto& [name, values] : load_series(store, run_id, c.name, repetition)) {
+      json list = json::array();
+      for (const double v : values) list.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+      out.push_back({{"repetition", repetition}, {"name", name}, {"values", list}});
+    }
+  }
+  return out;
+}
+
+// Every histogram of a case: [{repetition, name, counts}], counts[i] the count of bin i.
+json histograms_json(ResultsStore& store, std::int64_t run_id, const CaseRecord& c) {
+  json out = json::array();
+  for (const int repetition : stored_repetitions(c)) {
+    for (const auto& [name, counts] : load_histograms(store, run_id, c.name, repetition)) {
+      out.push_back({{"repetition", repetition}, {"name", name}, {"counts", counts}});
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -172,10 +205,13 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.show->add_option("--clock", o.clock, "host: the measured timings; model: the cost model's, priced by each case's SoC profile")
       ->check(CLI::IsMember({"host", "model"}))
       ->capture_default_str();
-  o.exporter = app.add_subcommand("export", "Export a run's metrics as JSON or CSV (read-only)");
+  o.exporter = app.add_subcommand("export", "Export a run as JSON (every metric, series and histogram) or CSV (its metrics) (read-only)");
   o.exporter->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
   add_db_option(o.exporter, "--db", o.db, "results database")->capture_default_str();
-  o.exporter->add_option("--format", o.format, "json or csv")->check(CLI::IsMember({"json", "csv"}))->capture_default_str();
+  o.exporter->add_option("--format", o.format,
+                         "json: the run, its resolved config and metadata, and per case every metric, series and histogram of "
+                         "every repetition; csv: the scalar metrics alone (the rows of metric_values)")
+      ->check(CLI::IsMember({"json", "csv"}))->capture_default_str();
   o.exporter->add_option("--out", o.out, "output file (default: stdout)");
 }
 
@@ -372,7 +408,9 @@ int run_export(const ResultsCommandOptions& o) {
                             {"status", c.status},
                             {"skipped_reason", c.skipped_reason},
                             {"error", c.error},
-                            {"metrics", metrics_json}});
+                            {"metrics", metrics_json},
+                            {"series", series_json(store, run.id, c)},
+                            {"histograms", histograms_json(store, run.id, c)}});
     }
     doc["cases"] = cases_json;
     out << doc.dump(2) << "\n";
