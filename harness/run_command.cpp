@@ -202,9 +202,11 @@ void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.show->add_option("--metrics", o.metrics, "comma-separated metric names for the columns (\"all\": every metric)");
   o.show->add_flag("--json", o.json, "print the same medians as JSON");
   o.show->add_flag("--wide", o.wide, "one table, however wide (default: fit the terminal, 120 columns in a log)");
-  o.show->add_option("--clock", o.clock, "host: the measured timings; model: the cost model's, priced by each case's SoC profile")
-      ->check(CLI::IsMember({"host", "model"}))
-      ->capture_default_str();
+  o.show->add_option("--clock", o.clock,
+                     "host: the measured timings (- for a SoC's case of a sweep, never run there); model: the cost model's, "
+                     "priced by each case's SoC profile (default: each case's measured timings, the modelled ones of a case "
+                     "that has none, marked ^)")
+      ->check(CLI::IsMember({"host", "model"}));
   o.exporter = app.add_subcommand("export", "Export a run as JSON (every metric, series and histogram) or CSV (its metrics) (read-only)");
   o.exporter->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
   add_db_option(o.exporter, "--db", o.db, "results database")->capture_default_str();
@@ -230,7 +232,7 @@ namespace {
 // Read by a writer: the run just wrote this database, and a writer's close leaves no -wal/-shm.
 void print_summary(const std::string& db, std::int64_t run_id, bool wide, std::FILE* out) {
   ResultsStore store(db);
-  const RunView view = load_run_view(store, run_id);
+  const RunView view = load_run_view_measured_or_modelled(store, run_id);
   fmt::print(out, "{}", render_summary(view, run_summary_columns(view), summary_width(out, wide)));
 }
 
@@ -346,7 +348,8 @@ int run_list(const ResultsCommandOptions& o, std::FILE* out) {
 int run_show(const ResultsCommandOptions& o, std::FILE* out) {
   ResultsStore store(o.db, Access::ReadOnly);
   const std::int64_t run_id = o.run_id > 0 ? o.run_id : resolve_run(store, o.run_selector, "RUN");
-  const RunView view = load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
+  const RunView view = o.clock.empty() ? load_run_view_measured_or_modelled(store, run_id)
+                                       : load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
   const auto columns = o.metrics.empty() ? run_summary_columns(view) : summary_columns(o.metrics);
   fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns, summary_width(out, o.wide)));
   return kExitOk;
