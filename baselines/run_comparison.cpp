@@ -178,6 +178,10 @@ int run_benchmark_definition(const RunRecord& run) {
   return version.get<int>();
 }
 
+std::vector<std::string> case_config_changes(const RunRecord& base, const RunRecord& cand, const CaseSamples& c) {
+  return config_changes(json::parse(base.config_json, nullptr, false), json::parse(cand.config_json, nullptr, false), c);
+}
+
 std::string run_kernel_path(const RunRecord& run) {
   const std::string path = run_meta_text(run, "kernel_path");
   if (!path.empty()) return path;

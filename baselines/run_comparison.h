@@ -70,4 +70,10 @@ std::string sim_setup_difference(const RunRecord& a, const RunRecord& b);
 // allow.
 std::string run_kernel_path(const RunRecord& run);
 
+// What differs for one case between two runs' resolved configurations (config_json): its
+// model's, workload's and policy's fields and the seed and warmup, as "path: old -> new",
+// sorted; empty when nothing does. The list a comparison's config_changes holds (the gate's,
+// trend's marks).
+std::vector<std::string> case_config_changes(const RunRecord& base, const RunRecord& cand, const CaseSamples& c);
+
 }  // namespace kvbench

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -134,8 +135,52 @@ RunView load_run_view(ResultsStore& store, std::int64_t run_id, Clock timing) {
     c.note = c.status == "skipped" ? q.text(7) : q.text(8);
     view.cases.push_back(std::move(c));
   }
-  for (std::size_t i = 0; i < ids.size(); ++i) load_figures(store, ids[i], view.cases[i], timing);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    view.cases[i].timing = timing;
+    load_figures(store, ids[i], view.cases[i], timing);
+  }
   return view;
+}
+
+namespace {
+
+// A case of a host view holds a figure of this machine's work: a row on the host, cpu or sim
+// clock (NULL ones included: a sim run stores its host figures NULL). The host view shows a
+// name only on its own clock, so a figure whose metric is on such a clock is such a row.
+bool measured(const CaseView& c) {
+  return std::any_of(c.figures.begin(), c.figures.end(), [](const auto& figure) {
+    const MetricDef* def = find_metric(figure.first);
+    return def != nullptr && host_work(def->clock);
+  });
+}
+
+}  // namespace
+
+RunView load_run_view_measured_or_modelled(ResultsStore& store, std::int64_t run_id) {
+  RunView host = load_run_view(store, run_id, Clock::Host);
+  std::vector<std::size_t> unmeasured;
+  bool any_measured = false;
+  for (std::size_t i = 0; i < host.cases.size(); ++i) {
+    if (host.cases[i].repetitions == 0) continue;  // nothing stored: no figure on any clock
+    if (measured(host.cases[i])) {
+      any_measured = true;
+    } else {
+      unmeasured.push_back(i);
+    }
+  }
+  if (unmeasured.empty()) return host;
+  RunView model = load_run_view(store, run_id, Clock::Model);
+  if (!any_measured) return model;
+  for (const std::size_t i : unmeasured) {
+    host.cases[i].figures = std::move(model.cases[i].figures);
+    host.cases[i].timing = Clock::Model;
+  }
+  return host;
+}
+
+bool mixed_timings(const RunView& run) {
+  return run.timing == Clock::Host &&
+         std::any_of(run.cases.begin(), run.cases.end(), [](const CaseView& c) { return c.timing == Clock::Model; });
 }
 
 }  // namespace kvbench

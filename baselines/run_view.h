@@ -32,6 +32,9 @@ struct CaseView {
   // How the case was priced for its SoC when that was not the host run as it is: why it reran
   // with the SoC's capacities (capacity_rerun) or why it does not fit (fits_in_memory 0).
   std::vector<std::string> pricing;
+  // Which timings `figures` holds: the view's (RunView::timing), or Model for a case with no
+  // measured figure on a host view (load_run_view_measured_or_modelled).
+  Clock timing = Clock::Host;
 };
 
 struct RunView {
@@ -55,5 +58,13 @@ struct RunView {
 // host view shows every figure on its own clock; the model view the modelled figures (on the
 // model clock) beside the exact ones.
 RunView load_run_view(ResultsStore& store, std::int64_t run_id, Clock timing = Clock::Host);
+
+// The view `show` and `run`'s summary print unless told a clock: the host view, except that a
+// case that stored no figure of this machine's work (no host, cpu or sim row: a SoC's case of a
+// sweep, priced from the host run and never run on that SoC) shows the model view's figures,
+// its CaseView::timing Model. When no case holds a measured figure, the model view itself.
+RunView load_run_view_measured_or_modelled(ResultsStore& store, std::int64_t run_id);
+// Some case of a host view shows modelled timings (load_run_view_measured_or_modelled).
+bool mixed_timings(const RunView& run);
 
 }  // namespace kvbench

@@ -263,7 +263,7 @@ int run_ab(const AbOptions& o) {
   const ComparisonRecord c = comparison_record(compare_runs(store, base_run, cand_run, rules, options));
   fmt::print("interleaved A/B: {} cases x {} repetitions per side in {:.1f} s; baseline {} ({}) as run {}, candidate {} ({}) as run {}\n",
              names.size(), o.repetitions, seconds, a.bin, a.version, base_run, b.bin, b.version, cand_run);
-  fmt::print("{}", comparison_table(c, false));
+  fmt::print("{}", comparison_table(c, false, HostTimingTest::Paired));
   if (c.failing > 0) {
     fmt::print("ab: FAIL ({} regressed)\n", c.failing);
     return kExitRunFailed;

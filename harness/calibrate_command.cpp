@@ -28,7 +28,10 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   o.command->add_option("--min-seconds", o.min_seconds, "least time per repetition of each benchmark (three repetitions, the median kept)")
       ->check(number_in(0.01, 10.0))
       ->capture_default_str();
-  o.command->add_flag("--quick", o.quick, "smaller contexts, buffers and files, contexts not cycled out of the cache: under a minute, rougher figures");
+  // No duration promised: it is the machine's (docs/cost-model.md gives measured ones).
+  o.command->add_flag("--quick", o.quick,
+                      "smaller contexts, buffers and files, contexts not cycled out of the cache: less time than a full "
+                      "calibration, rougher figures (for checks, not for validating the model)");
 }
 
 int run_calibrate(const CalibrateOptions& o) {

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -56,6 +57,25 @@ inline CLI::Validator whole_number_in(long lo, long hi) {
         return "";
       },
       fmt::format("INT in {}..{}", lo, hi));
+}
+
+// A count of things (`--last N`): a whole number, 1 or more, that an int holds. CLI11's
+// PositiveNumber takes fractions and prints its bound, the largest double, in 300 digits.
+inline CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        long value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (end != text.data() + text.size() || (error != std::errc() && error != std::errc::result_out_of_range)) {
+          return fmt::format("'{}' is not a whole number", text);
+        }
+        if (error == std::errc::result_out_of_range || value > std::numeric_limits<int>::max()) {
+          return fmt::format("{} is too large (at most {})", text, std::numeric_limits<int>::max());
+        }
+        if (value < 1) return fmt::format("{} is not a positive whole number (1 or more)", value);
+        return "";
+      },
+      "INT >= 1");
 }
 
 // A --threads value: a whole number in 0..4096 (0 = one per hardware thread) that the machine's

@@ -261,7 +261,7 @@ LoadedRules load_gate_rules(const std::string& path) {
   return loaded;
 }
 
-std::string comparison_table(const ComparisonRecord& c, bool all) {
+std::string comparison_table(const ComparisonRecord& c, bool all, HostTimingTest test) {
   std::ostringstream out;
   out << fmt::format("candidate run {} against baseline run {} (suite {})\n", c.candidate_run, c.baseline_run, c.suite);
   for (const std::string& caveat : c.caveats) out << "caveat: " << caveat << "\n";
@@ -280,8 +280,11 @@ std::string comparison_table(const ComparisonRecord& c, bool all) {
   }
   for (const std::string& name : c.only_in_baseline) out << "only in the baseline: " << name << "\n";
   for (const std::string& name : c.only_in_candidate) out << "only in the candidate: " << name << "\n";
-  out << fmt::format("{} (host timings: Welch on log values, Benjamini-Hochberg at FDR {}; noisy repetitions left out: {} of {})\n",
-                     summary_line(c), c.fdr, noisy, noisy + used);
+  // Paired (compare_paired_samples): a row with a zero timing, or with sides of unequal length,
+  // falls back to compare_samples' Welch; the line names the test every other row had.
+  const char* const host_test = test == HostTimingTest::Paired ? "paired t-test on the per-pair log ratios" : "Welch on log values";
+  out << fmt::format("{} (host timings: {}, Benjamini-Hochberg at FDR {}; noisy repetitions left out: {} of {})\n", summary_line(c),
+                     host_test, c.fdr, noisy, noisy + used);
   return out.str();
 }
 

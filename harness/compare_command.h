@@ -56,7 +56,11 @@ LoadedRules load_gate_rules(const std::string& path);
 
 // The renderings of a comparison record (the gate writes each to its file; its JSON form is
 // comparison_record_json).
-std::string comparison_table(const ComparisonRecord& c, bool all);
+// Which test judged the statistical rows, as the table's last line names it: Welch's t-test on
+// the log values of two runs (compare, gate), or a paired t-test on the per-pair log ratios of
+// interleaved repetitions (ab: CompareOptions::paired).
+enum class HostTimingTest { Welch, Paired };
+std::string comparison_table(const ComparisonRecord& c, bool all, HostTimingTest test = HostTimingTest::Welch);
 // What fails a gate beside unacknowledged regressions.
 struct GateStrictness {
   bool inconclusive_fails = false;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -46,6 +47,38 @@ std::string csv_field(const std::string& v) {
     out += ch;
   }
   return out + "\"";
+}
+
+// The repetitions a case stored figures for, in order.
+std::set<int> stored_repetitions(const CaseRecord& c) {
+  std::set<int> repetitions;
+  for (const MetricRow& m : c.metrics) repetitions.insert(m.repetition);
+  return repetitions;
+}
+
+// Every series of a case: [{repetition, name, values}], the values in stored order (one per
+// step, or one per request for the per-request series), null where none was recorded.
+json series_json(ResultsStore& store, std::int64_t run_id, const CaseRecord& c) {
+  json out = json::array();
+  for (const int repetition : stored_repetitions(c)) {
+    for (const auto& [name, values] : load_series(store, run_id, c.name, repetition)) {
+      json list = json::array();
+      for (const double v : values) list.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+      out.push_back({{"repetition", repetition}, {"name", name}, {"values", list}});
+    }
+  }
+  return out;
+}
+
+// Every histogram of a case: [{repetition, name, counts}], counts[i] the count of bin i.
+json histograms_json(ResultsStore& store, std::int64_t run_id, const CaseRecord& c) {
+  json out = json::array();
+  for (const int repetition : stored_repetitions(c)) {
+    for (const auto& [name, counts] : load_histograms(store, run_id, c.name, repetition)) {
+      out.push_back({{"repetition", repetition}, {"name", name}, {"counts", counts}});
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -154,27 +187,33 @@ std::vector<std::string> parse_soc_list(const std::string& text) {
 
 void add_results_commands(CLI::App& app, ResultsCommandOptions& o) {
   o.list = app.add_subcommand("list", "List what the results database holds (read-only)");
-  o.list->add_option("what", o.what, "runs, baselines or acks")->required()->check(CLI::IsMember({"runs", "baselines", "acks"}));
+  // Not required by CLI11, whose message would be "what: required": run_list names the choices.
+  o.list->add_option("what", o.what, "runs, baselines or acks")->check(CLI::IsMember({"runs", "baselines", "acks"}));
   add_db_option(o.list, "--db", o.db, "results database")->capture_default_str();
   o.list->add_flag("--json", o.json, "print them as a JSON array");
   o.list->add_option("--status", o.status, "runs: only runs with this status")
       ->check(CLI::IsMember({"running", "complete", "failed", "aborted", "interrupted"}));
   o.list->add_option("--suite", o.suite, "runs: only runs of this suite");
   o.list->add_option("--tag", o.tags, "runs: only runs with this tag (repeatable: every one)");
-  o.list->add_option("--last", o.last, "runs: only the newest N runs")->check(CLI::PositiveNumber);
+  o.list->add_option("--last", o.last, "runs: only the newest N runs")->check(positive_count());
   o.show = app.add_subcommand("show", "A run's metadata and per-case medians (read-only)");
   o.show->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
   add_db_option(o.show, "--db", o.db, "results database")->capture_default_str();
   o.show->add_option("--metrics", o.metrics, "comma-separated metric names for the columns (\"all\": every metric)");
   o.show->add_flag("--json", o.json, "print the same medians as JSON");
   o.show->add_flag("--wide", o.wide, "one table, however wide (default: fit the terminal, 120 columns in a log)");
-  o.show->add_option("--clock", o.clock, "host: the measured timings; model: the cost model's, priced by each case's SoC profile")
-      ->check(CLI::IsMember({"host", "model"}))
-      ->capture_default_str();
-  o.exporter = app.add_subcommand("export", "Export a run's metrics as JSON or CSV (read-only)");
+  o.show->add_option("--clock", o.clock,
+                     "host: the measured timings (- for a SoC's case of a sweep, never run there); model: the cost model's, "
+                     "priced by each case's SoC profile (default: each case's measured timings, the modelled ones of a case "
+                     "that has none, marked ^)")
+      ->check(CLI::IsMember({"host", "model"}));
+  o.exporter = app.add_subcommand("export", "Export a run as JSON (every metric, series and histogram) or CSV (its metrics) (read-only)");
   o.exporter->add_option("RUN", o.run_selector, kRunSelectorHelp)->required();
   add_db_option(o.exporter, "--db", o.db, "results database")->capture_default_str();
-  o.exporter->add_option("--format", o.format, "json or csv")->check(CLI::IsMember({"json", "csv"}))->capture_default_str();
+  o.exporter->add_option("--format", o.format,
+                         "json: the run, its resolved config and metadata, and per case every metric, series and histogram of "
+                         "every repetition; csv: the scalar metrics alone (the rows of metric_values)")
+      ->check(CLI::IsMember({"json", "csv"}))->capture_default_str();
   o.exporter->add_option("--out", o.out, "output file (default: stdout)");
 }
 
@@ -193,7 +232,7 @@ namespace {
 // Read by a writer: the run just wrote this database, and a writer's close leaves no -wal/-shm.
 void print_summary(const std::string& db, std::int64_t run_id, bool wide, std::FILE* out) {
   ResultsStore store(db);
-  const RunView view = load_run_view(store, run_id);
+  const RunView view = load_run_view_measured_or_modelled(store, run_id);
   fmt::print(out, "{}", render_summary(view, run_summary_columns(view), summary_width(out, wide)));
 }
 
@@ -264,6 +303,7 @@ int run_run(const RunCommandOptions& o) {
 }
 
 int run_list(const ResultsCommandOptions& o, std::FILE* out) {
+  if (o.what.empty()) throw kv::InputError("list", "", "say what to list: runs, baselines or acks (`kvbench list runs`)");
   if (o.what != "runs") {
     // The run filters mean nothing here: refused rather than ignored.
     for (const char* flag : {"--status", "--suite", "--tag", "--last"}) {
@@ -308,7 +348,8 @@ int run_list(const ResultsCommandOptions& o, std::FILE* out) {
 int run_show(const ResultsCommandOptions& o, std::FILE* out) {
   ResultsStore store(o.db, Access::ReadOnly);
   const std::int64_t run_id = o.run_id > 0 ? o.run_id : resolve_run(store, o.run_selector, "RUN");
-  const RunView view = load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
+  const RunView view = o.clock.empty() ? load_run_view_measured_or_modelled(store, run_id)
+                                       : load_run_view(store, run_id, o.clock == "model" ? Clock::Model : Clock::Host);
   const auto columns = o.metrics.empty() ? run_summary_columns(view) : summary_columns(o.metrics);
   fmt::print(out, "{}", o.json ? summary_json(view, columns) + "\n" : render_summary(view, columns, summary_width(out, o.wide)));
   return kExitOk;
@@ -370,7 +411,9 @@ int run_export(const ResultsCommandOptions& o) {
                             {"status", c.status},
                             {"skipped_reason", c.skipped_reason},
                             {"error", c.error},
-                            {"metrics", metrics_json}});
+                            {"metrics", metrics_json},
+                            {"series", series_json(store, run.id, c)},
+                            {"histograms", histograms_json(store, run.id, c)}});
     }
     doc["cases"] = cases_json;
     out << doc.dump(2) << "\n";

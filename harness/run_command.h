@@ -35,7 +35,7 @@ struct ResultsCommandOptions {
   std::string format = "json"; // export: json | csv
   std::string out;             // export: "" = stdout
   std::string metrics;         // show: "" = the default columns
-  std::string clock = "host";  // show: host or model figures
+  std::string clock;           // show: host or model figures; "": each case's measured ones, else its modelled ones
   bool json = false;           // show, list
   bool wide = false;           // show: one table whatever the terminal's width
   std::string status, suite;   // list filters

@@ -39,6 +39,13 @@ std::string short_name(const CaseView& c, const std::vector<bool>& differ) {
   return name;
 }
 
+// After the name of a case whose timings are modelled on a view whose other cases' are
+// measured (CaseView::timing).
+constexpr const char* kModelledMark = "^";
+
+// The timings a case's figures are: the view's, or the case's own on a host view.
+Clock case_timing(const RunView& run, const CaseView& c) { return run.timing == Clock::Model ? Clock::Model : c.timing; }
+
 // What a case's row says in place of figures, and its mark after the name.
 std::string case_state(const RunView& run, const CaseView& c) {
   if (c.status == "running" && run.status != "running") return "aborted";
@@ -125,22 +132,31 @@ void legend(std::ostringstream& out, const RunView& run, const std::vector<Summa
                        significant(run.noise_threshold * 100.0, 2));
   }
   if (marks.find('!') != std::string::npos) out << "! degraded: the engine gave something up to keep running (said below)\n";
-  std::vector<std::string> by_clock[5];
+  const bool mixed = mixed_timings(run);
+  if (mixed) {
+    out << fmt::format("{} modelled: a SoC's case priced from the host run, not run on that SoC; its timings are the cost model's\n",
+                       kModelledMark);
+  }
+  // The clocks in kClocks' order; a host column that is also modelled, on a view whose marked
+  // rows are modelled, is on both (the last entry, printed first: those columns lead the table).
+  std::vector<std::string> by_clock[6];
   for (const SummaryColumn& c : columns) {
     const MetricDef* def = find_metric(c.metric);
     if (def == nullptr) continue;
     const Clock clock = run.timing == Clock::Model && (def->modelled || def->clock == Clock::Model) ? Clock::Model : def->clock;
     if (run.timing == Clock::Model && host_work(clock)) continue;  // not shown on the model view
-    by_clock[static_cast<int>(clock)].push_back(column_label(c));
+    by_clock[mixed && def->modelled && clock == Clock::Host ? 5 : static_cast<int>(clock)].push_back(column_label(c));
   }
-  static const char* const kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)",
+  static const std::string kClocks[] = {"host (measured here)", "model (priced by the SoC profile)", "exact (counts and accuracy)",
                                         "cpu (the engine threads' CPU time and instructions, measured here)",
-                                        "sim (the engine's work counted under callgrind, the executed layers and chunks)"};
+                                        "sim (the engine's work counted under callgrind, the executed layers and chunks)",
+                                        fmt::format("host (measured here) on the other rows, model (priced by the row's SoC profile) on "
+                                                    "the rows marked {}", kModelledMark)};
   static_assert(std::size(kClocks) == std::size(by_clock));
-  for (int k = 0; k < 5; ++k) {
+  for (const std::size_t k : {5, 0, 1, 2, 3, 4}) {
     if (!by_clock[k].empty()) out << fmt::format("clock {}: {}\n", kClocks[k], join(by_clock[k], ", "));
   }
-  if (run.timing == Clock::Model) {
+  if (run.timing == Clock::Model || mixed) {
     out << "model clock: each case's operation counts priced by its SoC profile (dense layers included), see docs/cost-model.md\n";
   } else if (run.sim) {
     out << "a sim run: each engine run counted under callgrind (docs/gate.md); its host and cpu figures are not measured\n";
@@ -290,6 +306,7 @@ std::string render_summary(const RunView& run, const std::vector<SummaryColumn>&
   for (const CaseView& c : run.cases) {
     const std::string state = case_state(run, c);
     std::string name = short_name(c, differ) + (c.degradation.empty() ? "" : " !");
+    if (run.timing == Clock::Host && c.timing == Clock::Model) name += std::string(" ") + kModelledMark;
     if (state != "complete") name += " [" + (state == "failed" && c.note == "interrupted" ? std::string("interrupted") : state) + "]";
     names.push_back(name);
     name_width = std::max(name_width, name.size());
@@ -361,7 +378,7 @@ std::string summary_json(const RunView& run, const std::vector<SummaryColumn>& c
       metrics[column.metric] = {{"median", figure.median ? json(*figure.median) : json(nullptr)},
                                 {"na_reason", figure.median ? "" : figure.na_reason},
                                 {"unit", def.unit},
-                                {"clock", clock_name(run.timing == Clock::Model && def.modelled ? Clock::Model : def.clock)},
+                                {"clock", clock_name(case_timing(run, c) == Clock::Model && def.modelled ? Clock::Model : def.clock)},
                                 {"extrapolated", figure.extrapolated},
                                 {"noisy", figure.noisy}};
     }
@@ -372,6 +389,7 @@ std::string summary_json(const RunView& run, const std::vector<SummaryColumn>& c
                      {"degraded", c.degradation},
                      {"degraded_repetitions", c.degraded_repetitions},
                      {"pricing", c.pricing},
+                     {"timings", clock_name(case_timing(run, c))},
                      {"metrics", metrics}});
   }
   json doc{{"run",

@@ -1,8 +1,10 @@
 #include "trend_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,7 @@
 #include "human_units.h"
 #include "metric_table.h"
 #include "results_reader.h"
+#include "run_comparison.h"
 #include "runtime/error.h"
 #include "statistics.h"
 
@@ -22,6 +25,9 @@ namespace {
 struct Point {
   const RunRecord* run;
   double median;
+  // What of the case's configuration differs from the case's previous run in the history
+  // (case_config_changes); empty for the first.
+  std::vector<std::string> config_changes;
 };
 
 }  // namespace
@@ -31,7 +37,7 @@ void add_trend_command(CLI::App& app, TrendOptions& o) {
   o.command->add_option("--metric", o.metric, "the metric (`kvbench metrics`; NAME@model for the modelled figure)")->required();
   o.command->add_option("--case", o.case_glob, "cases, a glob over model/workload/policy/soc")->capture_default_str();
   o.command->add_option("--suite", o.suite, "the suite (default: that of the newest complete run)");
-  o.command->add_option("--last", o.last, "only the newest N runs")->check(CLI::PositiveNumber);
+  o.command->add_option("--last", o.last, "only the newest N runs")->check(positive_count());
   o.command->add_option("--format", o.format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
   add_db_option(o.command, "--db", o.db, "results database")->capture_default_str();
 }
@@ -65,13 +71,30 @@ TrendHistory trend_history(ResultsStore& store, const TrendOptions& o, const std
       if (::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
       const auto it = c.samples.find(key);
       if (it == c.samples.end()) continue;
-      h.points[c.name].push_back({&run, quiet_median(it->second)});
+      std::vector<Point>& points = h.points[c.name];
+      std::vector<std::string> changes = points.empty() ? std::vector<std::string>{} : case_config_changes(*points.back().run, run, c);
+      points.push_back({&run, quiet_median(it->second), std::move(changes)});
     }
   }
   if (h.points.empty()) {
     throw kv::InputError("--case", o.case_glob, fmt::format("no case of suite '{}' has values of {}", h.suite, o.metric));
   }
   return h;
+}
+
+// A run's tags as the table shows them: comma-separated, "-" for none.
+std::string tags_text(const RunRecord& run) { return run.tags.empty() ? "-" : fmt::format("{}", fmt::join(run.tags, ",")); }
+
+// The line under a case's rows for a run marked `*`: what of the case's configuration differs
+// from the run before it, the first few changes and how to see the rest.
+std::string config_footnote(const RunRecord& before, const RunRecord& run, const std::vector<std::string>& changes) {
+  constexpr std::size_t kShown = 3;
+  std::string shown;
+  for (std::size_t i = 0; i < std::min(kShown, changes.size()); ++i) shown += (i == 0 ? "" : "; ") + changes[i];
+  const std::string more = changes.size() > kShown ? fmt::format(" (and {} more: `kvbench compare --baseline {} --candidate {}`)",
+                                                                 changes.size() - kShown, before.id, run.id)
+                                                   : "";
+  return fmt::format("  * run {}: the case's configuration differs from run {}'s: {}{}\n", run.id, before.id, shown, more);
 }
 
 }  // namespace
@@ -113,7 +136,10 @@ int run_trend(const TrendOptions& o) {
     }
     if (writable) store->replace_change_points(name, key, stored);
     table += fmt::format("\n{}\n", name);
+    std::size_t tags_width = 4;
+    for (const Point& p : points) tags_width = std::max(tags_width, tags_text(*p.run).size());
     nlohmann::json rows = nlohmann::json::array();
+    std::string footnotes;
     for (std::size_t i = 0; i < points.size(); ++i) {
       const RunRecord& run = *points[i].run;
       std::string mark;
@@ -122,10 +148,17 @@ int run_trend(const TrendOptions& o) {
         mark = fmt::format("  <- change: {} -> {} ({:+.1f}%, p={})", human_value(c.before, def->unit), human_value(c.after, def->unit),
                            c.before != 0.0 ? (c.after / c.before - 1.0) * 100.0 : 0.0, significant(c.p, 2));
       }
-      table += fmt::format("  run {:>5}  {}  {:<12}  {:>10}{}\n", run.id, run.started_at, run.git_sha, human_value(points[i].median, def->unit), mark);
+      const bool changed = !points[i].config_changes.empty();
+      if (changed) footnotes += config_footnote(*points[i - 1].run, run, points[i].config_changes);
+      std::string line = fmt::format("  run {:>5}{} {}  {:<12}  {:>10}  {:<{}}{}", run.id, changed ? "*" : " ", run.started_at, run.git_sha,
+                                     human_value(points[i].median, def->unit), tags_text(run), tags_width, mark);
+      while (line.back() == ' ') line.pop_back();
+      table += line + "\n";
       rows.push_back({{"run_id", run.id}, {"started_at", run.started_at}, {"git_sha", run.git_sha}, {"tags", run.tags},
-                      {"median", points[i].median}, {"change_point", at.count(static_cast<int>(i)) > 0}});
+                      {"median", points[i].median}, {"change_point", at.count(static_cast<int>(i)) > 0},
+                      {"config_changes", points[i].config_changes}});
     }
+    table += footnotes;
     nlohmann::json cps = nlohmann::json::array();
     for (const ChangePoint& c : changes) {
       cps.push_back({{"run_id", points[static_cast<std::size_t>(c.index)].run->id}, {"before", c.before}, {"after", c.after}, {"p", c.p}});

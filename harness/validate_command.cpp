@@ -49,8 +49,10 @@ int run_validate(const ValidateOptions& o, std::FILE* out) {
   }
   // A device run (kvbench run --soc) priced its measured cases with that SoC's profile.
   const std::string device = run_meta_text(run, "device_soc"), machine = measuring_machine(run);
-  fmt::print(out, "run {} ({}): measured on {} (median of quiet repetitions) vs modelled with the {} profile\n\n", run.id, run.suite,
-             machine.empty() ? std::string("the host clock") : machine, device.empty() ? std::string("host") : device);
+  fmt::print(out, "run {} ({}): measured on {} (median of quiet repetitions) vs modelled with the {} profile; ratio: modelled / measured\n\n",
+             run.id, run.suite, machine.empty() ? std::string("the host clock") : machine, device.empty() ? std::string("host") : device);
+  // The header mirrors the rows: a case on its own line, its metrics indented under it.
+  fmt::print(out, "case\n  {:<28} {:>11} {:>11} {:>7}\n", "metric", "measured", "modelled", "ratio");
   std::string last_case;
   std::map<std::string, std::pair<int, int>> within;  // metric -> (in band, with a ratio)
   for (const ValidationRow& r : rows) {

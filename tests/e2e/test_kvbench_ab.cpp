@@ -41,6 +41,9 @@ TEST_CASE("kvbench ab interleaves one binary against itself and merges two compa
   CHECK(out.text.find("ab: pass") != std::string::npos);
   CHECK(out.text.find("interleaved A/B: 1 cases x 4 repetitions per side") != std::string::npos);
   CHECK(out.text.find("candidate run 2 against baseline run 1 (suite ab)") != std::string::npos);
+  // ab compares within pairs (compare_paired_samples), and says so.
+  CHECK(out.text.find("(host timings: paired t-test on the per-pair log ratios,") != std::string::npos);
+  CHECK(out.text.find("Welch") == std::string::npos);
   CHECK(sql_value(db, "SELECT group_concat(tags, ' ') FROM runs") == "ab:baseline ab:candidate");
   CHECK(sql_value(db, "SELECT count(DISTINCT c.name) FROM cases c") == "1");
   CHECK(sql_value(db, "SELECT count(DISTINCT repetition) FROM metric_values WHERE run_id = 2") == "4");

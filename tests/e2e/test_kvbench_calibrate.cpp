@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "e2e/e2e_support.h"
@@ -147,4 +148,23 @@ TEST_CASE("kvbench calibrate refuses a target it cannot write before measuring a
   REQUIRE(ok.status == 0);
   CHECK(std::filesystem::exists(profile));
   CHECK(std::filesystem::is_directory(dir.path + "/l2"));
+}
+
+TEST_CASE("kvbench validate-model heads its table with the columns' names, above the first case", "[e2e][calibrate]") {
+  const kvtest::TempDir dir("kvbench-e2e-validate");
+  const std::string db = dir.path + "/results.sqlite", suite = dir.path + "/calib.json";
+  kvtest::write_file(suite, kCalibrationSuite);
+  REQUIRE(run_kvbench("run --suite " + suite + " --repetitions 1 --db " + db).status == 0);
+  const Output out = run_kvbench("validate-model --db " + db);
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  const auto lines = kvtest::lines_of(out.text);
+  CHECK_THAT(lines.at(0), Catch::EndsWith("vs modelled with the host profile; ratio: modelled / measured"));
+  CHECK(lines.at(1).empty());
+  CHECK(lines.at(2) == "case");
+  CHECK(std::regex_match(lines.at(3), std::regex("  metric {22,} measured {4,}modelled {3,}ratio")));
+  // The rows line up under it: a case, then its metrics indented as the header is.
+  CHECK(lines.at(4) == "syn-7b/rag-2k/q4-tight/host");
+  CHECK(lines.at(5).rfind("  span_decode_attn_compute_ms ", 0) == 0);
+  CHECK(lines.at(5).size() >= lines.at(3).size());
 }

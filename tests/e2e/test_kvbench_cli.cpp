@@ -80,8 +80,14 @@ TEST_CASE("every usage error exits 2 naming the argument, --help and --version e
       {"export 1 --format xml --db " + db, "kvbench: --format: xml not in {json,csv}"},
       {"list runs --bogus", "kvbench: --bogus: unexpected argument to `kvbench list`"},
       {"list runs --status done --db " + db, "kvbench: --status: done not in"},
-      {"list runs --last 0 --db " + db, "kvbench: --last:"},
-      {"list", "kvbench: what: required"},
+      {"list runs --last 0 --db " + db, "kvbench: --last: 0 is not a positive whole number (1 or more)"},
+      {"list runs --last -1 --db " + db, "kvbench: --last: -1 is not a positive whole number (1 or more)"},
+      {"list runs --last 1.5 --db " + db, "kvbench: --last: '1.5' is not a whole number"},
+      {"list runs --last 99999999999 --db " + db, "kvbench: --last: 99999999999 is too large (at most 2147483647)"},
+      {"trend --metric ttft_ms --last -1 --db " + db, "kvbench: --last: -1 is not a positive whole number (1 or more)"},
+      {"list", "kvbench: list: say what to list: runs, baselines or acks"},
+      {"list --db " + db, "kvbench: list: say what to list: runs, baselines or acks"},
+      {"list suites --db " + db, "kvbench: what: suites not in {runs,baselines,acks}"},
       {"foo bar", "kvbench: foo: unknown subcommand (one of: "},
       {"show 1 2", "kvbench: 2: unexpected argument to `kvbench show`"},
       {"show 1 --metrics ttft_ms,nope --db " + db, "kvbench: --metrics: nope: not a metric"},
@@ -95,6 +101,7 @@ TEST_CASE("every usage error exits 2 naming the argument, --help and --version e
     CHECK(out.status == 2);
     CHECK(out.text.find(bad.message) != std::string::npos);
     CHECK(out.text.rfind("kvbench: ", 0) == 0);
+    CHECK_FALSE(std::regex_search(out.text, std::regex("[0-9]{20}")));  // no bound printed as a 300-digit double
   }
   CHECK_FALSE(fs::exists(temp.path + "/x.sqlite"));
   CHECK(run_kvbench("--help").status == 0);

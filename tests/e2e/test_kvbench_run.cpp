@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
@@ -133,6 +134,32 @@ TEST_CASE("kvbench list, show and export read a run", "[e2e]") {
   std::ifstream in(json_path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(text.find("\"kv_bytes_per_token\"") != std::string::npos);
+  // Every stored figure: the series (per step and per request) and histograms as stored.
+  const auto doc = nlohmann::json::parse(text);
+  REQUIRE(doc["cases"].size() == 1);
+  const auto& exported = doc["cases"][0];
+  const auto find = [](const nlohmann::json& list, const std::string& name) {
+    for (const auto& item : list) {
+      if (item["name"] == name) return item;
+    }
+    return nlohmann::json();
+  };
+  CHECK(exported["series"].size() == std::stoul(sql_value(db, "SELECT count(DISTINCT repetition || name) FROM series")));
+  CHECK(exported["histograms"].size() == std::stoul(sql_value(db, "SELECT count(DISTINCT repetition || name) FROM histograms")));
+  for (const char* name : {"tpot_ms", "request_tpot_ms"}) {  // per step, per request
+    INFO(name);
+    const auto series = find(exported["series"], name);
+    REQUIRE(series.is_object());
+    CHECK(series["repetition"] == 1);
+    CHECK(series["values"].size() == std::stoul(sql_value(db, std::string("SELECT count(*) FROM series WHERE name = '") + name + "'")));
+    CHECK(series["values"][0].get<double>() ==
+          Approx(std::stod(sql_value(db, std::string("SELECT value FROM series WHERE name = '") + name + "' AND step = 0"))).epsilon(1e-12));
+  }
+  const auto histogram = find(exported["histograms"], "importance_score");
+  REQUIRE(histogram.is_object());
+  CHECK(histogram["counts"].size() == std::stoul(sql_value(db, "SELECT count(*) FROM histograms WHERE name = 'importance_score'")));
+  CHECK(histogram["counts"].dump() == "[" + sql_value(db, "SELECT group_concat(count) FROM (SELECT count FROM histograms WHERE "
+                                                         "name = 'importance_score' ORDER BY bin)") + "]");
   out = run_kvbench("show 99 --db " + db);
   CHECK(out.status == 2);
   CHECK(out.text.find("no run 99") != std::string::npos);

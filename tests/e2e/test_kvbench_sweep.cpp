@@ -1,8 +1,10 @@
 // End to end through the binary: `kvbench sweep` replaces a suite's SoCs and prices every case
-// on each; `kvbench pareto` lists the non-dominated policies of the sweep per SoC, with the
-// dominated ones under --all, as a table or JSON; bad SoC lists and objectives exit 2.
+// on each, and `kvbench show` gives the SoCs' cases their modelled timings; `kvbench pareto`
+// lists the non-dominated policies of the sweep per SoC, with the dominated ones under --all,
+// as a table or JSON; bad SoC lists and objectives exit 2.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "e2e/e2e_support.h"
@@ -45,8 +47,40 @@ TEST_CASE("kvbench sweep prices a suite on the SoCs it names and pareto lists th
   CHECK(out.text.find("syn-05b/rag-2k/q4-full/raspberry-pi-5 repetition 1/1 with raspberry-pi-5's capacities done in ") !=
         std::string::npos);
   CHECK(out.text.find("syn-05b/rag-2k/q4-full/apple-m3 complete, priced from the host run (ETA") != std::string::npos);
-  out = run_kvbench("show 1 --db " + db);
+  out = run_kvbench("show 1 --db " + db + " --wide");
+  INFO(out.text);
   CHECK(out.text.find("priced q4-full/raspberry-pi-5: raspberry-pi-5: its L0 (2048 KiB) is smaller") != std::string::npos);
+  // The SoCs' cases were never run on them: show gives their modelled timings, marked, beside
+  // the host's measured ones, and says which clock each column is.
+  const auto row = [](const std::string& text, const std::string& name) {
+    for (const std::string& line : kvtest::lines_of(text)) {
+      if (line.rfind(name + " ", 0) == 0) return line;
+    }
+    return std::string();
+  };
+  const auto dashes = [](const std::string& line) {
+    std::istringstream cells(line);
+    int n = 0;
+    for (std::string cell; cells >> cell;) n += cell == "-" ? 1 : 0;
+    return n;
+  };
+  const std::string modelled = row(out.text, "q4-full/apple-m3 ^");
+  REQUIRE_FALSE(modelled.empty());
+  CHECK_THAT(row(out.text, "q4-full/host"), !Catch::Contains("^"));
+  CHECK_FALSE(row(out.text, "q4-full/host").empty());
+  CHECK(out.text.find("^ modelled: a SoC's case priced from the host run, not run on that SoC") != std::string::npos);
+  CHECK(out.text.find("on the rows marked ^: ttft first") != std::string::npos);
+  // --clock host asks for the measured figures alone: the SoCs' rows have none.
+  out = run_kvbench("show 1 --db " + db + " --wide --clock host");
+  CHECK(out.text.find(" ^") == std::string::npos);
+  // ttft, prefill, tpot p50 and p99 and decode: dashes where the default view has figures.
+  CHECK(dashes(row(out.text, "q4-full/apple-m3")) >= dashes(modelled) + 5);
+  out = run_kvbench("show 1 --db " + db + " --json");
+  for (const auto& c : nlohmann::json::parse(out.text)["cases"]) {
+    const bool host = c["name"].get<std::string>().find("/host") != std::string::npos;
+    CHECK(c["timings"] == (host ? "host" : "model"));
+    CHECK(c["metrics"]["tpot_ms_p50"]["median"].is_number());
+  }
 
   out = run_kvbench("pareto --run latest --db " + db + " --soc apple-m3 --y attn_rel_error --z decode_tps --all");
   INFO(out.text);

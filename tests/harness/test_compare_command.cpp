@@ -120,3 +120,14 @@ TEST_CASE("A change the gate acts on is always visible: digits enough to tell th
   const std::string md = comparison_markdown(comparison_record(c));
   CHECK(md.find("| 18700.0001 mJ | 18700.0003 mJ | +0.0000010% |") != std::string::npos);
 }
+
+TEST_CASE("the table's last line names the test that judged its host timings: Welch for two runs, paired for ab", "[gate]") {
+  const ComparisonRecord record = planted();
+  const std::string runs = comparison_table(record, false);
+  const std::string ab = comparison_table(record, false, HostTimingTest::Paired);
+  INFO(runs << "\n" << ab);
+  CHECK(runs.find("(host timings: Welch on log values, Benjamini-Hochberg at FDR ") != std::string::npos);
+  CHECK(runs.find("paired") == std::string::npos);
+  CHECK(ab.find("(host timings: paired t-test on the per-pair log ratios, Benjamini-Hochberg at FDR ") != std::string::npos);
+  CHECK(ab.find("Welch") == std::string::npos);
+}

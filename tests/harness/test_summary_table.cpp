@@ -13,6 +13,7 @@
 #include "runtime/error.h"
 #include "suite_config.h"
 #include "summary_table.h"
+#include "test_support.h"
 
 using namespace kvbench;
 
@@ -173,4 +174,40 @@ TEST_CASE("a sim run's summary shows its counted figures in place of the host ti
   model.timing = Clock::Model;
   CHECK(&run_summary_columns(model) == &default_summary_columns());
   CHECK(summary_columns("span_decode_total_sim_cycles").front().sub == "cycles");
+}
+
+TEST_CASE("a sweep's SoC cases with no measured figure show their modelled timings, marked, and the legend names each column's clock", "[summary][sweep]") {
+  SuiteConfig suite = parse_suite(builtin_suites().front().second, "builtin", ".");
+  suite.socs = {"host", "apple-m3"};
+  RunView run = view_of(suite, 4);
+  // As load_run_view_measured_or_modelled leaves a sweep: the SoC's cases on the model clock.
+  for (CaseView& c : run.cases) {
+    if (c.soc == "apple-m3") c.timing = Clock::Model;
+  }
+  REQUIRE(mixed_timings(run));
+  for (const std::string& line : kvtest::lines_of(render_summary(run, default_summary_columns()))) CHECK(line.size() <= 120);
+  const std::string summary = render_summary(run, default_summary_columns(), 400);  // legend lines unwrapped
+  INFO(summary);
+  CHECK(summary.find("/apple-m3 ^") != std::string::npos);
+  CHECK(summary.find("/host ^") == std::string::npos);
+  CHECK(summary.find("^ modelled: a SoC's case priced from the host run, not run on that SoC; its timings are the cost model's") !=
+        std::string::npos);
+  CHECK(summary.find("clock host (measured here) on the other rows, model (priced by the row's SoC profile) on the rows marked ^: "
+                     "ttft first, ttft next p50, prefill tok/s, tpot p50, tpot p99, decode tok/s") != std::string::npos);
+  CHECK(summary.find("clock host (measured here): noise share") != std::string::npos);
+  CHECK(summary.find("model clock: each case's operation counts priced by its SoC profile") != std::string::npos);
+  const auto doc = nlohmann::json::parse(summary_json(run, default_summary_columns()));
+  for (const auto& c : doc["cases"]) {
+    const bool soc = c["name"].get<std::string>().find("/apple-m3") != std::string::npos;
+    INFO(c["name"]);
+    CHECK(c["timings"] == (soc ? "model" : "host"));
+    CHECK(c["metrics"]["tpot_ms_p50"]["clock"] == (soc ? "model" : "host"));
+    CHECK(c["metrics"]["kv_bytes_per_token"]["clock"] == "exact");
+  }
+  // A view of measured cases alone is as before: no mark, one clock per column.
+  for (CaseView& c : run.cases) c.timing = Clock::Host;
+  CHECK_FALSE(mixed_timings(run));
+  const std::string plain = render_summary(run, default_summary_columns(), 400);
+  CHECK(plain.find(" ^") == std::string::npos);
+  CHECK(plain.find("clock host (measured here): ttft first") != std::string::npos);
 }

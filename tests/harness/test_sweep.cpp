@@ -110,6 +110,37 @@ TEST_CASE("a sweep prices one engine run per configuration on every SoC, the sam
   // Each SoC prices the same counts differently.
   CHECK(value(first, "apple-m3", "tpot_ms_p50", "model") != value(first, "snapdragon-8-gen-3", "tpot_ms_p50", "model"));
   CHECK(value(first, "host", "tpot_ms_p50", "model") != value(first, "apple-m3", "tpot_ms_p50", "model"));
+  {
+    // What show prints unless told a clock: the host's case measured, the SoCs' (never run
+    // there) modelled, not dashes.
+    ResultsStore store(options.db_path, Access::ReadOnly);
+    const RunView view = load_run_view_measured_or_modelled(store, 1);
+    CHECK(view.timing == Clock::Host);
+    REQUIRE(view.cases.size() == 3);
+    CHECK(mixed_timings(view));
+    for (const CaseView& c : view.cases) {
+      INFO(c.name);
+      const bool host = c.soc == "host";
+      CHECK(c.timing == (host ? Clock::Host : Clock::Model));
+      REQUIRE(c.figures.count("tpot_ms_p50") == 1);
+      REQUIRE(c.figures.at("tpot_ms_p50").median);
+      if (!host) CHECK(*c.figures.at("tpot_ms_p50").median == value(first, c.soc, "tpot_ms_p50", "model"));
+      CHECK(c.figures.count("noise_run_queue_share") == (host ? 1u : 0u));
+      CHECK(*c.figures.at("kv_bytes_per_token").median == value(first, c.soc, "kv_bytes_per_token", "exact"));
+    }
+    const RunView host = load_run_view(store, 1, Clock::Host);  // --clock host: as measured, nothing else
+    CHECK(host.cases[1].figures.count("tpot_ms_p50") == 0);
+  }
+  // A sweep of SoCs alone has no measured case: the whole view is the model view.
+  SuiteConfig socs_only = suite;
+  socs_only.socs = {"apple-m3"};
+  REQUIRE(run_suite(socs_only, options).status == RunStatus::Complete);
+  ResultsStore store(options.db_path, Access::ReadOnly);
+  const RunView view = load_run_view_measured_or_modelled(store, 3);
+  CHECK(view.timing == Clock::Model);
+  CHECK_FALSE(mixed_timings(view));
+  REQUIRE(view.cases.size() == 1);
+  CHECK(*view.cases[0].figures.at("tpot_ms_p50").median == value(first, "apple-m3", "tpot_ms_p50", "model"));
 }
 
 TEST_CASE("a SoC whose budget is below the host run's L1 peak gets its own engine run with its capacities", "[sweep]") {
