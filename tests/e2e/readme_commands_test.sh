@@ -91,8 +91,8 @@ run_one() {
 # shellcheck disable=SC1091
 source "$work/commands.sh"
 
-# Each sample block against what the binary printed: numbers, hashes and times masked, the
-# machine's own line left out, the "..." lines standing for elided rows; the noise legend (~)
+# Each sample block against what the binary printed: numbers, hashes, times and a dirty tree's
+# mark masked, the machine's own line left out, the "..." lines standing for elided rows; the noise legend (~)
 # appears only when a repetition was noisy.
 python3 - "$work" <<'PY'
 import glob, os, re, sys
@@ -102,7 +102,7 @@ def shape(text):
     for line in text.splitlines():
         if " cores" in line:  # the machine: its CPU and cores
             continue
-        line = line.replace("~", "").replace("!", "")
+        line = line.replace("~", "").replace("!", "").replace(" (dirty)", "")  # marks and the build's state
         line = re.sub(r"\b[0-9a-f]{8,}\b", "H", line)
         line = re.sub(r"(?<![\w.])[+-]?\d[\d.,:T-]*(e[+-]?\d+)?Z?( ?(ms|s|min|h|KiB|MiB|GiB|B|%|x)\b|%)?\*?", "#", line)
         line = re.sub(r"\s+", " ", line).strip()
