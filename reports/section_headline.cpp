@@ -21,7 +21,7 @@ struct Column {
 // and the follow-ups' median apart (their mean is a time no request took).
 const std::vector<Column>& columns() {
   static const std::vector<Column> c = {
-      {"ttft_first_request_ms", "ttft first request"}, {"ttft_followup_ms_p50", "ttft follow‑ups p50"},
+      {"ttft_first_request_ms", "ttft first request"}, {"ttft_followup_ms_p50", "ttft next p50"},
       {"prefill_tps", "prefill tok/s"},                {"tpot_ms_p99", "tpot p99"},
       {"decode_tps", "decode tok/s"},                  {"kv_bytes_per_token", "KV per token"},
       {"peak_l1_bytes", "peak L1"},                    {"token_drop_ratio", "token drop"},
