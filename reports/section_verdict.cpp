@@ -92,9 +92,32 @@ void rows_section(Page& page, const ReportModel& m) {
   std::vector<ComparisonRowRecord> rows = c.rows;
   const auto order = [](const ComparisonRowRecord& r) { return std::min(verdict_order(r.verdict), 4); };
   std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRowRecord& a, const ComparisonRowRecord& b) { return order(a) < order(b); });
+  // A case is model/workload/policy/soc: the model and the SoC every row shares are said once
+  // above the table, as the summary does, and each row names the rest.
+  const auto part = [](const std::string& name, bool last) {
+    const std::size_t at = last ? name.rfind('/') : name.find('/');
+    return at == std::string::npos ? std::string() : last ? name.substr(at + 1) : name.substr(0, at);
+  };
+  bool same_model = !rows.empty(), same_soc = !rows.empty();
+  for (const ComparisonRowRecord& r : rows) {
+    same_model = same_model && std::count(r.case_name.begin(), r.case_name.end(), '/') == 3 && part(r.case_name, false) == part(rows.front().case_name, false);
+    same_soc = same_soc && std::count(r.case_name.begin(), r.case_name.end(), '/') == 3 && part(r.case_name, true) == part(rows.front().case_name, true);
+  }
+  const auto shown_name = [&](const std::string& name) {
+    std::string shown = name;
+    if (same_model) shown = shown.substr(shown.find('/') + 1);
+    if (same_soc) shown = shown.substr(0, shown.rfind('/'));
+    return shown;
+  };
+  if (same_model || same_soc) {
+    std::string every;
+    if (same_model) every += "model " + part(rows.front().case_name, false);
+    if (same_soc) every += std::string(every.empty() ? "" : ", ") + "soc " + part(rows.front().case_name, true);
+    page << "<p>every case: " + h(every) + "</p>\n";
+  }
   // Seven narrow columns that fit a 700 px window; what a row says in words (why it is
   // unreliable, which CPU-time row judged it, its acknowledgement) takes a line of its own below.
-  const auto row_html = [](const ComparisonRowRecord& r) {
+  const auto row_html = [&](const ComparisonRowRecord& r) {
     // No estimate (an unreliable row): dashes, never a 0% that reads as unchanged. A
     // deterministic row (exact or modelled figures) has a change and neither interval nor test.
     // A change from zero has no ratio: it says so rather than a dash that reads as no estimate.
@@ -108,7 +131,7 @@ void rows_section(Page& page, const ReportModel& m) {
     if (!r.acknowledged.empty()) note += (note.empty() ? "" : "; ") + std::string("acknowledged: ") + r.acknowledged;
     const auto num = [](const std::string& text) { return "<td class=\"num\">" + h(text) + "</td>"; };
     const std::string tr = "<tr" + std::string(r.acknowledged.empty() ? "" : " class=\"acked\"") + ">";
-    return tr + "<td" + (note.empty() ? "" : " rowspan=\"2\"") + "><a href=\"#" + case_anchor(r.case_name) + "\">" + breakable(r.case_name) +
+    return tr + "<td" + (note.empty() ? "" : " rowspan=\"2\"") + "><a href=\"#" + case_anchor(r.case_name) + "\">" + breakable(shown_name(r.case_name)) +
            "</a></td><td>" + breakable(r.metric) + "</td>" + num(metric_value_text(r.baseline_median, r.metric)) +
            num(metric_value_text(r.candidate_median, r.metric)) + "<td class=\"num\">" + h(delta) +
            (interval.empty() ? "" : "<br/><span class=\"ci\">" + h(interval) + "</span>") + "</td>" + num(p) + "<td class=\"verdict " +

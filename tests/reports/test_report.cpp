@@ -171,7 +171,9 @@ TEST_CASE("report: the verdict starts with what changed, and each row links to i
   CHECK(html.find("<li>models.weights: &quot;f16&quot; -&gt; &quot;q4&quot; (case c/w/p/host)</li>") != std::string::npos);
   CHECK(html.find("<li>caveat: the machine changed</li>") != std::string::npos);
   // The regressed row's case is a link to that case's part of the page, which carries the id.
-  const std::regex link("<a href=\"#(case-[A-Za-z0-9-]+)\">m&lt;i&gt;");
+  // (its model and SoC, the same on every row, said once above the rows)
+  CHECK(html.find("<p>every case: model m&lt;i&gt;&#39;, soc host</p>") != std::string::npos);
+  const std::regex link("<a href=\"#(case-[A-Za-z0-9-]+)\">w&amp;amp;&lt;u&gt;");
   std::smatch m;
   REQUIRE(std::regex_search(html, m, link));
   CHECK(html.find("id=\"" + m[1].str() + "\"") != std::string::npos);
