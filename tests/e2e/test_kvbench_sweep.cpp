@@ -76,7 +76,9 @@ TEST_CASE("kvbench sweep prices a suite on the SoCs it names and pareto lists th
   // ttft, prefill, tpot p50 and p99 and decode: dashes where the default view has figures.
   CHECK(dashes(row(out.text, "q4-full/apple-m3")) >= dashes(modelled) + 5);
   out = run_kvbench("show 1 --db " + db + " --json");
-  for (const auto& c : nlohmann::json::parse(out.text)["cases"]) {
+  // Named: a range-for over a temporary's member would outlive the temporary.
+  const auto shown = nlohmann::json::parse(out.text);
+  for (const auto& c : shown["cases"]) {
     const bool host = c["name"].get<std::string>().find("/host") != std::string::npos;
     CHECK(c["timings"] == (host ? "host" : "model"));
     CHECK(c["metrics"]["tpot_ms_p50"]["median"].is_number());
