@@ -61,7 +61,7 @@ std::vector<MetricDef> build_table() {
        "Share of requests that met the workload's ttft and tpot targets (llama backend; the synthetic backend runs no model)."},
       {"ttft_first_request_ms", "ms", H, Lo, true,
        "TTFT of the first request that carries a prompt: rag's first request (its "
-       "documents and question), codebase's repository context, roleplay's first turn of its first session (system prompt "
+       "documents and question), codebase's repository context, roleplay's opening turn of its opening session (system prompt "
        "and first message), multimodal's text and images up to the first question; covers what ttft_ms covers."},
       {"ttft_followup_ms_p50", "ms", H, Lo, true,
        "Median (nearest rank) TTFT of the requests with a prompt after the first: rag's later requests, codebase's and "
