@@ -76,7 +76,8 @@ struct MetricComparison {
   int between_runs = 0;        // statistical: earlier runs the between-run variance came from (0: none)
   // A CPU-time row of a case whose repetitions were some noisy and some quiet, judged at the
   // baseline's core speed (at_core_speed): the candidate's median probe / the baseline's.
-  // nullopt: judged as measured.
+  // nullopt: judged as measured. Set, decide() calls the row regressed or improved only past a
+  // band widened for the probe's possible error (comparison.cpp, kProbeMismatch).
   std::optional<double> core_slowdown;
   std::string acknowledged;    // a regressed row someone accepted: the ack's reason ("" none)
 };
