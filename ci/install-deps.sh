@@ -27,6 +27,7 @@ packages=(
   libboost-iostreams-dev:arm64 libboost-filesystem-dev:arm64 libxml2-dev:arm64       # harness (ci/build-aarch64.sh)
   qemu-user               # ... and their tests run under qemu-aarch64
   clang libclang-rt-14-dev  # the sanitizer tree and the libFuzzer targets
+  clang-tidy-14           # ci/code-size.sh: function sizes in engine/ and workloads/
   valgrind                # the sim clock: callgrind counts the engine's work (kvbench run --sim), and its headers' client requests
 )
 

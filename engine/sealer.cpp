@@ -99,10 +99,10 @@ void Sealer::widen_key_bounds(std::byte* page, const float* key) const {
   }
 }
 
-void Sealer::seal_page(int layer, int head, int logical_page, Phase phase, bool image, PageId residual, PageId sealed,
+void Sealer::seal_page(int layer, int head, int logical_page, Phase phase, FrameClass cls, PageId residual, PageId sealed,
                        PageSealed& event, std::uint16_t* means) {
   const PageLayout& from = *layouts_.residual;
-  const bool visual = image && layouts_.visual != nullptr;
+  const bool visual = cls == FrameClass::Visual;
   const PageLayout& to = visual ? *layouts_.visual : *layouts_.sealed;
   const std::byte* src = residual_.data(residual);
   std::byte* dst = sealed_.frame(sealed);
@@ -160,7 +160,7 @@ Sealer::Sealed Sealer::seal_ready(SeqId seq, int layer, Phase phase, int through
     const HeadPages& head = state.heads[h];
     for (int p = 0; p < ready; ++p) {
       const std::size_t slot = h * static_cast<std::size_t>(ready) + static_cast<std::size_t>(p);
-      seal_page(layer, static_cast<int>(h), first_logical + p, phase, image[static_cast<std::size_t>(p)], head.residual[static_cast<std::size_t>(p)],
+      seal_page(layer, static_cast<int>(h), first_logical + p, phase, class_of(p), head.residual[static_cast<std::size_t>(p)],
                 targets[slot], sealed.events[slot], means.data() + slot * summary);
     }
   });

@@ -12,6 +12,7 @@
 
 #include "cache_config.h"
 #include "cache_layouts.h"
+#include "memory/frame_arena.h"
 #include "page_table.h"
 #include "quant/calibration.h"
 #include "runtime/thread_pool.h"
@@ -48,8 +49,9 @@ class Sealer {
   PageId new_residual_page();
   void clear_key_bounds(std::byte* page) const;
   void widen_key_bounds(std::byte* page, const float* key) const;
-  // image: an image's whole page (sealed in the visual layout where there is one).
-  void seal_page(int layer, int head, int logical_page, Phase phase, bool image, PageId residual, PageId sealed,
+  // cls: Visual for an image's whole page where the cache has a visual layout (sealed in it),
+  // else Page.
+  void seal_page(int layer, int head, int logical_page, Phase phase, FrameClass cls, PageId residual, PageId sealed,
                  PageSealed& event, std::uint16_t* means);
 
   const CacheConfig& config_;

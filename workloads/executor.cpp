@@ -1,10 +1,9 @@
 #include "executor.h"
 
 #include <algorithm>
-#include <chrono>
-#include <map>
 #include <stdexcept>
 
+#include "executor_timing.h"
 #include "model/llama_speculative.h"
 #include "runtime/error.h"
 #include "runtime/work_clock.h"
@@ -13,12 +12,7 @@ namespace kvbench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using kv::sim::WorkPart;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // Adds the engine's work since `start` to `work`.
 void add_work_since(const kv::WorkStamp& start, SpanWork& work) {
@@ -287,23 +281,6 @@ double Executor::score(int n, bool follow) {
   return ms_since(start);
 }
 
-int Executor::greedy_token(int row) const {
-  const std::vector<float>& logits = llama_->tested->last_logits();
-  const auto vocab = static_cast<std::size_t>(llama_->tested->vocab_size());
-  const auto first = logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(row) * vocab);
-  return static_cast<int>(std::max_element(first, first + static_cast<std::ptrdiff_t>(vocab)) - first);
-}
-
-int Executor::take_pending() {
-  if (!pending_) {
-    // The prompt's last step chose it: the last row of its logits.
-    const auto rows = llama_->tested->last_logits().size() / static_cast<std::size_t>(llama_->tested->vocab_size());
-    pending_ = greedy_token(static_cast<int>(rows) - 1);
-  }
-  const int token = *pending_;
-  pending_.reset();
-  return token;
-}
 
 void Executor::run_prefill(const Op& op, ExecutionResult& result, double& request_ttft, bool before_decode) {
   cache_.set_phase(kv::Phase::Prefill);
@@ -375,257 +352,71 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
   result.prefill_tokens += op.tokens;
 }
 
-double Executor::decode_step(ExecutionResult& result) {
-  // The pending token first: it may be read from the last step's logits, which a draft
-  // catch-up step would overwrite.
-  if (free_running_) tokens_.push_back(take_pending());
-  const double catch_up_ms = draft_seq_ ? draft_catch_up() : 0.0;
-  if (result.speculation) result.speculation->draft_ms += catch_up_ms * scale_;
-  const LayerTimes t = step(1, 1);
-  if (free_running_) pending_ = greedy_token(0);
-  account_decode(result, t, catch_up_ms, 1);
-  result.decode.quality_ms += t.quality_ms + score(1, free_running_);
-  ++pos_;
-  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_, -1, copy_share_});
-  return (t.append_ms + t.attend_ms + t.model_ms + catch_up_ms) * scale_;
+const Op* Executor::op_group_end(const Op* first, const Op* ops_end) {
+  const Op* group_end = first + 1;
+  if (first->kind == OpKind::Prefill) {
+    while (group_end != ops_end && group_end->kind == OpKind::Prefill && group_end->joins_previous) ++group_end;
+  }
+  return group_end;
 }
 
-void Executor::account_decode(ExecutionResult& result, const LayerTimes& t, double extra_ms, int tokens) {
-  const double ms = (t.append_ms + t.attend_ms + t.model_ms + extra_ms) * scale_;
-  for (int i = 0; i < tokens; ++i) result.tpot_ms.push_back(ms / tokens);
-  result.decode.total_ms += ms;
-  result.decode.append_ms += t.append_ms * scale_;
-  result.decode.attend_ms += t.attend_ms * scale_;
-  result.decode.model_ms += t.model_ms * scale_;
-  SpanWork total_work = t.append_work;
-  total_work += t.attend_work;
-  total_work += t.model_work;
-  result.decode.total_work += total_work.scaled(scale_);
-  result.decode.append_work += t.append_work.scaled(scale_);
-  result.decode.attend_work += t.attend_work.scaled(scale_);
-  result.decode.model_work += t.model_work.scaled(scale_);
-  result.decode_tokens += tokens;
+Op Executor::enter_op(const Op* first, const Op* end) {
+  Op op = *first;
+  for (const Op* g = first + 1; g != end; ++g) op.tokens += g->tokens;
+  if (options_.on_request && op.kind != OpKind::NewSequence && op.request != request_) options_.on_request(op.request);
+  request_ = op.request;
+  if (!llama_ && op.kind != OpKind::NewSequence) synthetic_tokens(first, end, tokens_);
+  if (free_running_ && op.kind == OpKind::Prefill) {
+    // Prompts come from the text, at the positions they take in the sequence.
+    pending_.reset();
+    const int* text = llama_->tokens->data() + offset_ + static_cast<std::ptrdiff_t>(tokens_.size());
+    tokens_.insert(tokens_.end(), text, text + op.tokens);
+  }
+  return op;
 }
 
-double Executor::draft_step(int token, int* proposal) {
-  kv::ModelBackend& model = options_.draft_model != nullptr ? *options_.draft_model : model_;
-  const kv::ModelGeometry& g = model.geometry();
-  const auto q_row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
-  const auto kv_row = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim);
-  buffers_.q.resize(q_row);
-  buffers_.k.resize(kv_row);
-  buffers_.v.resize(kv_row);
-  buffers_.attn.assign(q_row, 0.0f);
-  // A layers:N draft writes the target's own sequence, in its first N layers.
-  const bool own_copy = options_.speculative->draft_layers == 0;
-  kv::KVCache& cache = own_copy ? *options_.draft : cache_;
-  const kv::SeqId seq = own_copy ? *draft_seq_ : *seq_;
-  const int layers = own_copy ? g.layers : options_.speculative->draft_layers;
-  const int position = cache.length(seq, 0);
-  // Synthetic: the generator stands in for the model, so only the engine's work is timed; llama:
-  // the whole forward pass.
-  const auto pass_start = Clock::now();
-  model.begin_step(&token, 1, position);
-  double ms = 0.0;
-  for (int layer = 0; layer < layers; ++layer) {
-    model.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
-    const auto start = Clock::now();
-    cache.append(seq, layer, buffers_.k.data(), buffers_.v.data(), 1);
-    cache.attend(seq, layer, buffers_.q.data(), 1, buffers_.attn.data());
-    ms += ms_since(start);
-    model.layer_output(layer, buffers_.attn.data());
+void Executor::run_prompt(const Script& script, const Op& op, const Op* first, const Op* group_end, const Op* ops_end,
+                          ExecutionResult& result, ScriptRun& state) {
+  if (!seq_) throw std::invalid_argument("script: a prefill before any sequence");
+  const Op* prompt_end = first;
+  while (prompt_end != ops_end && prompt_end->kind == OpKind::Prefill) ++prompt_end;
+  double prefix_ms = 0.0;
+  if (pos_ == 0 && prompt_end_ < 0) {  // a sequence's first prompt
+    state.skip = share_cached_prefix(first, prompt_end, prefix_ms);
+    int tokens = 0;
+    for (const Op* p = first; p != prompt_end; ++p) tokens += p->tokens;
+    state.prompts[op.request] = {tokens, state.skip};
+    pos_ = state.skip;
   }
-  ms *= options_.draft_layer_ratio;
-  if (llama_) {
-    llama_->tested->logits();
-    if (proposal != nullptr) *proposal = greedy_token(0);
-    ms = ms_since(pass_start);
+  Op rest = op;
+  const int skipped = std::min(state.skip, op.tokens);
+  rest.tokens -= skipped;
+  state.skip -= skipped;
+  const bool before_decode = prompt_end == group_end && prompt_end != ops_end && prompt_end->kind == OpKind::Decode;
+  // With a visual block the cache knows an image's pages before they seal (read-only).
+  const bool visual = op.visual && decoder_.policy().visual.enabled();
+  if (visual) {
+    if (next_image_ >= script.images.size()) throw std::invalid_argument("script: more image prefills than images");
+    const Script::TokenRange& image = script.images[next_image_++];
+    cache_.add_image(*seq_, image.begin, image.end);
   }
-  // Priced like a decode step of the model (kv: the model over its own KV copy; layers:N: its
-  // share of the dense work), adding no token: the verify step adds them.
-  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, position + 1, 0, draft_share_});
-  return ms;
+  if (ask_needle_ && op.ask_needle >= 0) ask_needle_(op.ask_needle);  // a question's prompt asks it
+  double& request_ttft = state.ttft[op.request];  // a request whose prompt all came from the cache still has one
+  if (rest.tokens > 0) run_prefill(rest, result, request_ttft, before_decode);
+  if (ask_needle_ && op.ask_needle >= 0) ask_needle_(-1);
+  // An image's prefill has ended: its pages are selected per image.
+  if (visual) decoder_.set_images(*seq_, image_pages(script, cache_.config().page_tokens, pos_));
+  if (prompt_end == group_end && prompt_end_ < 0) {
+    prompt_end_ = pos_;
+    cache_prompt(prefix_ms);
+  }
+  const double scaled = prefix_ms * scale_;
+  state.ttft[op.request] += scaled;
+  result.prefill.prefix_ms += scaled;
+  result.prefill.total_ms += scaled;
 }
 
-int Executor::draft_length() const { return options_.draft->length(*draft_seq_, 0); }
-
-double Executor::draft_catch_up() {
-  double ms = 0.0;
-  if (options_.speculative->draft_layers > 0) return ms;  // it reads the target's own pages
-  for (int at = draft_length(); at < pos_; ++at) ms += draft_step(tokens_[static_cast<std::size_t>(at)]);
-  return ms;
-}
-
-int Executor::speculative_round(ExecutionResult& result, int remaining, double& round_ms) {
-  const SpeculativeConfig& spec = *options_.speculative;
-  const int k = std::min(spec.k, remaining - 1);
-  const bool own_copy = spec.draft_layers == 0;
-  // The verify step's tokens: the pending token, then the draft's proposals. Synthetic: the
-  // script's tokens right up to the first one the target rejects (drawn); llama: the draft's
-  // greedy choices.
-  std::vector<int> proposal(static_cast<std::size_t>(k) + 1);
-  int accepted = 0;
-  if (!llama_) {
-    accepted = accepted_prefix(accept_rng_, k, spec.accept_rate);
-    for (int j = 0; j <= k; ++j) proposal[static_cast<std::size_t>(j)] = j <= accepted ? tokens_[static_cast<std::size_t>(pos_ + j)] : kvbench::rejected_token(pos_ + j);
-  } else {
-    proposal[0] = take_pending();
-  }
-  // The draft: the committed tokens it lacks, then k proposals (each step appends one token
-  // and attends to propose the next), tentative from the pending token on - in its own copy,
-  // or in the target's sequence for a layers:N draft.
-  double draft_ms = draft_catch_up();
-  if (own_copy) {
-    options_.draft->begin_tentative(*draft_seq_);
-  } else {
-    cache_.begin_tentative(*seq_);
-  }
-  for (int j = 0; j < k; ++j) {
-    draft_ms += draft_step(proposal[static_cast<std::size_t>(j)], llama_ ? &proposal[static_cast<std::size_t>(j) + 1] : nullptr);
-  }
-  // The verify step: k + 1 tentative tokens in one multi-query attention per layer.
-  if (own_copy) cache_.begin_tentative(*seq_);
-  step_tokens_ = proposal.data();
-  verifying_ = true;
-  shared_layers_ = spec.draft_layers;
-  const LayerTimes t = step(k + 1, k + 1);
-  step_tokens_ = nullptr;
-  verifying_ = false;
-  shared_layers_ = 0;
-  if (llama_) {
-    // Greedy acceptance: the proposals up to the first the target's choice differs from.
-    while (accepted < k && greedy_token(accepted) == proposal[static_cast<std::size_t>(accepted) + 1]) ++accepted;
-    pending_ = greedy_token(accepted);
-  }
-  // Both commits (the draft copy's too) are the round's commit and rollback work.
-  const auto commit_start = Clock::now();
-  cache_.apply_commit(cache_.plan_commit(*seq_, accepted + 1));
-  if (own_copy) options_.draft->apply_commit(options_.draft->plan_commit(*draft_seq_, std::min(accepted + 1, k)));
-  const double commit_ms = ms_since(commit_start);
-  const int committed = accepted + 1;
-  double follow_ms = 0.0;
-  if (free_running_) {
-    tokens_.insert(tokens_.end(), proposal.begin(), proposal.begin() + committed);
-    follow_ms = score(committed, true);
-  }
-  LayerTimes verify = t;
-  verify.append_ms += commit_ms;
-  account_decode(result, verify, draft_ms, committed);
-  result.decode.quality_ms += t.quality_ms + follow_ms;
-  SpeculationTotals& totals = *result.speculation;
-  ++totals.verify_steps;
-  totals.proposed += static_cast<std::uint64_t>(k);
-  totals.accepted += static_cast<std::uint64_t>(accepted);
-  totals.committed += static_cast<std::uint64_t>(committed);
-  totals.draft_ms += draft_ms * scale_;
-  totals.verify_ms += (t.append_ms + t.attend_ms + t.model_ms + commit_ms) * scale_;
-  pos_ += committed;
-  if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, k + 1, k + 1, pos_, committed});
-  round_ms = (t.append_ms + t.attend_ms + t.model_ms + commit_ms + draft_ms) * scale_;
-  return committed;
-}
-
-ExecutionResult Executor::run(const Script& script) {
-  ExecutionResult result;
-  result.layer_scale = scale_;
-  result.repeat_requests = script.repeat_requests;
-  result.sessions = script.sessions;
-  if (options_.speculative != nullptr) result.speculation.emplace();
-  std::map<int, double> ttft;                     // request -> prefill ms
-  std::map<int, std::pair<double, int>> decode;   // request -> (ms, steps)
-  std::map<int, std::pair<int, int>> prompts;     // request -> (prompt tokens, tokens from the prefix cache)
-  int skip = 0;  // prompt tokens still to skip: they came from the prefix cache
-  const Op* const ops_end = script.ops.data() + script.ops.size();
-  for (const Op* it = script.ops.data(); it != ops_end; ++it) {
-    // A prefill and those that join it (Op::joins_previous) run as one chunked prefill.
-    const Op* group_end = it + 1;
-    if (it->kind == OpKind::Prefill) {
-      while (group_end != ops_end && group_end->kind == OpKind::Prefill && group_end->joins_previous) ++group_end;
-    }
-    Op op = *it;
-    for (const Op* g = it + 1; g != group_end; ++g) op.tokens += g->tokens;
-    if (options_.on_request && op.kind != OpKind::NewSequence && op.request != request_) options_.on_request(op.request);
-    request_ = op.request;
-    if (!llama_ && op.kind != OpKind::NewSequence) synthetic_tokens(it, group_end, tokens_);
-    if (free_running_ && op.kind == OpKind::Prefill) {
-      // Prompts come from the text, at the positions they take in the sequence.
-      pending_.reset();
-      const int* text = llama_->tokens->data() + offset_ + static_cast<std::ptrdiff_t>(tokens_.size());
-      tokens_.insert(tokens_.end(), text, text + op.tokens);
-    }
-    const Op* const current = it;
-    it = group_end - 1;  // the loop goes on after the group
-    switch (op.kind) {
-      case OpKind::NewSequence:
-        new_sequence(op);
-        break;
-      case OpKind::Prefill: {
-        if (!seq_) throw std::invalid_argument("script: a prefill before any sequence");
-        const Op* prompt_end = current;
-        while (prompt_end != ops_end && prompt_end->kind == OpKind::Prefill) ++prompt_end;
-        double prefix_ms = 0.0;
-        if (pos_ == 0 && prompt_end_ < 0) {  // a sequence's first prompt
-          skip = share_cached_prefix(current, prompt_end, prefix_ms);
-          int tokens = 0;
-          for (const Op* p = current; p != prompt_end; ++p) tokens += p->tokens;
-          prompts[op.request] = {tokens, skip};
-          pos_ = skip;
-        }
-        Op rest = op;
-        const int skipped = std::min(skip, op.tokens);
-        rest.tokens -= skipped;
-        skip -= skipped;
-        const bool before_decode = prompt_end == group_end && prompt_end != ops_end && prompt_end->kind == OpKind::Decode;
-        // With a visual block the cache knows an image's pages before they seal (read-only).
-        const bool visual = op.visual && decoder_.policy().visual.enabled();
-        if (visual) {
-          if (next_image_ >= script.images.size()) throw std::invalid_argument("script: more image prefills than images");
-          const Script::TokenRange& image = script.images[next_image_++];
-          cache_.add_image(*seq_, image.begin, image.end);
-        }
-        if (ask_needle_ && op.ask_needle >= 0) ask_needle_(op.ask_needle);  // a question's prompt asks it
-        double& request_ttft = ttft[op.request];  // a request whose prompt all came from the cache still has one
-        if (rest.tokens > 0) run_prefill(rest, result, request_ttft, before_decode);
-        if (ask_needle_ && op.ask_needle >= 0) ask_needle_(-1);
-        // An image's prefill has ended: its pages are selected per image.
-        if (visual) decoder_.set_images(*seq_, image_pages(script, cache_.config().page_tokens, pos_));
-        if (prompt_end == group_end && prompt_end_ < 0) {
-          prompt_end_ = pos_;
-          cache_prompt(prefix_ms);
-        }
-        const double scaled = prefix_ms * scale_;
-        ttft[op.request] += scaled;
-        result.prefill.prefix_ms += scaled;
-        result.prefill.total_ms += scaled;
-        break;
-      }
-      case OpKind::Decode: {
-        if (!seq_) throw std::invalid_argument("script: a decode before any sequence");
-        cache_.set_phase(kv::Phase::Decode);
-        if (ask_needle_) ask_needle_(op.ask_needle);
-        const double dma_before = dma_wait_ms();
-        const int decode_start = pos_;
-        auto& [ms, steps] = decode[op.request];
-        for (int done = 0; done < op.tokens;) {
-          if (options_.speculative != nullptr && op.tokens - done >= 2) {
-            double round_ms = 0.0;
-            const int committed = speculative_round(result, op.tokens - done, round_ms);
-            ms += round_ms;
-            steps += committed;
-            done += committed;
-          } else {
-            ms += decode_step(result);
-            ++steps;
-            ++done;
-          }
-        }
-        result.decode.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
-        if (free_running_) result.generated.insert(result.generated.end(), tokens_.begin() + decode_start, tokens_.begin() + pos_);
-        if (ask_needle_) ask_needle_(-1);
-        break;
-      }
-    }
-  }
+void Executor::end_sequences(ExecutionResult& result) {
   if (seq_) {
     cache_.release(*seq_);
     decoder_.forget(*seq_);
@@ -638,17 +429,48 @@ ExecutionResult Executor::run(const Script& script) {
     draft_seq_.reset();
   }
   if (lockstep_) lockstep_->end_sequence();
-  for (const auto& [request, ms] : ttft) {
+}
+
+void Executor::report_requests(const ScriptRun& state, ExecutionResult& result) {
+  for (const auto& [request, ms] : state.ttft) {
     result.ttft_ms.push_back(ms);
     result.request_of_ttft.push_back(request);
-    const auto prompt = prompts.find(request);
-    result.prompt_tokens.push_back(prompt == prompts.end() ? 0 : prompt->second.first);
-    result.prefix_hit_tokens.push_back(prompt == prompts.end() ? 0 : prompt->second.second);
+    const auto prompt = state.prompts.find(request);
+    result.prompt_tokens.push_back(prompt == state.prompts.end() ? 0 : prompt->second.first);
+    result.prefix_hit_tokens.push_back(prompt == state.prompts.end() ? 0 : prompt->second.second);
   }
-  for (const auto& [request, entry] : decode) {
+  for (const auto& [request, entry] : state.decode) {
     result.request_tpot_ms.push_back(entry.second > 0 ? entry.first / entry.second : 0.0);
     result.request_of_tpot.push_back(request);
   }
+}
+
+ExecutionResult Executor::run(const Script& script) {
+  ExecutionResult result;
+  result.layer_scale = scale_;
+  result.repeat_requests = script.repeat_requests;
+  result.sessions = script.sessions;
+  if (options_.speculative != nullptr) result.speculation.emplace();
+  ScriptRun state;
+  const Op* const ops_end = script.ops.data() + script.ops.size();
+  for (const Op* it = script.ops.data(); it != ops_end; ++it) {
+    const Op* const group_end = op_group_end(it, ops_end);
+    const Op op = enter_op(it, group_end);
+    switch (op.kind) {
+      case OpKind::NewSequence:
+        new_sequence(op);
+        break;
+      case OpKind::Prefill:
+        run_prompt(script, op, it, group_end, ops_end, result, state);
+        break;
+      case OpKind::Decode:
+        run_decode(op, result, state);
+        break;
+    }
+    it = group_end - 1;  // the loop goes on after the group
+  }
+  end_sequences(result);
+  report_requests(state, result);
   result.extrapolated = scale_ != 1.0 || result.prefill_probed;
   if (lockstep_) result.accuracy = lockstep_->report();
   return result;

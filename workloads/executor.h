@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -195,6 +196,26 @@ class Executor {
     double predict_ms = 0.0;  // the end of a prefill: the first decode step's selection, planned for prefetch
     SpanWork append_work, attend_work, model_work;
   };
+  // What run() gathers across a script's ops: per-request figures, and the prefix cache's skip.
+  struct ScriptRun {
+    std::map<int, double> ttft;                    // request -> prefill ms
+    std::map<int, std::pair<double, int>> decode;  // request -> (ms, steps)
+    std::map<int, std::pair<int, int>> prompts;    // request -> (prompt tokens, tokens from the prefix cache)
+    int skip = 0;  // prompt tokens still to skip: they came from the prefix cache
+  };
+  // Where the op group from `first` ends: a prefill and those that join it (Op::joins_previous) run as one.
+  static const Op* op_group_end(const Op* first, const Op* ops_end);
+  // Ops [first, end) merged into one op made current: its request, its tokens into tokens_.
+  Op enter_op(const Op* first, const Op* end);
+  // A prefill group within its prompt: the prefix cache's share, images, needle question and ttft.
+  void run_prompt(const Script& script, const Op& op, const Op* first, const Op* group_end, const Op* ops_end,
+                  ExecutionResult& result, ScriptRun& state);
+  // A decode op: plain steps, or speculative rounds while two tokens or more remain.
+  void run_decode(const Op& op, ExecutionResult& result, ScriptRun& state);
+  // After the script: the sequences released (the draft's peak read first), the reference's ended.
+  void end_sequences(ExecutionResult& result);
+  // The per-request figures, in request order.
+  static void report_requests(const ScriptRun& state, ExecutionResult& result);
   void new_sequence(const Op& op);
   // The tokens of ops [first, end) on the synthetic backend (content ids and offsets).
   static void synthetic_tokens(const Op* first, const Op* end, std::vector<int>& out);

@@ -58,6 +58,73 @@ void scale_queries(const PagedAttentionArgs& args, AttentionWorkspace& ws) {
   for (std::size_t i = 0; i < count; ++i) ws.q_scaled[i] = args.q[i] * args.shape.scale;
 }
 
+// Queries packed per kv head, [head][query][q head of the group], for verification's n > 1
+// queries; one query is laid out that way already. Returns the rows the kernels read.
+const float* pack_queries(const AttentionShape& shape, int n, AttentionWorkspace& ws) {
+  if (n == 1) return ws.q_scaled.data();
+  const int group = shape.group();
+  const int dim = shape.head_dim;
+  ws.q_packed.resize(static_cast<std::size_t>(shape.kv_heads) * n * group * dim);
+  for (int head = 0; head < shape.kv_heads; ++head) {
+    for (int j = 0; j < n; ++j) {
+      const float* src = ws.q_scaled.data() + (static_cast<std::size_t>(j) * shape.q_heads + head * group) * dim;
+      std::copy(src, src + static_cast<std::size_t>(group) * dim,
+                ws.q_packed.data() + (static_cast<std::size_t>(head) * n + j) * group * dim);
+    }
+  }
+  return ws.q_packed.data();
+}
+
+// Verification: each page's first position, per head, so that a page on the causal diagonal is
+// folded query by query over the tokens each may see.
+void first_positions(const std::vector<std::vector<PageView>>& pages, std::vector<std::vector<int>>& page_first) {
+  page_first.resize(pages.size());
+  for (std::size_t h = 0; h < pages.size(); ++h) {
+    page_first[h].resize(pages[h].size());
+    for (std::size_t p = 0, pos = 0; p < pages[h].size(); ++p) {
+      if (pages[h][p].first_token >= 0) pos = static_cast<std::size_t>(pages[h][p].first_token);
+      page_first[h][p] = static_cast<int>(pos);
+      pos += static_cast<std::size_t>(pages[h][p].tokens);
+    }
+  }
+}
+
+// Each kv head merges its chunks' states in order (then the compensation's) and writes its
+// queries' outputs; heads in parallel.
+void merge_chunks(ThreadPool& pool, const PagedAttentionArgs& args, AttentionWorkspace& ws, int chunks) {
+  const AttentionShape& shape = args.shape;
+  const int n = args.n_queries;
+  const int group = shape.group();
+  const int rows = n * group;
+  const int dim = shape.head_dim;
+  const std::size_t stride = SoftmaxState::stride(dim);
+  const std::size_t task_floats = static_cast<std::size_t>(rows) * stride;
+  pool.parallel_for(static_cast<std::size_t>(shape.kv_heads), [&](std::size_t task) {
+    const int head = static_cast<int>(task);
+    float* first = ws.states.data() + static_cast<std::size_t>(head) * chunks * task_floats;
+    for (int chunk = 1; chunk < chunks; ++chunk) {
+      const float* part = first + static_cast<std::size_t>(chunk) * task_floats;
+      for (int r = 0; r < rows; ++r) {
+        SoftmaxState(first + r * stride, dim).merge(SoftmaxState(const_cast<float*>(part) + r * stride, dim));
+      }
+    }
+    if (args.compensation_states != nullptr) {
+      for (int g = 0; g < group; ++g) {
+        const float* extra = args.compensation_states + (static_cast<std::size_t>(head) * group + g) * stride;
+        SoftmaxState(first + g * stride, dim).merge(SoftmaxState(const_cast<float*>(extra), dim));
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      for (int g = 0; g < group; ++g) {
+        const SoftmaxState state(first + (j * group + g) * stride, dim);
+        const std::size_t row = static_cast<std::size_t>(j) * shape.q_heads + head * group + g;
+        state.write_output(args.out + row * dim);
+        if (args.query_lse != nullptr) args.query_lse[row] = state.empty() ? -INFINITY : state.max() + std::log(state.sum());
+      }
+    }
+  });
+}
+
 // Decode, and verification of up to kMaxVerifyQueries queries at the sequence's end: each page
 // is read once for all queries and q heads of its kv head. The kernels see the queries' heads
 // as one larger group ([query][q head of the group]) where every query sees the whole page;
@@ -74,34 +141,12 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
   const int split = std::max(1, args.split_pages);
   KV_ASSERT(n == 1 || (args.page_lse == nullptr && args.compensation_states == nullptr),
             "page masses and compensation are a single decode step's");
-  // Queries packed per kv head, [head][query][q head of the group]; one query is that already.
-  const float* q_rows = ws.q_scaled.data();
-  if (n > 1) {
-    ws.q_packed.resize(static_cast<std::size_t>(shape.kv_heads) * rows * dim);
-    for (int head = 0; head < shape.kv_heads; ++head) {
-      for (int j = 0; j < n; ++j) {
-        const float* src = ws.q_scaled.data() + (static_cast<std::size_t>(j) * shape.q_heads + head * group) * dim;
-        std::copy(src, src + static_cast<std::size_t>(group) * dim,
-                  ws.q_packed.data() + (static_cast<std::size_t>(head) * n + j) * group * dim);
-      }
-    }
-    q_rows = ws.q_packed.data();
-  }
-  // Verification: each page's first position, and how many tokens the first query sees.
+  const float* q_rows = pack_queries(shape, n, ws);
+  // Verification: how many tokens the first query sees.
   const int ctx = args.context_tokens > 0 ? args.context_tokens : context_tokens(pages[0]);
   const int first_query_pos = ctx - n;
-  std::vector<std::vector<int>>& page_first = ws.page_first;
-  if (n > 1) {
-    page_first.resize(pages.size());
-    for (std::size_t h = 0; h < pages.size(); ++h) {
-      page_first[h].resize(pages[h].size());
-      for (std::size_t p = 0, pos = 0; p < pages[h].size(); ++p) {
-        if (pages[h][p].first_token >= 0) pos = static_cast<std::size_t>(pages[h][p].first_token);
-        page_first[h][p] = static_cast<int>(pos);
-        pos += static_cast<std::size_t>(pages[h][p].tokens);
-      }
-    }
-  }
+  const std::vector<std::vector<int>>& page_first = ws.page_first;
+  if (n > 1) first_positions(pages, ws.page_first);
   // Heads may attend to different numbers of pages (a selection plan): chunk by the longest,
   // and lay out page_lse head after head.
   std::size_t longest = 0;
@@ -184,31 +229,7 @@ void run_decode(const PageKernels& kernels, ThreadPool& pool, const PagedAttenti
     });
   });
 
-  // Each kv head merges its chunks in order; heads in parallel.
-  pool.parallel_for(static_cast<std::size_t>(shape.kv_heads), [&](std::size_t task) {
-    const int head = static_cast<int>(task);
-    float* first = ws.states.data() + static_cast<std::size_t>(head) * chunks * task_floats;
-    for (int chunk = 1; chunk < chunks; ++chunk) {
-      const float* part = first + static_cast<std::size_t>(chunk) * task_floats;
-      for (int r = 0; r < rows; ++r) {
-        SoftmaxState(first + r * stride, dim).merge(SoftmaxState(const_cast<float*>(part) + r * stride, dim));
-      }
-    }
-    if (args.compensation_states != nullptr) {
-      for (int g = 0; g < group; ++g) {
-        const float* extra = args.compensation_states + (static_cast<std::size_t>(head) * group + g) * stride;
-        SoftmaxState(first + g * stride, dim).merge(SoftmaxState(const_cast<float*>(extra), dim));
-      }
-    }
-    for (int j = 0; j < n; ++j) {
-      for (int g = 0; g < group; ++g) {
-        const SoftmaxState state(first + (j * group + g) * stride, dim);
-        const std::size_t row = static_cast<std::size_t>(j) * shape.q_heads + head * group + g;
-        state.write_output(args.out + row * dim);
-        if (args.query_lse != nullptr) args.query_lse[row] = state.empty() ? -INFINITY : state.max() + std::log(state.sum());
-      }
-    }
-  });
+  merge_chunks(pool, args, ws, chunks);
 }
 
 void run_prefill(const PageKernels& kernels, ThreadPool& pool, const PagedAttentionArgs& args, AttentionWorkspace& ws) {

@@ -18,6 +18,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "memory/l2_store_records.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 
@@ -29,8 +30,6 @@ namespace {
 
 constexpr const char* kDirPrefix = "kvbench-l2-";
 
-std::size_t align_up(std::size_t n) { return (n + kL2Align - 1) / kL2Align * kL2Align; }
-std::size_t align_down(std::size_t n) { return n / kL2Align * kL2Align; }
 
 std::string filesystem_name(long type) {
   switch (static_cast<unsigned long>(type)) {
@@ -78,58 +77,10 @@ void clean_stale_directories(const fs::path& parent) {
 
 }  // namespace
 
-// Outside the anonymous namespace: L2Store::Batch, a member type of a class with external
-// linkage, holds one.
-struct AlignedBuffer {
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::byte, Free> data;
-  std::size_t bytes = 0;
-
-  void reserve(std::size_t n) {
-    if (n <= bytes) return;
-    void* p = std::aligned_alloc(kL2Align, align_up(n));
-    if (p == nullptr) throw std::bad_alloc();
-    data.reset(static_cast<std::byte*>(p));
-    bytes = align_up(n);
-  }
-};
-
 std::string filesystem_type(const std::string& path) {
   struct statfs info {};
   return ::statfs(path.c_str(), &info) == 0 ? filesystem_name(static_cast<long>(info.f_type)) : "unknown";
 }
-
-struct L2Store::Slot {
-  std::uint32_t segment = 0;
-  std::uint64_t offset = 0;  // in the segment file
-  std::uint32_t bytes = 0;
-  std::uint64_t checksum = 0;
-  Batch* batch = nullptr;  // the unwritten batch holding the page, if any
-  bool live = false;
-};
-
-struct L2Store::Segment {
-  std::string path;
-  int fd = -1;
-  std::uint64_t used = 0;  // bytes reserved by batches, a multiple of 4 KiB
-  std::uint64_t live_bytes = 0, dead_bytes = 0, live_pages = 0;
-  int pending_batches = 0;
-  int reads_in_flight = 0;
-};
-
-struct L2Store::Batch {
-  enum class State : std::uint8_t { Free, Filling, Full, Writing, Failed };
-  AlignedBuffer buffer;
-  std::size_t capacity = 0;
-  std::size_t used = 0;
-  std::size_t appended = 0;  // of `used`, page bytes from append() (compaction's relocations excluded)
-  std::uint32_t segment = 0;
-  std::uint64_t file_offset = 0;
-  State state = State::Free;
-  std::vector<L2Slot> slots;
-};
 
 const char* l2_mode_name(L2Mode mode) { return mode == L2Mode::Direct ? "o_direct" : "buffered+fdatasync"; }
 
@@ -365,148 +316,6 @@ void L2Store::retire_segment_if_dead(std::uint32_t id) {
 std::size_t L2Store::slot_bytes(L2Slot id) const {
   std::lock_guard lock(mutex_);
   return slots_[id].bytes;
-}
-
-void L2Store::read_error(const Slot& slot, L2Slot id, const std::string& reason) const {
-  const std::string file = slot.segment < segments_.size() && segments_[slot.segment] ? segments_[slot.segment]->path
-                                                                                       : path_ + "/seg-" + std::to_string(slot.segment);
-  throw InputError(file, "page " + std::to_string(id) + " at offset " + std::to_string(slot.offset), reason);
-}
-
-L2Store::SpanRead L2Store::device_read(Segment& segment, std::unique_lock<std::mutex>& lock, std::uint64_t from, std::uint64_t to) {
-  ++segment.reads_in_flight;
-  const int fd = segment.fd;
-  begin_device_read();
-  lock.unlock();
-  thread_local AlignedBuffer bounce;
-  std::size_t begin = from, length = to - from;
-  if (mode_ == L2Mode::Direct) {
-    begin = align_down(from);
-    length = align_up(to) - begin;
-  }
-  bounce.reserve(length);
-  std::size_t done = 0;
-  ssize_t n = 0;
-  while (done < length) {
-    n = io_->pread(fd, bounce.data.get() + done, length - done, static_cast<off_t>(begin + done));
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  lock.lock();
-  end_device_read();
-  --segment.reads_in_flight;
-  stats_.device_bytes_read += done;
-  ++stats_.read_ios;
-  return {begin, done, n, bounce.data.get()};
-}
-
-void L2Store::begin_device_read() {
-  if (reads_active_++ == 0) read_busy_since_ = monotonic_ns();
-}
-
-void L2Store::end_device_read() {
-  if (--reads_active_ == 0) stats_.read_ns += monotonic_ns() - read_busy_since_;
-}
-
-std::string L2Store::read_error_text(const Slot& slot, L2Slot id, const std::string& reason) const {
-  try {
-    read_error(slot, id, reason);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-}
-
-L2Location L2Store::location(L2Slot id) const {
-  std::lock_guard lock(mutex_);
-  KV_ASSERT(id < slots_.size(), "unknown L2 slot");
-  const Slot& slot = slots_[id];
-  if (!slot.live || slot.batch != nullptr) return {};
-  return {slot.segment, slot.offset, slot.bytes};
-}
-
-std::vector<std::string> L2Store::read_run(const std::vector<L2Slot>& ids, const std::vector<std::byte*>& dsts) {
-  KV_ASSERT(ids.size() == dsts.size() && !ids.empty(), "read_run takes a frame per slot");
-  std::vector<std::string> errors(ids.size());
-  const auto one_by_one = [&] {
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      try {
-        read(ids[i], dsts[i]);
-      } catch (const InputError& e) {
-        errors[i] = e.what();
-      }
-    }
-    return errors;
-  };
-  if (ids.size() == 1) return one_by_one();
-  std::unique_lock lock(mutex_);
-  std::vector<Slot> run;
-  run.reserve(ids.size());
-  for (L2Slot id : ids) {
-    KV_ASSERT(id < slots_.size() && slots_[id].live, "read of a dead L2 slot");
-    const Slot& slot = slots_[id];
-    const bool follows = run.empty() || (slot.segment == run.front().segment && slot.offset >= run.back().offset + run.back().bytes &&
-                                         slot.offset - (run.back().offset + run.back().bytes) < kMaxJoinGap);
-    if (slot.batch != nullptr || !follows) {
-      lock.unlock();
-      return one_by_one();
-    }
-    run.push_back(slot);
-  }
-  const SpanRead span = device_read(*segments_[run.front().segment], lock, run.front().offset, run.back().offset + run.back().bytes);
-  const std::size_t begin = span.begin, done = span.done;
-  const ssize_t n = span.last;
-  for (std::size_t i = 0; i < run.size(); ++i) {
-    const Slot& slot = run[i];
-    const std::size_t needed = slot.offset - begin + slot.bytes;
-    if (done < needed) {
-      errors[i] = read_error_text(slot, ids[i], n < 0 ? std::string("read failed: ") + std::strerror(static_cast<int>(-n))
-                                                      : "truncated: the file ends " + std::to_string(needed - done) +
-                                                            " bytes before the page does");
-      continue;
-    }
-    std::memcpy(dsts[i], span.data + (slot.offset - begin), slot.bytes);
-    ++stats_.pages_read;
-    stats_.page_bytes_read += slot.bytes;
-  }
-  retire_segment_if_dead(run.front().segment);
-  lock.unlock();
-  for (std::size_t i = 0; i < run.size(); ++i) {
-    if (!errors[i].empty() || XXH3_64bits(dsts[i], run[i].bytes) == run[i].checksum) continue;
-    lock.lock();
-    errors[i] = read_error_text(run[i], ids[i], "checksum mismatch (xxh3): the segment is corrupt");
-    lock.unlock();
-  }
-  return errors;
-}
-
-void L2Store::read(L2Slot id, std::byte* dst) {
-  std::unique_lock lock(mutex_);
-  KV_ASSERT(id < slots_.size() && slots_[id].live, "read of a dead L2 slot");
-  const Slot slot = slots_[id];
-  if (slot.batch != nullptr) {  // still in memory
-    std::memcpy(dst, slot.batch->buffer.data.get() + (slot.offset - slot.batch->file_offset), slot.bytes);
-    ++stats_.reads_from_buffer;
-  } else {
-    const SpanRead span = device_read(*segments_[slot.segment], lock, slot.offset, slot.offset + slot.bytes);
-    const std::size_t begin = span.begin, done = span.done;
-    const ssize_t n = span.last;
-    const std::size_t needed = slot.offset - begin + slot.bytes;
-    if (done < needed) {
-      const std::string reason = n < 0 ? std::string("read failed: ") + std::strerror(static_cast<int>(-n))
-                                       : "truncated: the file ends " + std::to_string(needed - done) + " bytes before the page does";
-      retire_segment_if_dead(slot.segment);
-      read_error(slot, id, reason);
-    }
-    std::memcpy(dst, span.data + (slot.offset - begin), slot.bytes);
-    retire_segment_if_dead(slot.segment);
-  }
-  ++stats_.pages_read;
-  stats_.page_bytes_read += slot.bytes;
-  lock.unlock();
-  if (XXH3_64bits(dst, slot.bytes) != slot.checksum) {
-    lock.lock();
-    read_error(slot, id, "checksum mismatch (xxh3): the segment is corrupt");
-  }
 }
 
 bool L2Store::write_batch(Batch& batch) {

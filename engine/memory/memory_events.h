@@ -31,8 +31,14 @@ struct MemoryEvent {
     Requantized,      // danger requantized long-tail pages to INT2 (pages in `pages`)
     Overflow,         // L1 holds more than its cap: nothing could be demoted
     // A decode step kept mostly pages its head's previous step did not (a question switch):
-    // `pages` holds the step's demand loads, the reason the layer and the churn.
+    // `pages` holds the step's demand loads, `shift` the layer and the churn.
     SelectionShift,
+  };
+  // SelectionShift's figures (the reason says them in words).
+  struct Shift {
+    int layer = 0;
+    std::uint64_t new_pages = 0;   // kept pages its head's previous step did not keep
+    std::uint64_t kept_pages = 0;  // pages the step kept
   };
   Kind kind = Kind::Pressure;
   std::uint64_t step = 0;
@@ -43,6 +49,7 @@ struct MemoryEvent {
   std::uint64_t pinned_bytes = 0;
   std::uint64_t l2_live_bytes = 0;
   std::uint64_t pages = 0;
+  Shift shift;  // SelectionShift only
   std::string reason;
 };
 

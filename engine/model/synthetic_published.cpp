@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/synthetic_published_internal.h"
 #include "model/synthetic_random.h"
 #include "runtime/error.h"
 
@@ -24,23 +25,20 @@ constexpr float kAmpLocality = 8.0f, kAmpSink = 64.0f, kAmpClass = 48.0f, kAmpLo
 constexpr double kGainStep = 0.25;  // the window gain grid of the kernel sums
 constexpr int kGains = 81;          // 0 .. 20
 constexpr int kCheckpoint = 64;     // positions between kernel-sum checkpoints
-constexpr int kMinFree = 2;         // free channels a query's noise needs
-// The features' order from the first feature channel (ch_sink_): sink, log weight, visual,
-// then the span classes, the code subspace and the needles.
-constexpr int kFeatureSink = 0, kFeatureLogWeight = 1, kFeatureVisual = 2, kFeatureClass = 3;
-// Span classes: 0 every head's (A), 1 the group's shared retrieval spans (B0), 2 the diffuse
-// extra (C), 3 + g q head g's own (Bg).
-constexpr int kClassAll = 0, kClassShared = 1, kClassDiffuse = 2, kClassOwn = 3;
+// The channel layout, shared with the config checks (synthetic_published_internal.h).
+using published::code_dims_for;
+using published::group_of;
+using published::kClassAll;
+using published::kClassDiffuse;
+using published::kClassOwn;
+using published::kClassShared;
+using published::kFeatureClass;
+using published::kFeatureLogWeight;
+using published::kFeatureSink;
+using published::kFeatureVisual;
+using published::kMinFree;
 
 float unit_of(std::uint64_t h) { return static_cast<float>(h >> 40) * (1.0f / 16777216.0f); }
-
-int group_of(const SyntheticPreset& p) { return p.q_heads / p.kv_heads; }
-int code_dims_for(int dim) { return std::max(4, dim / 16); }
-// Content channels a head needs: sink, log-weight and visual indicators, the span classes, the
-// code subspace, one per needle, and free channels for the outliers and the query noise.
-int content_needed(const SyntheticPreset& p, std::size_t needles, int outliers) {
-  return kFeatureClass + kClassOwn + group_of(p) + code_dims_for(p.head_dim) + static_cast<int>(needles) + outliers + kMinFree;
-}
 
 // A random orthogonal n x n basis (rows), Gram-Schmidt in double on the seed's normals.
 std::vector<float> orthogonal_basis(int n, std::uint64_t seed) {
@@ -88,96 +86,13 @@ struct PublishedHeads::KvHead {
   std::unique_ptr<SpanLayout> spans;  // placed for the layers asked for
 };
 
-void validate_published_heads(const SyntheticConfig& c, const SyntheticPreset& p) {
-  const std::string where = "synthetic config";
-  auto fail = [&](const std::string& field, const std::string& reason) { throw InputError(where, field, reason); };
-  const HeadMix& m = c.mix;
-  if (c.sinks < 1) fail("sinks", "at least one sink token");
-  if (c.window < 16) fail("window", "must be at least 16 tokens");
-  if (c.outlier_channels < 0 || c.outlier_channels > p.head_dim / 8) fail("outlier_channels", "must be in 0..head_dim/8");
-  if (!(c.outlier_gain_min >= 1.0f && c.outlier_gain_min <= 1000.0f)) fail("outlier_gain_min", "must be in 1..1000");
-  if (!(c.outlier_gain_max >= c.outlier_gain_min && c.outlier_gain_max <= 1000.0f)) fail("outlier_gain_max", "must be in outlier_gain_min..1000");
-  if (!(c.query_similarity > 0.0f && c.query_similarity < 1.0f)) fail("query_similarity", "must be in (0, 1)");
-  if (!(c.head_variation >= 0.0f && c.head_variation < 0.5f)) fail("head_variation", "must be in [0, 0.5)");
-  const std::pair<const char*, float> shares[] = {
-      {"streaming_share", m.streaming_share}, {"retrieval_share", m.retrieval_share}, {"diffuse_share", m.diffuse_share}};
-  for (const auto& [name, share] : shares) {
-    if (!(share >= 0.0f && share <= 1.0f)) fail(name, "must be in [0, 1]");
-  }
-  if (std::fabs(m.streaming_share + m.retrieval_share + m.diffuse_share - 1.0f) > 1e-3f) {
-    fail("streaming_share", "streaming_share + retrieval_share + diffuse_share must be 1");
-  }
-  if (m.dense_layers < 0) fail("dense_layers", "must be >= 0");
-  const std::pair<const char*, const HeadTypeMasses*> types[] = {
-      {"streaming", &m.streaming}, {"retrieval", &m.retrieval}, {"diffuse", &m.diffuse}};
-  for (const auto& [name, t] : types) {
-    const std::string field = name;
-    if (!(t->sink > 0.0f && t->sink < 1.0f)) fail(field + ".sink_mass", "must be in (0, 1)");
-    if (!(t->window > 0.0f && t->window < 1.0f)) fail(field + ".window_mass", "must be in (0, 1)");
-    if (!(t->span >= 0.0f && t->span < 1.0f)) fail(field + ".span_mass", "must be in [0, 1)");
-    if (!(t->floor() >= 0.01f)) fail(field + ".sink_mass", "sink, window and span masses must leave at least 0.01 for the floor");
-    if (!(t->coverage > 0.0f && t->coverage < 0.25f)) fail(field + ".span_coverage", "must be in (0, 0.25)");
-  }
-  if (!(m.group_shared_spans > 0.0f && m.group_shared_spans <= 1.0f)) fail("group_shared_spans", "must be in (0, 1]");
-  if (!(m.streaming.coverage <= m.group_shared_spans * m.retrieval.coverage)) {
-    fail("streaming.span_coverage", "must not exceed group_shared_spans x retrieval.span_coverage (streaming spans are shared ones)");
-  }
-  if (!(m.retrieval.coverage <= m.diffuse.coverage)) fail("diffuse.span_coverage", "must be >= retrieval.span_coverage");
-  // Every class's spans together (each q head's own retrieval spans among them) must leave the
-  // context mostly plain, or spans that may not overlap would fall short of their coverage.
-  const float covered = m.diffuse.coverage + static_cast<float>(group_of(p) - 1) * (1.0f - m.group_shared_spans) * m.retrieval.coverage;
-  if (covered > 0.5f) {
-    fail("retrieval.span_coverage", "the spans of every class would cover " + std::to_string(covered) +
-                                         " of the context with this preset's " + std::to_string(group_of(p)) +
-                                         " q heads per kv head; at most 0.5");
-  }
-  if (!(m.sink_concentration >= 2.0f && m.sink_concentration <= 1000.0f)) fail("sink_concentration", "must be in 2..1000");
-  if (!(m.span_max >= 1 && m.span_max <= 1024)) fail("span_max", "must be in 1..1024");
-  if (!(m.span_median >= 1.0f && m.span_median <= static_cast<float>(m.span_max))) fail("span_median", "must be in 1..span_max");
-  if (!(m.span_zipf_ranks >= 1.0f && m.span_zipf_ranks <= 1e6f)) fail("span_zipf_ranks", "must be in 1..1e6");
-  const std::pair<const char*, float> sigmas[] = {{"span_sigma", m.span_sigma},
-                                                  {"token_jitter", m.token_jitter},
-                                                  {"step_sigma", m.step_sigma},
-                                                  {"turnover_sigma", m.turnover_sigma}};
-  for (const auto& [name, value] : sigmas) {
-    if (!(value >= 0.0f && value <= 3.0f)) fail(name, "must be in [0, 3]");
-  }
-  if (!(m.span_turnover >= 0.0f && m.span_turnover <= 1.0f)) fail("span_turnover", "must be in [0, 1]");
-  if (!(m.far_layer_share > 0.0f && m.far_layer_share < m.adjacent_layer_share && m.adjacent_layer_share < 1.0f)) {
-    fail("adjacent_layer_share", "need 0 < far_layer_share < adjacent_layer_share < 1");
-  }
-  if (!(m.needle_mass > 0.0f && m.needle_mass < 1.0f)) fail("needle_mass", "must be in (0, 1)");
-  if (m.needle_tokens < 1 || m.needle_tokens > 256) fail("needle_tokens", "must be in 1..256");
-  if (m.image_region < 1 || m.image_region > 64) fail("image_region", "must be in 1..64");
-  if (!(m.image_suppression >= 0.0f && m.image_suppression <= 30.0f)) fail("image_suppression", "must be in [0, 30]");
-  if (p.head_dim < 32) fail("preset", "the published statistics need head_dim >= 32");
-  if (p.head_dim > 1024) fail("preset", "the published statistics take head_dim <= 1024");
-  const int content = p.head_dim / 2;
-  if (content_needed(p, c.needles.size(), c.outlier_channels) > content) {
-    const int most = content - content_needed(p, 0, c.outlier_channels);
-    fail("needles", std::to_string(c.needles.size()) + " needles need a channel each; head_dim " + std::to_string(p.head_dim) +
-                        " with " + std::to_string(group_of(p)) + " q heads per kv head holds at most " + std::to_string(std::max(0, most)));
-  }
-  for (int pos : c.needles) {
-    if (pos < c.sinks) fail("needles", "needle position " + std::to_string(pos) + " is a sink or negative");
-  }
-  int last = 0;
-  for (const ImageRange& image : c.images) {
-    if (image.begin < std::max(last, c.sinks) || image.end <= image.begin) {
-      fail("images", "image tokens must be after the sinks, non-empty, in order and apart");
-    }
-    last = image.end;
-  }
-}
-
 PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticConfig& config, const std::vector<int>& layers,
                                int max_seq)
     : preset_(preset), config_(config), max_seq_(max_seq) {
   const int dim = preset_.head_dim;
-  const int group = group_of(preset_);
   pairs_ = dim / 4;
   ch_sink_ = 2 * pairs_;
-  classes_ = kClassOwn + group;
+  classes_ = kClassOwn + group_of(preset_);
   ch_code_ = ch_sink_ + kFeatureClass + classes_;
   code_dims_ = code_dims_for(dim);
   ch_needle_ = ch_code_ + code_dims_;
@@ -198,7 +113,20 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
     frequencies_[static_cast<std::size_t>(i)] =
         i < pairs_ ? hi * std::pow(lo / hi, static_cast<double>(i) / std::max(1, pairs_ - 1)) : std::pow(preset_.rope_theta, -2.0 * i / dim);
   }
-  // Cumulative sums of e^{g K(d)} on the gain grid, every kCheckpoint positions.
+  build_kernel_sums();
+
+  float persistent = 0.0f, renew = 0.0f;
+  layer_sharing(config_.mix.adjacent_layer_share, config_.mix.far_layer_share, persistent, renew);
+  draw_qheads(persistent, renew);
+  const SpanPlacement placement = span_placement(persistent, renew);
+  draw_kvheads();
+  place_spans(layers, placement);
+  place_needles();
+}
+
+// Cumulative sums of e^{g K(d)} on the gain grid, every kCheckpoint positions: what kernel_sum
+// interpolates, so a query's gain solve does not sum the kernel over its whole context.
+void PublishedHeads::build_kernel_sums() {
   checkpoints_ = max_seq_ / kCheckpoint + 1;
   kernel_cum_.assign(static_cast<std::size_t>(kGains) * static_cast<std::size_t>(checkpoints_ + 1), 0.0);
   std::vector<double> running(kGains, 0.0);
@@ -216,37 +144,39 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
       v *= step;
     }
   }
+}
 
+// A q head's type at `layer`; types persist across layers, so this is not a per-head draw.
+HeadType PublishedHeads::draw_type(int layer, int q_head, float persistent, float renew) const {
   const HeadMix& mix = config_.mix;
-  float persistent = 0.0f, renew = 0.0f;
-  layer_sharing(mix.adjacent_layer_share, mix.far_layer_share, persistent, renew);
+  // A q head keeps its type from one layer to the next as span slots keep their spans, so
+  // adjacent layers attend alike; the type draw is the one of the layer it last renewed at.
+  int epoch = mix.dense_layers;
+  const auto head_key = synth::hash_of(config_.seed, 0, static_cast<std::uint64_t>(q_head), 0, kTagQHeadType);
+  if (unit_of(head_key) >= persistent) {
+    for (int l = layer; l > mix.dense_layers; --l) {
+      if (unit_of(synth::hash_of(config_.seed, head_key, static_cast<std::uint64_t>(l), 0, kTagQHeadType)) < renew) {
+        epoch = l;
+        break;
+      }
+    }
+  }
+  const float u = unit_of(synth::hash_of(config_.seed, head_key, static_cast<std::uint64_t>(epoch), 1, kTagQHeadType));
+  if (layer < mix.dense_layers) return HeadType::Diffuse;
+  if (u < mix.streaming_share) return HeadType::Streaming;
+  if (u < mix.streaming_share + mix.retrieval_share) return HeadType::Retrieval;
+  return HeadType::Diffuse;
+}
+
+// Each q head's type, then its mass targets drawn around the type's (one stream per q head).
+void PublishedHeads::draw_qheads(float persistent, float renew) {
+  const HeadMix& mix = config_.mix;
   qheads_.resize(static_cast<std::size_t>(preset_.layers) * preset_.q_heads);
   for (int layer = 0; layer < preset_.layers; ++layer) {
     for (int h = 0; h < preset_.q_heads; ++h) {
       QHead& q = qheads_[static_cast<std::size_t>(layer) * preset_.q_heads + h];
       synth::NormalStream rng(synth::hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(h), 0, kTagQHead));
-      // A q head keeps its type from one layer to the next as span slots keep their spans, so
-      // adjacent layers attend alike; the type draw is the one of the layer it last renewed at.
-      int epoch = mix.dense_layers;
-      const auto head_key = synth::hash_of(config_.seed, 0, static_cast<std::uint64_t>(h), 0, kTagQHeadType);
-      if (unit_of(head_key) >= persistent) {
-        for (int l = layer; l > mix.dense_layers; --l) {
-          if (unit_of(synth::hash_of(config_.seed, head_key, static_cast<std::uint64_t>(l), 0, kTagQHeadType)) < renew) {
-            epoch = l;
-            break;
-          }
-        }
-      }
-      const float u = unit_of(synth::hash_of(config_.seed, head_key, static_cast<std::uint64_t>(epoch), 1, kTagQHeadType));
-      if (layer < mix.dense_layers) {
-        q.type = HeadType::Diffuse;
-      } else if (u < mix.streaming_share) {
-        q.type = HeadType::Streaming;
-      } else if (u < mix.streaming_share + mix.retrieval_share) {
-        q.type = HeadType::Retrieval;
-      } else {
-        q.type = HeadType::Diffuse;
-      }
+      q.type = draw_type(layer, h, persistent, renew);
       const HeadTypeMasses& t = q.type == HeadType::Streaming ? mix.streaming : q.type == HeadType::Retrieval ? mix.retrieval : mix.diffuse;
       const int a = std::max(1, static_cast<int>(std::lround(t.sink * mix.sink_concentration)));
       const int b = std::max(1, static_cast<int>(std::lround((1.0f - t.sink) * mix.sink_concentration)));
@@ -268,8 +198,12 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
       }
     }
   }
+}
 
-  // Span classes' shares of the context.
+// Span classes' shares of the context, and how spans are drawn: what every kv head's SpanLayout
+// is placed from.
+SpanPlacement PublishedHeads::span_placement(float persistent, float renew) const {
+  const HeadMix& mix = config_.mix;
   SpanPlacement placement;
   placement.seed = config_.seed;
   placement.sinks = config_.sinks;
@@ -286,8 +220,15 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
   placement.class_density[kClassAll] = mix.streaming.coverage;
   placement.class_density[kClassShared] = mix.group_shared_spans * mix.retrieval.coverage - mix.streaming.coverage;
   placement.class_density[kClassDiffuse] = mix.diffuse.coverage - mix.retrieval.coverage;
-  for (int g = 0; g < group; ++g) placement.class_density[static_cast<std::size_t>(kClassOwn + g)] = (1.0f - mix.group_shared_spans) * mix.retrieval.coverage;
+  for (int g = 0; g < group_of(preset_); ++g) placement.class_density[static_cast<std::size_t>(kClassOwn + g)] = (1.0f - mix.group_shared_spans) * mix.retrieval.coverage;
+  return placement;
+}
 
+// Each kv head's locality phases, value scales and outliers (one stream per kv head); it answers
+// questions when one of its q heads is a retrieval head (the q heads are drawn first).
+void PublishedHeads::draw_kvheads() {
+  const int dim = preset_.head_dim;
+  const int group = group_of(preset_);
   // Outlier offsets scale with the typical |k| of the median channel: E|n + r cos| is about
   // sqrt(2/pi + r^2/2), r the locality amplitude on the locality channels and 0 elsewhere.
   std::vector<float> typical(static_cast<std::size_t>(dim), std::sqrt(0.63662f));
@@ -321,6 +262,10 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
       for (int g = 0; g < group; ++g) kv.answers = kv.answers || qhead(layer, h * group + g).type == HeadType::Retrieval;
     }
   }
+}
+
+// Spans only for the layers asked for: placing them is the costly part of construction.
+void PublishedHeads::place_spans(const std::vector<int>& layers, const SpanPlacement& placement) {
   std::vector<int> placed = layers;
   std::sort(placed.begin(), placed.end());
   placed.erase(std::unique(placed.begin(), placed.end()), placed.end());
@@ -329,32 +274,41 @@ PublishedHeads::PublishedHeads(const SyntheticPreset& preset, const SyntheticCon
       kvheads_[static_cast<std::size_t>(layer) * preset_.kv_heads + h].spans = std::make_unique<SpanLayout>(placement, layer, h);
     }
   }
+}
 
-  // Needles: a span of text, or a square region of an image's patch grid.
+// Needles: a span of text, or a square region of an image's patch grid.
+void PublishedHeads::place_needles() {
   for (int pos : config_.needles) {
     std::vector<int> tokens;
     const int image = image_of(pos);
     if (image >= 0) {
-      const ImageRange& r = config_.images[static_cast<std::size_t>(image)];
-      const int count = r.end - r.begin;
-      const int width = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(count)))));
-      const int rows = (count + width - 1) / width;
-      const int side = std::min({mix.image_region, width, rows});
-      const int row = std::min((pos - r.begin) / width, rows - side), col = std::min((pos - r.begin) % width, width - side);
-      for (int i = 0; i < side; ++i) {
-        for (int j = 0; j < side; ++j) {
-          const int t = r.begin + (row + i) * width + col + j;
-          if (t < r.end) tokens.push_back(t);
-        }
-      }
+      tokens = image_needle_tokens(config_.images[static_cast<std::size_t>(image)], pos);
     } else {
-      for (int t = pos; t < std::min(max_seq_, pos + mix.needle_tokens); ++t) {  // stops at an image
+      for (int t = pos; t < std::min(max_seq_, pos + config_.mix.needle_tokens); ++t) {  // stops at an image
         if (image_of(t) >= 0) break;
         tokens.push_back(t);
       }
     }
     needle_tokens_.push_back(std::move(tokens));  // empty for a needle past max_seq: never planted
   }
+}
+
+// The square of patches (image_region on a side, clipped to the image's grid) a needle at `pos`
+// inside image `r` occupies: an image's needle is a region, not a run of tokens.
+std::vector<int> PublishedHeads::image_needle_tokens(const ImageRange& r, int pos) const {
+  std::vector<int> tokens;
+  const int count = r.end - r.begin;
+  const int width = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(count)))));
+  const int rows = (count + width - 1) / width;
+  const int side = std::min({config_.mix.image_region, width, rows});
+  const int row = std::min((pos - r.begin) / width, rows - side), col = std::min((pos - r.begin) % width, width - side);
+  for (int i = 0; i < side; ++i) {
+    for (int j = 0; j < side; ++j) {
+      const int t = r.begin + (row + i) * width + col + j;
+      if (t < r.end) tokens.push_back(t);
+    }
+  }
+  return tokens;
 }
 
 PublishedHeads::~PublishedHeads() = default;

@@ -69,6 +69,15 @@ class PublishedHeads : public HeadGenerator {
   bool needle_in_image(int needle) const;
   // out[0..n) += the features f[0..n) in channel coordinates (feature_basis_).
   void to_channels(const float* features, int n, float* out) const;
+  // Construction steps, in the order the constructor runs them (later ones read earlier ones).
+  void build_kernel_sums();
+  void draw_qheads(float persistent, float renew);
+  HeadType draw_type(int layer, int q_head, float persistent, float renew) const;
+  SpanPlacement span_placement(float persistent, float renew) const;
+  void draw_kvheads();
+  void place_spans(const std::vector<int>& layers, const SpanPlacement& placement);
+  void place_needles();
+  std::vector<int> image_needle_tokens(const ImageRange& image, int pos) const;
 
   SyntheticPreset preset_;
   SyntheticConfig config_;

@@ -84,134 +84,173 @@ struct KvResult {
   std::vector<double> window_profile;  // mass by distance inside the window
 };
 
-}  // namespace
+// What every (layer, kv head) measurement shares, gathered once so the helpers below take one
+// argument instead of a dozen.
+struct MeasureSetup {
+  const SyntheticModel& model;
+  const SyntheticConfig& config;
+  int ctx = 0, steps = 0, dim = 0, group = 0, total = 0;
+  std::vector<int> needles;  // the needles inside the context
+};
 
-SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptions& options, ThreadPool& pool) {
-  const SyntheticConfig& config = model.config();
-  const SyntheticPreset& preset = model.preset();
-  const int ctx = options.ctx, steps = options.steps;
-  if (ctx < config.sinks + config.window + 1) throw InputError("synth-stats", "ctx", "must exceed sinks + window");
-  if (steps < 2) throw InputError("synth-stats", "steps", "must be >= 2");
-  if (ctx + steps > model.geometry().max_seq) throw InputError("synth-stats", "ctx", "ctx + steps exceed the model's max_seq");
-  const int dim = preset.head_dim;
-  const int group = preset.q_heads / preset.kv_heads;
-  const int kv_heads = options.kv_heads > 0 ? std::min(options.kv_heads, preset.kv_heads) : preset.kv_heads;
-  const int total = ctx + steps;
-  std::vector<int> needles;
-  for (std::size_t n = 0; n < config.needles.size(); ++n) {
-    if (config.needles[n] < ctx) needles.push_back(static_cast<int>(n));
+// Buffers a worker reuses across its q heads, so the per-step helpers do not allocate.
+struct MeasureScratch {
+  std::vector<double> w, sorted;
+  std::vector<float> q, q_next;
+};
+
+// Adds one step's weights to the head's sink / window / heavy / floor masses (and the window's
+// mass by distance), each token to exactly one category.
+void add_step_masses(const std::vector<double>& w, int t, const SyntheticConfig& config, const std::vector<bool>& heavy,
+                     HeadSample& h, std::vector<double>& window_profile) {
+  for (int j = 0; j <= t; ++j) {
+    const double x = w[static_cast<std::size_t>(j)];
+    if (j < config.sinks) {
+      h.sink += x;
+    } else if (t - j < config.window) {
+      h.window += x;
+      window_profile[static_cast<std::size_t>(t - j)] += x;
+    } else if (heavy[static_cast<std::size_t>(j)]) {
+      h.heavy += x;
+    } else {
+      h.floor += x;
+    }
   }
-  const auto& layers = model.sampled_layers();
-  std::vector<KvResult> results(layers.size() * static_cast<std::size_t>(kv_heads));
-  pool.parallel_for(results.size(), [&](std::size_t item) {
-    const int layer = layers[item / static_cast<std::size_t>(kv_heads)];
-    const int head = static_cast<int>(item % static_cast<std::size_t>(kv_heads));
-    KvResult& r = results[item];
-    r.window_profile.assign(static_cast<std::size_t>(config.window), 0.0);
-    std::vector<float> keys(static_cast<std::size_t>(total) * dim);
-    for (int j = 0; j < total; ++j) model.key(layer, head, j, keys.data() + static_cast<std::size_t>(j) * dim);
-    r.outlier_gain = outlier_gain(config.outlier_channels, keys, ctx, dim);
-    std::vector<double> w, sorted;
-    std::vector<float> q(static_cast<std::size_t>(dim)), q_next(static_cast<std::size_t>(dim));
-    for (int g = 0; g < group; ++g) {
-      const int q_head = head * group + g;
-      HeadSample h;
-      h.type = std::string(head_type_name(model.head_type(layer, q_head)));
-      std::vector<bool> heavy(static_cast<std::size_t>(total));
-      for (int j = 0; j < total; ++j) heavy[static_cast<std::size_t>(j)] = model.heavy_for(layer, q_head, j);
-      for (int j = 0; j < ctx; ++j) r.heavy_tokens += heavy[static_cast<std::size_t>(j)] && j >= config.sinks ? 1 : 0;
-      std::vector<std::vector<double>> pages(static_cast<std::size_t>(steps));
-      for (int s = 0; s < steps; ++s) {
-        const int t = ctx - 1 + s;
-        model.query_asking(layer, q_head, t, -1, q.data());
-        softmax_weights(q.data(), keys, t + 1, dim, w);
-        for (int j = 0; j <= t; ++j) {
-          const double x = w[static_cast<std::size_t>(j)];
-          if (j < config.sinks) {
-            h.sink += x;
-          } else if (t - j < config.window) {
-            h.window += x;
-            r.window_profile[static_cast<std::size_t>(t - j)] += x;
-          } else if (heavy[static_cast<std::size_t>(j)]) {
-            h.heavy += x;
-          } else {
-            h.floor += x;
-          }
-        }
-        pages[static_cast<std::size_t>(s)] = page_masses(w);
-        const auto& p = pages[static_cast<std::size_t>(s)];
-        h.recall5 += mass_of(p, best_pages(p, 0.05));
-        h.best10.push_back(best_pages(p, 0.10));
-        h.recall10 += mass_of(p, h.best10.back());
-        sorted = w;
-        std::sort(sorted.begin(), sorted.end(), std::greater<>());
-        double held = 0.0;
-        int count = 0;
-        while (count < static_cast<int>(sorted.size()) && held < 0.9) held += sorted[static_cast<std::size_t>(count++)];
-        h.tokens90 += count;
-        if (s + 1 < steps) {
-          model.query_asking(layer, q_head, t + 1, -1, q_next.data());
-          double dot = 0, a = 0, b = 0;
-          for (int c = 0; c < dim; ++c) {
-            dot += static_cast<double>(q[static_cast<std::size_t>(c)]) * q_next[static_cast<std::size_t>(c)];
-            a += static_cast<double>(q[static_cast<std::size_t>(c)]) * q[static_cast<std::size_t>(c)];
-            b += static_cast<double>(q_next[static_cast<std::size_t>(c)]) * q_next[static_cast<std::size_t>(c)];
-          }
-          h.cosine += dot / std::sqrt(a * b);
-        }
-      }
-      // One step's selection reused for the next four; pages past its context count as kept.
-      for (int s = 0; s + 4 < steps; ++s) {
-        const auto& chosen = h.best10[static_cast<std::size_t>(s)];
-        const int known = static_cast<int>(pages[static_cast<std::size_t>(s)].size()) - 1;  // its newest page grows
-        double loss = 0.0;
-        for (int i = 1; i <= 4; ++i) {
-          const auto& later = pages[static_cast<std::size_t>(s + i)];
-          double held = mass_of(later, chosen);
-          for (int p = known; p < static_cast<int>(later.size()); ++p) {
-            if (std::find(chosen.begin(), chosen.end(), p) == chosen.end()) held += later[static_cast<std::size_t>(p)];
-          }
-          loss += std::max(0.0, mass_of(later, best_pages(later, 0.10)) - held);
-        }
-        h.reuse += loss / 4.0;
-        ++h.reuse_samples;
-      }
-      const bool answers = model.head_type(layer, q_head) == HeadType::Uniform || model.head_type(layer, q_head) == HeadType::Retrieval;
-      for (int n : needles) {
-        if (!answers) break;
-        model.query_asking(layer, q_head, ctx - 1, n, q.data());
-        softmax_weights(q.data(), keys, ctx, dim, w);
-        const std::vector<int> tokens = model.needle_tokens(n);
-        double mass = 0.0;
-        for (int t : tokens) mass += t < ctx ? w[static_cast<std::size_t>(t)] : 0.0;
-        const int top = static_cast<int>(std::max_element(w.begin(), w.end()) - w.begin());
-        h.needle_mass += mass;
-        h.needle_top1 += std::find(tokens.begin(), tokens.end(), top) != tokens.end() ? 1.0 : 0.0;
-        ++h.needle_samples;
-      }
-      for (double* x : {&h.sink, &h.window, &h.heavy, &h.floor, &h.recall5, &h.recall10, &h.tokens90}) *x /= steps;
-      r.heads.push_back(std::move(h));
-    }
-  });
+}
 
-  SyntheticStats stats;
-  stats.ctx = ctx;
-  stats.steps = steps;
-  stats.needles = static_cast<int>(needles.size());
-  int samples = 0, needle_samples = 0, heavy_tokens = 0;
-  stats.outlier_gain_min = INFINITY;
-  std::vector<double> profile(static_cast<std::size_t>(config.window), 0.0);
-  auto add = [&](HeadTypeStats& t, const HeadSample& h) {
-    ++t.heads;
-    t.sink_mass += h.sink, t.window_mass += h.window, t.heavy_mass += h.heavy, t.floor_mass += h.floor;
-    t.oracle_page_recall_5 += h.recall5, t.oracle_page_recall_10 += h.recall10, t.tokens_for_90pct_mass += h.tokens90;
-    if (h.reuse_samples > 0) {
-      t.reuse_loss_4 += h.reuse / h.reuse_samples;
-      ++t.reuse_samples;
+// Fewest tokens (heaviest first) that hold 90% of the mass; `sorted` is scratch.
+int tokens_for_90pct(const std::vector<double>& w, std::vector<double>& sorted) {
+  sorted = w;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  double held = 0.0;
+  int count = 0;
+  while (count < static_cast<int>(sorted.size()) && held < 0.9) held += sorted[static_cast<std::size_t>(count++)];
+  return count;
+}
+
+// Cosine of two consecutive queries, in double.
+double query_cosine(const std::vector<float>& q, const std::vector<float>& q_next, int dim) {
+  double dot = 0, a = 0, b = 0;
+  for (int c = 0; c < dim; ++c) {
+    dot += static_cast<double>(q[static_cast<std::size_t>(c)]) * q_next[static_cast<std::size_t>(c)];
+    a += static_cast<double>(q[static_cast<std::size_t>(c)]) * q[static_cast<std::size_t>(c)];
+    b += static_cast<double>(q_next[static_cast<std::size_t>(c)]) * q_next[static_cast<std::size_t>(c)];
+  }
+  return dot / std::sqrt(a * b);
+}
+
+// One step's page figures: the recall of the best 5% and 10% of pages; the 10% selection is kept
+// for the reuse and adjacent-layer figures.
+void add_page_recall(const std::vector<double>& p, HeadSample& h) {
+  h.recall5 += mass_of(p, best_pages(p, 0.05));
+  h.best10.push_back(best_pages(p, 0.10));
+  h.recall10 += mass_of(p, h.best10.back());
+}
+
+// One step's selection reused for the next four; pages past its context count as kept.
+void add_reuse_loss(const std::vector<std::vector<double>>& pages, int steps, HeadSample& h) {
+  for (int s = 0; s + 4 < steps; ++s) {
+    const auto& chosen = h.best10[static_cast<std::size_t>(s)];
+    const int known = static_cast<int>(pages[static_cast<std::size_t>(s)].size()) - 1;  // its newest page grows
+    double loss = 0.0;
+    for (int i = 1; i <= 4; ++i) {
+      const auto& later = pages[static_cast<std::size_t>(s + i)];
+      double held = mass_of(later, chosen);
+      for (int p = known; p < static_cast<int>(later.size()); ++p) {
+        if (std::find(chosen.begin(), chosen.end(), p) == chosen.end()) held += later[static_cast<std::size_t>(p)];
+      }
+      loss += std::max(0.0, mass_of(later, best_pages(later, 0.10)) - held);
     }
-    t.needle_mass += h.needle_mass;
-    t.needle_samples += h.needle_samples;
-  };
+    h.reuse += loss / 4.0;
+    ++h.reuse_samples;
+  }
+}
+
+// Asks every needle inside the context (heads that answer only): mass on its tokens and
+// whether one of them is the top token.
+void add_needles(const MeasureSetup& m, int layer, int q_head, const std::vector<float>& keys, MeasureScratch& scratch,
+                 HeadSample& h) {
+  const bool answers = m.model.head_type(layer, q_head) == HeadType::Uniform || m.model.head_type(layer, q_head) == HeadType::Retrieval;
+  std::vector<double>& w = scratch.w;
+  for (int n : m.needles) {
+    if (!answers) break;
+    m.model.query_asking(layer, q_head, m.ctx - 1, n, scratch.q.data());
+    softmax_weights(scratch.q.data(), keys, m.ctx, m.dim, w);
+    const std::vector<int> tokens = m.model.needle_tokens(n);
+    double mass = 0.0;
+    for (int t : tokens) mass += t < m.ctx ? w[static_cast<std::size_t>(t)] : 0.0;
+    const int top = static_cast<int>(std::max_element(w.begin(), w.end()) - w.begin());
+    h.needle_mass += mass;
+    h.needle_top1 += std::find(tokens.begin(), tokens.end(), top) != tokens.end() ? 1.0 : 0.0;
+    ++h.needle_samples;
+  }
+}
+
+// One q head over the decode steps; adds its heavy tokens and window profile to the kv head's.
+HeadSample measure_q_head(const MeasureSetup& m, int layer, int q_head, const std::vector<float>& keys, MeasureScratch& scratch,
+                          KvResult& r) {
+  const SyntheticConfig& config = m.config;
+  const int ctx = m.ctx, steps = m.steps;
+  HeadSample h;
+  h.type = std::string(head_type_name(m.model.head_type(layer, q_head)));
+  std::vector<bool> heavy(static_cast<std::size_t>(m.total));
+  for (int j = 0; j < m.total; ++j) heavy[static_cast<std::size_t>(j)] = m.model.heavy_for(layer, q_head, j);
+  for (int j = 0; j < ctx; ++j) r.heavy_tokens += heavy[static_cast<std::size_t>(j)] && j >= config.sinks ? 1 : 0;
+  std::vector<std::vector<double>> pages(static_cast<std::size_t>(steps));
+  for (int s = 0; s < steps; ++s) {
+    const int t = ctx - 1 + s;
+    m.model.query_asking(layer, q_head, t, -1, scratch.q.data());
+    softmax_weights(scratch.q.data(), keys, t + 1, m.dim, scratch.w);
+    add_step_masses(scratch.w, t, config, heavy, h, r.window_profile);
+    pages[static_cast<std::size_t>(s)] = page_masses(scratch.w);
+    add_page_recall(pages[static_cast<std::size_t>(s)], h);
+    h.tokens90 += tokens_for_90pct(scratch.w, scratch.sorted);
+    if (s + 1 < steps) {
+      m.model.query_asking(layer, q_head, t + 1, -1, scratch.q_next.data());
+      h.cosine += query_cosine(scratch.q, scratch.q_next, m.dim);
+    }
+  }
+  add_reuse_loss(pages, steps, h);
+  add_needles(m, layer, q_head, keys, scratch, h);
+  for (double* x : {&h.sink, &h.window, &h.heavy, &h.floor, &h.recall5, &h.recall10, &h.tokens90}) *x /= steps;
+  return h;
+}
+
+// One (layer, kv head): its keys once, then each of its group's q heads against them.
+KvResult measure_kv_head(const MeasureSetup& m, int layer, int head) {
+  KvResult r;
+  r.window_profile.assign(static_cast<std::size_t>(m.config.window), 0.0);
+  std::vector<float> keys(static_cast<std::size_t>(m.total) * m.dim);
+  for (int j = 0; j < m.total; ++j) m.model.key(layer, head, j, keys.data() + static_cast<std::size_t>(j) * m.dim);
+  r.outlier_gain = outlier_gain(m.config.outlier_channels, keys, m.ctx, m.dim);
+  MeasureScratch scratch;
+  scratch.q.resize(static_cast<std::size_t>(m.dim));
+  scratch.q_next.resize(static_cast<std::size_t>(m.dim));
+  for (int g = 0; g < m.group; ++g) r.heads.push_back(measure_q_head(m, layer, head * m.group + g, keys, scratch, r));
+  return r;
+}
+
+// Adds one q head's means to a head type's sums (divided in finish_type_means).
+void add_to_type(HeadTypeStats& t, const HeadSample& h) {
+  ++t.heads;
+  t.sink_mass += h.sink, t.window_mass += h.window, t.heavy_mass += h.heavy, t.floor_mass += h.floor;
+  t.oracle_page_recall_5 += h.recall5, t.oracle_page_recall_10 += h.recall10, t.tokens_for_90pct_mass += h.tokens90;
+  if (h.reuse_samples > 0) {
+    t.reuse_loss_4 += h.reuse / h.reuse_samples;
+    ++t.reuse_samples;
+  }
+  t.needle_mass += h.needle_mass;
+  t.needle_samples += h.needle_samples;
+}
+
+// The sums over every measured head that the overall figures are divided from.
+struct MeasureTotals {
+  int samples = 0, needle_samples = 0, heavy_tokens = 0;
+  std::vector<double> profile;  // window mass by distance
+};
+
+// Adds every kv head's results to the overall and per-type sums, in result order.
+void add_results(const std::vector<KvResult>& results, SyntheticStats& stats, MeasureTotals& totals) {
   for (std::size_t i = 0; i < results.size(); ++i) {
     const KvResult& r = results[i];
     for (const HeadSample& h : r.heads) {
@@ -221,18 +260,22 @@ SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptio
       stats.heavy_mass_min = std::min(stats.heavy_mass_min, h.heavy), stats.heavy_mass_max = std::max(stats.heavy_mass_max, h.heavy);
       stats.query_cosine += h.cosine;
       stats.needle_mass += h.needle_mass, stats.needle_top1 += h.needle_top1;
-      needle_samples += h.needle_samples;
-      ++samples;
-      add(stats.types[h.type], h);
-      add(stats.types["all"], h);
+      totals.needle_samples += h.needle_samples;
+      ++totals.samples;
+      add_to_type(stats.types[h.type], h);
+      add_to_type(stats.types["all"], h);
     }
     stats.outlier_gain += r.outlier_gain;
     stats.outlier_gain_min = std::min(stats.outlier_gain_min, r.outlier_gain);
     stats.outlier_gain_max = std::max(stats.outlier_gain_max, r.outlier_gain);
-    heavy_tokens += r.heavy_tokens;
-    for (std::size_t d = 0; d < profile.size(); ++d) profile[d] += r.window_profile[d];
+    totals.heavy_tokens += r.heavy_tokens;
+    for (std::size_t d = 0; d < totals.profile.size(); ++d) totals.profile[d] += r.window_profile[d];
   }
-  // Adjacent layers: the same (kv head, q head) at layers l and l+1, when both were sampled.
+}
+
+// Adjacent layers: the same (kv head, q head) at layers l and l+1, when both were sampled.
+void add_adjacent_overlap(const std::vector<KvResult>& results, const std::vector<int>& layers, int kv_heads, int steps,
+                          SyntheticStats& stats) {
   for (std::size_t li = 0; li < layers.size(); ++li) {
     const auto next = std::find(layers.begin(), layers.end(), layers[li] + 1);
     if (next == layers.end()) continue;
@@ -256,6 +299,10 @@ SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptio
       }
     }
   }
+}
+
+// Turns each head type's sums into means.
+void finish_type_means(SyntheticStats& stats) {
   for (auto& [name, t] : stats.types) {
     const double n = t.heads;
     for (double* x : {&t.sink_mass, &t.window_mass, &t.heavy_mass, &t.floor_mass, &t.oracle_page_recall_5,
@@ -266,10 +313,10 @@ SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptio
     if (t.overlap_samples > 0) t.adjacent_layer_overlap /= t.overlap_samples;
     if (t.needle_samples > 0) t.needle_mass /= t.needle_samples;
   }
-  stats.sink_mass /= samples, stats.window_mass /= samples, stats.heavy_mass /= samples, stats.tail_mass /= samples;
-  stats.query_cosine /= static_cast<double>(samples) * (steps - 1);
-  stats.outlier_gain /= static_cast<double>(results.size());
-  stats.heavy_token_share = static_cast<double>(heavy_tokens) / (static_cast<double>(samples) * (ctx - config.sinks));
+}
+
+// The distance inside the window that holds half its mass (left as is when none does).
+void set_window_half_distance(const std::vector<double>& profile, SyntheticStats& stats) {
   const double window_total = std::accumulate(profile.begin(), profile.end(), 0.0);
   double running = 0.0;
   for (std::size_t d = 0; d < profile.size(); ++d) {
@@ -279,9 +326,49 @@ SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptio
       break;
     }
   }
-  if (needle_samples > 0) {
-    stats.needle_mass /= needle_samples;
-    stats.needle_top1 /= needle_samples;
+}
+
+}  // namespace
+
+SyntheticStats measure_synthetic(const SyntheticModel& model, const MeasureOptions& options, ThreadPool& pool) {
+  const SyntheticConfig& config = model.config();
+  const SyntheticPreset& preset = model.preset();
+  const int ctx = options.ctx, steps = options.steps;
+  if (ctx < config.sinks + config.window + 1) throw InputError("synth-stats", "ctx", "must exceed sinks + window");
+  if (steps < 2) throw InputError("synth-stats", "steps", "must be >= 2");
+  if (ctx + steps > model.geometry().max_seq) throw InputError("synth-stats", "ctx", "ctx + steps exceed the model's max_seq");
+  const int kv_heads = options.kv_heads > 0 ? std::min(options.kv_heads, preset.kv_heads) : preset.kv_heads;
+  MeasureSetup setup{model, config, ctx, steps, preset.head_dim, preset.q_heads / preset.kv_heads, ctx + steps, {}};
+  for (std::size_t n = 0; n < config.needles.size(); ++n) {
+    if (config.needles[n] < ctx) setup.needles.push_back(static_cast<int>(n));
+  }
+  const auto& layers = model.sampled_layers();
+  std::vector<KvResult> results(layers.size() * static_cast<std::size_t>(kv_heads));
+  pool.parallel_for(results.size(), [&](std::size_t item) {
+    const int layer = layers[item / static_cast<std::size_t>(kv_heads)];
+    const int head = static_cast<int>(item % static_cast<std::size_t>(kv_heads));
+    results[item] = measure_kv_head(setup, layer, head);
+  });
+
+  SyntheticStats stats;
+  stats.ctx = ctx;
+  stats.steps = steps;
+  stats.needles = static_cast<int>(setup.needles.size());
+  stats.outlier_gain_min = INFINITY;
+  MeasureTotals totals;
+  totals.profile.assign(static_cast<std::size_t>(config.window), 0.0);
+  add_results(results, stats, totals);
+  add_adjacent_overlap(results, layers, kv_heads, steps, stats);
+  finish_type_means(stats);
+  const int samples = totals.samples;
+  stats.sink_mass /= samples, stats.window_mass /= samples, stats.heavy_mass /= samples, stats.tail_mass /= samples;
+  stats.query_cosine /= static_cast<double>(samples) * (steps - 1);
+  stats.outlier_gain /= static_cast<double>(results.size());
+  stats.heavy_token_share = static_cast<double>(totals.heavy_tokens) / (static_cast<double>(samples) * (ctx - config.sinks));
+  set_window_half_distance(totals.profile, stats);
+  if (totals.needle_samples > 0) {
+    stats.needle_mass /= totals.needle_samples;
+    stats.needle_top1 /= totals.needle_samples;
   }
   return stats;
 }

@@ -96,6 +96,154 @@ void validate_uniform_heads(const SyntheticConfig& c, const SyntheticPreset& p) 
   }
 }
 
+namespace {
+
+// The grid of kernel gains the per-head solves interpolate on.
+constexpr int kGrid = 401;
+constexpr double kGridStep = 0.1;
+
+// ln of the window and tail sums of e^{g K} at calibration_ctx, on the gain grid: the same for
+// every head, so computed once for all of them.
+struct KernelSums {
+  std::vector<double> log_window, log_tail;
+};
+
+// The RoPE kernel of the locality direction (equal energy per mid pair):
+// K(d) = mean over mid pairs of cos(theta_i d). It is the same for every head.
+std::vector<float> locality_kernel(const std::vector<double>& frequencies, const Bands& bands, int n) {
+  const int mid_pairs = bands.mid_end - bands.mid_begin;
+  std::vector<float> kernel(static_cast<std::size_t>(n));
+  for (int d = 0; d < n; ++d) {
+    double sum = 0.0;
+    for (int i = bands.mid_begin; i < bands.mid_end; ++i) sum += std::cos(frequencies[static_cast<std::size_t>(i)] * d);
+    kernel[static_cast<std::size_t>(d)] = static_cast<float>(sum / mid_pairs);
+  }
+  return kernel;
+}
+
+KernelSums kernel_sums(const std::vector<float>& kernel, const SyntheticConfig& config) {
+  const int n = static_cast<int>(kernel.size());
+  KernelSums sums;
+  sums.log_window.resize(kGrid);
+  sums.log_tail.resize(kGrid);
+  for (int gi = 0; gi < kGrid; ++gi) {
+    const double g = gi * kGridStep;
+    double window_sum = 0.0, tail_sum = 0.0;
+    for (int d = 0; d < n - config.sinks; ++d) {
+      const double w = std::exp(g * kernel[static_cast<std::size_t>(d)]);
+      (d < config.window ? window_sum : tail_sum) += w;
+    }
+    sums.log_window[static_cast<std::size_t>(gi)] = std::log(window_sum);
+    sums.log_tail[static_cast<std::size_t>(gi)] = std::log(tail_sum);
+  }
+  return sums;
+}
+
+// Outliers: distinct slow channels, removed from `slow`; returns their signed gains (the
+// offsets are set once the typical |k| is known, see set_outlier_offsets).
+std::vector<float> draw_outliers(NormalStream& rng, const SyntheticConfig& config, std::vector<int>& slow,
+                                 UniformHeads::HeadParams& p) {
+  std::vector<float> gains;
+  for (int i = 0; i < config.outlier_channels; ++i) {
+    const auto pick = static_cast<std::size_t>(rng.uniform() * static_cast<float>(slow.size()));
+    const int channel = slow[std::min(pick, slow.size() - 1)];
+    slow.erase(std::find(slow.begin(), slow.end(), channel));
+    const float gain = config.outlier_gain_min + (config.outlier_gain_max - config.outlier_gain_min) * rng.uniform();
+    p.outliers.push_back(channel);
+    gains.push_back((rng.uniform() < 0.5f ? -1.0f : 1.0f) * gain);
+  }
+  return gains;
+}
+
+// The content direction u (slow channels), the locality direction m (mid pairs), the key mean mu
+// (fast pairs) and the value scales, in the order the head's stream has always drawn them.
+void draw_directions(NormalStream& rng, const Bands& bands, int dim, const std::vector<int>& slow, UniformHeads::HeadParams& p) {
+  const int mid_pairs = bands.mid_end - bands.mid_begin;
+  p.u.assign(static_cast<std::size_t>(dim), 0.0f);
+  for (int c : slow) p.u[static_cast<std::size_t>(c)] = rng.next();
+  normalize(p.u);
+  p.m.assign(static_cast<std::size_t>(dim), 0.0f);
+  for (int i = bands.mid_begin; i < bands.mid_end; ++i) {
+    const float angle = 6.2831853f * rng.uniform();
+    p.m[static_cast<std::size_t>(2 * i)] = std::cos(angle) / std::sqrt(static_cast<float>(mid_pairs));
+    p.m[static_cast<std::size_t>(2 * i + 1)] = std::sin(angle) / std::sqrt(static_cast<float>(mid_pairs));
+  }
+  p.mu.assign(static_cast<std::size_t>(dim), 0.0f);
+  for (int c = 0; c < 2 * bands.mid_begin; ++c) p.mu[static_cast<std::size_t>(c)] = rng.next();
+  p.v_scale.resize(static_cast<std::size_t>(dim));
+  for (float& s : p.v_scale) s = 0.5f + rng.uniform();
+}
+
+// Needle directions: orthogonal to u and to each other (Gram-Schmidt) on the slow channels.
+void draw_needle_dirs(NormalStream& rng, std::size_t needles, int dim, const std::vector<int>& slow, UniformHeads::HeadParams& p) {
+  for (std::size_t k = 0; k < needles; ++k) {
+    std::vector<float> d(static_cast<std::size_t>(dim), 0.0f);
+    for (int c : slow) d[static_cast<std::size_t>(c)] = rng.next();
+    auto remove = [&](const std::vector<float>& base) {
+      double dot = 0.0;
+      for (std::size_t c = 0; c < d.size(); ++c) dot += static_cast<double>(d[c]) * base[c];
+      for (std::size_t c = 0; c < d.size(); ++c) d[c] -= static_cast<float>(dot) * base[c];
+    };
+    remove(p.u);
+    for (const auto& other : p.needle_dirs) remove(other);
+    normalize(d);
+    p.needle_dirs.push_back(std::move(d));
+  }
+}
+
+// Mass targets for this head, jittered, then the boosts and the kernel gain that meet them at
+// calibration_ctx (the kernel's length).
+void solve_boosts(NormalStream& rng, const SyntheticConfig& config, const std::vector<float>& kernel, const KernelSums& sums,
+                  UniformHeads::HeadParams& p) {
+  const int n = static_cast<int>(kernel.size());
+  const std::vector<double>& log_window = sums.log_window;
+  const std::vector<double>& log_tail = sums.log_tail;
+  auto jitter = [&](float target) { return target * (1.0f + config.head_variation * (2.0f * rng.uniform() - 1.0f)); };
+  const double sink = jitter(config.sink_mass), window = jitter(config.window_mass), heavy = jitter(config.heavy_mass);
+  const double tail = 1.0 - sink - window - heavy;
+  const double f = config.heavy_fraction;
+  const double heavy_boost = heavy / tail * (1.0 - f) / f;  // e^{alpha_heavy}
+  // Window tokens include heavy hitters that fall inside it: ln S(g) + ln(1 + f(e^a - 1)).
+  const double want = std::log(window / tail * (1.0 - f)) - std::log1p(f * (heavy_boost - 1.0));
+  int gi = 0;
+  while (gi + 1 < kGrid && log_window[static_cast<std::size_t>(gi + 1)] - log_tail[static_cast<std::size_t>(gi + 1)] < want) ++gi;
+  double g = gi * kGridStep;
+  if (gi + 1 < kGrid) {
+    const double lo = log_window[static_cast<std::size_t>(gi)] - log_tail[static_cast<std::size_t>(gi)];
+    const double hi = log_window[static_cast<std::size_t>(gi + 1)] - log_tail[static_cast<std::size_t>(gi + 1)];
+    g += kGridStep * std::clamp((want - lo) / (hi - lo), 0.0, 1.0);
+  }
+  const double tail_weight = (1.0 - f) * std::exp(log_tail[static_cast<std::size_t>(gi)] +
+                                                  (g - gi * kGridStep) / kGridStep *
+                                                      (gi + 1 < kGrid ? log_tail[static_cast<std::size_t>(gi + 1)] -
+                                                                            log_tail[static_cast<std::size_t>(gi)]
+                                                                      : 0.0));
+  double sink_kernel = 0.0;
+  for (int j = 0; j < config.sinks; ++j) sink_kernel += std::exp(g * kernel[static_cast<std::size_t>(n - 1 - j)]);
+  p.alpha_heavy = static_cast<float>(std::log(heavy_boost));
+  p.alpha_sink = static_cast<float>(std::log(sink / tail * tail_weight / sink_kernel));
+  p.g_k = static_cast<float>(g);
+  p.heavy_threshold = static_cast<std::uint64_t>(f * 18446744073709551615.0);
+}
+
+// Typical |k|: the median over channels of E|noise + rotated constant of amplitude r|,
+// about sqrt(2/pi + r^2/2); the outliers sit at gain x that, stable across tokens.
+void set_outlier_offsets(const std::vector<float>& gains, float s_scale, int dim, UniformHeads::HeadParams& p) {
+  std::vector<float> typical;
+  for (int pair = 0; pair < dim / 2; ++pair) {
+    const auto a = static_cast<std::size_t>(2 * pair);
+    const float r2 = s_scale * s_scale * p.g_k * p.g_k * (p.m[a] * p.m[a] + p.m[a + 1] * p.m[a + 1]) +
+                     p.mu[a] * p.mu[a] + p.mu[a + 1] * p.mu[a + 1];
+    const float e = std::sqrt(0.63662f + 0.5f * r2);
+    typical.push_back(e);
+    typical.push_back(e);
+  }
+  std::nth_element(typical.begin(), typical.begin() + dim / 2, typical.end());
+  for (float gain : gains) p.offsets.push_back(gain * typical[static_cast<std::size_t>(dim / 2)]);
+}
+
+}  // namespace
+
 UniformHeads::UniformHeads(const SyntheticPreset& preset, const SyntheticConfig& config)
     : preset_(preset), config_(config) {
   const int dim = preset_.head_dim;
@@ -115,115 +263,22 @@ UniformHeads::UniformHeads(const SyntheticPreset& preset, const SyntheticConfig&
   const float noise_dims = static_cast<float>(dim - 2 * mid_pairs - 1);
   noise_q_ = std::sqrt(2.0f * static_cast<float>(dim) / (s_scale_ * s_scale_) * (1.0f / config_.query_similarity - 1.0f) /
                        noise_dims);
-
-  // The RoPE kernel of the locality direction (equal energy per mid pair):
-  // K(d) = mean over mid pairs of cos(theta_i d). It is the same for every head.
-  const int n = config_.calibration_ctx;
-  std::vector<float> kernel(static_cast<std::size_t>(n));
-  for (int d = 0; d < n; ++d) {
-    double sum = 0.0;
-    for (int i = bands.mid_begin; i < bands.mid_end; ++i) sum += std::cos(frequencies_[static_cast<std::size_t>(i)] * d);
-    kernel[static_cast<std::size_t>(d)] = static_cast<float>(sum / mid_pairs);
-  }
-  // ln of window and tail sums of e^{g K} on a grid of g, for the per-head solves below.
-  constexpr int kGrid = 401;
-  constexpr double kGridStep = 0.1;
-  std::vector<double> log_window(kGrid), log_tail(kGrid);
-  for (int gi = 0; gi < kGrid; ++gi) {
-    const double g = gi * kGridStep;
-    double window_sum = 0.0, tail_sum = 0.0;
-    for (int d = 0; d < n - config_.sinks; ++d) {
-      const double w = std::exp(g * kernel[static_cast<std::size_t>(d)]);
-      (d < config_.window ? window_sum : tail_sum) += w;
-    }
-    log_window[static_cast<std::size_t>(gi)] = std::log(window_sum);
-    log_tail[static_cast<std::size_t>(gi)] = std::log(tail_sum);
-  }
+  const std::vector<float> kernel = locality_kernel(frequencies_, bands, config_.calibration_ctx);
+  const KernelSums sums = kernel_sums(kernel, config_);
 
   heads_.resize(static_cast<std::size_t>(preset_.layers) * preset_.kv_heads);
   for (int layer = 0; layer < preset_.layers; ++layer) {
     for (int h = 0; h < preset_.kv_heads; ++h) {
       HeadParams& p = heads_[static_cast<std::size_t>(layer) * preset_.kv_heads + h];
       NormalStream rng(hash_of(config_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(h), 0, kTagHead));
-      // Outliers: distinct slow channels; their offsets are set below, once the typical |k| is known.
+      // One stream per head: the helpers below draw from it in this order.
       std::vector<int> slow;
       for (int c = slow_begin; c < dim; ++c) slow.push_back(c);
-      std::vector<float> gains;
-      for (int i = 0; i < config_.outlier_channels; ++i) {
-        const auto pick = static_cast<std::size_t>(rng.uniform() * static_cast<float>(slow.size()));
-        const int channel = slow[std::min(pick, slow.size() - 1)];
-        slow.erase(std::find(slow.begin(), slow.end(), channel));
-        const float gain = config_.outlier_gain_min + (config_.outlier_gain_max - config_.outlier_gain_min) * rng.uniform();
-        p.outliers.push_back(channel);
-        gains.push_back((rng.uniform() < 0.5f ? -1.0f : 1.0f) * gain);
-      }
-      p.u.assign(static_cast<std::size_t>(dim), 0.0f);
-      for (int c : slow) p.u[static_cast<std::size_t>(c)] = rng.next();
-      normalize(p.u);
-      p.m.assign(static_cast<std::size_t>(dim), 0.0f);
-      for (int i = bands.mid_begin; i < bands.mid_end; ++i) {
-        const float angle = 6.2831853f * rng.uniform();
-        p.m[static_cast<std::size_t>(2 * i)] = std::cos(angle) / std::sqrt(static_cast<float>(mid_pairs));
-        p.m[static_cast<std::size_t>(2 * i + 1)] = std::sin(angle) / std::sqrt(static_cast<float>(mid_pairs));
-      }
-      p.mu.assign(static_cast<std::size_t>(dim), 0.0f);
-      for (int c = 0; c < 2 * bands.mid_begin; ++c) p.mu[static_cast<std::size_t>(c)] = rng.next();
-      p.v_scale.resize(static_cast<std::size_t>(dim));
-      for (float& s : p.v_scale) s = 0.5f + rng.uniform();
-      // Needle directions: orthogonal to u and to each other (Gram-Schmidt) on the slow channels.
-      for (std::size_t k = 0; k < config_.needles.size(); ++k) {
-        std::vector<float> d(static_cast<std::size_t>(dim), 0.0f);
-        for (int c : slow) d[static_cast<std::size_t>(c)] = rng.next();
-        auto remove = [&](const std::vector<float>& base) {
-          double dot = 0.0;
-          for (std::size_t c = 0; c < d.size(); ++c) dot += static_cast<double>(d[c]) * base[c];
-          for (std::size_t c = 0; c < d.size(); ++c) d[c] -= static_cast<float>(dot) * base[c];
-        };
-        remove(p.u);
-        for (const auto& other : p.needle_dirs) remove(other);
-        normalize(d);
-        p.needle_dirs.push_back(std::move(d));
-      }
-      // Mass targets for this head, jittered, then the boosts that meet them at calibration_ctx.
-      auto jitter = [&](float target) { return target * (1.0f + config_.head_variation * (2.0f * rng.uniform() - 1.0f)); };
-      const double sink = jitter(config_.sink_mass), window = jitter(config_.window_mass), heavy = jitter(config_.heavy_mass);
-      const double tail = 1.0 - sink - window - heavy;
-      const double f = config_.heavy_fraction;
-      const double heavy_boost = heavy / tail * (1.0 - f) / f;  // e^{alpha_heavy}
-      // Window tokens include heavy hitters that fall inside it: ln S(g) + ln(1 + f(e^a - 1)).
-      const double want = std::log(window / tail * (1.0 - f)) - std::log1p(f * (heavy_boost - 1.0));
-      int gi = 0;
-      while (gi + 1 < kGrid && log_window[static_cast<std::size_t>(gi + 1)] - log_tail[static_cast<std::size_t>(gi + 1)] < want) ++gi;
-      double g = gi * kGridStep;
-      if (gi + 1 < kGrid) {
-        const double lo = log_window[static_cast<std::size_t>(gi)] - log_tail[static_cast<std::size_t>(gi)];
-        const double hi = log_window[static_cast<std::size_t>(gi + 1)] - log_tail[static_cast<std::size_t>(gi + 1)];
-        g += kGridStep * std::clamp((want - lo) / (hi - lo), 0.0, 1.0);
-      }
-      const double tail_weight = (1.0 - f) * std::exp(log_tail[static_cast<std::size_t>(gi)] +
-                                                      (g - gi * kGridStep) / kGridStep *
-                                                          (gi + 1 < kGrid ? log_tail[static_cast<std::size_t>(gi + 1)] -
-                                                                                log_tail[static_cast<std::size_t>(gi)]
-                                                                          : 0.0));
-      double sink_kernel = 0.0;
-      for (int j = 0; j < config_.sinks; ++j) sink_kernel += std::exp(g * kernel[static_cast<std::size_t>(n - 1 - j)]);
-      p.alpha_heavy = static_cast<float>(std::log(heavy_boost));
-      p.alpha_sink = static_cast<float>(std::log(sink / tail * tail_weight / sink_kernel));
-      p.g_k = static_cast<float>(g);
-      p.heavy_threshold = static_cast<std::uint64_t>(f * 18446744073709551615.0);
-      // Typical |k|: the median over channels of E|noise + rotated constant of amplitude r|,
-      // about sqrt(2/pi + r^2/2); the outliers sit at gain x that, stable across tokens.
-      std::vector<float> typical;
-      for (int pair = 0; pair < dim / 2; ++pair) {
-        const auto a = static_cast<std::size_t>(2 * pair);
-        const float r2 = s_scale_ * s_scale_ * p.g_k * p.g_k * (p.m[a] * p.m[a] + p.m[a + 1] * p.m[a + 1]) +
-                         p.mu[a] * p.mu[a] + p.mu[a + 1] * p.mu[a + 1];
-        const float e = std::sqrt(0.63662f + 0.5f * r2);
-        typical.push_back(e);
-        typical.push_back(e);
-      }
-      std::nth_element(typical.begin(), typical.begin() + dim / 2, typical.end());
-      for (float gain : gains) p.offsets.push_back(gain * typical[static_cast<std::size_t>(dim / 2)]);
+      const std::vector<float> gains = draw_outliers(rng, config_, slow, p);
+      draw_directions(rng, bands, dim, slow, p);
+      draw_needle_dirs(rng, config_.needles.size(), dim, slow, p);
+      solve_boosts(rng, config_, kernel, sums, p);
+      set_outlier_offsets(gains, s_scale_, dim, p);
     }
   }
 }

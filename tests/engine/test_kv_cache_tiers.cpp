@@ -307,6 +307,9 @@ TEST_CASE("a question switch is reported once, at the switch, with the loads it 
   REQUIRE(shifts.size() == 1);
   CHECK(loads_at_switch > 0);  // the new pages were in L2: nothing predicted them
   CHECK(shifts[0].pages == loads_at_switch);
+  CHECK(shifts[0].shift.layer == 0);
+  CHECK(shifts[0].shift.new_pages == 16);
+  CHECK(shifts[0].shift.kept_pages == 16);
   CHECK_THAT(shifts[0].reason, Catch::Contains("layer 0: 16 of 16 kept pages new"));
   CHECK_THAT(shifts[0].reason, Catch::Contains(std::to_string(loads_at_switch) + " loaded on demand"));
 }
