@@ -78,7 +78,7 @@ void decode_step(OffloadRun& run, std::vector<float>& q, std::vector<float>& k, 
     run.model->exact_key(0, h, run.pos, k.data() + static_cast<std::size_t>(h) * dim);
     run.model->exact_value(0, h, run.pos, v.data() + static_cast<std::size_t>(h) * dim);
   }
-  run.cache->append(run.seq, 0, k.data(), v.data(), 1);
+  run.decoder->apply(run.cache->append(run.seq, 0, k.data(), v.data(), 1));
   for (int h = 0; h < g.q_heads; ++h) {
     run.model->query(run.model->sampled_layers()[0], h, run.pos, q.data() + static_cast<std::size_t>(h) * dim);
   }

@@ -178,7 +178,7 @@ void KVCache::end_decode_step() {
 
 int KVCache::length(SeqId seq, int layer) const { return table_.layer(seq, layer, "KVCache::length").length; }
 
-void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n_tokens) {
+CacheOutcome KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n_tokens) {
   LayerPages& state = table_.layer(seq, layer, "KVCache::append");
   if (n_tokens < 0) throw InputError("KVCache::append", "n_tokens", "must be >= 0");
   if (n_tokens > config_.geometry.max_seq - state.length) {
@@ -200,6 +200,7 @@ void KVCache::append(SeqId seq, int layer, const float* k, const float* v, int n
   if (telemetry_ != nullptr && replaced > 0) telemetry_->on_nan_inf(layer, replaced);
   if (config_.memory.l1_bytes > 0) update_memory_pressure();
   report_demotions(traffic_before);
+  return take_outcome();
 }
 
 int KVCache::add_image(SeqId seq, int begin, int end) {
@@ -314,7 +315,7 @@ void KVCache::key_bounds(SeqId seq, int layer, std::vector<HeadKeyBounds>& heads
   }
 }
 
-void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options) {
+CacheOutcome KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options) {
   LayerPages& state = table_.layer(seq, layer, "KVCache::attend");
   const int stored = state.length;
   if (n_queries < 1 || n_queries > stored) {
@@ -358,6 +359,7 @@ void KVCache::attend(SeqId seq, int layer, const float* q, int n_queries, float*
   call_.run(*kernels_, pool_, resident_, args);
   end_pool_step(seq, state, layer, n_queries == 1, options.plan, n_queries == 1 ? args.page_mass : nullptr, options);
   if (telemetry_ != nullptr) report_attention(state, n_queries, options.plan != nullptr, sealed_pool_.traffic() - traffic_before);
+  return take_outcome();
 }
 
 void KVCache::report_attention(const LayerPages& state, int n_queries, bool planned, const TrafficCounters& moved) {

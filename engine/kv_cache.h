@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "attention/attend_call.h"
@@ -58,6 +59,16 @@ struct AttendOptions {
   std::vector<std::vector<float>>* importance = nullptr;
 };
 
+// What a cache call leaves to its caller. Danger under memory pressure asks the sparse policy,
+// which lives above the cache, for a smaller budget: the requests raised since the previous
+// outcome was handed out (by this call, or by a call that returns none: fork, release,
+// truncate, add_image, a prefix or commit). The owner of the sparse policy applies them
+// (SparseDecoder::apply), each halving its budget once; a caller without one has no budget to
+// tighten and may drop the outcome.
+struct CacheOutcome {
+  int budget_requests = 0;
+};
+
 struct CacheStats {
   std::size_t sealed_pages = 0;      // live physical pages (shared pages count once)
   std::size_t read_only_pages = 0;   // of them, an image's (add_image)
@@ -81,10 +92,10 @@ class KVCache {
   void release(SeqId seq);
 
   // k, v: [n_tokens][kv_heads][head_dim], post-RoPE K stored exactly as given.
-  void append(SeqId seq, int layer, const float* k, const float* v, int n_tokens);
+  CacheOutcome append(SeqId seq, int layer, const float* k, const float* v, int n_tokens);
   // q: [n_queries][q_heads][head_dim] for the last n_queries stored positions (causal);
   // out like q. One query runs the fused decode kernel, more run the chunked prefill.
-  void attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options = {});
+  CacheOutcome attend(SeqId seq, int layer, const float* q, int n_queries, float* out, const AttendOptions& options = {});
   // Every layer longer than new_length is cut to it (shorter layers, mid forward pass, stay).
   // Throws InputError, before any layer is cut, for a cut inside an image's read-only pages
   // (add_image); a cut before the image drops it whole.
@@ -154,11 +165,6 @@ class KVCache {
   // Every kv head's key bounds (Quest's input) without building page views: the sealed pages'
   // summaries in place, copies of the residual pages'. Valid until the sequence next changes.
   void key_bounds(SeqId seq, int layer, std::vector<HeadKeyBounds>& heads) const;
-  // Danger under memory pressure asks for a smaller sparse budget: the count of such requests
-  // so far. A sparse decoder serves each one it has not seen (SparseDecoder) and reports a
-  // budget it did make smaller through budget_tightened().
-  std::uint64_t budget_requests() const { return budget_requests_; }
-  void budget_tightened();
   // Waits until pages demoted so far are on the L2 device (benchmarks, tests).
   void drain_memory() { sealed_pool_.drain(); }
 
@@ -186,6 +192,8 @@ class KVCache {
   void report_demotions(const TrafficCounters& before);
   bool requantize_page(PageId id);
   void apply_relief(const TieredPool::Relief& relief);
+  // The outcome so far, handed out once.
+  CacheOutcome take_outcome() { return std::exchange(pending_, {}); }
   void update_memory_pressure();
   // Bytes of sealed pages one attention call may hold at once under an L1 cap (0: no limit).
   std::size_t stream_batch_bytes(bool prompt) const;
@@ -218,7 +226,7 @@ class KVCache {
   Phase phase_ = Phase::Prefill;
   bool first_decode_step_ = false;  // a prefill ran since the last decode step ended
   std::uint64_t nan_inf_replaced_ = 0;
-  std::uint64_t budget_requests_ = 0;
+  CacheOutcome pending_;  // what the next outcome hands out (apply_relief fills it)
   std::unordered_map<SeqId, int> tentative_;  // speculating sequences -> length when it began
   std::vector<std::vector<float>> cache_page_mass_;  // page masses the cache asks for itself (importance)
 };

@@ -77,15 +77,10 @@ void KVCache::end_pool_step(SeqId seq, LayerPages& state, int layer, bool decode
   forward_memory_reports();
 }
 
-void KVCache::budget_tightened() {
-  sealed_pool_.budget_tightened();
-  forward_memory_reports();  // a request served after the run's last step still reaches the sink
-}
-
 void KVCache::apply_relief(const TieredPool::Relief& relief) {
-  // Danger's first remedy is the sparse policy's, above the cache: a request it serves
-  // (budget_requests()); the second, the long tail's requantization, is the cache's own.
-  if (relief.tighten_budget) ++budget_requests_;
+  // Danger's first remedy is the sparse policy's, above the cache: a request in the outcome the
+  // caller applies (CacheOutcome); the second, the long tail's requantization, is the cache's own.
+  if (relief.tighten_budget) ++pending_.budget_requests;
   if (!relief.requantize) return;
   std::size_t done = 0;
   for (PageId id : relief.pages) done += requantize_page(id) ? 1 : 0;

@@ -62,7 +62,7 @@ int run_sparse_eval(const SparseEvalOptions& o) {
       model.exact_key(0, h, pos, k.data() + static_cast<std::size_t>(h) * dim);
       model.exact_value(0, h, pos, v.data() + static_cast<std::size_t>(h) * dim);
     }
-    cache.append(seq, 0, k.data(), v.data(), 1);
+    decoder.apply(cache.append(seq, 0, k.data(), v.data(), 1));
     for (int h = 0; h < preset.q_heads; ++h) model.query(preset.layers / 2, h, pos, q.data() + static_cast<std::size_t>(h) * dim);
     decoder.attend(seq, 0, q.data(), out.data());
     monitor.check(cache, decoder, q.data(), out.data());

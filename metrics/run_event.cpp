@@ -43,7 +43,6 @@ EventKind memory_kind(kv::MemoryEvent::Kind kind) {
     case kv::MemoryEvent::Kind::Pressure: return EventKind::Pressure;
     case kv::MemoryEvent::Kind::L2Failed: return EventKind::L2Failed;
     case kv::MemoryEvent::Kind::L2Full: return EventKind::L2Full;
-    case kv::MemoryEvent::Kind::BudgetTightened: return EventKind::BudgetTightened;
     case kv::MemoryEvent::Kind::Requantized: return EventKind::Requantized;
     case kv::MemoryEvent::Kind::Overflow: return EventKind::L1Overflow;
     case kv::MemoryEvent::Kind::SelectionShift: return EventKind::SelectionShift;

@@ -23,7 +23,7 @@ enum class EventKind : std::uint8_t {
   Pressure,
   L2Failed,
   L2Full,
-  BudgetTightened,
+  BudgetTightened,  // stored by runs of earlier versions only: a budget change is one BudgetChange now
   Requantized,
   L1Overflow,
   SelectionShift,

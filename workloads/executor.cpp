@@ -197,12 +197,16 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   for (int layer = 0; layer < g.layers; ++layer) {
     span_part(WorkPart::Model, t.model_ms, t.model_work,
               [&] { model_.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data()); });
+    kv::CacheOutcome appended;
     span_part(WorkPart::Append, t.append_ms, t.append_work, [&] {
       // After a layers:N draft its layers hold the proposals' K/V already: the last token's only.
       const std::size_t shared = layer < shared_layers_ ? rows - 1 : 0;
-      cache_.append(*seq_, layer, buffers_.k.data() + shared * kv_row, buffers_.v.data() + shared * kv_row, n - static_cast<int>(shared));
+      appended = cache_.append(*seq_, layer, buffers_.k.data() + shared * kv_row, buffers_.v.data() + shared * kv_row,
+                               n - static_cast<int>(shared));
+      // The draft's cache has no sparse policy of its own: nothing to tighten.
       if (mirror) options_.draft->append(*draft_seq_, layer, buffers_.k.data(), buffers_.v.data(), n);
     });
+    decoder_.apply(appended);  // appending may have entered danger: before anything plans
     // Before the layer's prompt attention: the prompt's last query scores the pages for the
     // first decode step from their key bounds alone, so the pages it predicts, which the
     // attention streams through L1 anyway, stay there.
@@ -213,6 +217,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     }
     if (attend == 0) continue;
     const std::uint64_t serial_start = kv::serial_cpu_ns();
+    kv::CacheOutcome attended;  // a dense call's: the decoder applies its own calls'
     span_part(WorkPart::Attend, t.attend_ms, t.attend_work, [&] {
       if (options_.test_slowdown > 0.0) cache_.pool().set_work_inflation(options_.test_slowdown);
       if (n == 1) {
@@ -220,7 +225,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
       } else if (decoder_.policy().sparse_prefill) {
         decoder_.prefill(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
       } else {
-        cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
+        attended = cache_.attend(*seq_, layer, buffers_.q.data() + tail * q_row, attend, buffers_.attn.data() + tail * q_row);
       }
     }, [&] {
       if (options_.test_slowdown <= 0.0) return;
@@ -229,6 +234,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
       cache_.pool().set_work_inflation(0.0);
       kv::burn_cpu_ns(static_cast<std::uint64_t>(static_cast<double>(kv::serial_cpu_ns() - serial_start) * options_.test_slowdown));
     });
+    decoder_.apply(attended);
     if (n == 1 && options_.quality != nullptr) {  // outside the timed region: the check costs far more than the step
       const auto start = Clock::now();
       if (options_.quality->check(cache_, decoder_, buffers_.q.data(), buffers_.attn.data())) t.quality_ms += ms_since(start);

@@ -88,8 +88,12 @@ double Executor::draft_step(int token, int* proposal) {
   for (int layer = 0; layer < layers; ++layer) {
     model.layer_qkv(layer, buffers_.q.data(), buffers_.k.data(), buffers_.v.data());
     const auto start = Clock::now();
-    cache.append(seq, layer, buffers_.k.data(), buffers_.v.data(), 1);
-    cache.attend(seq, layer, buffers_.q.data(), 1, buffers_.attn.data());
+    // Writing the target's own sequence, the draft's calls may enter danger for its policy; the
+    // draft's own cache has none to tighten.
+    kv::CacheOutcome outcome = cache.append(seq, layer, buffers_.k.data(), buffers_.v.data(), 1);
+    if (!own_copy) decoder_.apply(outcome);
+    outcome = cache.attend(seq, layer, buffers_.q.data(), 1, buffers_.attn.data());
+    if (!own_copy) decoder_.apply(outcome);
     ms += ms_since(start);
     model.layer_output(layer, buffers_.attn.data());
   }

@@ -27,7 +27,6 @@ struct MemoryEvent {
     Pressure,         // a watermark transition (from -> to)
     L2Failed,         // an L2 write failed: demotion stops (reason says which file and error)
     L2Full,           // the L2 cap is reached: demotion stops
-    BudgetTightened,  // danger asked the sparse policy for a smaller budget
     Requantized,      // danger requantized long-tail pages to INT2 (pages in `pages`)
     Overflow,         // L1 holds more than its cap: nothing could be demoted
     // A decode step kept mostly pages its head's previous step did not (a question switch):

@@ -236,7 +236,8 @@ class TieredPool {
   // Accounts the step's L0 staging of `bytes` (staged bytes, batches of half of L0, peak).
   void stage_l0(std::uint64_t bytes);
   // What pressure relief leaves to the pool's owner (pressure_controller.h): danger was just
-  // entered, so a smaller sparse budget is wanted; and, when `requantize`, the long-tail pages
+  // entered, so a smaller sparse budget is wanted (the owner passes it up: KVCache's
+  // CacheOutcome; the budget's change is its one event); and, when `requantize`, the long-tail pages
   // to requantize (begin_requantize()/finish_requantize()), after which the owner calls
   // finish_relief() with how many it requantized (possibly none).
   struct Relief {
@@ -269,8 +270,6 @@ class TieredPool {
   // After the owner applied a Relief with `requantize`: counts the pages, then safe again or
   // an overflow episode.
   void finish_relief(std::size_t requantized);
-  // The owner's sparse policy took a smaller budget on danger's request: reported as an event.
-  void budget_tightened();
   // The cache's report of a decode step's selection churn (MemoryConfig::selection_shift): a
   // SelectionShift event with this step's demand loads, when new_pages reach the threshold.
   void selection_churn(int layer, std::uint64_t new_pages, std::uint64_t kept_pages);

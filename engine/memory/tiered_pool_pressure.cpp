@@ -195,8 +195,6 @@ void TieredPool::selection_churn(int layer, std::uint64_t new_pages, std::uint64
   events_.back().shift = {layer, new_pages, kept_pages};
 }
 
-void TieredPool::budget_tightened() { event(MemoryEvent::Kind::BudgetTightened, "danger: sparse budget tightened"); }
-
 std::vector<PageId> TieredPool::plan_long_tail(std::size_t max_pages) {
   std::vector<DemotionCandidate> candidates;
   {

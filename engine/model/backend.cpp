@@ -19,14 +19,16 @@ void run_step(ModelBackend& model, KVCache& cache, SeqId seq, const int* tokens,
   model.begin_step(tokens, n_tokens, pos);
   for (int layer = 0; layer < g.layers; ++layer) {
     model.layer_qkv(layer, buffers.q.data(), buffers.k.data(), buffers.v.data());
-    cache.append(seq, layer, buffers.k.data(), buffers.v.data(), n_tokens);
+    const CacheOutcome appended = cache.append(seq, layer, buffers.k.data(), buffers.v.data(), n_tokens);
+    if (sparse != nullptr) sparse->apply(appended);
     if (attention == StepAttention::AppendOnly) continue;
     if (sparse != nullptr && n_tokens == 1) {
       sparse->attend(seq, layer, buffers.q.data(), buffers.attn.data());
     } else if (sparse != nullptr && sparse->policy().sparse_prefill) {
       sparse->prefill(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
     } else {
-      cache.attend(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
+      const CacheOutcome attended = cache.attend(seq, layer, buffers.q.data(), n_tokens, buffers.attn.data());
+      if (sparse != nullptr) sparse->apply(attended);
     }
     model.layer_output(layer, buffers.attn.data());
   }

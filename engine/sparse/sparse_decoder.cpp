@@ -10,16 +10,8 @@
 namespace kv {
 
 SparseDecoder::SparseDecoder(KVCache& cache, const SparsePolicy& policy, Telemetry* telemetry)
-    : cache_(cache), policy_(policy), telemetry_(telemetry), budget_requests_served_(cache.budget_requests()) {
+    : cache_(cache), policy_(policy), telemetry_(telemetry) {
   validate_sparse_policy(policy_, "sparse policy");
-}
-
-void SparseDecoder::serve_budget_requests() {
-  // Requests from before this decoder existed were never its to serve (the constructor).
-  while (budget_requests_served_ < cache_.budget_requests()) {
-    ++budget_requests_served_;
-    if (tighten_budget()) cache_.budget_tightened();
-  }
 }
 
 bool SparseDecoder::tighten_budget() {
@@ -111,14 +103,11 @@ SelectionPlan SparseDecoder::plan_step(SeqId seq, int layer, const float* q, Pha
 
 void SparseDecoder::predict_next(SeqId seq, int layer, const float* q) {
   if (!cache_.offloads()) return;  // every page is resident: nothing to predict for
-  serve_budget_requests();
   const SelectionPlan plan = plan_step(seq, layer, q, Phase::Prefill);
   cache_.predict_next(seq, layer, plan);
-  serve_budget_requests();
 }
 
 void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
-  serve_budget_requests();  // appending may have entered danger
   const ModelGeometry& g = cache_.config().geometry;
   const int page_tokens = cache_.config().page_tokens;
   last_plan_ = plan_step(seq, layer, q, Phase::Decode);
@@ -128,8 +117,7 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
   options.plan = &last_plan_;
   options.compensate = policy_.compensation == Compensation::MeanV;
   options.importance = &acc;  // the call adds the step's attention mass of every kept page
-  cache_.attend(seq, layer, q, 1, out, options);
-  serve_budget_requests();  // the step may have entered danger
+  apply(cache_.attend(seq, layer, q, 1, out, options));  // the step may have entered danger
 
   SelectionEvent event;
   event.step = step_;
@@ -162,7 +150,6 @@ void SparseDecoder::attend(SeqId seq, int layer, const float* q, float* out) {
 }
 
 void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries, float* out) {
-  serve_budget_requests();  // appending may have entered danger
   const ModelGeometry& g = cache_.config().geometry;
   // Like a decode step: selection reads the key bounds, the cache views the planned pages.
   cache_.key_bounds(seq, layer, key_bounds_);
@@ -187,8 +174,7 @@ void SparseDecoder::prefill(SeqId seq, int layer, const float* q, int n_queries,
   report_selection(Phase::Prefill, select_start, pages, !bounds.empty());
   AttendOptions options;
   options.plan = &last_plan_;
-  cache_.attend(seq, layer, q, n_queries, out, options);
-  serve_budget_requests();
+  apply(cache_.attend(seq, layer, q, n_queries, out, options));
 }
 
 }  // namespace kv

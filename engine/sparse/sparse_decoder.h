@@ -44,11 +44,16 @@ class SparseDecoder {
 
   // Adaptive tightening: a new budget from now on (fraction in (0, 1] or pages >= 1).
   void set_budget(float fraction, int pages);
-  // Memory danger's request (the cache counts them; attend() and prefill() serve each new one,
-  // before planning and after the cache's step): halves the budget, down to
-  // kMinTightenedBudget or one page. Returns false when it cannot go lower (or the selector has
-  // no budget).
+  // Memory danger's request: halves the budget, down to kMinTightenedBudget or one page, and
+  // reports the change (Telemetry::on_budget_change, its one event). Returns false when it
+  // cannot go lower (or the selector has no budget).
   bool tighten_budget();
+  // What a cache call left to its caller (KVCache::CacheOutcome): one tightening per request.
+  // attend() and prefill() apply their own calls' outcomes; whoever appends applies the append's
+  // before the next step plans.
+  void apply(const CacheOutcome& outcome) {
+    for (int i = 0; i < outcome.budget_requests; ++i) tighten_budget();
+  }
   static constexpr float kMinTightenedBudget = 0.01f;
   const SparsePolicy& policy() const { return policy_; }
 
@@ -78,13 +83,11 @@ class SparseDecoder {
   // The decode plan of query q over (seq, layer)'s pages: key bounds, decayed accumulated
   // attention (once per step), selection. Reports the select span under `phase`.
   SelectionPlan plan_step(SeqId seq, int layer, const float* q, Phase phase);
-  void serve_budget_requests();
 
   KVCache& cache_;
   SparsePolicy policy_;
   Telemetry* telemetry_;
   int step_ = 0;
-  std::uint64_t budget_requests_served_;
   // Per (seq, layer): accumulated attention [kv head][page] and the step it was last decayed.
   struct History {
     std::vector<std::vector<float>> accumulated;

@@ -19,6 +19,8 @@ namespace {
 struct Recorder : Telemetry {
   std::vector<SelectionEvent> selections;
   std::vector<BudgetChange> budgets;
+  std::vector<MemoryEvent> memory;
+  void on_memory_event(const MemoryEvent& e) override { memory.push_back(e); }
   void on_page_sealed(const PageSealed&) override {}
   void on_nan_inf(int, std::uint64_t) override {}
   void on_kernel(KernelKind, Isa) override {}
@@ -153,7 +155,7 @@ TEST_CASE("Sparse prefill: a covering budget equals dense prefill, a tight one k
   CHECK(kvtest::relative_error(tight_last, decode) < (integer ? kvtest::kTwinTolerance : 1e-4f));
 }
 
-TEST_CASE("memory danger's budget request is served once by every decoder on the cache", "[sparse][memory]") {
+TEST_CASE("memory danger's budget request comes out of the call that entered it: one decision, one event", "[sparse][memory]") {
   // No L2 tier and an L1 cap far below the context: appending enters danger.
   CacheConfig config;
   config.geometry = {1, 4, 2, 64, 4096};
@@ -161,33 +163,36 @@ TEST_CASE("memory danger's budget request is served once by every decoder on the
   config.page_tokens = 64;
   config.threads = 1;
   config.memory.l1_bytes = 64 * 1024;
-  KVCache cache(config);
-  Recorder first_events, second_events, late_events;
-  SparseDecoder first(cache, policy(Selector::Quest, 0.5f), &first_events);
-  SparseDecoder second(cache, policy(Selector::Quest, 0.5f), &second_events);
+  Recorder events;  // the cache's and the decoder's: every memory event and budget change
+  KVCache cache(config, &events);
+  SparseDecoder decoder(cache, policy(Selector::Quest, 0.5f), &events);
   const SeqId seq = cache.create_sequence();
   constexpr int kTokens = 1024;
   const auto k = kvtest::random_keys(kTokens, 2, 64, 3);
   const auto v = kvtest::random_values(static_cast<std::size_t>(kTokens) * 2 * 64, 4);
-  cache.append(seq, 0, k.data(), v.data(), kTokens);
+  const CacheOutcome appended = cache.append(seq, 0, k.data(), v.data(), kTokens);
   REQUIRE(cache.stats().memory.level == PressureLevel::Danger);
-  REQUIRE(cache.budget_requests() == 1);
-  // Nothing tightens until a decoder plans again.
-  CHECK(first.policy().budget == 0.5f);
-  SparseDecoder late(cache, policy(Selector::Quest, 0.5f), &late_events);  // after the request
+  CHECK(appended.budget_requests == 1);
+  // The cache decides nothing above it: the budget is the caller's to apply.
+  CHECK(decoder.policy().budget == 0.5f);
+  decoder.apply(appended);
+  CHECK(decoder.policy().budget == 0.25f);
+  REQUIRE(events.budgets.size() == 1);
+  CHECK(events.budgets[0].from_budget == 0.5f);
+  CHECK(events.budgets[0].budget == 0.25f);
+  // One change is one event: the budget change. Danger's memory events (the level, the long
+  // tail's requantization, the overflow) say nothing of the budget.
+  REQUIRE_FALSE(events.memory.empty());
+  for (const MemoryEvent& e : events.memory) CHECK(e.reason.find("budget") == std::string::npos);
+  // Still in danger: the decoder's steps and a further append bring no new request.
   const auto q = kvtest::random_values(4 * 64, 5);
   std::vector<float> out(q.size());
-  for (SparseDecoder* d : {&first, &second, &late}) d->attend(seq, 0, q.data(), out.data());
-  CHECK(first.policy().budget == 0.25f);
-  CHECK(second.policy().budget == 0.25f);
-  CHECK(late.policy().budget == 0.5f);  // the request came before it existed
-  REQUIRE(first_events.budgets.size() == 1);
-  CHECK(first_events.budgets[0].from_budget == 0.5f);
-  CHECK(late_events.budgets.empty());
-  // Still in danger: no new request, no further tightening.
-  for (SparseDecoder* d : {&first, &second}) d->attend(seq, 0, q.data(), out.data());
-  CHECK(cache.budget_requests() == 1);
-  CHECK(first.policy().budget == 0.25f);
+  for (int step = 0; step < 2; ++step) decoder.attend(seq, 0, q.data(), out.data());
+  const auto one_k = kvtest::random_keys(1, 2, 64, 6);
+  const auto one_v = kvtest::random_values(2 * 64, 7);
+  CHECK(cache.append(seq, 0, one_k.data(), one_v.data(), 1).budget_requests == 0);
+  CHECK(decoder.policy().budget == 0.25f);
+  CHECK(events.budgets.size() == 1);
 }
 
 TEST_CASE("A decoder told a sequence's images keeps each image's own pages under any selector", "[sparse]") {
