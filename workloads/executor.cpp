@@ -100,7 +100,7 @@ Executor::Executor(kv::ModelBackend& model, kv::KVCache& cache, kv::SparseDecode
       throw std::invalid_argument("Executor: speculative k must be in [1, kMaxVerifyQueries - 1]");
     }
     accept_rng_.seed(options_.seed);
-    free_running_ = llama_.has_value();
+    if (llama_) source_ = TokenSource::FreeRunning;
     if (draft_layers > 0) draft_share_ = kv::layers_draft_dense_share(llama_->tested->weights().config, draft_layers);
     if (options_.draft_model != nullptr) {
       draft_share_ = options_.draft_model_share;
@@ -173,8 +173,14 @@ void Executor::span_part(WorkPart part, double& ms, SpanWork& work, Fn&& fn, Aft
   add_work_since(stamp, work);
 }
 
-Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
+Executor::LayerTimes Executor::step(const StepMode& mode) {
   if (options_.stop != nullptr && options_.stop->load(std::memory_order_relaxed)) throw ExecutionStopped();
+  const auto* prompt = std::get_if<PromptStep>(&mode);
+  const auto* verify = std::get_if<VerifyStep>(&mode);
+  const int n = prompt != nullptr ? prompt->n : verify != nullptr ? verify->n : 1;
+  const int attend = prompt != nullptr ? prompt->attend : n;
+  const bool predict = prompt != nullptr && prompt->predict;
+  const int shared_layers = verify != nullptr ? verify->shared_layers : 0;
   const kv::ModelGeometry& g = model_.geometry();
   const auto rows = static_cast<std::size_t>(n);
   const auto q_row = static_cast<std::size_t>(g.q_heads) * static_cast<std::size_t>(g.head_dim);
@@ -183,10 +189,10 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
   buffers_.k.resize(rows * kv_row);
   buffers_.v.resize(rows * kv_row);
   buffers_.attn.assign(rows * q_row, 0.0f);
-  const int* tokens = step_tokens_ != nullptr                ? step_tokens_
-                      : llama_ && !free_running_ ? llama_->tokens->data() + offset_ + pos_
-                                                 : tokens_.data() + pos_;
-  const bool copy = draft_seq_.has_value() && !verifying_;  // the draft's copy takes the step's tokens
+  const int* tokens = verify != nullptr                ? verify->tokens
+                      : llama_ && !free_running() ? llama_->tokens->data() + offset_ + pos_
+                                                  : tokens_.data() + pos_;
+  const bool copy = draft_seq_.has_value() && verify == nullptr;  // the draft's copy takes the step's tokens
   const bool mirror = copy && options_.draft_model == nullptr;  // ... as the target's K/V
   if (copy && draft_length() != pos_) throw std::logic_error("Executor: the draft's copy of the context is not at the target's position");
   LayerTimes t;
@@ -200,7 +206,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     kv::CacheOutcome appended;
     span_part(WorkPart::Append, t.append_ms, t.append_work, [&] {
       // After a layers:N draft its layers hold the proposals' K/V already: the last token's only.
-      const std::size_t shared = layer < shared_layers_ ? rows - 1 : 0;
+      const std::size_t shared = layer < shared_layers ? rows - 1 : 0;
       appended = cache_.append(*seq_, layer, buffers_.k.data() + shared * kv_row, buffers_.v.data() + shared * kv_row,
                                n - static_cast<int>(shared));
       // The draft's cache has no sparse policy of its own: nothing to tighten.
@@ -265,7 +271,7 @@ Executor::LayerTimes Executor::step(int n, int attend, bool predict) {
     t.append_ms += draft_ms * options_.draft_layer_ratio;
     t.append_work += draft_work.scaled(options_.draft_layer_ratio);
   }
-  if (n == 1 || verifying_) decoder_.end_step();
+  if (n == 1 || verify != nullptr) decoder_.end_step();  // a one-token prompt chunk attended as a decode step
   if (llama_) {
     span_part(WorkPart::Model, t.model_ms, t.model_work, [&] { llama_->tested->logits(); });
   } else {
@@ -317,7 +323,7 @@ void Executor::run_prefill(const Op& op, ExecutionResult& result, double& reques
       attend = probed[static_cast<std::size_t>(c)] ? std::min(n, options_.probe_queries) : 0;
       if (attend < n) partial = true;
     }
-    const LayerTimes t = step(n, attend, before_decode && c == chunks - 1);
+    const LayerTimes t = step(PromptStep{n, attend, before_decode && c == chunks - 1});
     predict_ms += t.predict_ms;
     append_ms += t.append_ms;
     model_ms += t.model_ms;
@@ -372,7 +378,7 @@ Op Executor::enter_op(const Op* first, const Op* end) {
   if (options_.on_request && op.kind != OpKind::NewSequence && op.request != request_) options_.on_request(op.request);
   request_ = op.request;
   if (!llama_ && op.kind != OpKind::NewSequence) synthetic_tokens(first, end, tokens_);
-  if (free_running_ && op.kind == OpKind::Prefill) {
+  if (free_running() && op.kind == OpKind::Prefill) {
     // Prompts come from the text, at the positions they take in the sequence.
     pending_.reset();
     const int* text = llama_->tokens->data() + offset_ + static_cast<std::ptrdiff_t>(tokens_.size());

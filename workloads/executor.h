@@ -18,12 +18,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "accuracy.h"
@@ -245,12 +247,29 @@ class Executor {
   int take_pending();
   // Accounts a decode step's (or round's) time for `tokens` tokens.
   void account_decode(ExecutionResult& result, const LayerTimes& t, double extra_ms, int tokens);
-  // Runs n tokens at pos_; attends the last `attend` queries of each layer (n: all, 0: none);
-  // with `predict`, the last token's query plans the next decode step (SparseDecoder::predict_next).
-  // With a draft (speculative decoding) the draft's cache takes the same K/V, except in a verify
-  // step (verifying_): prompts and plain decode steps keep its copy of the context; that time is
+  // What one step runs, by mode. A prompt chunk: n tokens from the script or the text at pos_,
+  // the last `attend` queries of each layer attended (n: all, 0: none); with `predict`, the last
+  // token's query plans the next decode step (SparseDecoder::predict_next).
+  struct PromptStep {
+    int n = 0;
+    int attend = 0;
+    bool predict = false;
+  };
+  // One token at pos_ (a decode step).
+  struct DecodeStep {};
+  // Speculative decoding's verify step: the k + 1 tentative tokens (the pending token and the
+  // draft's proposals) in one multi-query attention per layer. After a layers:N draft the
+  // layers below shared_layers already hold the proposals' K/V: only the last token's is new.
+  struct VerifyStep {
+    const int* tokens = nullptr;
+    int n = 0;
+    int shared_layers = 0;
+  };
+  using StepMode = std::variant<PromptStep, DecodeStep, VerifyStep>;
+  // Runs one step. With a draft (speculative decoding) the draft's cache takes the same K/V but
+  // in a verify step: prompts and plain decode steps keep its copy of the context; that time is
   // the append's. A verify step ends a decode step like a single token's does.
-  LayerTimes step(int n, int attend, bool predict = false);
+  LayerTimes step(const StepMode& mode);
   // One part of a step's engine work: timed into `ms`, the engine's work in it added to `work`
   // (runtime/work_clock.h) and, but for the synthetic generator standing in for the model,
   // counted under the sim clock in the phase's region (sim_regions.h): the cpu and sim clocks
@@ -278,13 +297,13 @@ class Executor {
   std::vector<float> draft_q_, draft_k_, draft_v_;  // a preset draft's prompt K/V
   std::optional<kv::SeqId> seq_;
   std::vector<int> tokens_;  // synthetic: the sequence's token ids by position
-  const int* step_tokens_ = nullptr;  // a verify step's tokens (proposals), instead of tokens_
-  bool verifying_ = false;            // step() runs a verify step: tentative tokens, no draft copy
-  // A verify step after a layers:N draft: its layers below this already hold the proposals' K/V.
-  int shared_layers_ = 0;
-  // Llama with speculative decoding: decode ops generate their tokens (tokens_ holds the
-  // sequence, prompts from the text); pending_ is the next token chosen and not yet fed.
-  bool free_running_ = false;
+  // Where decode tokens come from. Scripted: the script's tokens (synthetic), or the text the
+  // reference follows (llama). FreeRunning: llama with speculative decoding, whose decode ops
+  // generate their tokens (tokens_ holds the sequence, prompts from the text); pending_ is the
+  // next token chosen and not yet fed.
+  enum class TokenSource : std::uint8_t { Scripted, FreeRunning };
+  TokenSource source_ = TokenSource::Scripted;
+  bool free_running() const { return source_ == TokenSource::FreeRunning; }
   std::optional<int> pending_;
   double draft_share_ = 1.0;  // StepDone::model_share of a draft step
   double copy_share_ = 1.0;   // ... of a prompt or plain decode step (a preset draft runs in it too)

@@ -29,20 +29,20 @@ void Executor::run_decode(const Op& op, ExecutionResult& result, ScriptRun& stat
     }
   }
   result.decode.dma_wait_ms += (dma_wait_ms() - dma_before) * scale_;
-  if (free_running_) result.generated.insert(result.generated.end(), tokens_.begin() + decode_start, tokens_.begin() + pos_);
+  if (free_running()) result.generated.insert(result.generated.end(), tokens_.begin() + decode_start, tokens_.begin() + pos_);
   if (ask_needle_) ask_needle_(-1);
 }
 
 double Executor::decode_step(ExecutionResult& result) {
   // The pending token first: it may be read from the last step's logits, which a draft
   // catch-up step would overwrite.
-  if (free_running_) tokens_.push_back(take_pending());
+  if (free_running()) tokens_.push_back(take_pending());
   const double catch_up_ms = draft_seq_ ? draft_catch_up() : 0.0;
   if (result.speculation) result.speculation->draft_ms += catch_up_ms * scale_;
-  const LayerTimes t = step(1, 1);
-  if (free_running_) pending_ = greedy_token(0);
+  const LayerTimes t = step(DecodeStep{});
+  if (free_running()) pending_ = greedy_token(0);
   account_decode(result, t, catch_up_ms, 1);
-  result.decode.quality_ms += t.quality_ms + score(1, free_running_);
+  result.decode.quality_ms += t.quality_ms + score(1, free_running());
   ++pos_;
   if (options_.on_step) options_.on_step({kv::Phase::Decode, request_, 1, 1, pos_, -1, copy_share_});
   return (t.append_ms + t.attend_ms + t.model_ms + catch_up_ms) * scale_;
@@ -147,13 +147,7 @@ int Executor::speculative_round(ExecutionResult& result, int remaining, double& 
   }
   // The verify step: k + 1 tentative tokens in one multi-query attention per layer.
   if (own_copy) cache_.begin_tentative(*seq_);
-  step_tokens_ = proposal.data();
-  verifying_ = true;
-  shared_layers_ = spec.draft_layers;
-  const LayerTimes t = step(k + 1, k + 1);
-  step_tokens_ = nullptr;
-  verifying_ = false;
-  shared_layers_ = 0;
+  const LayerTimes t = step(VerifyStep{proposal.data(), k + 1, spec.draft_layers});
   if (llama_) {
     // Greedy acceptance: the proposals up to the first the target's choice differs from.
     while (accepted < k && greedy_token(accepted) == proposal[static_cast<std::size_t>(accepted) + 1]) ++accepted;
@@ -166,7 +160,7 @@ int Executor::speculative_round(ExecutionResult& result, int remaining, double& 
   const double commit_ms = ms_since(commit_start);
   const int committed = accepted + 1;
   double follow_ms = 0.0;
-  if (free_running_) {
+  if (free_running()) {
     tokens_.insert(tokens_.end(), proposal.begin(), proposal.begin() + committed);
     follow_ms = score(committed, true);
   }
