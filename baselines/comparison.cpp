@@ -17,10 +17,10 @@ constexpr int kMinRepetitions = 3;
 // Beyond this many repetitions per side, the hint to run more is no help.
 constexpr int kMaxUsefulRepetitions = 50;
 // A CPU-time row judged across a busy and a quiet run (core_slowdown set) is only as right as
-// the core-speed probe's correction, and the engine's work need not feel a busy neighbour as the
-// probe does: on a shared 2-vCPU runner, the same build's prefill took +3.9% more CPU time under
-// a spinning neighbour while the probe took 5.8% less. Such a row is called regressed or
-// improved only beyond the band plus the larger of the correction applied and this share.
+// the core-speed probe's correction, and the engine's memory-bound work need not feel a busy
+// neighbour as the probe's integer job does: the two can move in opposite directions
+// (docs/gate.md, Core speed). Such a row is called regressed or improved only beyond the band
+// plus the larger of the correction applied and this share.
 constexpr double kProbeMismatch = 0.10;
 
 std::vector<double> values_of(const std::vector<Sample>& samples, bool skip_noisy) {
